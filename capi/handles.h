@@ -1,0 +1,65 @@
+// The C API's handle types and the exception boundary. Every exported
+// function body runs inside DP_API_BEGIN / DP_API_END, which turns any C++
+// exception into a dp_status. Nothing here is visible outside libdp.
+#pragma once
+
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "core/workspace.h"
+#include "dp/dp.h"
+#include "exec/net.h"
+#include "graph/net_def.h"
+
+struct dp_status {
+  int32_t code;
+  std::string message;
+};
+
+struct dp_tensor {
+  dp::Tensor tensor;
+};
+
+struct dp_workspace {
+  std::shared_ptr<dp::Workspace> ws;
+};
+
+struct dp_netdef {
+  std::shared_ptr<const dp::NetDef> def;
+};
+
+struct dp_net {
+  std::unique_ptr<dp::Net> net;
+};
+
+struct dp_string_list {
+  std::vector<std::string> items;
+};
+
+struct dp_buffer {
+  std::string bytes;
+};
+
+namespace dp::capi {
+
+dp_status* MakeStatus(Code code, const std::string& message) noexcept;
+dp_status* StatusFromCurrentException() noexcept;  // call inside a catch block
+
+// Argument checks that name the parameter and the function.
+#define DP_CHECK_ARG(cond, ...) \
+  DP_ENFORCE_CODE(cond, ::dp::Code::kInvalidArgument, __func__, ": ", __VA_ARGS__)
+#define DP_CHECK_NOT_NULL(p) DP_CHECK_ARG((p) != nullptr, #p " is NULL")
+
+}  // namespace dp::capi
+
+#define DP_API_BEGIN try {
+#define DP_API_END                                    \
+  }                                                   \
+  catch (...) {                                       \
+    return ::dp::capi::StatusFromCurrentException();  \
+  }                                                   \
+  return nullptr;

@@ -1,0 +1,310 @@
+/*
+ * dp — embeddable data-parallel deep-learning runtime. Public C API.
+ *
+ * Conventions (they hold for every function below unless it says otherwise):
+ *
+ * Errors. A fallible function returns dp_status*: NULL on success, otherwise
+ *   an object owned by the caller, to be released with dp_status_free. Its
+ *   code (DP_ERR_*) is stable across releases; its message is UTF-8 and names
+ *   the op, blob or file concerned. There is no thread-local "last error".
+ *   No C++ exception, abort or assert crosses this boundary: bad input gives
+ *   a status. If a call fails, its out-parameters are left untouched.
+ *
+ * Handles. All objects are opaque. Release functions (dp_*_free) return void
+ *   and accept NULL. Passing a freed handle is undefined behaviour (as with
+ *   free()); passing NULL where a handle is required gives
+ *   DP_ERR_INVALID_ARGUMENT.
+ *
+ * Memory. Memory the library returns is freed by the library (dp_*_free).
+ *   Tensor data is copied in, borrowed, or transferred with a deleter: see
+ *   dp_tensor_create*. Strings are UTF-8 and NUL-terminated unless a length
+ *   is passed.
+ *
+ * Threads. Unless a function says otherwise it may be called from any thread,
+ *   and concurrently on different handles. Per-object rules are given below.
+ *
+ * Options structs begin with struct_size (set it with the matching *_INIT
+ *   macro or sizeof) and only ever grow at the end, so old callers keep
+ *   working with newer libraries.
+ */
+#ifndef DP_DP_H_
+#define DP_DP_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define DP_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define DP_API __attribute__((visibility("default")))
+#else
+#define DP_API
+#endif
+
+#if defined(__GNUC__)
+#define DP_MUST_USE __attribute__((warn_unused_result))
+#else
+#define DP_MUST_USE
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Version of the header the caller was compiled against. */
+#define DP_VERSION_MAJOR 0
+#define DP_VERSION_MINOR 1
+#define DP_VERSION_PATCH 0
+#define DP_VERSION_NUMBER (DP_VERSION_MAJOR * 10000 + DP_VERSION_MINOR * 100 + DP_VERSION_PATCH)
+/* The ABI major version; the shared library is libdp.so.<DP_ABI_VERSION>. */
+#define DP_ABI_VERSION 0
+
+/* Version of the loaded library: "0.1.0". Static string, never freed. */
+DP_API const char* dp_version(void);
+/* DP_VERSION_NUMBER of the loaded library. Compare with the header's to
+ * detect a mismatched library at load time. */
+DP_API uint32_t dp_version_number(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Stable error codes. New codes may be added; existing ones never change. */
+enum {
+  DP_OK = 0,
+  DP_ERR_INVALID_ARGUMENT = 1,    /* bad argument: NULL handle, bad value */
+  DP_ERR_NOT_FOUND = 2,           /* missing blob, file, op kernel input */
+  DP_ERR_ALREADY_EXISTS = 3,
+  DP_ERR_OUT_OF_RANGE = 4,
+  DP_ERR_UNIMPLEMENTED = 5,
+  DP_ERR_INTERNAL = 6,            /* a bug in dp: please report it */
+  DP_ERR_UNAVAILABLE = 7,         /* device or feature not present */
+  DP_ERR_CANCELLED = 8,
+  DP_ERR_TIMEOUT = 9,
+  DP_ERR_DATA_LOSS = 10,          /* corrupted data detected (checksums) */
+  DP_ERR_OUT_OF_MEMORY = 11,
+  DP_ERR_FAILED_PRECONDITION = 12,/* call not valid in this state */
+  DP_ERR_IO = 13,                 /* file system error */
+  DP_ERR_PARSE = 14,              /* malformed FlatBuffer or JSON */
+  DP_ERR_INVALID_NET = 15,        /* net fails validation against op schemas */
+  DP_ERR_SHAPE = 16,              /* tensor shape mismatch */
+  DP_ERR_DTYPE = 17               /* tensor element type mismatch */
+};
+
+typedef struct dp_status dp_status;
+
+/* Code of a status; DP_OK for NULL. */
+DP_API int32_t dp_status_code(const dp_status* status);
+/* Message of a status ("" for NULL). Valid until the status is freed. */
+DP_API const char* dp_status_message(const dp_status* status);
+/* Releases a status. Accepts NULL. */
+DP_API void dp_status_free(dp_status* status);
+/* Name of a code: "INVALID_ARGUMENT". Static string; "UNKNOWN" if unknown. */
+DP_API const char* dp_code_name(int32_t code);
+
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                   */
+/* ------------------------------------------------------------------------ */
+
+enum { DP_LOG_DEBUG = 0, DP_LOG_INFO = 1, DP_LOG_WARNING = 2, DP_LOG_ERROR = 3 };
+
+/* Receives one log message. `message` is valid only during the call. It may
+ * be called from any library thread, but never concurrently with itself.
+ * It must not call back into dp's logging functions, and must return (no
+ * longjmp, no exceptions). */
+typedef void (*dp_log_callback)(void* user_data, int32_t level, const char* message);
+
+/* Routes messages of `min_level` and above to `callback` (NULL restores the
+ * default: stderr). The default minimum level is DP_LOG_WARNING. Process
+ * wide; `user_data` must stay valid until the callback is replaced. */
+DP_API void dp_set_log_callback(dp_log_callback callback, void* user_data, int32_t min_level);
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                   */
+/* ------------------------------------------------------------------------ */
+
+enum { DP_DEVICE_CPU = 0, DP_DEVICE_CUDA = 1 };
+
+/* Number of devices of a type. DP_DEVICE_CPU reports 1 (CPU devices are
+ * logical: replicas cpu_0, cpu_1, ... all share the host). DP_DEVICE_CUDA
+ * reports 0, successfully, when dp was built without CUDA, no driver is
+ * installed or no GPU is visible. Unknown types give DP_ERR_INVALID_ARGUMENT. */
+DP_API DP_MUST_USE dp_status* dp_device_count(int32_t device_type, int32_t* out_count);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+enum {
+  DP_DTYPE_FLOAT32 = 1,
+  DP_DTYPE_FLOAT16 = 2,
+  DP_DTYPE_BFLOAT16 = 3,
+  DP_DTYPE_FLOAT64 = 4,
+  DP_DTYPE_INT32 = 5,
+  DP_DTYPE_INT64 = 6,
+  DP_DTYPE_UINT8 = 7,
+  DP_DTYPE_BOOL = 8  /* one byte per element, 0 or 1 */
+};
+
+/* A dense, row-major tensor in host memory. Its shape, dtype and contents
+ * never change after creation (nets write new tensors rather than changing
+ * one you hold), so a dp_tensor may be read from many threads at once. */
+typedef struct dp_tensor dp_tensor;
+
+/* Called exactly once when dp no longer needs transferred memory. */
+typedef void (*dp_deleter)(void* data, void* user_data);
+
+/* Element size in bytes of a dtype; 0 for unknown values. */
+DP_API size_t dp_dtype_size(int32_t dtype);
+
+/* Creates a tensor holding a copy of `data` (`nbytes` must equal the element
+ * count times the element size). `data` may be NULL for a zero-filled tensor
+ * (then nbytes is ignored). `dims` may be NULL when ndim is 0 (a scalar). */
+DP_API DP_MUST_USE dp_status* dp_tensor_create(int32_t dtype, const int64_t* dims, size_t ndim,
+                                               const void* data, size_t nbytes, dp_tensor** out);
+
+/* Creates a tensor over caller memory without copying. dp only reads it. The
+ * memory must stay valid and unchanged until the tensor and every workspace
+ * blob fed from it are gone (freed, overwritten by a feed, or their
+ * workspace freed). `data` must be aligned to the element size. */
+DP_API DP_MUST_USE dp_status* dp_tensor_create_borrowed(int32_t dtype, const int64_t* dims, size_t ndim,
+                                                        const void* data, size_t nbytes, dp_tensor** out);
+
+/* Like dp_tensor_create_borrowed, but dp takes ownership: once the last
+ * reference is gone, deleter(data, user_data) is called exactly once, from
+ * whichever thread drops it. On failure ownership stays with the caller and
+ * the deleter is not called. `deleter` may be NULL (then nothing is called). */
+DP_API DP_MUST_USE dp_status* dp_tensor_create_owned(int32_t dtype, const int64_t* dims, size_t ndim, void* data,
+                                                     size_t nbytes, dp_deleter deleter, void* user_data,
+                                                     dp_tensor** out);
+
+/* Accessors. They accept NULL and then return 0 / NULL. */
+DP_API int32_t dp_tensor_dtype(const dp_tensor* tensor);
+DP_API size_t dp_tensor_ndim(const dp_tensor* tensor);
+/* The ndim dimensions; valid for the tensor's lifetime. NULL for scalars. */
+DP_API const int64_t* dp_tensor_dims(const dp_tensor* tensor);
+DP_API int64_t dp_tensor_numel(const dp_tensor* tensor);
+DP_API size_t dp_tensor_nbytes(const dp_tensor* tensor);
+/* Read-only pointer to the elements; valid for the tensor's lifetime. */
+DP_API const void* dp_tensor_data(const dp_tensor* tensor);
+
+/* Copies the elements into dst, which must have room for exactly
+ * dp_tensor_nbytes(tensor) bytes (`nbytes`). */
+DP_API DP_MUST_USE dp_status* dp_tensor_copy_to(const dp_tensor* tensor, void* dst, size_t nbytes);
+
+DP_API void dp_tensor_free(dp_tensor* tensor);
+
+/* ------------------------------------------------------------------------ */
+/* Workspaces                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Named blobs that nets read and write. Feed, fetch and list may be called
+ * from several threads at once, but not on a blob that a running net
+ * writes. A workspace lives until it is freed and every net created in it
+ * is freed (nets keep it alive). */
+typedef struct dp_workspace dp_workspace;
+
+DP_API DP_MUST_USE dp_status* dp_workspace_create(dp_workspace** out);
+DP_API void dp_workspace_free(dp_workspace* workspace);
+
+/* Makes blob `name` hold the tensor's contents, without copying: the blob
+ * shares the tensor's memory (see dp_tensor_create_borrowed for borrowed
+ * memory). The caller keeps its handle and may free it at once. */
+DP_API DP_MUST_USE dp_status* dp_workspace_feed(dp_workspace* workspace, const char* name, const dp_tensor* tensor);
+
+/* Returns the tensor in blob `name`, without copying. Later runs do not
+ * change it. Free it with dp_tensor_free. DP_ERR_NOT_FOUND if the blob does
+ * not exist or is empty; DP_ERR_DTYPE if it holds something else. */
+DP_API DP_MUST_USE dp_status* dp_workspace_fetch(dp_workspace* workspace, const char* name, dp_tensor** out);
+
+/* *out_has = 1 if the blob exists and holds something, else 0. */
+DP_API DP_MUST_USE dp_status* dp_workspace_has_blob(const dp_workspace* workspace, const char* name,
+                                                    int32_t* out_has);
+
+/* A list of UTF-8 strings owned by the library. */
+typedef struct dp_string_list dp_string_list;
+DP_API size_t dp_string_list_size(const dp_string_list* list);
+/* String i (NULL if out of range); valid until the list is freed. */
+DP_API const char* dp_string_list_get(const dp_string_list* list, size_t i);
+DP_API void dp_string_list_free(dp_string_list* list);
+
+/* Sorted names of the non-empty blobs starting with `prefix` (NULL or "" for
+ * all), e.g. the name scope "cpu_0/". */
+DP_API DP_MUST_USE dp_status* dp_workspace_list_blobs(const dp_workspace* workspace, const char* prefix,
+                                                      dp_string_list** out);
+
+/* ------------------------------------------------------------------------ */
+/* Net definitions                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* A parsed and validated net definition (schemas/net.fbs). Immutable, so
+ * it may be used from many threads at once. Loading validates against the
+ * operator schemas: unknown op types, input/output counts, required
+ * arguments, in-place rules, inputs never fed nor produced, cycles. */
+typedef struct dp_netdef dp_netdef;
+
+/* From a binary FlatBuffer (file identifier "DPNT"); verified first. The
+ * buffer is only read during the call. */
+DP_API DP_MUST_USE dp_status* dp_netdef_from_buffer(const void* data, size_t size, dp_netdef** out);
+/* From JSON text of `size` bytes (need not be NUL-terminated). */
+DP_API DP_MUST_USE dp_status* dp_netdef_from_json(const char* json, size_t size, dp_netdef** out);
+/* From a file holding either form (detected from its contents). */
+DP_API DP_MUST_USE dp_status* dp_netdef_from_file(const char* path, dp_netdef** out);
+
+/* Bytes owned by the library. */
+typedef struct dp_buffer dp_buffer;
+DP_API const void* dp_buffer_data(const dp_buffer* buffer);
+DP_API size_t dp_buffer_size(const dp_buffer* buffer);
+DP_API void dp_buffer_free(dp_buffer* buffer);
+
+/* Serialises a definition as a binary FlatBuffer or as JSON text (the JSON
+ * buffer is NUL-terminated; the size excludes the NUL). */
+DP_API DP_MUST_USE dp_status* dp_netdef_to_buffer(const dp_netdef* netdef, dp_buffer** out);
+DP_API DP_MUST_USE dp_status* dp_netdef_to_json(const dp_netdef* netdef, dp_buffer** out);
+
+/* The net's name (may be ""); valid for the definition's lifetime. */
+DP_API const char* dp_netdef_name(const dp_netdef* netdef);
+DP_API size_t dp_netdef_num_ops(const dp_netdef* netdef);
+DP_API void dp_netdef_free(dp_netdef* netdef);
+
+/* ------------------------------------------------------------------------ */
+/* Nets                                                                      */
+/* ------------------------------------------------------------------------ */
+
+enum { DP_EXECUTOR_DEFAULT = 0, DP_EXECUTOR_SIMPLE = 1, DP_EXECUTOR_ASYNC = 2 };
+
+typedef struct dp_net_options {
+  uint32_t struct_size;  /* sizeof(dp_net_options) */
+  int32_t executor;      /* DP_EXECUTOR_*; DEFAULT takes the definition's */
+  int32_t num_workers;   /* 0 takes the definition's */
+} dp_net_options;
+
+#define DP_NET_OPTIONS_INIT {(uint32_t)sizeof(dp_net_options), DP_EXECUTOR_DEFAULT, 0}
+
+/* A definition instantiated in a workspace, ready to run many times. */
+typedef struct dp_net dp_net;
+
+/* Creates a net: checks devices and kernels, creates its blobs in the
+ * workspace. `options` may be NULL. The net keeps the workspace alive; the
+ * definition is copied, so it may be freed afterwards. */
+DP_API DP_MUST_USE dp_status* dp_net_create(dp_workspace* workspace, const dp_netdef* netdef,
+                                            const dp_net_options* options, dp_net** out);
+
+/* Runs every op once and returns when done. Errors name the net, the op
+ * (index, type, name), its device and the blob concerned. The net stays
+ * usable after an error. Runs of one net must not overlap: a concurrent
+ * second call fails with DP_ERR_FAILED_PRECONDITION. Different nets on the
+ * same workspace may run concurrently only if they write disjoint blobs. */
+DP_API DP_MUST_USE dp_status* dp_net_run(dp_net* net);
+
+DP_API void dp_net_free(dp_net* net);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DP_DP_H_ */

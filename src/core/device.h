@@ -1,0 +1,26 @@
+// Device identity. A DeviceOption names one device: (CPU, 0), (CUDA, 1), ...
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dp {
+
+enum class DeviceType : int32_t { kCPU = 0, kCUDA = 1 };
+inline constexpr int kNumDeviceTypes = 2;
+
+struct DeviceOption {
+  DeviceType type = DeviceType::kCPU;
+  int32_t id = 0;
+  friend bool operator==(const DeviceOption&, const DeviceOption&) = default;
+};
+
+std::string DeviceName(DeviceOption d);   // "cpu:0", "cuda:1"
+std::string DeviceScope(DeviceOption d);  // name scope of a replica: "cpu_0/", "cuda_1/"
+const char* DeviceTypeName(DeviceType t);
+
+// Number of usable devices of a type. CUDA reports 0 when dp was built
+// without CUDA, when no driver is installed, or when no GPU is visible.
+int DeviceCount(DeviceType t);
+
+}  // namespace dp

@@ -1,0 +1,102 @@
+#include "core/tensor.h"
+
+#include <limits>
+#include <sstream>
+
+namespace dp {
+
+int64_t NumElements(const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) DP_THROW(Code::kShape, "negative dimension in shape ", DimsString(dims));
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
+      DP_THROW(Code::kShape, "shape ", DimsString(dims), " has too many elements");
+    n *= d;
+  }
+  return n;
+}
+
+std::string DimsString(const Dims& dims) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < dims.size(); ++i) os << (i ? ", " : "") << dims[i];
+  os << ']';
+  return os.str();
+}
+
+Tensor::Tensor(Dims dims, DType dtype, DeviceOption device) { Resize(std::move(dims), dtype, device); }
+
+Tensor Tensor::FromStorage(Dims dims, DType dtype, std::shared_ptr<Storage> storage) {
+  DP_ENFORCE_CODE(dtype != DType::kUndefined, Code::kDType, "tensor dtype is undefined");
+  Tensor t;
+  t.numel_ = NumElements(dims);
+  t.dims_ = std::move(dims);
+  t.dtype_ = dtype;
+  t.device_ = storage->device();
+  DP_ENFORCE_CODE(t.nbytes() <= storage->nbytes(), Code::kShape, "tensor ", DTypeName(dtype),
+                  DimsString(t.dims_), " needs ", t.nbytes(), " bytes but its buffer has ",
+                  storage->nbytes());
+  DP_ENFORCE(t.nbytes() == 0 || storage->data() != nullptr, "tensor data pointer is NULL");
+  t.storage_ = std::move(storage);
+  return t;
+}
+
+int64_t Tensor::dim(int i) const {
+  int n = ndim();
+  int j = i < 0 ? i + n : i;
+  if (j < 0 || j >= n)
+    DP_THROW(Code::kOutOfRange, "dimension ", i, " out of range for a tensor of rank ", n);
+  return dims_[static_cast<size_t>(j)];
+}
+
+void Tensor::Resize(Dims dims, DType dtype, DeviceOption device) {
+  DP_ENFORCE_CODE(dtype != DType::kUndefined, Code::kDType, "tensor dtype is undefined");
+  int64_t numel = NumElements(dims);
+  size_t need = static_cast<size_t>(numel) * DTypeSize(dtype);
+  bool reuse = storage_ && storage_.use_count() == 1 && storage_->library_owned() &&
+               storage_->device() == device && storage_->nbytes() >= need &&
+               // Do not pin a large block for a much smaller tensor.
+               storage_->nbytes() <= 2 * need + 4096;
+  if (!reuse) storage_ = Storage::Allocate(device, need);
+  dims_ = std::move(dims);
+  numel_ = numel;
+  dtype_ = dtype;
+  device_ = device;
+}
+
+void Tensor::Reshape(Dims dims) {
+  int64_t numel = NumElements(dims);
+  DP_ENFORCE_CODE(numel == numel_, Code::kShape, "cannot reshape ", DimsString(dims_), " (", numel_,
+                  " elements) to ", DimsString(dims), " (", numel, " elements)");
+  dims_ = std::move(dims);
+}
+
+void Tensor::CopyFrom(const Tensor& src, DeviceContext* ctx) {
+  if (this == &src) return;
+  DP_ENFORCE_CODE(src.defined(), Code::kDType, "cannot copy from an empty tensor");
+  Tensor keep = src;  // src may alias *this's storage; keep it alive across Resize
+  Resize(src.dims_, src.dtype_, device_);
+  CopyBytes(nbytes(), keep.raw_data(), keep.device_, raw_mutable_data(), device_, ctx);
+}
+
+void* Tensor::raw_mutable_data() {
+  if (storage_ && !(storage_.use_count() == 1 && storage_->library_owned())) {
+    // Copy-on-write: somebody else sees this memory, or the caller owns it.
+    auto fresh = Storage::Allocate(device_, nbytes());
+    CopyBytes(nbytes(), storage_->data(), device_, fresh->data(), device_);
+    storage_ = std::move(fresh);
+  }
+  return storage_ ? storage_->data() : nullptr;
+}
+
+void Tensor::CheckDType(DType want) const {
+  if (dtype_ != want)
+    DP_THROW(Code::kDType, "expected a ", DTypeName(want), " tensor, got ", DebugString());
+}
+
+std::string Tensor::DebugString() const {
+  if (!defined()) return "empty tensor";
+  return StrCat(DTypeName(dtype_), DimsString(dims_), " on ", DeviceName(device_));
+}
+
+}  // namespace dp

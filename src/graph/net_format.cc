@@ -1,0 +1,255 @@
+#include "graph/net_format.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <flatbuffers/idl.h>
+
+#include "net_generated.h"
+#include "net_schema_text.h"
+
+namespace dp {
+namespace {
+
+namespace fb = ::dp::fb;
+
+std::vector<std::string> Strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
+  std::vector<std::string> out;
+  if (v != nullptr) {
+    out.reserve(v->size());
+    for (const auto* s : *v) out.push_back(s->str());
+  }
+  return out;
+}
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+DeviceOption Device(const fb::DeviceOption* d, const std::string& where) {
+  DeviceOption out;
+  if (d == nullptr) return out;
+  if (d->type() != fb::DeviceType::CPU && d->type() != fb::DeviceType::CUDA)
+    DP_THROW(Code::kParse, where, ": unknown device type ", static_cast<int>(d->type()));
+  out.type = d->type() == fb::DeviceType::CUDA ? DeviceType::kCUDA : DeviceType::kCPU;
+  out.id = d->id();
+  if (out.id < 0) DP_THROW(Code::kParse, where, ": negative device id ", out.id);
+  return out;
+}
+
+NetDef FromFb(const fb::NetDef& n, const std::string& where);
+
+Argument ArgFromFb(const fb::Argument& a, const std::string& where) {
+  Argument out;
+  out.name = a.name()->str();
+  std::string at = StrCat(where, ": argument '", out.name, "'");
+  int set = 0;
+  if (a.f()) { out.value = *a.f(); ++set; }
+  if (a.i()) { out.value = *a.i(); ++set; }
+  if (a.s()) { out.value = a.s()->str(); ++set; }
+  if (a.floats()) { out.value = std::vector<double>(a.floats()->begin(), a.floats()->end()); ++set; }
+  if (a.ints()) { out.value = std::vector<int64_t>(a.ints()->begin(), a.ints()->end()); ++set; }
+  if (a.strings()) { out.value = Strings(a.strings()); ++set; }
+  if (a.net()) { out.value = std::make_shared<const NetDef>(FromFb(*a.net(), at)); ++set; }
+  if (a.nets()) {
+    std::vector<std::shared_ptr<const NetDef>> nets;
+    for (const auto* n : *a.nets()) nets.push_back(std::make_shared<const NetDef>(FromFb(*n, at)));
+    out.value = std::move(nets);
+    ++set;
+  }
+  if (set != 1)
+    DP_THROW(Code::kParse, at, " must set exactly one of f, i, s, floats, ints, strings, net, nets (it sets ",
+             set, ")");
+  return out;
+}
+
+NetDef FromFb(const fb::NetDef& n, const std::string& where) {
+  if (n.schema_version() > NetDef::kSchemaVersion || n.schema_version() < 1)
+    DP_THROW(Code::kParse, where, ": net schema version ", n.schema_version(), " is not supported (this dp reads 1..",
+             NetDef::kSchemaVersion, ")");
+  NetDef out;
+  out.name = Str(n.name());
+  std::string net_where = StrCat(where, out.name.empty() ? "" : StrCat(" net '", out.name, "'"));
+  if (n.ops() != nullptr) {
+    out.ops.reserve(n.ops()->size());
+    size_t index = 0;
+    for (const auto* o : *n.ops()) {
+      OperatorDef op;
+      op.type = o->type()->str();
+      op.name = Str(o->name());
+      std::string op_where = StrCat(net_where, " ", OpLabel(op, index++));
+      op.inputs = Strings(o->inputs());
+      op.outputs = Strings(o->outputs());
+      op.control_inputs = Strings(o->control_inputs());
+      op.engine = Str(o->engine());
+      if (o->device() != nullptr) op.device = Device(o->device(), op_where);
+      if (o->args() != nullptr)
+        for (const auto* a : *o->args()) op.args.push_back(ArgFromFb(*a, op_where));
+      out.ops.push_back(std::move(op));
+    }
+  }
+  out.external_inputs = Strings(n.external_inputs());
+  out.external_outputs = Strings(n.external_outputs());
+  switch (n.executor()) {
+    case fb::ExecutorKind::Default: out.executor = ExecutorKind::kDefault; break;
+    case fb::ExecutorKind::Simple: out.executor = ExecutorKind::kSimple; break;
+    case fb::ExecutorKind::Async: out.executor = ExecutorKind::kAsync; break;
+    default: DP_THROW(Code::kParse, net_where, ": unknown executor kind ", static_cast<int>(n.executor()));
+  }
+  if (n.num_workers() < 0) DP_THROW(Code::kParse, net_where, ": num_workers must be >= 0, got ", n.num_workers());
+  out.num_workers = n.num_workers();
+  out.device = Device(n.device(), net_where);
+  return out;
+}
+
+// ---- writing ----
+
+using StrVec = flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>;
+
+// Empty lists are left out, as a person writing the JSON would.
+StrVec WriteStrings(flatbuffers::FlatBufferBuilder& b, const std::vector<std::string>& v) {
+  return v.empty() ? StrVec() : b.CreateVectorOfStrings(v);
+}
+
+flatbuffers::Offset<fb::DeviceOption> WriteDevice(flatbuffers::FlatBufferBuilder& b, DeviceOption d) {
+  return fb::CreateDeviceOption(b, d.type == DeviceType::kCUDA ? fb::DeviceType::CUDA : fb::DeviceType::CPU, d.id);
+}
+
+flatbuffers::Offset<fb::NetDef> ToFb(flatbuffers::FlatBufferBuilder& b, const NetDef& n);
+
+flatbuffers::Offset<fb::Argument> WriteArg(flatbuffers::FlatBufferBuilder& b, const Argument& a) {
+  // Children first: FlatBuffers builds bottom-up.
+  auto name = b.CreateString(a.name);
+  flatbuffers::Offset<flatbuffers::String> s;
+  flatbuffers::Offset<flatbuffers::Vector<double>> floats;
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> ints;
+  StrVec strings;
+  flatbuffers::Offset<fb::NetDef> net;
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::NetDef>>> nets;
+  if (auto* v = std::get_if<std::string>(&a.value)) s = b.CreateString(*v);
+  if (auto* v = std::get_if<std::vector<double>>(&a.value)) floats = b.CreateVector(*v);
+  if (auto* v = std::get_if<std::vector<int64_t>>(&a.value)) ints = b.CreateVector(*v);
+  if (auto* v = std::get_if<std::vector<std::string>>(&a.value)) strings = WriteStrings(b, *v);
+  if (auto* v = std::get_if<std::shared_ptr<const NetDef>>(&a.value)) net = ToFb(b, **v);
+  if (auto* v = std::get_if<std::vector<std::shared_ptr<const NetDef>>>(&a.value)) {
+    std::vector<flatbuffers::Offset<fb::NetDef>> offs;
+    for (const auto& n : *v) offs.push_back(ToFb(b, *n));
+    nets = b.CreateVector(offs);
+  }
+  fb::ArgumentBuilder ab(b);
+  ab.add_name(name);
+  if (auto* v = std::get_if<double>(&a.value)) ab.add_f(*v);
+  if (auto* v = std::get_if<int64_t>(&a.value)) ab.add_i(*v);
+  if (!s.IsNull()) ab.add_s(s);
+  if (!floats.IsNull()) ab.add_floats(floats);
+  if (!ints.IsNull()) ab.add_ints(ints);
+  if (!strings.IsNull()) ab.add_strings(strings);
+  if (!net.IsNull()) ab.add_net(net);
+  if (!nets.IsNull()) ab.add_nets(nets);
+  return ab.Finish();
+}
+
+flatbuffers::Offset<fb::NetDef> ToFb(flatbuffers::FlatBufferBuilder& b, const NetDef& n) {
+  std::vector<flatbuffers::Offset<fb::OperatorDef>> ops;
+  for (const auto& op : n.ops) {
+    std::vector<flatbuffers::Offset<fb::Argument>> args;
+    for (const auto& a : op.args) args.push_back(WriteArg(b, a));
+    auto type = b.CreateString(op.type);
+    auto name = op.name.empty() ? 0 : b.CreateString(op.name);
+    auto inputs = WriteStrings(b, op.inputs);
+    auto outputs = WriteStrings(b, op.outputs);
+    auto argv = args.empty() ? 0 : b.CreateVector(args);
+    auto device = op.device ? WriteDevice(b, *op.device) : 0;
+    auto engine = op.engine.empty() ? 0 : b.CreateString(op.engine);
+    auto control = WriteStrings(b, op.control_inputs);
+    ops.push_back(fb::CreateOperatorDef(b, type, name, inputs, outputs, argv, device, engine, control));
+  }
+  auto name = n.name.empty() ? 0 : b.CreateString(n.name);
+  auto opv = b.CreateVector(ops);
+  auto ext_in = WriteStrings(b, n.external_inputs);
+  auto ext_out = WriteStrings(b, n.external_outputs);
+  auto device = n.device == DeviceOption{} ? 0 : WriteDevice(b, n.device);
+  fb::ExecutorKind kind = n.executor == ExecutorKind::kSimple  ? fb::ExecutorKind::Simple
+                          : n.executor == ExecutorKind::kAsync ? fb::ExecutorKind::Async
+                                                               : fb::ExecutorKind::Default;
+  return fb::CreateNetDef(b, NetDef::kSchemaVersion, name, opv, ext_in, ext_out, kind, n.num_workers, device);
+}
+
+// A parser that knows the schema. Parsers are not thread-safe, so each call
+// builds its own; the schema is small and this is not a hot path.
+void LoadSchema(flatbuffers::Parser& parser) {
+  std::string schema(generated::kNetSchemaText);
+  if (!parser.Parse(schema.c_str()))
+    DP_THROW(Code::kInternal, "built-in net schema failed to parse: ", parser.error_);
+}
+
+}  // namespace
+
+NetDef NetDefFromBuffer(const void* data, size_t size) {
+  if (data == nullptr) DP_THROW(Code::kInvalidArgument, "net buffer is NULL");
+  if (size < 8) DP_THROW(Code::kParse, "net buffer of ", size, " bytes is too short to be a FlatBuffer");
+  if (size > FLATBUFFERS_MAX_BUFFER_SIZE) DP_THROW(Code::kParse, "net buffer of ", size, " bytes is too large");
+  // The verifier needs aligned scalars; copy unaligned buffers (rare).
+  std::vector<uint64_t> aligned;
+  const uint8_t* bytes = static_cast<const uint8_t*>(data);
+  if (reinterpret_cast<uintptr_t>(data) % alignof(uint64_t) != 0) {
+    aligned.resize((size + 7) / 8);
+    std::memcpy(aligned.data(), data, size);
+    bytes = reinterpret_cast<const uint8_t*>(aligned.data());
+  }
+  if (!fb::NetDefBufferHasIdentifier(bytes))
+    DP_THROW(Code::kParse, "not a dp net buffer: file identifier '", fb::NetDefIdentifier(), "' missing");
+  flatbuffers::Verifier verifier(bytes, size, /*max_depth=*/64, /*max_tables=*/10000000);
+  if (!fb::VerifyNetDefBuffer(verifier))
+    DP_THROW(Code::kParse, "net buffer of ", size, " bytes failed FlatBuffers verification (truncated or corrupt)");
+  return FromFb(*fb::GetNetDef(bytes), "net");
+}
+
+NetDef NetDefFromJson(std::string_view json) {
+  flatbuffers::IDLOptions opts;
+  opts.skip_unexpected_fields_in_json = false;
+  flatbuffers::Parser parser(opts);
+  LoadSchema(parser);
+  std::string text(json);  // the parser wants a NUL-terminated string
+  if (text.find('\0') != std::string::npos) DP_THROW(Code::kParse, "net JSON contains a NUL byte");
+  if (!parser.ParseJson(text.c_str()))
+    DP_THROW(Code::kParse, "net JSON: ", parser.error_);
+  return NetDefFromBuffer(parser.builder_.GetBufferPointer(), parser.builder_.GetSize());
+}
+
+NetDef NetDefFromFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) DP_THROW(Code::kIo, "cannot open net file '", path, "': ", std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) DP_THROW(Code::kIo, "cannot read net file '", path, "'");
+  std::string bytes = ss.str();
+  try {
+    if (bytes.size() >= 8 && fb::NetDefBufferHasIdentifier(bytes.data())) return NetDefFromBuffer(bytes.data(), bytes.size());
+    return NetDefFromJson(bytes);
+  } catch (Error& e) {
+    throw e.Prepend(StrCat("file '", path, "'"));
+  }
+}
+
+std::string NetDefToBuffer(const NetDef& net) {
+  flatbuffers::FlatBufferBuilder b;
+  fb::FinishNetDefBuffer(b, ToFb(b, net));
+  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+}
+
+std::string NetDefToJson(const NetDef& net) {
+  flatbuffers::IDLOptions opts;
+  opts.strict_json = true;
+  opts.indent_step = 2;
+  flatbuffers::Parser parser(opts);
+  LoadSchema(parser);
+  std::string buf = NetDefToBuffer(net);
+  std::string json;
+  // GenerateText returns true on success in this FlatBuffers release.
+  if (!flatbuffers::GenerateText(parser, buf.data(), &json))
+    DP_THROW(Code::kInternal, "could not print net '", net.name, "' as JSON");
+  return json;
+}
+
+}  // namespace dp

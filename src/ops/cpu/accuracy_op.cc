@@ -1,0 +1,61 @@
+// Accuracy: the fraction of samples whose label is among the top_k scores.
+// Ties count against the sample (a score equal to the label's, at a lower
+// index, ranks above it), so results do not depend on sort stability.
+#include "ops/op_utils.h"
+#include "ops/operator.h"
+
+namespace dp {
+namespace {
+
+class AccuracyOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    const Tensor& label = Input(1);
+    DP_ENFORCE_CODE(x.ndim() == 2, Code::kShape, InputDesc(0), " must be 2-D [N, D], got ", DimsString(x.dims()));
+    DP_ENFORCE_CODE(label.dtype() == DType::kInt32, Code::kDType, InputDesc(1), " must be int32, got ",
+                    label.DebugString());
+    const int64_t n = x.dim(0), d = x.dim(1);
+    DP_ENFORCE_CODE(label.numel() == n, Code::kShape, InputDesc(1), " ", DimsString(label.dims()), " must hold N = ",
+                    n, " labels");
+    int64_t top_k = args().Int("top_k", 1);
+    DP_ENFORCE(top_k >= 1, "argument 'top_k' must be >= 1, got ", top_k);
+    const int32_t* lp = label.data<int32_t>();
+    int64_t correct = 0;
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t l = lp[i];
+        if (l < 0 || l >= d)
+          DP_THROW(Code::kOutOfRange, InputDesc(1), ": label ", l, " of sample ", i, " is outside [0, ", d, ")");
+        const T* row = xp + i * d;
+        int64_t rank = 0;  // number of classes ranked above the label
+        for (int64_t c = 0; c < d; ++c)
+          if (row[c] > row[l] || (row[c] == row[l] && c < l)) ++rank;
+        if (rank < top_k) ++correct;
+      }
+    });
+    float* out = Output(0, {}, DType::kFloat32)->mutable_data<float>();
+    out[0] = n > 0 ? static_cast<float>(static_cast<double>(correct) / static_cast<double>(n)) : 0.0f;
+  }
+};
+
+DP_OPERATOR_SCHEMA(Accuracy)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .Inputs({"scores", "labels"})
+    .Outputs({"accuracy"})
+    .Arg("top_k", "count a sample as correct if its label is among the top k; default 1")
+    .ShapeInference([](const OperatorDef&, const ArgReader&, const std::vector<TensorInfo>&) {
+      return std::vector<TensorInfo>{{{}, DType::kFloat32}};
+    })
+    .Doc("Top-k accuracy of scores [N, D] against int32 labels [N], as a float32 scalar.");
+
+DP_REGISTER_CPU_OPERATOR(Accuracy, AccuracyOp);
+
+}  // namespace
+}  // namespace dp

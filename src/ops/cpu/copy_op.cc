@@ -1,0 +1,33 @@
+// Copy: Y becomes a deep copy of X (across devices when they differ).
+#include "ops/operator.h"
+
+namespace dp {
+namespace {
+
+class CopyOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    Tensor* y = Output(0);
+    if (y == &x) return;
+    y->Resize(x.dims(), x.dtype(), device());
+    CopyBytes(x.nbytes(), x.raw_data(), x.device(), y->raw_mutable_data(), device(), &context());
+  }
+};
+
+DP_OPERATOR_SCHEMA(Copy)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Inputs({"X"})
+    .Outputs({"Y"})
+    .IdenticalTypeAndShape()
+    .Doc("Deep copy of X on this op's device.");
+
+DP_REGISTER_CPU_OPERATOR(Copy, CopyOp);
+
+}  // namespace
+}  // namespace dp

@@ -1,0 +1,206 @@
+// Elementwise arithmetic: Add and Mul (NumPy broadcasting), Sum of N inputs
+// of one shape, Scale by a constant. All may write in place of input 0.
+#include <algorithm>
+#include <limits>
+
+#include "ops/op_utils.h"
+#include "ops/operator.h"
+
+namespace dp {
+namespace {
+
+// Strides of `in` inside the broadcast shape `out` (0 where broadcast).
+std::vector<int64_t> BroadcastStrides(const Dims& in, const Dims& out) {
+  std::vector<int64_t> strides(out.size(), 0);
+  int64_t s = 1;
+  for (size_t i = 0; i < in.size(); ++i) {
+    size_t k = in.size() - 1 - i;
+    size_t o = out.size() - 1 - i;
+    strides[o] = in[k] == 1 ? 0 : s;
+    s *= in[k];
+  }
+  return strides;
+}
+
+template <typename T, typename F>
+void BinaryBroadcast(const T* a, const Dims& ad, const T* b, const Dims& bd, T* y, const Dims& yd, F f) {
+  const int64_t n = NumElements(yd);
+  if (ad == yd && bd == yd) {
+    for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
+    return;
+  }
+  if (ad == yd && NumElements(bd) == 1) {
+    const T bv = b[0];
+    for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], bv);
+    return;
+  }
+  // General case: walk the output with a multi-index; the innermost dim is a
+  // tight loop with per-operand strides.
+  auto sa = BroadcastStrides(ad, yd), sb = BroadcastStrides(bd, yd);
+  const size_t r = yd.size();
+  const int64_t inner = r ? yd[r - 1] : 1;
+  const int64_t ia = r ? sa[r - 1] : 0, ib = r ? sb[r - 1] : 0;
+  std::vector<int64_t> idx(r, 0);
+  int64_t oa = 0, ob = 0;
+  for (int64_t base = 0; base < n; base += inner) {
+    for (int64_t j = 0; j < inner; ++j) y[base + j] = f(a[oa + j * ia], b[ob + j * ib]);
+    for (size_t d = r - 1; d-- > 0;) {  // advance outer dims
+      ++idx[d];
+      oa += sa[d];
+      ob += sb[d];
+      if (idx[d] < yd[d]) break;
+      oa -= sa[d] * yd[d];
+      ob -= sb[d] * yd[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+template <typename F>
+class BinaryOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& a = Input(0);
+    const Tensor& b = Input(1);
+    DP_ENFORCE_CODE(a.dtype() == b.dtype(), Code::kDType, InputDesc(0), " is ", a.DebugString(), " but ",
+                    InputDesc(1), " is ", b.DebugString());
+    Dims yd = BroadcastDims(a.dims(), b.dims(), StrCat(InputDesc(0), " and ", InputDesc(1)));
+    // In place with broadcasting, Y may alias A or B yet be larger, so that
+    // Resize would free the input; hold the inputs then (not otherwise: a
+    // held copy would force fresh storage for every in-place run).
+    Tensor ka, kb;
+    if (yd != a.dims() || yd != b.dims()) ka = a, kb = b;
+    const Tensor& ra = ka.defined() ? ka : a;
+    const Tensor& rb = kb.defined() ? kb : b;
+    DispatchNumeric(a.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* ap = ra.data<T>();
+      const T* bp = rb.data<T>();
+      Dims ad = ra.dims(), bd = rb.dims();
+      T* y = Output(0, yd, a.dtype())->template mutable_data<T>();
+      BinaryBroadcast(ap, ad, bp, bd, y, yd, F{});
+    });
+  }
+};
+
+struct AddFn {
+  template <typename T> T operator()(T x, T y) const { return x + y; }
+};
+struct MulFn {
+  template <typename T> T operator()(T x, T y) const { return x * y; }
+};
+
+class SumOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& first = Input(0);
+    std::vector<const Tensor*> in;  // same shape, so in-place (Y = input 0) is safe
+    for (int i = 0; i < InputSize(); ++i) {
+      const Tensor& t = Input(i);
+      DP_ENFORCE_CODE(t.dtype() == first.dtype(), Code::kDType, InputDesc(i), " is ", t.DebugString(), " but ",
+                      InputDesc(0), " is ", first.DebugString());
+      DP_ENFORCE_CODE(t.dims() == first.dims(), Code::kShape, InputDesc(i), " has shape ", DimsString(t.dims()),
+                      " but ", InputDesc(0), " has ", DimsString(first.dims()));
+      in.push_back(&t);
+    }
+    DispatchNumeric(first.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      std::vector<const T*> x;
+      for (const Tensor* t : in) x.push_back(t->data<T>());
+      const int64_t n = first.numel();
+      T* y = Output(0, first.dims(), first.dtype())->template mutable_data<T>();
+      const T* x0 = x[0];
+      if (in.size() == 1) {
+        std::copy(x0, x0 + n, y);
+        return;
+      }
+      const T* x1 = x[1];
+      for (int64_t k = 0; k < n; ++k) y[k] = x0[k] + x1[k];
+      for (size_t i = 2; i < in.size(); ++i) {
+        const T* xi = x[i];
+        for (int64_t k = 0; k < n; ++k) y[k] += xi[k];
+      }
+    });
+  }
+};
+
+class ScaleOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    double scale = args().Float("scale", 1.0);
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();
+      T* yp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
+      const T s = static_cast<T>(scale);
+      for (int64_t i = 0; i < x.numel(); ++i) yp[i] = xp[i] * s;
+    });
+  }
+};
+
+std::vector<TensorInfo> InferBroadcast(const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
+  DP_ENFORCE_CODE(in[0].dtype == in[1].dtype, Code::kDType, "inputs '", op.inputs[0], "' (", DTypeName(in[0].dtype),
+                  ") and '", op.inputs[1], "' (", DTypeName(in[1].dtype), ") differ in dtype");
+  return {{BroadcastDims(in[0].dims, in[1].dims, StrCat("inputs '", op.inputs[0], "' and '", op.inputs[1], "'")),
+           in[0].dtype}};
+}
+
+DP_OPERATOR_SCHEMA(Add)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}, {1, 0}})
+    .Inputs({"A", "B"})
+    .Outputs({"C"})
+    .ShapeInference(InferBroadcast)
+    .Doc("C = A + B with NumPy broadcasting.");
+
+DP_OPERATOR_SCHEMA(Mul)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}, {1, 0}})
+    .Inputs({"A", "B"})
+    .Outputs({"C"})
+    .ShapeInference(InferBroadcast)
+    .Doc("C = A * B with NumPy broadcasting.");
+
+DP_OPERATOR_SCHEMA(Sum)
+    .NumInputs(1, std::numeric_limits<int>::max())
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Outputs({"Y"})
+    .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
+      for (size_t i = 1; i < in.size(); ++i)
+        DP_ENFORCE_CODE(in[i].dims == in[0].dims && in[i].dtype == in[0].dtype, Code::kShape, "input '",
+                        op.inputs[i], "' ", DTypeName(in[i].dtype), DimsString(in[i].dims), " differs from input '",
+                        op.inputs[0], "' ", DTypeName(in[0].dtype), DimsString(in[0].dims));
+      return std::vector<TensorInfo>{in[0]};
+    })
+    .Doc("Y = sum of all inputs (same shape and dtype).");
+
+DP_OPERATOR_SCHEMA(Scale)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Inputs({"X"})
+    .Outputs({"Y"})
+    .Arg("scale", "the factor; default 1")
+    .IdenticalTypeAndShape()
+    .Doc("Y = scale * X.");
+
+DP_REGISTER_CPU_OPERATOR(Add, BinaryOp<AddFn>);
+DP_REGISTER_CPU_OPERATOR(Mul, BinaryOp<MulFn>);
+DP_REGISTER_CPU_OPERATOR(Sum, SumOp);
+DP_REGISTER_CPU_OPERATOR(Scale, ScaleOp);
+
+}  // namespace
+}  // namespace dp

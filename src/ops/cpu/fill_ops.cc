@@ -1,0 +1,157 @@
+// Fill operators: create a tensor of a given shape from constants or seeded
+// random numbers. Seeds default to a hash of the output name, so an init net
+// gives the same parameters every time and different parameters per blob.
+#include <cmath>
+#include <functional>
+
+#include "core/random.h"
+#include "ops/op_utils.h"
+#include "ops/operator.h"
+
+namespace dp {
+namespace {
+
+// Shape from the `shape` argument, or from input 0 (its shape, or with
+// input_as_shape=1 its int64 values).
+Dims FillShape(const OperatorDef& op, const ArgReader& args, const Tensor* input) {
+  if (input == nullptr) {
+    Dims d = args.Ints("shape", std::vector<int64_t>{});
+    NumElements(d);  // rejects negative dims
+    return d;
+  }
+  if (args.Int("input_as_shape", 0) == 0) return input->dims();
+  DP_ENFORCE_CODE(input->dtype() == DType::kInt64 && input->ndim() == 1, Code::kShape,
+                  "with input_as_shape=1 the input must be a 1-D int64 tensor, got ", input->DebugString());
+  const int64_t* v = input->data<int64_t>();
+  Dims d(v, v + input->numel());
+  NumElements(d);
+  (void)op;
+  return d;
+}
+
+uint64_t FillSeed(const OperatorDef& op, const ArgReader& args) {
+  if (args.Has("seed")) return static_cast<uint64_t>(args.Int("seed"));
+  return std::hash<std::string>{}(op.outputs.at(0)) ^ 0x5eedULL;
+}
+
+class FillOp : public Operator {
+ public:
+  using Operator::Operator;
+
+ protected:
+  void RunOnDevice() final {
+    Dims dims = FillShape(def(), args(), InputSize() > 0 ? &Input(0) : nullptr);
+    DType dtype = static_cast<DType>(args().Int("dtype", static_cast<int64_t>(DType::kFloat32)));
+    DType checked;
+    DP_ENFORCE_CODE(DTypeFromInt(static_cast<int32_t>(dtype), &checked), Code::kDType, "argument 'dtype' ",
+                    static_cast<int64_t>(dtype), " is not a dtype");
+    Fill(Output(0, std::move(dims), dtype));
+  }
+  virtual void Fill(Tensor* out) = 0;
+};
+
+class ConstantFillOp final : public FillOp {
+ public:
+  using FillOp::FillOp;
+
+ private:
+  void Fill(Tensor* out) override {
+    double value = args().Float("value", 0.0);
+    auto fill = [&](auto zero) {
+      using T = decltype(zero);
+      T* p = out->mutable_data<T>();
+      std::fill(p, p + out->numel(), static_cast<T>(value));
+    };
+    switch (out->dtype()) {
+      case DType::kUInt8: fill(uint8_t{}); break;
+      case DType::kBool: fill(bool{}); break;
+      default: DispatchNumeric(out->dtype(), "ConstantFill output", fill);
+    }
+  }
+};
+
+template <typename Draw>
+void FillRandom(Tensor* out, const std::string& what, Draw draw) {
+  DispatchFloat(out->dtype(), what, [&](auto zero) {
+    using T = decltype(zero);
+    T* p = out->mutable_data<T>();
+    for (int64_t i = 0; i < out->numel(); ++i) p[i] = static_cast<T>(draw());
+  });
+}
+
+class UniformFillOp final : public FillOp {
+ public:
+  using FillOp::FillOp;
+
+ private:
+  void Fill(Tensor* out) override {
+    double lo = args().Float("min", 0.0), hi = args().Float("max", 1.0);
+    DP_ENFORCE(lo <= hi, "argument 'min' (", lo, ") exceeds 'max' (", hi, ")");
+    Rng rng(FillSeed(def(), args()));
+    FillRandom(out, "UniformFill output", [&] { return rng.Uniform(lo, hi); });
+  }
+};
+
+class GaussianFillOp final : public FillOp {
+ public:
+  using FillOp::FillOp;
+
+ private:
+  void Fill(Tensor* out) override {
+    double mean = args().Float("mean", 0.0), stdev = args().Float("std", 1.0);
+    DP_ENFORCE(stdev >= 0, "argument 'std' must be >= 0, got ", stdev);
+    Rng rng(FillSeed(def(), args()));
+    FillRandom(out, "GaussianFill output", [&] { return mean + stdev * rng.Normal(); });
+  }
+};
+
+// Uniform in [-s, s] with s = sqrt(3 / fan_in), fan_in = numel / dim 0 (the
+// input width of an FC weight [N, K], or C*kh*kw of a conv filter).
+class XavierFillOp final : public FillOp {
+ public:
+  using FillOp::FillOp;
+
+ private:
+  void Fill(Tensor* out) override {
+    DP_ENFORCE_CODE(out->ndim() >= 1 && out->dim(0) > 0 && out->numel() > 0, Code::kShape,
+                    "XavierFill needs a non-empty shape, got ", DimsString(out->dims()));
+    double fan_in = static_cast<double>(out->numel()) / static_cast<double>(out->dim(0));
+    double scale = std::sqrt(3.0 / fan_in);
+    Rng rng(FillSeed(def(), args()));
+    FillRandom(out, "XavierFill output", [&] { return rng.Uniform(-scale, scale); });
+  }
+};
+
+std::vector<TensorInfo> InferFill(const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
+  DType dtype = static_cast<DType>(args.Int("dtype", static_cast<int64_t>(DType::kFloat32)));
+  if (in.empty()) return {TensorInfo{args.Ints("shape", std::vector<int64_t>{}), dtype}};
+  if (args.Int("input_as_shape", 0) != 0) return {TensorInfo{}};  // values unknown statically
+  (void)op;
+  return {TensorInfo{in[0].dims, dtype}};
+}
+
+#define DP_FILL_SCHEMA(Type, doc)                                                      \
+  DP_OPERATOR_SCHEMA(Type)                                                             \
+      .NumInputs(0, 1)                                                                 \
+      .NumOutputs(1)                                                                   \
+      .AllowInplace({{0, 0}})                                                          \
+      .Inputs({"like"})                                                                \
+      .Outputs({"Y"})                                                                  \
+      .Arg("shape", "output dims (without input)")                                     \
+      .Arg("dtype", "DP_DTYPE_* of the output, default float32")                       \
+      .Arg("input_as_shape", "1: input 0 is a 1-D int64 tensor of dims")               \
+      .ShapeInference(InferFill)                                                       \
+      .Doc(doc)
+
+DP_FILL_SCHEMA(ConstantFill, "Fills with `value` (default 0).").Arg("value", "the constant");
+DP_FILL_SCHEMA(UniformFill, "Uniform in [min, max), seeded.").Arg("min", "").Arg("max", "").Arg("seed", "");
+DP_FILL_SCHEMA(GaussianFill, "Normal(mean, std), seeded.").Arg("mean", "").Arg("std", "").Arg("seed", "");
+DP_FILL_SCHEMA(XavierFill, "Uniform in +-sqrt(3/fan_in), seeded.").Arg("seed", "");
+
+DP_REGISTER_CPU_OPERATOR(ConstantFill, ConstantFillOp);
+DP_REGISTER_CPU_OPERATOR(UniformFill, UniformFillOp);
+DP_REGISTER_CPU_OPERATOR(GaussianFill, GaussianFillOp);
+DP_REGISTER_CPU_OPERATOR(XavierFill, XavierFillOp);
+
+}  // namespace
+}  // namespace dp

@@ -1,0 +1,91 @@
+// Reshape and Flatten change only metadata: the output shares the input's
+// storage (copy-on-write keeps that safe; see core/tensor.h).
+#include "ops/op_utils.h"
+#include "ops/operator.h"
+
+namespace dp {
+namespace {
+
+Dims FlattenDims(const Dims& in, int64_t axis_arg) {
+  int axis = CanonicalAxis(axis_arg, static_cast<int>(in.size()), "Flatten", true);
+  return {DimProduct(in, 0, axis), DimProduct(in, axis, static_cast<int>(in.size()))};
+}
+
+// Reshape: shape from the `shape` argument, or from input 1 (1-D int64).
+// Optional output 1 receives the old shape (int64), for the gradient.
+class ReshapeOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    std::vector<int64_t> shape;
+    if (InputSize() > 1) {
+      DP_ENFORCE(!args().Has("shape"), "give the new shape either as argument 'shape' or as input 1, not both");
+      const Tensor& s = Input(1);
+      DP_ENFORCE_CODE(s.dtype() == DType::kInt64 && s.ndim() == 1, Code::kShape, InputDesc(1),
+                      " must be a 1-D int64 tensor, got ", s.DebugString());
+      shape.assign(s.data<int64_t>(), s.data<int64_t>() + s.numel());
+    } else {
+      DP_ENFORCE(args().Has("shape"), "needs argument 'shape' or a shape tensor as input 1");
+      shape = args().Ints("shape");
+    }
+    Dims old = x.dims();
+    Dims out = ReshapeDims(old, shape, InputDesc(0));
+    Tensor* y = Output(0);
+    if (y != &x) y->ShareData(x);
+    y->Reshape(out);
+    if (OutputSize() > 1) {
+      int64_t* o = Output(1, {static_cast<int64_t>(old.size())}, DType::kInt64)->mutable_data<int64_t>();
+      std::copy(old.begin(), old.end(), o);
+    }
+  }
+};
+
+class FlattenOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    Dims out = FlattenDims(x.dims(), args().Int("axis", 1));
+    Tensor* y = Output(0);
+    if (y != &x) y->ShareData(x);
+    y->Reshape(out);
+  }
+};
+
+DP_OPERATOR_SCHEMA(Reshape)
+    .NumInputs(1, 2)
+    .NumOutputs(1, 2)
+    .AllowInplace({{0, 0}})
+    .Inputs({"data", "shape"})
+    .Outputs({"reshaped", "old_shape"})
+    .Arg("shape", "new dims; 0 copies the input dim, one -1 is inferred")
+    .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
+      std::vector<TensorInfo> out(op.outputs.size());
+      if (op.outputs.size() > 1) out[1] = {{static_cast<int64_t>(in[0].dims.size())}, DType::kInt64};
+      if (op.inputs.size() == 1) out[0] = {ReshapeDims(in[0].dims, args.Ints("shape"), "data"), in[0].dtype};
+      return out;
+    })
+    .Doc("Same elements, new shape (no copy).");
+
+DP_OPERATOR_SCHEMA(Flatten)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Inputs({"X"})
+    .Outputs({"Y"})
+    .Arg("axis", "Y is [prod(dims[:axis]), prod(dims[axis:])]; default 1")
+    .ShapeInference([](const OperatorDef&, const ArgReader& args, const std::vector<TensorInfo>& in) {
+      return std::vector<TensorInfo>{{FlattenDims(in[0].dims, args.Int("axis", 1)), in[0].dtype}};
+    })
+    .Doc("Flattens X to 2-D at axis (no copy).");
+
+DP_REGISTER_CPU_OPERATOR(Reshape, ReshapeOp);
+DP_REGISTER_CPU_OPERATOR(Flatten, FlattenOp);
+
+}  // namespace
+}  // namespace dp

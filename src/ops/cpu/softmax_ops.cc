@@ -1,0 +1,131 @@
+// Softmax over the inner dims from `axis`, and SoftmaxWithLoss: softmax plus
+// the mean cross-entropy against int32 class labels, computed together for
+// numerical stability (log-sum-exp with the row maximum subtracted).
+#include <cmath>
+
+#include "ops/op_utils.h"
+#include "ops/operator.h"
+
+namespace dp {
+namespace {
+
+// Row-wise softmax of x [rows, cols] into p; returns nothing.
+template <typename T>
+void SoftmaxRows(const T* x, T* p, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* pr = p + r * cols;
+    T mx = xr[0];
+    for (int64_t c = 1; c < cols; ++c) mx = std::max(mx, xr[c]);
+    T sum = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      pr[c] = std::exp(xr[c] - mx);
+      sum += pr[c];
+    }
+    T inv = T(1) / sum;
+    for (int64_t c = 0; c < cols; ++c) pr[c] *= inv;
+  }
+}
+
+class SoftmaxOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    int axis = CanonicalAxis(args().Int("axis", 1), x.ndim(), InputDesc(0));
+    int64_t rows = DimProduct(x.dims(), 0, axis), cols = DimProduct(x.dims(), axis, x.ndim());
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();
+      T* pp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
+      if (cols > 0) SoftmaxRows(xp, pp, rows, cols);
+    });
+  }
+};
+
+void CheckLogitsAndLabels(const Dims& x, DType xt, const Dims& label, DType lt, int64_t* rows, int64_t* cols) {
+  DP_ENFORCE_CODE(x.size() == 2, Code::kShape, "logits must be 2-D [N, D], got ", DimsString(x));
+  DP_ENFORCE_CODE(lt == DType::kInt32, Code::kDType, "labels must be int32, got ", DTypeName(lt));
+  (void)xt;
+  bool ok = (label.size() == 1 && label[0] == x[0]) || (label.size() == 2 && label[0] == x[0] && label[1] == 1);
+  DP_ENFORCE_CODE(ok, Code::kShape, "labels ", DimsString(label), " must be [N] or [N, 1] with N = ", x[0],
+                  " to match logits ", DimsString(x));
+  *rows = x[0];
+  *cols = x[1];
+}
+
+// Outputs: P (softmax, [N, D]) and loss (scalar) = scale * mean_i(-log P[i, label_i]),
+// or a weighted mean with the optional per-sample weights (input 2).
+class SoftmaxWithLossOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    const Tensor& label = Input(1);
+    int64_t rows, cols;
+    CheckLogitsAndLabels(x.dims(), x.dtype(), label.dims(), label.dtype(), &rows, &cols);
+    const Tensor* weight = InputSize() > 2 ? &Input(2) : nullptr;
+    if (weight != nullptr)
+      DP_ENFORCE_CODE(weight->numel() == rows && weight->dtype() == x.dtype(), Code::kShape, InputDesc(2),
+                      " must hold N = ", rows, " ", DTypeName(x.dtype()), " weights, got ", weight->DebugString());
+    double scale = args().Float("scale", 1.0);
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();
+      const int32_t* lp = label.data<int32_t>();
+      const T* wp = weight ? weight->data<T>() : nullptr;
+      T* pp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
+      if (cols > 0) SoftmaxRows(xp, pp, rows, cols);
+      double total = 0, wsum = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        int32_t l = lp[i];
+        if (l < 0 || l >= cols)
+          DP_THROW(Code::kOutOfRange, InputDesc(1), ": label ", l, " of sample ", i, " is outside [0, ", cols, ")");
+        double w = wp ? static_cast<double>(wp[i]) : 1.0;
+        // -log p computed from the logits for accuracy when p underflows.
+        const T* xr = xp + i * cols;
+        T mx = xr[0];
+        for (int64_t c = 1; c < cols; ++c) mx = std::max(mx, xr[c]);
+        double lse = 0;
+        for (int64_t c = 0; c < cols; ++c) lse += std::exp(static_cast<double>(xr[c] - mx));
+        total += w * (std::log(lse) - static_cast<double>(xr[l] - mx));
+        wsum += w;
+      }
+      T* loss = Output(1, {}, x.dtype())->template mutable_data<T>();
+      loss[0] = static_cast<T>(wsum > 0 ? scale * total / wsum : 0.0);
+    });
+  }
+};
+
+DP_OPERATOR_SCHEMA(Softmax)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Inputs({"X"})
+    .Outputs({"Y"})
+    .Arg("axis", "softmax over dims [axis:] flattened; default 1")
+    .IdenticalTypeAndShape()
+    .Doc("Softmax along the flattened inner dims.");
+
+DP_OPERATOR_SCHEMA(SoftmaxWithLoss)
+    .NumInputs(2, 3)
+    .NumOutputs(2)
+    .Inputs({"logits", "labels", "weights"})
+    .Outputs({"softmax", "loss"})
+    .Arg("scale", "multiplies the loss (data-parallel loss scaling); default 1")
+    .ShapeInference([](const OperatorDef&, const ArgReader&, const std::vector<TensorInfo>& in) {
+      int64_t rows, cols;
+      CheckLogitsAndLabels(in[0].dims, in[0].dtype, in[1].dims, in[1].dtype, &rows, &cols);
+      return std::vector<TensorInfo>{in[0], {{}, in[0].dtype}};
+    })
+    .Doc("Softmax of logits [N, D] and mean cross-entropy against int32 labels [N].");
+
+DP_REGISTER_CPU_OPERATOR(Softmax, SoftmaxOp);
+DP_REGISTER_CPU_OPERATOR(SoftmaxWithLoss, SoftmaxWithLossOp);
+
+}  // namespace
+}  // namespace dp

@@ -1,0 +1,86 @@
+// OpSchema: what an operator type accepts, independent of device. Nets are
+// validated against schemas when loaded (arity, in-place rules, required
+// arguments) and shapes can be inferred through them before anything runs.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "graph/net_def.h"
+
+namespace dp {
+
+// What shape inference knows about a blob.
+struct TensorInfo {
+  Dims dims;
+  DType dtype = DType::kUndefined;
+  bool known() const { return dtype != DType::kUndefined; }
+};
+
+class OpSchema {
+ public:
+  // (op, label, input infos) -> output infos. Throws kShape/kDType on misuse.
+  using InferenceFn = std::function<std::vector<TensorInfo>(const OperatorDef& op, const ArgReader& args,
+                                                            const std::vector<TensorInfo>& inputs)>;
+  explicit OpSchema(std::string type) : type_(std::move(type)) {}
+
+  OpSchema& NumInputs(int n) { return NumInputs(n, n); }
+  OpSchema& NumInputs(int min, int max);
+  OpSchema& NumOutputs(int n) { return NumOutputs(n, n); }
+  OpSchema& NumOutputs(int min, int max);
+  // (input, output) pairs that may name the same blob.
+  OpSchema& AllowInplace(std::vector<std::pair<int, int>> pairs);
+  // (input, output) pairs that must name the same blob.
+  OpSchema& EnforceInplace(std::vector<std::pair<int, int>> pairs);
+  OpSchema& Arg(std::string name, std::string doc, bool required = false);
+  OpSchema& Inputs(std::vector<std::string> names) { input_names_ = std::move(names); return *this; }
+  OpSchema& Outputs(std::vector<std::string> names) { output_names_ = std::move(names); return *this; }
+  OpSchema& Doc(std::string doc) { doc_ = std::move(doc); return *this; }
+  OpSchema& ShapeInference(InferenceFn fn) { inference_ = std::move(fn); return *this; }
+  // Every output has input 0's shape and dtype.
+  OpSchema& IdenticalTypeAndShape();
+
+  const std::string& type() const { return type_; }
+  const std::string& doc() const { return doc_; }
+  int min_inputs() const { return min_in_; }
+  int max_inputs() const { return max_in_; }
+  int min_outputs() const { return min_out_; }
+  int max_outputs() const { return max_out_; }
+  std::string InputName(size_t i) const;   // "X" or "input 3"
+  std::string OutputName(size_t i) const;
+
+  // Throws kInvalidNet naming `label` on any violation.
+  void Verify(const OperatorDef& op, const std::string& label) const;
+  // Output infos; unknown outputs when there is no inference function or an input is unknown.
+  std::vector<TensorInfo> InferShapes(const OperatorDef& op, const std::string& label,
+                                      const std::vector<TensorInfo>& inputs) const;
+
+ private:
+  struct ArgSpec { std::string name, doc; bool required; };
+  std::string type_, doc_;
+  int min_in_ = 0, max_in_ = 0, min_out_ = 0, max_out_ = 0;
+  std::vector<std::pair<int, int>> allow_inplace_, enforce_inplace_;
+  std::vector<ArgSpec> args_;
+  std::vector<std::string> input_names_, output_names_;
+  InferenceFn inference_;
+};
+
+class OpSchemaRegistry {
+ public:
+  static OpSchema& New(const std::string& type);   // registration time only
+  static const OpSchema* Find(const std::string& type);
+  static std::vector<std::string> Types();
+};
+
+}  // namespace dp
+
+#define DP_SCHEMA_CONCAT_(a, b) a##b
+#define DP_SCHEMA_CONCAT(a, b) DP_SCHEMA_CONCAT_(a, b)
+// DP_OPERATOR_SCHEMA(Relu).NumInputs(1).NumOutputs(1)...;
+#define DP_OPERATOR_SCHEMA(type) \
+  [[maybe_unused]] static ::dp::OpSchema& DP_SCHEMA_CONCAT(dp_schema_, __COUNTER__) = ::dp::OpSchemaRegistry::New(#type)

@@ -1,0 +1,63 @@
+#include "ops/op_utils.h"
+
+namespace dp {
+
+int CanonicalAxis(int64_t axis, int ndim, const std::string& what, bool allow_end) {
+  int64_t limit = allow_end ? ndim + 1 : ndim;
+  int64_t a = axis < 0 ? axis + ndim : axis;
+  if (a < 0 || a >= limit)
+    DP_THROW(Code::kOutOfRange, what, ": axis ", axis, " is out of range for a tensor of rank ", ndim);
+  return static_cast<int>(a);
+}
+
+int64_t DimProduct(const Dims& dims, int begin, int end) {
+  int64_t p = 1;
+  for (int i = begin; i < end; ++i) p *= dims[static_cast<size_t>(i)];
+  return p;
+}
+
+Dims BroadcastDims(const Dims& a, const Dims& b, const std::string& what) {
+  size_t n = std::max(a.size(), b.size());
+  Dims out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      DP_THROW(Code::kShape, what, ": shapes ", DimsString(a), " and ", DimsString(b), " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Dims ReshapeDims(const Dims& in, const std::vector<int64_t>& shape, const std::string& what) {
+  Dims out(shape.begin(), shape.end());
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == 0) {
+      if (i >= in.size())
+        DP_THROW(Code::kShape, what, ": shape entry ", i, " is 0 (copy) but the input ", DimsString(in),
+                 " has no dimension ", i);
+      out[i] = in[i];
+    }
+    if (out[i] == -1) {
+      if (infer >= 0) DP_THROW(Code::kShape, what, ": shape ", DimsString(shape), " has more than one -1");
+      infer = static_cast<int>(i);
+      continue;
+    }
+    if (out[i] < 0) DP_THROW(Code::kShape, what, ": shape ", DimsString(shape), " has a negative entry");
+    known *= out[i];
+  }
+  int64_t total = NumElements(in);
+  if (infer >= 0) {
+    if (known == 0 || total % known != 0)
+      DP_THROW(Code::kShape, what, ": cannot reshape ", DimsString(in), " to ", DimsString(shape));
+    out[static_cast<size_t>(infer)] = total / known;
+  } else if (known != total) {
+    DP_THROW(Code::kShape, what, ": cannot reshape ", DimsString(in), " (", total, " elements) to ",
+             DimsString(shape), " (", known, " elements)");
+  }
+  return out;
+}
+
+}  // namespace dp

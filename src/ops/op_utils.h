@@ -1,0 +1,49 @@
+// Helpers shared by kernels and shape inference: dtype dispatch, axis
+// handling, broadcasting. Shape rules live here once so that a kernel and
+// its schema's inference can never disagree.
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace dp {
+
+// Calls fn(T{}) with T the C++ type of dtype, among float and double.
+template <typename Fn>
+auto DispatchFloat(DType dtype, const std::string& what, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(float{});
+    case DType::kFloat64: return fn(double{});
+    default: DP_THROW(Code::kDType, what, " must be float32 or float64, got ", DTypeName(dtype));
+  }
+}
+
+// As DispatchFloat, plus int32 and int64.
+template <typename Fn>
+auto DispatchNumeric(DType dtype, const std::string& what, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(float{});
+    case DType::kFloat64: return fn(double{});
+    case DType::kInt32: return fn(int32_t{});
+    case DType::kInt64: return fn(int64_t{});
+    default: DP_THROW(Code::kDType, what, " must be float32, float64, int32 or int64, got ", DTypeName(dtype));
+  }
+}
+
+// Normalises a possibly negative axis for a tensor of rank `ndim`;
+// `allow_end` admits axis == ndim (as for "flatten from here").
+int CanonicalAxis(int64_t axis, int ndim, const std::string& what, bool allow_end = false);
+
+// Product of dims[begin, end).
+int64_t DimProduct(const Dims& dims, int begin, int end);
+
+// NumPy broadcasting of two shapes; throws kShape naming what.
+Dims BroadcastDims(const Dims& a, const Dims& b, const std::string& what);
+
+// Output dims of Reshape: `shape` may hold one -1 (inferred) and 0s (copy
+// the input's dim at that position).
+Dims ReshapeDims(const Dims& in, const std::vector<int64_t>& shape, const std::string& what);
+
+}  // namespace dp

@@ -1,0 +1,130 @@
+#include "ops/operator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace dp {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, OperatorFactory> by_key[kNumDeviceTypes];
+};
+
+Registry& GetRegistry() {
+  static auto* r = new Registry;
+  return *r;
+}
+
+}  // namespace
+
+Operator::Operator(const OpInit& init)
+    : def_(init.def),
+      index_(init.index),
+      device_(init.device),
+      label_(OpLabel(init.def, init.index)),
+      args_(def_, std::string()) {
+  for (const auto& name : def_.inputs) inputs_.push_back(init.ws->CreateBlob(name));
+  for (const auto& name : def_.outputs) outputs_.push_back(init.ws->CreateBlob(name));
+}
+
+void Operator::Run(DeviceContext& ctx) {
+  ctx_ = &ctx;
+  // Caller-supplied input memory is never written, so an in-place op's output
+  // gets fresh storage and the input's storage could be released mid-kernel;
+  // hold it until the kernel returns.
+  std::vector<std::shared_ptr<Storage>> keep;
+  for (Blob* b : inputs_)
+    if (b->IsType<Tensor>()) {
+      const auto& s = b->Get<Tensor>().storage();
+      if (s && !s->library_owned()) keep.push_back(s);
+    }
+  try {
+    RunOnDevice();
+  } catch (Error& e) {
+    throw e.Prepend(StrCat(label_, " on ", DeviceName(device_)));
+  } catch (const std::bad_alloc&) {
+    DP_THROW(Code::kOutOfMemory, label_, " on ", DeviceName(device_), ": out of memory");
+  }
+}
+
+std::string Operator::InputDesc(int i) const {
+  const OpSchema* s = OpSchemaRegistry::Find(def_.type);
+  std::string n = s ? s->InputName(static_cast<size_t>(i)) : StrCat("input ", i);
+  return StrCat(n, " '", def_.inputs.at(static_cast<size_t>(i)), "'");
+}
+
+std::string Operator::OutputDesc(int i) const {
+  const OpSchema* s = OpSchemaRegistry::Find(def_.type);
+  std::string n = s ? s->OutputName(static_cast<size_t>(i)) : StrCat("output ", i);
+  return StrCat(n, " '", def_.outputs.at(static_cast<size_t>(i)), "'");
+}
+
+const Tensor& Operator::Input(int i) const {
+  DP_ENFORCE_CODE(i >= 0 && i < InputSize(), Code::kInternal, "input index ", i, " out of range");
+  const Blob* b = inputs_[static_cast<size_t>(i)];
+  if (b->empty())
+    DP_THROW(Code::kNotFound, InputDesc(i), " is empty: it was never fed nor produced by an earlier op");
+  if (!b->IsType<Tensor>()) DP_THROW(Code::kDType, InputDesc(i), " holds ", b->TypeName(), ", not a tensor");
+  const Tensor& t = b->Get<Tensor>();
+  if (!t.defined()) DP_THROW(Code::kNotFound, InputDesc(i), " is an empty tensor");
+  return t;
+}
+
+Tensor* Operator::Output(int i) {
+  DP_ENFORCE_CODE(i >= 0 && i < OutputSize(), Code::kInternal, "output index ", i, " out of range");
+  return outputs_[static_cast<size_t>(i)]->GetMutable<Tensor>();
+}
+
+Tensor* Operator::Output(int i, Dims dims, DType dtype) {
+  Tensor* t = Output(i);
+  t->Resize(std::move(dims), dtype, device_);
+  return t;
+}
+
+void OperatorRegistry::Register(DeviceType device, const std::string& key, OperatorFactory factory) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto& slot = r.by_key[static_cast<size_t>(device)][key];
+  if (slot) {
+    std::fprintf(stderr, "dp: operator '%s' registered twice for %s\n", key.c_str(), DeviceTypeName(device));
+    std::abort();  // static-initialisation bug, found by the first test run
+  }
+  slot = std::move(factory);
+}
+
+static const OperatorFactory* FindFactory(DeviceType device, const std::string& type, const std::string& engine) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto& m = r.by_key[static_cast<size_t>(device)];
+  if (!engine.empty()) {
+    auto it = m.find(type + "_ENGINE_" + engine);
+    if (it != m.end()) return &it->second;
+  }
+  auto it = m.find(type);
+  return it == m.end() ? nullptr : &it->second;
+}
+
+bool OperatorRegistry::Has(DeviceType device, const std::string& type, const std::string& engine) {
+  return FindFactory(device, type, engine) != nullptr;
+}
+
+std::unique_ptr<Operator> OperatorRegistry::Create(const OpInit& init) {
+  const OperatorFactory* f = FindFactory(init.device.type, init.def.type, init.def.engine);
+  if (f == nullptr)
+    DP_THROW(Code::kInvalidNet, OpLabel(init.def, init.index), ": no ", DeviceTypeName(init.device.type),
+             " kernel for operator type '", init.def.type, "'");
+  return (*f)(init);
+}
+
+std::vector<std::string> OperatorRegistry::Keys(DeviceType device) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<std::string> out;
+  for (const auto& [k, v] : r.by_key[static_cast<size_t>(device)]) out.push_back(k);
+  return out;
+}
+
+}  // namespace dp

@@ -1,0 +1,97 @@
+// Operator: one node of a net bound to its blobs, plus per-device registries
+// of kernels. Everything a net does is an operator: math, gradients,
+// optimizer updates, collectives, checkpoint I/O.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/context.h"
+#include "core/tensor.h"
+#include "core/workspace.h"
+#include "graph/net_def.h"
+#include "ops/op_schema.h"
+
+namespace dp {
+
+struct OpInit {
+  const OperatorDef& def;
+  size_t index;            // position in its net
+  DeviceOption device;     // resolved device (op's own or the net's default)
+  Workspace* ws;
+};
+
+class Operator {
+ public:
+  explicit Operator(const OpInit& init);
+  virtual ~Operator() = default;
+  Operator(const Operator&) = delete;
+  Operator& operator=(const Operator&) = delete;
+
+  // Runs the kernel on ctx. Errors come out as dp::Error whose message starts
+  // with this op's label and device.
+  void Run(DeviceContext& ctx);
+
+  const OperatorDef& def() const { return def_; }
+  const std::string& label() const { return label_; }
+  DeviceOption device() const { return device_; }
+  size_t index() const { return index_; }
+  const std::vector<Blob*>& input_blobs() const { return inputs_; }
+  const std::vector<Blob*>& output_blobs() const { return outputs_; }
+
+ protected:
+  virtual void RunOnDevice() = 0;
+
+  int InputSize() const { return static_cast<int>(inputs_.size()); }
+  int OutputSize() const { return static_cast<int>(outputs_.size()); }
+  // Input i as a tensor; kNotFound if never fed or produced, kDType if not a tensor.
+  const Tensor& Input(int i) const;
+  // Output i as a tensor (created empty when the blob holds nothing).
+  Tensor* Output(int i);
+  // Output i resized on this op's device.
+  Tensor* Output(int i, Dims dims, DType dtype);
+  // "input 1 'W'" for messages.
+  std::string InputDesc(int i) const;
+  std::string OutputDesc(int i) const;
+  const ArgReader& args() const { return args_; }
+  DeviceContext& context() const { return *ctx_; }
+
+ private:
+  const OperatorDef def_;
+  const size_t index_;
+  const DeviceOption device_;
+  const std::string label_;
+  const ArgReader args_;
+  std::vector<Blob*> inputs_;
+  std::vector<Blob*> outputs_;
+  DeviceContext* ctx_ = nullptr;
+};
+
+using OperatorFactory = std::function<std::unique_ptr<Operator>(const OpInit&)>;
+
+// Kernels per device type, keyed by op type ("FC") or by type and engine
+// ("FC_ENGINE_CUBLASLT"); an op with an engine falls back to the plain type.
+class OperatorRegistry {
+ public:
+  static void Register(DeviceType device, const std::string& key, OperatorFactory factory);
+  static bool Has(DeviceType device, const std::string& type, const std::string& engine = {});
+  static std::unique_ptr<Operator> Create(const OpInit& init);  // kInvalidNet if no kernel
+  static std::vector<std::string> Keys(DeviceType device);
+};
+
+template <typename Op>
+struct OperatorRegistration {
+  OperatorRegistration(DeviceType device, const char* key) {
+    OperatorRegistry::Register(device, key, [](const OpInit& init) { return std::make_unique<Op>(init); });
+  }
+};
+
+}  // namespace dp
+
+#define DP_REGISTER_OPERATOR(device, key, Class)                                               \
+  [[maybe_unused]] static ::dp::OperatorRegistration<Class> DP_SCHEMA_CONCAT(dp_op_reg_, __COUNTER__)( \
+      ::dp::DeviceType::device, #key)
+#define DP_REGISTER_CPU_OPERATOR(key, Class) DP_REGISTER_OPERATOR(kCPU, key, Class)
+#define DP_REGISTER_CUDA_OPERATOR(key, Class) DP_REGISTER_OPERATOR(kCUDA, key, Class)
