@@ -1,1 +1,171 @@
+// Nets and the simple executor: instantiation, repeated runs, error reports,
+// overlapping runs, workspace sharing between an init net and a main net.
 #include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <thread>
+
+#include "exec/net.h"
+#include "graph/net_format.h"
+
+using namespace dp;
+
+namespace {
+
+std::shared_ptr<const NetDef> Parse(const char* json) { return std::make_shared<const NetDef>(NetDefFromJson(json)); }
+
+Tensor Floats(Dims dims, std::vector<float> values) {
+  Tensor t(std::move(dims), DType::kFloat32);
+  REQUIRE(static_cast<size_t>(t.numel()) == values.size());
+  std::copy(values.begin(), values.end(), t.mutable_data<float>());
+  return t;
+}
+
+const char* kInit = R"({"name":"init","ops":[
+  {"type":"XavierFill","outputs":["w"],"args":[{"name":"shape","ints":[3,4]},{"name":"seed","i":1}]},
+  {"type":"ConstantFill","outputs":["b"],"args":[{"name":"shape","ints":[3]},{"name":"value","f":0.5}]}]})";
+
+const char* kMain = R"({"name":"main","external_inputs":["x","w","b"],"ops":[
+  {"type":"FC","name":"fc","inputs":["x","w","b"],"outputs":["y"]},
+  {"type":"Relu","inputs":["y"],"outputs":["y"]},
+  {"type":"Softmax","inputs":["y"],"outputs":["p"]}]})";
+
+}  // namespace
+
+TEST_CASE("init net then main net share a workspace; runs repeat") {
+  auto ws = std::make_shared<Workspace>();
+  Net init(Parse(kInit), ws);
+  init.Run();
+  CHECK(ws->GetTensor("w").dims() == Dims{3, 4});
+  Net main(Parse(kMain), ws);
+  CHECK(main.executor_kind() == ExecutorKind::kSimple);
+  ws->Feed("x", Floats({2, 4}, {1, 2, 3, 4, -1, -2, -3, -4}));
+  main.Run();
+  Tensor first = ws->GetTensor("p");  // a fetched copy keeps its values
+  std::vector<float> before(first.data<float>(), first.data<float>() + 6);
+  const float* w = ws->GetTensor("w").data<float>();
+  for (int r = 0; r < 2; ++r) {
+    float sum = 0;
+    for (int c = 0; c < 3; ++c) sum += first.data<float>()[r * 3 + c];
+    CHECK(sum == doctest::Approx(1.0f).epsilon(1e-6));
+  }
+  // Reference for row 0.
+  float y[3];
+  const float* x = ws->GetTensor("x").data<float>();
+  for (int o = 0; o < 3; ++o) {
+    float acc = 0.5f;
+    for (int k = 0; k < 4; ++k) acc += x[k] * w[o * 4 + k];
+    y[o] = std::max(acc, 0.0f);
+  }
+  float mx = std::max({y[0], y[1], y[2]}), z = 0;
+  for (float v : y) z += std::exp(v - mx);
+  for (int o = 0; o < 3; ++o) CHECK(first.data<float>()[o] == doctest::Approx(std::exp(y[o] - mx) / z).epsilon(1e-5));
+
+  ws->Feed("x", Floats({2, 4}, {4, 3, 2, 1, 0, 0, 0, 0}));
+  main.Run();
+  for (int i = 0; i < 6; ++i) CHECK(first.data<float>()[i] == before[static_cast<size_t>(i)]);
+  CHECK(ws->GetTensor("p").data<float>()[0] != before[0]);
+}
+
+TEST_CASE("errors name the net, the op, its device and the blob; the net stays usable") {
+  auto ws = std::make_shared<Workspace>();
+  Net init(Parse(kInit), ws);
+  init.Run();
+  Net main(Parse(kMain), ws);
+  try {
+    main.Run();
+    FAIL("ran without x");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kNotFound);
+    CHECK(e.message().find("net 'main'") != std::string::npos);
+    CHECK(e.message().find("'x'") != std::string::npos);
+  }
+  ws->Feed("x", Floats({2, 5}, std::vector<float>(10, 1.0f)));
+  try {
+    main.Run();
+    FAIL("ran with a bad shape");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kShape);
+    for (const char* needle : {"net 'main'", "op 0 (FC 'fc')", "cpu:0", "[2, 5]"})
+      CHECK_MESSAGE(e.message().find(needle) != std::string::npos, e.message());
+  }
+  Tensor ints({2, 4}, DType::kInt32);
+  std::fill(ints.mutable_data<int32_t>(), ints.mutable_data<int32_t>() + 8, 1);
+  ws->Feed("x", ints);
+  try {
+    main.Run();
+    FAIL("ran with int32 data");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kDType);
+    CHECK(e.message().find("op 0 (FC 'fc')") != std::string::npos);
+  }
+  ws->Feed("x", Floats({1, 4}, {1, 1, 1, 1}));
+  main.Run();  // usable after errors
+  CHECK(ws->GetTensor("p").dims() == Dims{1, 3});
+}
+
+TEST_CASE("net creation checks kernels, devices and executor choice") {
+  auto ws = std::make_shared<Workspace>();
+  try {
+    Net n(Parse(R"({"name":"g","ops":[{"type":"ConstantFill","outputs":["y"],"device":{"type":"CUDA","id":7},
+                   "args":[{"name":"shape","ints":[1]}]}]})"),
+          ws);
+    FAIL("created a net on a missing GPU");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kUnavailable);
+    CHECK(e.message().find("cuda:7") != std::string::npos);
+    CHECK(e.message().find("op 0 (ConstantFill)") != std::string::npos);
+  }
+  try {
+    Net n(Parse(kInit), ws, NetOptions{ExecutorKind::kAsync, 2});
+    FAIL("async executor accepted before it exists");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kUnimplemented);
+  }
+  try {
+    Net n(Parse(R"({"ops":[{"type":"Relu","inputs":["nothing"],"outputs":["y"]}]})"), ws);
+    FAIL("invalid net accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kInvalidNet);
+  }
+  // Logical CPU devices: any id is a replica of the host.
+  Net cpu3(Parse(R"({"ops":[{"type":"ConstantFill","outputs":["y"],"device":{"type":"CPU","id":3},
+                    "args":[{"name":"shape","ints":[2]},{"name":"value","f":3}]}]})"),
+           ws);
+  cpu3.Run();
+  CHECK(ws->GetTensor("y").device() == DeviceOption{DeviceType::kCPU, 3});
+  CHECK(ws->GetTensor("y").data<float>()[1] == 3.0f);
+}
+
+TEST_CASE("overlapping runs of one net are rejected, not raced") {
+  auto ws = std::make_shared<Workspace>();
+  // A net long enough that two threads starting together overlap.
+  std::string json = R"({"name":"long","ops":[{"type":"ConstantFill","outputs":["a"],"args":[{"name":"shape","ints":[64]}]})";
+  for (int i = 0; i < 20000; ++i) json += R"(,{"type":"Scale","inputs":["a"],"outputs":["a"],"args":[{"name":"scale","f":1}]})";
+  json += "]}";
+  Net net(Parse(json.c_str()), ws);
+  std::atomic<int> rejected{0}, ok{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 2; ++t)
+    ts.emplace_back([&] {
+      while (!go.load()) std::this_thread::yield();
+      for (int r = 0; r < 5; ++r) {
+        try {
+          net.Run();
+          ++ok;
+        } catch (const Error& e) {
+          CHECK(e.code() == Code::kFailedPrecondition);
+          CHECK(e.message().find("already running") != std::string::npos);
+          ++rejected;
+        }
+      }
+    });
+  go = true;
+  for (auto& t : ts) t.join();
+  CHECK(ok + rejected == 10);
+  CHECK(ok >= 1);
+  MESSAGE("overlapping runs: " << ok.load() << " ran, " << rejected.load() << " rejected");
+  net.Run();  // not left in the running state
+}

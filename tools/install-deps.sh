@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs dp's build and test dependencies from Debian's packages.
+# Skips apt entirely when everything is already installed.
+set -euo pipefail
+
+packages=(
+  meson ninja-build pkg-config g++ python3 binutils
+  flatbuffers-compiler libflatbuffers-dev doctest-dev
+  libgloo-dev libopenblas-dev zlib1g-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
