@@ -1,4 +1,5 @@
 // dp_tensor and dp_workspace.
+#include <cstdint>
 #include <cstring>
 
 #include "capi/handles.h"
@@ -21,8 +22,18 @@ dp::DType CheckedDType(const char* fn, int32_t dtype) {
   return t;
 }
 
+// Byte size of a tensor; element counts whose size overflows size_t (a
+// wrapped size would let a huge tensor pass as a small one) give kShape.
+size_t CheckedBytes(const char* fn, dp::DType dtype, const dp::Dims& dims) {
+  try {
+    return dp::TensorBytes(dims, dtype);
+  } catch (dp::Error& e) {
+    throw e.Prepend(fn);
+  }
+}
+
 size_t ExpectedBytes(const char* fn, dp::DType dtype, const dp::Dims& dims, size_t nbytes) {
-  size_t want = static_cast<size_t>(dp::NumElements(dims)) * dp::DTypeSize(dtype);
+  size_t want = CheckedBytes(fn, dtype, dims);
   DP_ENFORCE_CODE(nbytes == want, dp::Code::kShape, fn, ": nbytes is ", nbytes, " but a ", dp::DTypeName(dtype),
                   dp::DimsString(dims), " tensor has ", want);
   return want;
@@ -55,6 +66,7 @@ dp_status* dp_tensor_create(int32_t dtype, const int64_t* dims, size_t ndim, con
   DP_CHECK_NOT_NULL(out);
   dp::DType t = CheckedDType(__func__, dtype);
   dp::Dims d = CheckedDims(__func__, dims, ndim);
+  CheckedBytes(__func__, t, d);
   auto h = std::make_unique<dp_tensor>();
   h->tensor.Resize(d, t);
   if (data != nullptr) {

@@ -24,11 +24,20 @@ std::string DimsString(const Dims& dims) {
   return os.str();
 }
 
+size_t TensorBytes(const Dims& dims, DType dtype) {
+  int64_t numel = NumElements(dims);
+  size_t esize = DTypeSize(dtype);
+  if (esize != 0 && static_cast<uint64_t>(numel) > std::numeric_limits<size_t>::max() / esize)
+    DP_THROW(Code::kShape, "a ", DTypeName(dtype), DimsString(dims), " tensor does not fit in memory");
+  return static_cast<size_t>(numel) * esize;
+}
+
 Tensor::Tensor(Dims dims, DType dtype, DeviceOption device) { Resize(std::move(dims), dtype, device); }
 
 Tensor Tensor::FromStorage(Dims dims, DType dtype, std::shared_ptr<Storage> storage) {
   DP_ENFORCE_CODE(dtype != DType::kUndefined, Code::kDType, "tensor dtype is undefined");
   Tensor t;
+  TensorBytes(dims, dtype);  // rejects sizes that overflow
   t.numel_ = NumElements(dims);
   t.dims_ = std::move(dims);
   t.dtype_ = dtype;
@@ -52,7 +61,7 @@ int64_t Tensor::dim(int i) const {
 void Tensor::Resize(Dims dims, DType dtype, DeviceOption device) {
   DP_ENFORCE_CODE(dtype != DType::kUndefined, Code::kDType, "tensor dtype is undefined");
   int64_t numel = NumElements(dims);
-  size_t need = static_cast<size_t>(numel) * DTypeSize(dtype);
+  size_t need = TensorBytes(dims, dtype);
   bool reuse = storage_ && storage_.use_count() == 1 && storage_->library_owned() &&
                storage_->device() == device && storage_->nbytes() >= need &&
                // Do not pin a large block for a much smaller tensor.

@@ -26,6 +26,8 @@ using Dims = std::vector<int64_t>;
 
 int64_t NumElements(const Dims& dims);  // throws kShape on negative dims or overflow
 std::string DimsString(const Dims& dims);  // "[2, 3]"
+// Bytes of a dense tensor; throws kShape if the size does not fit in size_t.
+size_t TensorBytes(const Dims& dims, DType dtype);
 
 class Tensor {
  public:

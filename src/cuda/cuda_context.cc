@@ -8,6 +8,21 @@
 #include "core/storage.h"
 
 namespace dp {
+namespace {
+
+// Runs fn with `device` current and restores the previous device, ignoring
+// every error: for destructors and other paths that must not throw.
+template <typename Fn>
+void OnDeviceNoThrow(int device, Fn fn) noexcept {
+  int previous = -1;
+  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
+                        cudaSetDevice(device) == cudaSuccess;
+  fn();
+  if (switched) cudaSetDevice(previous);
+  cudaGetLastError();
+}
+
+}  // namespace
 
 // ---- CudaContext ------------------------------------------------------------
 
@@ -21,11 +36,10 @@ CudaContext::CudaContext(DeviceOption device) : device_(device) {
 
 CudaContext::~CudaContext() {
   // Errors are ignored: at process exit the runtime may already be unloaded.
-  if (cudaSetDevice(device_.id) == cudaSuccess) {
+  OnDeviceNoThrow(device_.id, [this] {
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-  cudaGetLastError();
+  });
 }
 
 void CudaContext::SwitchToDevice() { DP_CUDA_CHECK(cudaSetDevice(device_.id)); }
@@ -226,12 +240,7 @@ class CudaAllocator final : public Allocator {
     // cudaFree waits for the device to be idle, so memory still read by queued
     // kernels is never released early. Errors are ignored (noexcept): at exit
     // the runtime may be gone before the last tensor.
-    int previous = -1;
-    bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device.id &&
-                    cudaSetDevice(device.id) == cudaSuccess;
-    cudaFree(ptr);
-    if (switched) cudaSetDevice(previous);
-    cudaGetLastError();
+    OnDeviceNoThrow(device.id, [ptr] { cudaFree(ptr); });
   }
 };
 

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -218,6 +219,9 @@ NetDef NetDefFromJson(std::string_view json) {
 }
 
 NetDef NetDefFromFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    DP_THROW(Code::kIo, "cannot read net file '", path, "': it is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) DP_THROW(Code::kIo, "cannot open net file '", path, "': ", std::strerror(errno));
   std::ostringstream ss;

@@ -221,7 +221,11 @@ TEST_CASE("workspace: create, find, list by scope, feed, concurrent access") {
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
       for (int i = 0; i < 500; ++i) {
-        ws.CreateBlob("t" + std::to_string(t) + "/" + std::to_string(i));
+        std::string name = "t";
+        name += std::to_string(t);
+        name += '/';
+        name += std::to_string(i);
+        ws.CreateBlob(name);
         if (ws.GetBlob("cpu_0/w") != nullptr) ++found;
         (void)ws.Blobs("t0/");
       }

@@ -169,3 +169,21 @@ TEST_CASE("overlapping runs of one net are rejected, not raced") {
   MESSAGE("overlapping runs: " << ok.load() << " ran, " << rejected.load() << " rejected");
   net.Run();  // not left in the running state
 }
+
+TEST_CASE("shapes whose byte size overflows fail cleanly instead of allocating 0 bytes") {
+  auto ws = std::make_shared<Workspace>();
+  for (const char* json :
+       {R"({"ops":[{"type":"ConstantFill","outputs":["y"],"args":[{"name":"shape","ints":[2305843009213693952]},{"name":"dtype","i":4}]},
+                  {"type":"Relu","inputs":["y"],"outputs":["z"]}]})",
+        R"({"ops":[{"type":"UniformFill","outputs":["y"],"args":[{"name":"shape","ints":[4611686018427387904]}]}]})"}) {
+    Net net(Parse(json), ws);
+    try {
+      net.Run();
+      FAIL("allocated an impossible tensor");
+    } catch (const Error& e) {
+      CHECK(e.code() == Code::kShape);
+      CHECK(e.message().find("op 0") != std::string::npos);
+      CHECK(e.message().find("does not fit") != std::string::npos);
+    }
+  }
+}

@@ -14,19 +14,23 @@ struct FcDims {
   Dims out;
 };
 
-FcDims ComputeFcDims(const Dims& x, const Dims& w, const Dims& b, int64_t axis_arg, int64_t axis_w_arg) {
-  int axis = CanonicalAxis(axis_arg, static_cast<int>(x.size()), "X", true);
-  int axis_w = CanonicalAxis(axis_w_arg, static_cast<int>(w.size()), "W", true);
+// `op` names the blobs in messages: "X 'data' [3, 5] has 5 features ...".
+FcDims ComputeFcDims(const OperatorDef& op, const Dims& x, const Dims& w, const Dims& b, int64_t axis_arg,
+                     int64_t axis_w_arg) {
+  const std::string xn = StrCat("X '", op.inputs[0], "' "), wn = StrCat("W '", op.inputs[1], "' "),
+                    bn = StrCat("b '", op.inputs[2], "' ");
+  int axis = CanonicalAxis(axis_arg, static_cast<int>(x.size()), xn + DimsString(x), true);
+  int axis_w = CanonicalAxis(axis_w_arg, static_cast<int>(w.size()), wn + DimsString(w), true);
   FcDims d;
   d.m = DimProduct(x, 0, axis);
   d.k = DimProduct(x, axis, static_cast<int>(x.size()));
   d.n = DimProduct(w, 0, axis_w);
   int64_t wk = DimProduct(w, axis_w, static_cast<int>(w.size()));
   if (wk != d.k)
-    DP_THROW(Code::kShape, "X ", DimsString(x), " has ", d.k, " features per row but W ", DimsString(w),
+    DP_THROW(Code::kShape, xn, DimsString(x), " has ", d.k, " features per row but ", wn, DimsString(w),
              " expects ", wk, " (W is [N, K])");
   if (NumElements(b) != d.n)
-    DP_THROW(Code::kShape, "b ", DimsString(b), " must have N = ", d.n, " elements to match W ", DimsString(w));
+    DP_THROW(Code::kShape, bn, DimsString(b), " must have N = ", d.n, " elements to match ", wn, DimsString(w));
   d.out.assign(x.begin(), x.begin() + axis);
   d.out.push_back(d.n);
   return d;
@@ -48,9 +52,10 @@ class FcOp final : public Operator {
     const Tensor& x = Input(0);
     const Tensor& w = Input(1);
     const Tensor& b = Input(2);
-    DP_ENFORCE_CODE(w.dtype() == x.dtype() && b.dtype() == x.dtype(), Code::kDType, "X, W and b must share a dtype, got ",
-                    x.DebugString(), ", ", w.DebugString(), ", ", b.DebugString());
-    FcDims d = ComputeFcDims(x.dims(), w.dims(), b.dims(), args().Int("axis", 1), args().Int("axis_w", 1));
+    DP_ENFORCE_CODE(w.dtype() == x.dtype() && b.dtype() == x.dtype(), Code::kDType,
+                    "X, W and b must share a dtype, got ", InputDesc(0), " ", x.DebugString(), ", ", InputDesc(1), " ",
+                    w.DebugString(), ", ", InputDesc(2), " ", b.DebugString());
+    FcDims d = ComputeFcDims(def(), x.dims(), w.dims(), b.dims(), args().Int("axis", 1), args().Int("axis_w", 1));
     DP_ENFORCE_CODE(d.m <= INT32_MAX && d.n <= INT32_MAX && d.k <= INT32_MAX, Code::kShape,
                     "FC dimensions exceed the BLAS int range");
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
@@ -73,8 +78,8 @@ DP_OPERATOR_SCHEMA(FC)
     .Outputs({"Y"})
     .Arg("axis", "X is flattened to [prod(dims[:axis]), prod(dims[axis:])]; default 1")
     .Arg("axis_w", "W is flattened likewise; default 1")
-    .ShapeInference([](const OperatorDef&, const ArgReader& args, const std::vector<TensorInfo>& in) {
-      FcDims d = ComputeFcDims(in[0].dims, in[1].dims, in[2].dims, args.Int("axis", 1), args.Int("axis_w", 1));
+    .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
+      FcDims d = ComputeFcDims(op, in[0].dims, in[1].dims, in[2].dims, args.Int("axis", 1), args.Int("axis_w", 1));
       return std::vector<TensorInfo>{{d.out, in[0].dtype}};
     })
     .Doc("Y = X W^T + b (bias fused into the GEMM).");
