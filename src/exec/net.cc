@@ -1,5 +1,6 @@
 #include "exec/net.h"
 
+#include "core/logging.h"
 #include "graph/net_validate.h"
 
 namespace dp {
@@ -28,6 +29,7 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
   if (kind_ == ExecutorKind::kAsync)
     DP_THROW(Code::kUnimplemented, label_, ": the async executor is not available yet; use the simple executor");
   executor_ = MakeSimpleExecutor(ops_);
+  DP_LOG(kInfo, label_, ": created with ", ops_.size(), " ops on the simple executor");
 }
 
 Net::~Net() = default;

@@ -208,27 +208,49 @@ static void test_status_null(void) {
 typedef struct {
   int calls;
   int bad_level;
+  int named_net; /* messages that name the net 'logged' */
 } log_record;
 
 static void log_cb(void* user_data, int32_t level, const char* message) {
   log_record* r = (log_record*)user_data;
   ++r->calls;
   if (level < DP_LOG_DEBUG || level > DP_LOG_ERROR || message == NULL) ++r->bad_level;
+  if (message != NULL && strstr(message, "net 'logged'") != NULL) ++r->named_net;
+}
+
+static void create_logged_net(void) {
+  const char* json = "{\"name\":\"logged\",\"ops\":[{\"type\":\"ConstantFill\",\"outputs\":[\"y\"]}]}";
+  dp_workspace* ws = NULL;
+  dp_netdef* def = NULL;
+  dp_net* net = NULL;
+  EXPECT_OK(dp_workspace_create(&ws));
+  EXPECT_OK(dp_netdef_from_json(json, strlen(json), &def));
+  EXPECT_OK(dp_net_create(ws, def, NULL, &net));
+  dp_net_free(net);
+  dp_netdef_free(def);
+  dp_workspace_free(ws);
 }
 
 static void test_logging(void) {
-  /* Nothing in dp logs at warning level or above in normal use, so this only
-   * checks that installing, using the library with, and removing a callback
-   * (with out-of-range levels, which are clamped) is safe. */
-  log_record rec = {0, 0};
-  int32_t count = 0;
-  dp_set_log_callback(log_cb, &rec, DP_LOG_DEBUG);
-  EXPECT_OK(dp_device_count(DP_DEVICE_CPU, &count));
-  dp_set_log_callback(log_cb, &rec, -5);
-  dp_set_log_callback(log_cb, &rec, 99);
+  /* Net creation logs at info level: the callback sees it at INFO, not at
+   * WARNING; out-of-range levels are clamped; NULL restores stderr. */
+  log_record rec = {0, 0, 0};
+  dp_set_log_callback(log_cb, &rec, DP_LOG_INFO);
+  create_logged_net();
+  CHECK(rec.named_net == 1);
+  dp_set_log_callback(log_cb, &rec, DP_LOG_WARNING);
+  create_logged_net();
+  CHECK(rec.named_net == 1);
+  dp_set_log_callback(log_cb, &rec, -5); /* clamped to DEBUG */
+  create_logged_net();
+  CHECK(rec.named_net == 2);
+  dp_set_log_callback(log_cb, &rec, 99); /* clamped to ERROR */
+  create_logged_net();
+  CHECK(rec.named_net == 2);
   dp_set_log_callback(NULL, NULL, DP_LOG_WARNING);
+  create_logged_net();
+  CHECK(rec.named_net == 2);
   CHECK(rec.bad_level == 0);
-  EXPECT_OK(dp_device_count(DP_DEVICE_CPU, &count));
 }
 
 /* ------------------------------------------------------------------------ */
