@@ -42,6 +42,10 @@ class OpSchema {
   OpSchema& Outputs(std::vector<std::string> names) { output_names_ = std::move(names); return *this; }
   OpSchema& Doc(std::string doc) { doc_ = std::move(doc); return *this; }
   OpSchema& ShapeInference(InferenceFn fn) { inference_ = std::move(fn); return *this; }
+  // Inputs may live on another device than the op (copies between devices).
+  // Otherwise Operator::Input rejects a tensor that the kernel cannot address.
+  OpSchema& InputsCanCrossDevices() { inputs_can_cross_devices_ = true; return *this; }
+  bool inputs_can_cross_devices() const { return inputs_can_cross_devices_; }
   // Every output has input 0's shape and dtype.
   OpSchema& IdenticalTypeAndShape();
 
@@ -68,6 +72,7 @@ class OpSchema {
   std::vector<ArgSpec> args_;
   std::vector<std::string> input_names_, output_names_;
   InferenceFn inference_;
+  bool inputs_can_cross_devices_ = false;
 };
 
 class OpSchemaRegistry {

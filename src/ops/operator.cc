@@ -22,6 +22,7 @@ Registry& GetRegistry() {
 
 Operator::Operator(const OpInit& init)
     : def_(init.def),
+      schema_(OpSchemaRegistry::Find(init.def.type)),
       index_(init.index),
       device_(init.device),
       label_(OpLabel(init.def, init.index)),
@@ -51,13 +52,13 @@ void Operator::Run(DeviceContext& ctx) {
 }
 
 std::string Operator::InputDesc(int i) const {
-  const OpSchema* s = OpSchemaRegistry::Find(def_.type);
+  const OpSchema* s = schema_;
   std::string n = s ? s->InputName(static_cast<size_t>(i)) : StrCat("input ", i);
   return StrCat(n, " '", def_.inputs.at(static_cast<size_t>(i)), "'");
 }
 
 std::string Operator::OutputDesc(int i) const {
-  const OpSchema* s = OpSchemaRegistry::Find(def_.type);
+  const OpSchema* s = schema_;
   std::string n = s ? s->OutputName(static_cast<size_t>(i)) : StrCat("output ", i);
   return StrCat(n, " '", def_.outputs.at(static_cast<size_t>(i)), "'");
 }
@@ -70,6 +71,13 @@ const Tensor& Operator::Input(int i) const {
   if (!b->IsType<Tensor>()) DP_THROW(Code::kDType, InputDesc(i), " holds ", b->TypeName(), ", not a tensor");
   const Tensor& t = b->Get<Tensor>();
   if (!t.defined()) DP_THROW(Code::kNotFound, InputDesc(i), " is an empty tensor");
+  // CPU ids are logical replicas sharing host memory; a CUDA kernel can only
+  // address its own device.
+  DeviceOption d = t.device();
+  bool addressable = d.type == device_.type && (d.type == DeviceType::kCPU || d.id == device_.id);
+  if (!addressable && !(schema_ != nullptr && schema_->inputs_can_cross_devices()))
+    DP_THROW(Code::kInvalidArgument, InputDesc(i), " is on ", DeviceName(d), " but the op runs on ",
+             DeviceName(device_), "; add a Copy op to move it");
   return t;
 }
 

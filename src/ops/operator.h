@@ -60,6 +60,7 @@ class Operator {
 
  private:
   const OperatorDef def_;
+  const OpSchema* const schema_;  // validated nets always have one
   const size_t index_;
   const DeviceOption device_;
   const std::string label_;

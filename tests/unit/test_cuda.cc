@@ -311,6 +311,14 @@ TEST_CASE("GPU: CUDA ops reject what they do not support") {
     });
     CHECK_MESSAGE(Contains(msg, "float32"), msg);
   }
+  SUBCASE("FC with mismatched widths names the blobs") {
+    std::string msg = ExpectError(Code::kShape, [&] {
+      RunOp(MakeOp("FC", {"data", "w", "b"}, {"y"}), kGpu0,
+            {{"data", RandomTensor({3, 5}, 1)}, {"w", RandomTensor({8, 4}, 2)}, {"b", RandomTensor({8}, 3)}});
+    });
+    CHECK_MESSAGE(Contains(msg, "'data'"), msg);
+    CHECK_MESSAGE(Contains(msg, "'w'"), msg);
+  }
   SUBCASE("an input on the CPU") {
     auto def = std::make_shared<dp::NetDef>();
     def->device = kGpu0;

@@ -187,3 +187,29 @@ TEST_CASE("shapes whose byte size overflows fail cleanly instead of allocating 0
     }
   }
 }
+
+TEST_CASE("kernels only receive tensors they can address; Copy may cross devices") {
+  auto ws = std::make_shared<Workspace>();
+  // A tensor that claims to live on cuda:0. It is never dereferenced: the
+  // device check rejects it before any kernel runs.
+  float host[2] = {1, 2};
+  ws->Feed("x", Tensor::FromStorage({2}, DType::kFloat32, Storage::Borrow({DeviceType::kCUDA, 0}, host, sizeof host)));
+  Net relu(Parse(R"({"name":"r","external_inputs":["x"],"ops":[{"type":"Relu","inputs":["x"],"outputs":["y"]}]})"), ws);
+  try {
+    relu.Run();
+    FAIL("a CPU kernel was handed a CUDA tensor");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kInvalidArgument);
+    for (const char* needle : {"op 0 (Relu)", "'x'", "cuda:0", "cpu:0", "Copy"})
+      CHECK_MESSAGE(e.message().find(needle) != std::string::npos, e.message());
+  }
+  // CPU device ids are logical replicas of the host: cpu:1 reads cpu:0 data.
+  ws->Feed("z", Floats({2}, {-1, 3}));
+  Net replica(Parse(R"({"external_inputs":["z"],"ops":[{"type":"Relu","inputs":["z"],"outputs":["r"],
+                        "device":{"type":"CPU","id":1}}]})"),
+              ws);
+  replica.Run();
+  CHECK(ws->GetTensor("r").data<float>()[1] == 3.0f);
+  CHECK(OpSchemaRegistry::Find("Copy")->inputs_can_cross_devices());
+  CHECK_FALSE(OpSchemaRegistry::Find("FC")->inputs_can_cross_devices());
+}

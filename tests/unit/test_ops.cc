@@ -136,11 +136,24 @@ void CheckInference(const NetDef& def, const Feeds& feeds, const Workspace& ws, 
 
 enum class Infer { kAll, kPartial };
 
+// Feeds a deep copy of dp-allocated tensors, so that the blob is the sole
+// owner of its storage as in a training loop and in-place ops may reuse it
+// (or free it); caller memory (Storage::Borrow) is fed as it is.
+void FeedOwned(Workspace& ws, const std::string& name, const Tensor& t) {
+  if (!t.defined() || !t.storage() || !t.storage()->library_owned()) {
+    ws.Feed(name, t);
+    return;
+  }
+  Tensor copy;
+  copy.CopyFrom(t);
+  ws.Feed(name, copy);
+}
+
 // Runs the ops once in a fresh workspace fed with `feeds`; cross-checks shape inference.
 std::shared_ptr<Workspace> RunOps(std::vector<OperatorDef> ops, const Feeds& feeds, Infer infer = Infer::kAll) {
   auto def = std::make_shared<const NetDef>(MakeNet(std::move(ops), feeds));
   auto ws = std::make_shared<Workspace>();
-  for (const auto& [name, t] : feeds) ws->Feed(name, t);
+  for (const auto& [name, t] : feeds) FeedOwned(*ws, name, t);
   Net net(def, ws);
   net.Run();
   CheckInference(*def, feeds, *ws, infer == Infer::kAll);
@@ -156,9 +169,10 @@ template <typename Fn>
 void ExpectError(Fn&& fn, Code code, std::initializer_list<std::string> needles) {
   try {
     fn();
-    FAIL("expected a dp::Error with code ", CodeName(code));
+    FAIL("expected a dp::Error with code ", std::string(CodeName(code)));
   } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, "got ", CodeName(e.code()), " (", e.message(), "), want ", CodeName(code));
+    CHECK_MESSAGE(e.code() == code, "got ", std::string(CodeName(e.code())), " (", e.message(), "), want ",
+                  std::string(CodeName(code)));
     for (const auto& n : needles)
       CHECK_MESSAGE(e.message().find(n) != std::string::npos, "\"", e.message(), "\" lacks \"", n, "\"");
   }
@@ -768,18 +782,19 @@ TEST_CASE("Add and Mul errors name the op and both blobs") {
 
 TEST_CASE_TEMPLATE("Sum adds 1, 2 or 4 inputs", T, float, double, int32_t, int64_t) {
   const Dims dims = {3, 4};
+  const char* const names[] = {"x0", "x1", "x2", "x3"};
   std::vector<std::vector<T>> xs;
   Feeds f;
   for (int i = 0; i < 4; ++i) {
     xs.push_back(Random<T>(12, 71 + static_cast<uint32_t>(i), -100, 100));
-    f.push_back({"x" + std::to_string(i), Make<T>(dims, xs.back())});
+    f.push_back({names[i], Make<T>(dims, xs.back())});
   }
   for (int count : {1, 2, 4}) {
     CAPTURE(count);
     std::vector<std::string> in;
     std::vector<T> want(12, T(0));
     for (int i = 0; i < count; ++i) {
-      in.push_back("x" + std::to_string(i));
+      in.push_back(names[i]);
       for (size_t k = 0; k < 12; ++k) want[k] = T(want[k] + xs[static_cast<size_t>(i)][k]);
     }
     auto ws = RunOp(Op("Sum", in, {"y"}), f);
@@ -963,8 +978,8 @@ TEST_CASE("Reshape: 0 copies a dim, -1 is inferred; the data is shared, not copi
   auto wi = RunOp(Op("Reshape", {"x"}, {"y"}, {IntsArg("shape", {3, -1})}), {{"x", Make<int64_t>({6}, {1, 2, 3, 4, 5, 6})}});
   CHECK(wi->GetTensor("y").dims() == Dims{3, 2});
   CHECK(Values<int64_t>(wi->GetTensor("y")) == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
-  auto we = RunOp(Op("Reshape", {"x"}, {"y"}, {IntsArg("shape", {0, 5, -1})}), {{"x", Make<double>({0, 10}, {})}});
-  CHECK(we->GetTensor("y").dims() == Dims{0, 5, 2});
+  auto we = RunOp(Op("Reshape", {"x"}, {"y"}, {IntsArg("shape", {-1, 5})}), {{"x", Make<double>({0, 10}, {})}});
+  CHECK(we->GetTensor("y").dims() == Dims{0, 5});
   auto ws = RunOp(Op("Reshape", {"x"}, {"y"}, {IntsArg("shape", {})}), {{"x", Make<float>({1, 1}, {7})}});
   CHECK(ws->GetTensor("y").dims() == Dims{});
 }
@@ -1024,8 +1039,8 @@ TEST_CASE("Flatten at axis 0, 1, 2, 3 and -1") {
   }
   const Feeds f = {{"x", Make<double>({2, 3, 4}, x)}};
   auto op = Op("Flatten", {"x"}, {"y"}, {IntArg("axis", 4)});
-  ExpectRunError({op}, f, Code::kOutOfRange, {"op 0 (Flatten", "axis 4"});
-  ExpectInferError({op}, f, Code::kOutOfRange, {"op 0 (Flatten", "axis 4"});
+  ExpectRunError({op}, f, Code::kOutOfRange, {"op 0 (Flatten", "'x'", "axis 4"});
+  ExpectInferError({op}, f, Code::kOutOfRange, {"op 0 (Flatten", "'x'", "axis 4"});
 }
 
 // ============================================================================
@@ -1178,6 +1193,12 @@ TEST_CASE("fill errors") {
                    {"op 0 (ConstantFill", "dtype", "99"});
   ExpectRunError({Op("ConstantFill", {}, {"y"}, {IntsArg("shape", {2}), IntArg("dtype", 0)})}, {}, Code::kDType,
                  {"op 0 (ConstantFill", "dtype"});
+  // A value that would wrap to a valid dtype as int32 (2^32 + 1 -> 1).
+  const int64_t wraps = (int64_t{1} << 32) + 1;
+  ExpectRunError({Op("ConstantFill", {}, {"y"}, {IntsArg("shape", {2}), IntArg("dtype", wraps)})}, {}, Code::kDType,
+                 {"op 0 (ConstantFill", "dtype", std::to_string(wraps)});
+  ExpectInferError({Op("UniformFill", {"x"}, {"y"}, {IntArg("dtype", wraps)})}, {{"x", Make<float>({1}, {0})}},
+                   Code::kDType, {"op 0 (UniformFill", "dtype"});
   ExpectRunError({Op("ConstantFill", {}, {"y"}, {IntsArg("shape", {2, -1})})}, {}, Code::kShape,
                  {"op 0 (ConstantFill", "[2, -1]"});
   ExpectInferError({Op("ConstantFill", {}, {"y"}, {IntsArg("shape", {2, -1})})}, {}, Code::kShape,

@@ -7,6 +7,15 @@
 namespace dp {
 namespace {
 
+// Shared by the kernel and shape inference; `op` names the blobs in messages.
+void CheckScoresAndLabels(const OperatorDef& op, const Dims& x, const Dims& label, DType lt) {
+  const std::string xn = StrCat("scores '", op.inputs[0], "'"), ln = StrCat("labels '", op.inputs[1], "'");
+  DP_ENFORCE_CODE(x.size() == 2, Code::kShape, xn, " must be 2-D [N, D], got ", DimsString(x));
+  DP_ENFORCE_CODE(lt == DType::kInt32, Code::kDType, ln, " must be int32, got ", DTypeName(lt));
+  DP_ENFORCE_CODE(NumElements(label) == x[0], Code::kShape, ln, " ", DimsString(label), " must hold N = ", x[0],
+                  " labels");
+}
+
 class AccuracyOp final : public Operator {
  public:
   using Operator::Operator;
@@ -15,12 +24,8 @@ class AccuracyOp final : public Operator {
   void RunOnDevice() override {
     const Tensor& x = Input(0);
     const Tensor& label = Input(1);
-    DP_ENFORCE_CODE(x.ndim() == 2, Code::kShape, InputDesc(0), " must be 2-D [N, D], got ", DimsString(x.dims()));
-    DP_ENFORCE_CODE(label.dtype() == DType::kInt32, Code::kDType, InputDesc(1), " must be int32, got ",
-                    label.DebugString());
+    CheckScoresAndLabels(def(), x.dims(), label.dims(), label.dtype());
     const int64_t n = x.dim(0), d = x.dim(1);
-    DP_ENFORCE_CODE(label.numel() == n, Code::kShape, InputDesc(1), " ", DimsString(label.dims()), " must hold N = ",
-                    n, " labels");
     int64_t top_k = args().Int("top_k", 1);
     DP_ENFORCE(top_k >= 1, "argument 'top_k' must be >= 1, got ", top_k);
     const int32_t* lp = label.data<int32_t>();
@@ -50,7 +55,8 @@ DP_OPERATOR_SCHEMA(Accuracy)
     .Inputs({"scores", "labels"})
     .Outputs({"accuracy"})
     .Arg("top_k", "count a sample as correct if its label is among the top k; default 1")
-    .ShapeInference([](const OperatorDef&, const ArgReader&, const std::vector<TensorInfo>&) {
+    .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
+      CheckScoresAndLabels(op, in[0].dims, in[1].dims, in[1].dtype);
       return std::vector<TensorInfo>{{{}, DType::kFloat32}};
     })
     .Doc("Top-k accuracy of scores [N, D] against int32 labels [N], as a float32 scalar.");

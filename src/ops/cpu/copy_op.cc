@@ -12,9 +12,12 @@ class CopyOp final : public Operator {
   void RunOnDevice() override {
     const Tensor& x = Input(0);
     Tensor* y = Output(0);
-    if (y == &x) return;
-    y->Resize(x.dims(), x.dtype(), device());
-    CopyBytes(x.nbytes(), x.raw_data(), x.device(), y->raw_mutable_data(), device(), &context());
+    if (y == &x && x.device() == device()) return;
+    // In place from another device, Resize gives the tensor fresh storage on
+    // this one: keep the source alive (and its shape) through the copy.
+    const Tensor keep = x;
+    y->Resize(keep.dims(), keep.dtype(), device());
+    CopyBytes(keep.nbytes(), keep.raw_data(), keep.device(), y->raw_mutable_data(), device(), &context());
   }
 };
 
@@ -24,6 +27,7 @@ DP_OPERATOR_SCHEMA(Copy)
     .AllowInplace({{0, 0}})
     .Inputs({"X"})
     .Outputs({"Y"})
+    .InputsCanCrossDevices()
     .IdenticalTypeAndShape()
     .Doc("Deep copy of X on this op's device.");
 

@@ -179,10 +179,12 @@ DP_OPERATOR_SCHEMA(Sum)
     .AllowInplace({{0, 0}})
     .Outputs({"Y"})
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
-      for (size_t i = 1; i < in.size(); ++i)
-        DP_ENFORCE_CODE(in[i].dims == in[0].dims && in[i].dtype == in[0].dtype, Code::kShape, "input '",
-                        op.inputs[i], "' ", DTypeName(in[i].dtype), DimsString(in[i].dims), " differs from input '",
-                        op.inputs[0], "' ", DTypeName(in[0].dtype), DimsString(in[0].dims));
+      for (size_t i = 1; i < in.size(); ++i) {
+        DP_ENFORCE_CODE(in[i].dtype == in[0].dtype, Code::kDType, "input '", op.inputs[i], "' is ",
+                        DTypeName(in[i].dtype), " but input '", op.inputs[0], "' is ", DTypeName(in[0].dtype));
+        DP_ENFORCE_CODE(in[i].dims == in[0].dims, Code::kShape, "input '", op.inputs[i], "' has shape ",
+                        DimsString(in[i].dims), " but input '", op.inputs[0], "' has ", DimsString(in[0].dims));
+      }
       return std::vector<TensorInfo>{in[0]};
     })
     .Doc("Y = sum of all inputs (same shape and dtype).");

@@ -2,7 +2,10 @@
 // random numbers. Seeds default to a hash of the output name, so an init net
 // gives the same parameters every time and different parameters per blob.
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <type_traits>
+#include <variant>
 
 #include "core/random.h"
 #include "ops/op_utils.h"
@@ -29,6 +32,15 @@ Dims FillShape(const OperatorDef& op, const ArgReader& args, const Tensor* input
   return d;
 }
 
+// The `dtype` argument (default float32), checked.
+DType FillDType(const ArgReader& args) {
+  int64_t v = args.Int("dtype", static_cast<int64_t>(DType::kFloat32));
+  DType dtype;
+  DP_ENFORCE_CODE(v >= INT32_MIN && v <= INT32_MAX && DTypeFromInt(static_cast<int32_t>(v), &dtype), Code::kDType,
+                  "argument 'dtype' ", v, " is not a dtype");
+  return dtype;
+}
+
 uint64_t FillSeed(const OperatorDef& op, const ArgReader& args) {
   if (args.Has("seed")) return static_cast<uint64_t>(args.Int("seed"));
   return std::hash<std::string>{}(op.outputs.at(0)) ^ 0x5eedULL;
@@ -41,10 +53,7 @@ class FillOp : public Operator {
  protected:
   void RunOnDevice() final {
     Dims dims = FillShape(def(), args(), InputSize() > 0 ? &Input(0) : nullptr);
-    DType dtype = static_cast<DType>(args().Int("dtype", static_cast<int64_t>(DType::kFloat32)));
-    DType checked;
-    DP_ENFORCE_CODE(DTypeFromInt(static_cast<int32_t>(dtype), &checked), Code::kDType, "argument 'dtype' ",
-                    static_cast<int64_t>(dtype), " is not a dtype");
+    DType dtype = FillDType(args());
     Fill(Output(0, std::move(dims), dtype));
   }
   virtual void Fill(Tensor* out) = 0;
@@ -57,10 +66,15 @@ class ConstantFillOp final : public FillOp {
  private:
   void Fill(Tensor* out) override {
     double value = args().Float("value", 0.0);
+    // An int `value` fills integer outputs exactly (a double has 53 bits).
+    const Argument* arg = def().FindArg("value");
+    const bool int_value = arg != nullptr && std::holds_alternative<int64_t>(arg->value);
+    const int64_t ivalue = int_value ? args().Int("value") : 0;
     auto fill = [&](auto zero) {
       using T = decltype(zero);
       T* p = out->mutable_data<T>();
-      std::fill(p, p + out->numel(), static_cast<T>(value));
+      const T v = std::is_integral_v<T> && int_value ? static_cast<T>(ivalue) : static_cast<T>(value);
+      std::fill(p, p + out->numel(), v);
     };
     switch (out->dtype()) {
       case DType::kUInt8: fill(uint8_t{}); break;
@@ -123,8 +137,12 @@ class XavierFillOp final : public FillOp {
 };
 
 std::vector<TensorInfo> InferFill(const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
-  DType dtype = static_cast<DType>(args.Int("dtype", static_cast<int64_t>(DType::kFloat32)));
-  if (in.empty()) return {TensorInfo{args.Ints("shape", std::vector<int64_t>{}), dtype}};
+  DType dtype = FillDType(args);
+  if (in.empty()) {
+    Dims d = args.Ints("shape", std::vector<int64_t>{});
+    NumElements(d);  // rejects negative dims
+    return {TensorInfo{d, dtype}};
+  }
   if (args.Int("input_as_shape", 0) != 0) return {TensorInfo{}};  // values unknown statically
   (void)op;
   return {TensorInfo{in[0].dims, dtype}};

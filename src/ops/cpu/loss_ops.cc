@@ -28,7 +28,9 @@ DP_OPERATOR_SCHEMA(AveragedLoss)
     .NumOutputs(1)
     .Inputs({"X"})
     .Outputs({"loss"})
-    .ShapeInference([](const OperatorDef&, const ArgReader&, const std::vector<TensorInfo>& in) {
+    .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
+      DP_ENFORCE_CODE(NumElements(in[0].dims) > 0, Code::kShape, "X '", op.inputs[0],
+                      "' is empty: the mean of nothing is undefined");
       return std::vector<TensorInfo>{{{}, in[0].dtype}};
     })
     .Doc("Mean of all elements of X (a scalar).");

@@ -6,8 +6,9 @@
 namespace dp {
 namespace {
 
-Dims FlattenDims(const Dims& in, int64_t axis_arg) {
-  int axis = CanonicalAxis(axis_arg, static_cast<int>(in.size()), "Flatten", true);
+// `what` names the input in messages ("X 'data'").
+Dims FlattenDims(const Dims& in, int64_t axis_arg, const std::string& what) {
+  int axis = CanonicalAxis(axis_arg, static_cast<int>(in.size()), what, true);
   return {DimProduct(in, 0, axis), DimProduct(in, axis, static_cast<int>(in.size()))};
 }
 
@@ -50,7 +51,7 @@ class FlattenOp final : public Operator {
  private:
   void RunOnDevice() override {
     const Tensor& x = Input(0);
-    Dims out = FlattenDims(x.dims(), args().Int("axis", 1));
+    Dims out = FlattenDims(x.dims(), args().Int("axis", 1), InputDesc(0));
     Tensor* y = Output(0);
     if (y != &x) y->ShareData(x);
     y->Reshape(out);
@@ -67,7 +68,8 @@ DP_OPERATOR_SCHEMA(Reshape)
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       std::vector<TensorInfo> out(op.outputs.size());
       if (op.outputs.size() > 1) out[1] = {{static_cast<int64_t>(in[0].dims.size())}, DType::kInt64};
-      if (op.inputs.size() == 1) out[0] = {ReshapeDims(in[0].dims, args.Ints("shape"), "data"), in[0].dtype};
+      if (op.inputs.size() == 1)
+        out[0] = {ReshapeDims(in[0].dims, args.Ints("shape"), StrCat("data '", op.inputs[0], "'")), in[0].dtype};
       return out;
     })
     .Doc("Same elements, new shape (no copy).");
@@ -79,8 +81,9 @@ DP_OPERATOR_SCHEMA(Flatten)
     .Inputs({"X"})
     .Outputs({"Y"})
     .Arg("axis", "Y is [prod(dims[:axis]), prod(dims[axis:])]; default 1")
-    .ShapeInference([](const OperatorDef&, const ArgReader& args, const std::vector<TensorInfo>& in) {
-      return std::vector<TensorInfo>{{FlattenDims(in[0].dims, args.Int("axis", 1)), in[0].dtype}};
+    .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
+      return std::vector<TensorInfo>{
+          {FlattenDims(in[0].dims, args.Int("axis", 1), StrCat("X '", op.inputs[0], "'")), in[0].dtype}};
     })
     .Doc("Flattens X to 2-D at axis (no copy).");
 

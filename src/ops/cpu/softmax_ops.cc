@@ -45,15 +45,25 @@ class SoftmaxOp final : public Operator {
   }
 };
 
-void CheckLogitsAndLabels(const Dims& x, DType xt, const Dims& label, DType lt, int64_t* rows, int64_t* cols) {
-  DP_ENFORCE_CODE(x.size() == 2, Code::kShape, "logits must be 2-D [N, D], got ", DimsString(x));
-  DP_ENFORCE_CODE(lt == DType::kInt32, Code::kDType, "labels must be int32, got ", DTypeName(lt));
+// Shared by the kernel and shape inference; `op` names the blobs in messages.
+void CheckLogitsAndLabels(const OperatorDef& op, const Dims& x, DType xt, const Dims& label, DType lt, int64_t* rows,
+                          int64_t* cols) {
+  const std::string xn = StrCat("logits '", op.inputs[0], "'"), ln = StrCat("labels '", op.inputs[1], "'");
+  DP_ENFORCE_CODE(x.size() == 2, Code::kShape, xn, " must be 2-D [N, D], got ", DimsString(x));
+  DP_ENFORCE_CODE(lt == DType::kInt32, Code::kDType, ln, " must be int32, got ", DTypeName(lt));
   (void)xt;
   bool ok = (label.size() == 1 && label[0] == x[0]) || (label.size() == 2 && label[0] == x[0] && label[1] == 1);
-  DP_ENFORCE_CODE(ok, Code::kShape, "labels ", DimsString(label), " must be [N] or [N, 1] with N = ", x[0],
-                  " to match logits ", DimsString(x));
+  DP_ENFORCE_CODE(ok, Code::kShape, ln, " ", DimsString(label), " must be [N] or [N, 1] with N = ", x[0], " to match ",
+                  xn, " ", DimsString(x));
   *rows = x[0];
   *cols = x[1];
+}
+
+// The optional per-sample weights (input 2): N values of the logits' dtype.
+void CheckWeights(const OperatorDef& op, const Dims& w, DType wt, int64_t rows, DType xt) {
+  const std::string wn = StrCat("weights '", op.inputs[2], "'");
+  DP_ENFORCE_CODE(wt == xt, Code::kDType, wn, " must be ", DTypeName(xt), " like the logits, got ", DTypeName(wt));
+  DP_ENFORCE_CODE(NumElements(w) == rows, Code::kShape, wn, " ", DimsString(w), " must hold N = ", rows, " weights");
 }
 
 // Outputs: P (softmax, [N, D]) and loss (scalar) = scale * mean_i(-log P[i, label_i]),
@@ -67,11 +77,9 @@ class SoftmaxWithLossOp final : public Operator {
     const Tensor& x = Input(0);
     const Tensor& label = Input(1);
     int64_t rows, cols;
-    CheckLogitsAndLabels(x.dims(), x.dtype(), label.dims(), label.dtype(), &rows, &cols);
+    CheckLogitsAndLabels(def(), x.dims(), x.dtype(), label.dims(), label.dtype(), &rows, &cols);
     const Tensor* weight = InputSize() > 2 ? &Input(2) : nullptr;
-    if (weight != nullptr)
-      DP_ENFORCE_CODE(weight->numel() == rows && weight->dtype() == x.dtype(), Code::kShape, InputDesc(2),
-                      " must hold N = ", rows, " ", DTypeName(x.dtype()), " weights, got ", weight->DebugString());
+    if (weight != nullptr) CheckWeights(def(), weight->dims(), weight->dtype(), rows, x.dtype());
     double scale = args().Float("scale", 1.0);
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
@@ -108,7 +116,10 @@ DP_OPERATOR_SCHEMA(Softmax)
     .Inputs({"X"})
     .Outputs({"Y"})
     .Arg("axis", "softmax over dims [axis:] flattened; default 1")
-    .IdenticalTypeAndShape()
+    .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
+      CanonicalAxis(args.Int("axis", 1), static_cast<int>(in[0].dims.size()), StrCat("X '", op.inputs[0], "'"));
+      return std::vector<TensorInfo>{in[0]};
+    })
     .Doc("Softmax along the flattened inner dims.");
 
 DP_OPERATOR_SCHEMA(SoftmaxWithLoss)
@@ -117,9 +128,10 @@ DP_OPERATOR_SCHEMA(SoftmaxWithLoss)
     .Inputs({"logits", "labels", "weights"})
     .Outputs({"softmax", "loss"})
     .Arg("scale", "multiplies the loss (data-parallel loss scaling); default 1")
-    .ShapeInference([](const OperatorDef&, const ArgReader&, const std::vector<TensorInfo>& in) {
+    .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
       int64_t rows, cols;
-      CheckLogitsAndLabels(in[0].dims, in[0].dtype, in[1].dims, in[1].dtype, &rows, &cols);
+      CheckLogitsAndLabels(op, in[0].dims, in[0].dtype, in[1].dims, in[1].dtype, &rows, &cols);
+      if (in.size() > 2) CheckWeights(op, in[2].dims, in[2].dtype, rows, in[0].dtype);
       return std::vector<TensorInfo>{in[0], {{}, in[0].dtype}};
     })
     .Doc("Softmax of logits [N, D] and mean cross-entropy against int32 labels [N].");
