@@ -149,25 +149,9 @@ class FcOp final : public CudaOperator {
     const Tensor& x = FloatInput(0);
     const Tensor& w = FloatInput(1);
     const Tensor& b = FloatInput(2);
-    // Same shape rules and messages as the CPU kernel (ops/cpu/fc_op.cc).
-    const Dims& xd = x.dims();
-    const Dims& wd = w.dims();
-    const std::string xn = StrCat(InputDesc(0), " ", DimsString(xd));
-    const std::string wn = StrCat(InputDesc(1), " ", DimsString(wd));
-    const int axis = CanonicalAxis(args().Int("axis", 1), x.ndim(), xn, true);
-    const int axis_w = CanonicalAxis(args().Int("axis_w", 1), w.ndim(), wn, true);
-    const int64_t m = DimProduct(xd, 0, axis);
-    const int64_t k = DimProduct(xd, axis, x.ndim());
-    const int64_t n = DimProduct(wd, 0, axis_w);
-    const int64_t wk = DimProduct(wd, axis_w, w.ndim());
-    DP_ENFORCE_CODE(wk == k, Code::kShape, xn, " has ", k, " features per row but ", wn, " expects ", wk,
-                    " (W is [N, K])");
-    DP_ENFORCE_CODE(b.numel() == n, Code::kShape, InputDesc(2), " ", DimsString(b.dims()), " must have N = ", n,
-                    " elements to match ", wn);
-    DP_ENFORCE_CODE(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, Code::kShape,
-                    "FC dimensions exceed the cuBLAS int range");
-    Dims out(xd.begin(), xd.begin() + axis);
-    out.push_back(n);
+    FcDims d = ComputeFcDims(def(), x.dims(), w.dims(), b.dims(), args().Int("axis", 1), args().Int("axis_w", 1));
+    const int64_t m = d.m, n = d.n, k = d.k;
+    Dims out = d.out;
 
     const float* xp = x.data<float>();
     const float* wp = w.data<float>();

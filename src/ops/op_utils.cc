@@ -1,5 +1,7 @@
 #include "ops/op_utils.h"
 
+#include <cstdint>
+
 namespace dp {
 
 int CanonicalAxis(int64_t axis, int ndim, const std::string& what, bool allow_end) {
@@ -58,6 +60,29 @@ Dims ReshapeDims(const Dims& in, const std::vector<int64_t>& shape, const std::s
              DimsString(shape), " (", known, " elements)");
   }
   return out;
+}
+
+FcDims ComputeFcDims(const OperatorDef& op, const Dims& x, const Dims& w, const Dims& b, int64_t axis_arg,
+                     int64_t axis_w_arg) {
+  const std::string xn = StrCat("X '", op.inputs[0], "' "), wn = StrCat("W '", op.inputs[1], "' "),
+                    bn = StrCat("b '", op.inputs[2], "' ");
+  int axis = CanonicalAxis(axis_arg, static_cast<int>(x.size()), xn + DimsString(x), true);
+  int axis_w = CanonicalAxis(axis_w_arg, static_cast<int>(w.size()), wn + DimsString(w), true);
+  FcDims d;
+  d.m = DimProduct(x, 0, axis);
+  d.k = DimProduct(x, axis, static_cast<int>(x.size()));
+  d.n = DimProduct(w, 0, axis_w);
+  int64_t wk = DimProduct(w, axis_w, static_cast<int>(w.size()));
+  if (wk != d.k)
+    DP_THROW(Code::kShape, xn, DimsString(x), " has ", d.k, " features per row but ", wn, DimsString(w),
+             " expects ", wk, " (W is [N, K])");
+  if (NumElements(b) != d.n)
+    DP_THROW(Code::kShape, bn, DimsString(b), " must have N = ", d.n, " elements to match ", wn, DimsString(w));
+  if (d.m > INT32_MAX || d.n > INT32_MAX || d.k > INT32_MAX)
+    DP_THROW(Code::kShape, "FC sizes M = ", d.m, ", N = ", d.n, ", K = ", d.k, " exceed the BLAS int range");
+  d.out.assign(x.begin(), x.begin() + axis);
+  d.out.push_back(d.n);
+  return d;
 }
 
 }  // namespace dp

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "graph/net_def.h"
 
 namespace dp {
 
@@ -45,5 +46,16 @@ Dims BroadcastDims(const Dims& a, const Dims& b, const std::string& what);
 // Output dims of Reshape: `shape` may hold one -1 (inferred) and 0s (copy
 // the input's dim at that position).
 Dims ReshapeDims(const Dims& in, const std::vector<int64_t>& shape, const std::string& what);
+
+// FC: X flattened to [M, K] at `axis`, W [N, K] flattened at `axis_w`, b [N];
+// Y has X's dims before axis, then N. Shared by every FC kernel and the
+// schema's shape inference; `op` names the blobs in messages. M, N and K
+// must fit BLAS's int.
+struct FcDims {
+  int64_t m, k, n;
+  Dims out;
+};
+FcDims ComputeFcDims(const OperatorDef& op, const Dims& x, const Dims& w, const Dims& b, int64_t axis,
+                     int64_t axis_w);
 
 }  // namespace dp

@@ -9,37 +9,10 @@
 namespace dp {
 namespace {
 
-struct FcDims {
-  int64_t m, k, n;
-  Dims out;
-};
-
-// `op` names the blobs in messages: "X 'data' [3, 5] has 5 features ...".
-FcDims ComputeFcDims(const OperatorDef& op, const Dims& x, const Dims& w, const Dims& b, int64_t axis_arg,
-                     int64_t axis_w_arg) {
-  const std::string xn = StrCat("X '", op.inputs[0], "' "), wn = StrCat("W '", op.inputs[1], "' "),
-                    bn = StrCat("b '", op.inputs[2], "' ");
-  int axis = CanonicalAxis(axis_arg, static_cast<int>(x.size()), xn + DimsString(x), true);
-  int axis_w = CanonicalAxis(axis_w_arg, static_cast<int>(w.size()), wn + DimsString(w), true);
-  FcDims d;
-  d.m = DimProduct(x, 0, axis);
-  d.k = DimProduct(x, axis, static_cast<int>(x.size()));
-  d.n = DimProduct(w, 0, axis_w);
-  int64_t wk = DimProduct(w, axis_w, static_cast<int>(w.size()));
-  if (wk != d.k)
-    DP_THROW(Code::kShape, xn, DimsString(x), " has ", d.k, " features per row but ", wn, DimsString(w),
-             " expects ", wk, " (W is [N, K])");
-  if (NumElements(b) != d.n)
-    DP_THROW(Code::kShape, bn, DimsString(b), " must have N = ", d.n, " elements to match ", wn, DimsString(w));
-  d.out.assign(x.begin(), x.begin() + axis);
-  d.out.push_back(d.n);
-  return d;
-}
-
-void Gemm(bool, int m, int n, int k, const float* x, const float* w, float* y) {
+void Gemm(int m, int n, int k, const float* x, const float* w, float* y) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, 1.0f, y, n);
 }
-void Gemm(bool, int m, int n, int k, const double* x, const double* w, double* y) {
+void Gemm(int m, int n, int k, const double* x, const double* w, double* y) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0, x, k, w, k, 1.0, y, n);
 }
 
@@ -56,8 +29,6 @@ class FcOp final : public Operator {
                     "X, W and b must share a dtype, got ", InputDesc(0), " ", x.DebugString(), ", ", InputDesc(1), " ",
                     w.DebugString(), ", ", InputDesc(2), " ", b.DebugString());
     FcDims d = ComputeFcDims(def(), x.dims(), w.dims(), b.dims(), args().Int("axis", 1), args().Int("axis_w", 1));
-    DP_ENFORCE_CODE(d.m <= INT32_MAX && d.n <= INT32_MAX && d.k <= INT32_MAX, Code::kShape,
-                    "FC dimensions exceed the BLAS int range");
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
@@ -66,7 +37,7 @@ class FcOp final : public Operator {
       T* yp = Output(0, d.out, x.dtype())->template mutable_data<T>();
       for (int64_t i = 0; i < d.m; ++i) std::copy(bp, bp + d.n, yp + i * d.n);
       if (d.m > 0 && d.n > 0 && d.k > 0)
-        Gemm(true, static_cast<int>(d.m), static_cast<int>(d.n), static_cast<int>(d.k), xp, wp, yp);
+        Gemm(static_cast<int>(d.m), static_cast<int>(d.n), static_cast<int>(d.k), xp, wp, yp);
     });
   }
 };
