@@ -69,24 +69,6 @@ class ConstantFillOp final : public CudaOperator {
   }
 };
 
-// Y on this device, X from any device; asynchronous on the stream.
-class CopyOp final : public CudaOperator {
- public:
-  using CudaOperator::CudaOperator;
-
- private:
-  void RunOnDevice() override {
-    const Tensor& x = Input(0);
-    Tensor* y = Output(0);
-    if (y == &x && x.device() == device()) return;
-    // In place from another device, Resize gives the tensor fresh storage on
-    // this one: keep the source alive (and its shape) through the copy.
-    const Tensor keep = x;
-    y->Resize(keep.dims(), keep.dtype(), device());
-    CopyBytes(keep.nbytes(), keep.raw_data(), keep.device(), y->raw_mutable_data(), device(), &context());
-  }
-};
-
 class ReluOp final : public CudaOperator {
  public:
   using CudaOperator::CudaOperator;
@@ -167,7 +149,6 @@ class FcOp final : public CudaOperator {
 };
 
 DP_REGISTER_CUDA_OPERATOR(ConstantFill, ConstantFillOp);
-DP_REGISTER_CUDA_OPERATOR(Copy, CopyOp);
 DP_REGISTER_CUDA_OPERATOR(Relu, ReluOp);
 DP_REGISTER_CUDA_OPERATOR(Add, AddOp);
 DP_REGISTER_CUDA_OPERATOR(Scale, ScaleOp);

@@ -1,4 +1,6 @@
-// Copy: Y becomes a deep copy of X (across devices when they differ).
+// Copy: Y becomes a deep copy of X (across devices when they differ). The
+// kernel is device-generic: CopyBytes picks the route, asynchronously on the
+// op's stream for CUDA, so one class serves the CPU and CUDA registries.
 #include "ops/operator.h"
 
 namespace dp {
@@ -32,6 +34,9 @@ DP_OPERATOR_SCHEMA(Copy)
     .Doc("Deep copy of X on this op's device.");
 
 DP_REGISTER_CPU_OPERATOR(Copy, CopyOp);
+#if DP_WITH_CUDA
+DP_REGISTER_CUDA_OPERATOR(Copy, CopyOp);
+#endif
 
 }  // namespace
 }  // namespace dp
