@@ -213,3 +213,30 @@ TEST_CASE("kernels only receive tensors they can address; Copy may cross devices
   CHECK(OpSchemaRegistry::Find("Copy")->inputs_can_cross_devices());
   CHECK_FALSE(OpSchemaRegistry::Find("FC")->inputs_can_cross_devices());
 }
+
+TEST_CASE("ConstantFill refuses values its integer dtype cannot hold") {
+  auto ws = std::make_shared<Workspace>();
+  auto fill = [&](const char* value_arg, int dtype) {
+    std::string json = std::string(R"({"ops":[{"type":"ConstantFill","outputs":["y"],"args":[{"name":"shape","ints":[2]},)") +
+                       value_arg + R"(,{"name":"dtype","i":)" + std::to_string(dtype) + "}]}]}";
+    Net(Parse(json.c_str()), ws).Run();
+  };
+  for (auto [arg, dtype] : std::vector<std::pair<const char*, int>>{{R"({"name":"value","i":-1})", 7},
+                                                                   {R"({"name":"value","f":1e10})", 5},
+                                                                   {R"({"name":"value","f":NaN})", 6},
+                                                                   {R"({"name":"value","i":256})", 7}}) {
+    try {
+      fill(arg, dtype);
+      FAIL("filled ", arg, " into dtype ", dtype);
+    } catch (const Error& e) {
+      CHECK(e.code() == Code::kOutOfRange);
+      CHECK(e.message().find("does not fit") != std::string::npos);
+    }
+  }
+  fill(R"({"name":"value","i":255})", 7);
+  CHECK(ws->GetTensor("y").data<uint8_t>()[1] == 255);
+  fill(R"({"name":"value","i":-9007199254740993})", 6);  // 2^53 + 1: exact as an int
+  CHECK(ws->GetTensor("y").data<int64_t>()[0] == -9007199254740993LL);
+  fill(R"({"name":"value","f":-2.0})", 5);
+  CHECK(ws->GetTensor("y").data<int32_t>()[0] == -2);
+}

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <type_traits>
 #include <variant>
 
@@ -72,6 +73,16 @@ class ConstantFillOp final : public FillOp {
     const int64_t ivalue = int_value ? args().Int("value") : 0;
     auto fill = [&](auto zero) {
       using T = decltype(zero);
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        // Casting an unrepresentable value to an integer is undefined: refuse it.
+        using L = std::numeric_limits<T>;
+        bool fits = int_value ? ivalue >= static_cast<int64_t>(L::lowest()) &&
+                                    (ivalue < 0 || static_cast<uint64_t>(ivalue) <= static_cast<uint64_t>(L::max()))
+                              : value >= static_cast<double>(L::lowest()) && value < std::ldexp(1.0, L::digits);
+        DP_ENFORCE_CODE(fits, Code::kOutOfRange, "argument 'value' ", int_value ? StrCat(ivalue) : StrCat(value),
+                        " does not fit in ",
+                        DTypeName(out->dtype()));
+      }
       T* p = out->mutable_data<T>();
       const T v = std::is_integral_v<T> && int_value ? static_cast<T>(ivalue) : static_cast<T>(value);
       std::fill(p, p + out->numel(), v);
