@@ -82,15 +82,23 @@ dp_status* dp_net_create(dp_workspace* workspace, const dp_netdef* netdef, const
   dp::NetOptions opts;
   if (options != nullptr) {
     // Read only the fields the caller's struct has (older callers have fewer).
-    DP_CHECK_ARG(options->struct_size >= offsetof(dp_net_options, executor) + sizeof(int32_t),
-                 "options->struct_size ", options->struct_size, " is too small");
+    auto has = [&](size_t offset) { return options->struct_size >= offset + sizeof(int32_t); };
+    DP_CHECK_ARG(has(offsetof(dp_net_options, executor)), "options->struct_size ", options->struct_size,
+                 " is too small");
     DP_CHECK_ARG(options->executor >= DP_EXECUTOR_DEFAULT && options->executor <= DP_EXECUTOR_ASYNC,
                  "unknown executor ", options->executor);
     opts.executor = static_cast<dp::ExecutorKind>(options->executor);
-    if (options->struct_size >= offsetof(dp_net_options, num_workers) + sizeof(int32_t)) {
-      DP_CHECK_ARG(options->num_workers >= 0, "num_workers must be >= 0, got ", options->num_workers);
+    if (has(offsetof(dp_net_options, num_workers))) {
+      DP_CHECK_ARG(options->num_workers >= 0 && options->num_workers <= 1024, "num_workers must be in 0..1024, got ",
+                   options->num_workers);
       opts.num_workers = options->num_workers;
     }
+    if (has(offsetof(dp_net_options, streams_per_gpu))) {
+      DP_CHECK_ARG(options->streams_per_gpu >= 0 && options->streams_per_gpu <= 64,
+                   "streams_per_gpu must be in 0..64, got ", options->streams_per_gpu);
+      opts.streams_per_gpu = options->streams_per_gpu == 0 ? 1 : options->streams_per_gpu;
+    }
+    if (has(offsetof(dp_net_options, profile))) opts.profile = options->profile != 0;
   }
   auto net = std::make_unique<dp::Net>(netdef->def, workspace->ws, opts);
   *out = new dp_net{std::move(net)};
@@ -101,6 +109,42 @@ dp_status* dp_net_run(dp_net* net) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(net);
   net->net->Run();
+  DP_API_END
+}
+
+dp_status* dp_net_run_async(dp_net* net) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(net);
+  net->net->RunAsync();
+  DP_API_END
+}
+
+dp_status* dp_net_wait(dp_net* net, int64_t timeout_ms) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(net);
+  auto timeout = timeout_ms < 0 ? std::chrono::milliseconds::max() : std::chrono::milliseconds(timeout_ms);
+  if (!net->net->Wait(timeout))
+    DP_THROW(dp::Code::kTimeout, net->net->label(), ": still running after ", timeout_ms, " ms");
+  DP_API_END
+}
+
+void dp_net_cancel(dp_net* net) {
+  if (net != nullptr) net->net->Cancel();
+}
+
+dp_status* dp_net_trace_json(const dp_net* net, dp_buffer** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(net);
+  DP_CHECK_NOT_NULL(out);
+  *out = NewBuffer(net->net->TraceJson());
+  DP_API_END
+}
+
+dp_status* dp_net_dot(const dp_net* net, dp_buffer** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(net);
+  DP_CHECK_NOT_NULL(out);
+  *out = NewBuffer(net->net->Dot());
   DP_API_END
 }
 

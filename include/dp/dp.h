@@ -278,12 +278,17 @@ DP_API void dp_netdef_free(dp_netdef* netdef);
 enum { DP_EXECUTOR_DEFAULT = 0, DP_EXECUTOR_SIMPLE = 1, DP_EXECUTOR_ASYNC = 2 };
 
 typedef struct dp_net_options {
-  uint32_t struct_size;  /* sizeof(dp_net_options) */
-  int32_t executor;      /* DP_EXECUTOR_*; DEFAULT takes the definition's */
-  int32_t num_workers;   /* 0 takes the definition's */
+  uint32_t struct_size;    /* sizeof(dp_net_options) */
+  int32_t executor;        /* DP_EXECUTOR_*; DEFAULT takes the definition's, else ASYNC for nets
+                              spanning several devices and SIMPLE otherwise */
+  int32_t num_workers;     /* CPU worker threads of the async executor; 0 takes the definition's,
+                              else the number of cores */
+  /* --- since 0.1: --- */
+  int32_t streams_per_gpu; /* CUDA workers, each with its own stream, per GPU; 0 means 1 */
+  int32_t profile;         /* 1: record per-op timings of every run (see dp_net_trace_json) */
 } dp_net_options;
 
-#define DP_NET_OPTIONS_INIT {(uint32_t)sizeof(dp_net_options), DP_EXECUTOR_DEFAULT, 0}
+#define DP_NET_OPTIONS_INIT {(uint32_t)sizeof(dp_net_options), DP_EXECUTOR_DEFAULT, 0, 0, 0}
 
 /* A definition instantiated in a workspace, ready to run many times. */
 typedef struct dp_net dp_net;
@@ -295,11 +300,40 @@ DP_API DP_MUST_USE dp_status* dp_net_create(dp_workspace* workspace, const dp_ne
                                             const dp_net_options* options, dp_net** out);
 
 /* Runs every op once and returns when done. Errors name the net, the op
- * (index, type, name), its device and the blob concerned. The net stays
- * usable after an error. Runs of one net must not overlap: a concurrent
- * second call fails with DP_ERR_FAILED_PRECONDITION. Different nets on the
- * same workspace may run concurrently only if they write disjoint blobs. */
+ * (index, type, name), its device and the blob concerned; after an error the
+ * remaining ops are skipped and the net stays usable. Runs of one net never
+ * overlap: a second dp_net_run or dp_net_run_async while one is in progress
+ * fails with DP_ERR_FAILED_PRECONDITION. Different nets on the same
+ * workspace may run concurrently only if they write disjoint blobs.
+ * DP_ERR_CANCELLED if dp_net_cancel stopped the run. */
 DP_API DP_MUST_USE dp_status* dp_net_run(dp_net* net);
+
+/* Starts a run and returns at once (with the simple executor the run
+ * completes before this returns). Collect it with dp_net_wait; until then
+ * the net counts as running. */
+DP_API DP_MUST_USE dp_status* dp_net_run_async(dp_net* net);
+
+/* Waits up to timeout_ms (negative: without limit) for the run started by
+ * dp_net_run_async. Returns NULL when it finished successfully, the run's
+ * error when it failed, DP_ERR_TIMEOUT when it is still running (wait again
+ * later), DP_ERR_FAILED_PRECONDITION when no run was started. Call it from
+ * one thread at a time. */
+DP_API DP_MUST_USE dp_status* dp_net_wait(dp_net* net, int64_t timeout_ms);
+
+/* Asks the current run to stop at the next op boundary; the run then ends
+ * with DP_ERR_CANCELLED (unless it finished first). Any thread, any time;
+ * does nothing when no run is in progress. Accepts NULL. */
+DP_API void dp_net_cancel(dp_net* net);
+
+/* The last completed run as Chrome trace JSON (loads in chrome://tracing and
+ * Perfetto): one event per op with its start, duration, worker thread,
+ * device and chain. Empty "traceEvents" unless the net was created with
+ * options.profile = 1. DP_ERR_FAILED_PRECONDITION while a run is in progress. */
+DP_API DP_MUST_USE dp_status* dp_net_trace_json(const dp_net* net, dp_buffer** out);
+
+/* The net's ops and dependencies as Graphviz DOT; the chains the async
+ * executor runs as single tasks are drawn as clusters. */
+DP_API DP_MUST_USE dp_status* dp_net_dot(const dp_net* net, dp_buffer** out);
 
 DP_API void dp_net_free(dp_net* net);
 

@@ -1,24 +1,80 @@
 // Executors decide when and where the ops of a net run. The simple executor
-// runs them in list order on the calling thread; the async DAG executor
-// (its own issue) schedules chains on per-device pools and streams.
+// runs them in list order on the calling thread; the async executor
+// (async_executor.cc) runs chains of the dependency graph on per-device
+// worker pools and CUDA streams, synchronised by events.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/context.h"
+#include "exec/task_graph.h"
 #include "ops/operator.h"
 
 namespace dp {
 
+// When and where one op ran in the last profiled run (ns since run start).
+struct OpTiming {
+  int64_t start_ns = -1;  // -1: did not run
+  int64_t end_ns = -1;
+  int32_t thread = -1;    // worker id; executor-specific, for traces
+};
+
+// Shared between a run's caller and the executor.
+struct RunControl {
+  std::atomic<bool> cancel{false};
+  std::vector<OpTiming>* timings = nullptr;  // per op when profiling, else nullptr
+  std::chrono::steady_clock::time_point start;
+};
+
+// The first error of a run (first by time); later ones are dropped.
+class FirstError {
+ public:
+  void Record(std::exception_ptr e);
+  bool has() const { return has_.load(std::memory_order_acquire); }
+  void Reset();
+  void RethrowIfAny();
+
+ private:
+  std::mutex mu_;
+  std::atomic<bool> has_{false};
+  std::exception_ptr error_;
+};
+
+// Runs one op under rc: throws kCancelled instead if cancellation was asked
+// for, and records its timing when profiling.
+void RunOp(Operator& op, DeviceContext& ctx, const RunControl& rc, int32_t thread);
+
 class Executor {
  public:
   virtual ~Executor() = default;
-  // Runs all ops once; throws the first error.
-  virtual void Run() = 0;
+  // Begins a run (the simple executor completes it before returning).
+  virtual void Start(RunControl* rc) = 0;
+  // True once the run has finished; false on timeout.
+  virtual bool WaitFor(std::chrono::milliseconds timeout) = 0;
+  // After WaitFor returned true: throws the run's first error, if any.
+  virtual void Finish() = 0;
+  // A whole run on the calling thread's behalf.
+  virtual void Run(RunControl* rc) {
+    Start(rc);
+    WaitFor(std::chrono::milliseconds::max());
+    Finish();
+  }
+};
+
+struct AsyncOptions {
+  int cpu_workers = 0;       // 0: hardware concurrency
+  int streams_per_gpu = 1;   // CUDA workers (each with its own stream) per device
 };
 
 // ops outlive the executor (both belong to the Net).
 std::unique_ptr<Executor> MakeSimpleExecutor(const std::vector<std::unique_ptr<Operator>>& ops);
+std::unique_ptr<Executor> MakeAsyncExecutor(const std::vector<std::unique_ptr<Operator>>& ops,
+                                            const TaskGraph& graph, AsyncOptions options);
 
 }  // namespace dp

@@ -1,14 +1,38 @@
 #include "exec/net.h"
 
+#include <set>
+#include <sstream>
+
 #include "core/logging.h"
 #include "graph/net_validate.h"
 
 namespace dp {
+namespace {
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += StrCat("\\u00", "0123456789abcdef"[(c >> 4) & 0xf], "0123456789abcdef"[c & 0xf]);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+const char* KindName(ExecutorKind k) { return k == ExecutorKind::kAsync ? "async" : "simple"; }
+
+}  // namespace
 
 Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOptions options)
-    : def_(std::move(def)), ws_(std::move(ws)) {
+    : def_(std::move(def)), ws_(std::move(ws)), profile_(options.profile) {
   label_ = def_->name.empty() ? "net" : StrCat("net '", def_->name, "'");
   ValidateNet(*def_);
+  std::set<std::pair<int, int>> distinct_devices;
   for (size_t i = 0; i < def_->ops.size(); ++i) {
     const OperatorDef& op = def_->ops[i];
     DeviceOption device = def_->OpDevice(op);
@@ -22,33 +46,118 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
       if (e.code() == Code::kInvalidNet) throw e.Prepend(label_);
       throw e.Prepend(StrCat(label_, " ", OpLabel(op, i)));
     }
+    devices_.push_back(device);
+    distinct_devices.emplace(static_cast<int>(device.type), device.id);
   }
   for (const auto& name : def_->external_inputs) external_inputs_.push_back(ws_->CreateBlob(name));
+  graph_ = BuildTaskGraph(*def_, devices_);
+
   kind_ = options.executor != ExecutorKind::kDefault ? options.executor : def_->executor;
-  if (kind_ == ExecutorKind::kDefault) kind_ = ExecutorKind::kSimple;
-  if (kind_ == ExecutorKind::kAsync)
-    DP_THROW(Code::kUnimplemented, label_, ": the async executor is not available yet; use the simple executor");
-  executor_ = MakeSimpleExecutor(ops_);
-  DP_LOG(kInfo, label_, ": created with ", ops_.size(), " ops on the simple executor");
+  if (kind_ == ExecutorKind::kDefault)  // multi-device nets need overlap; single-device ones rarely gain
+    kind_ = distinct_devices.size() > 1 ? ExecutorKind::kAsync : ExecutorKind::kSimple;
+  if (kind_ == ExecutorKind::kAsync) {
+    AsyncOptions ao;
+    ao.cpu_workers = options.num_workers > 0 ? options.num_workers : def_->num_workers;
+    ao.streams_per_gpu = options.streams_per_gpu;
+    executor_ = MakeAsyncExecutor(ops_, graph_, ao);
+  } else {
+    executor_ = MakeSimpleExecutor(ops_);
+  }
+  DP_LOG(kInfo, label_, ": created with ", ops_.size(), " ops in ", graph_.chains.size(), " chains on the ",
+         KindName(kind_), " executor");
 }
 
-Net::~Net() = default;
+Net::~Net() {
+  if (running_.load()) {
+    Cancel();
+    executor_->WaitFor(std::chrono::milliseconds::max());
+    try {
+      executor_->Finish();
+    } catch (...) {
+      // The run was abandoned with its net; nobody is left to hear its error.
+    }
+  }
+}
 
-void Net::Run() {
+void Net::BeginRun() {
   bool expected = false;
   if (!running_.compare_exchange_strong(expected, true))
     DP_THROW(Code::kFailedPrecondition, label_, " is already running; runs of one net cannot overlap");
-  struct Done {
-    std::atomic<bool>& flag;
-    ~Done() { flag.store(false); }
-  } done{running_};
   for (const Blob* b : external_inputs_)
-    if (b->empty()) DP_THROW(Code::kNotFound, label_, ": external input '", b->name(), "' was never fed");
+    if (b->empty()) {
+      running_.store(false);
+      DP_THROW(Code::kNotFound, label_, ": external input '", b->name(), "' was never fed");
+    }
+  control_.cancel.store(false, std::memory_order_relaxed);
+  if (profile_) {
+    timings_.assign(ops_.size(), OpTiming{});
+    control_.timings = &timings_;
+  } else {
+    control_.timings = nullptr;
+  }
+  control_.start = std::chrono::steady_clock::now();
+}
+
+void Net::EndRun() {
+  struct Clear {
+    std::atomic<bool>& flag;
+    ~Clear() { flag.store(false); }
+  } clear{running_};
   try {
-    executor_->Run();
+    executor_->Finish();
   } catch (Error& e) {
     throw e.Prepend(label_);
   }
 }
+
+void Net::Run() {
+  BeginRun();
+  struct Clear {
+    std::atomic<bool>& flag;
+    ~Clear() { flag.store(false); }
+  } clear{running_};
+  try {
+    executor_->Run(&control_);
+  } catch (Error& e) {
+    throw e.Prepend(label_);
+  }
+}
+
+void Net::RunAsync() {
+  BeginRun();
+  executor_->Start(&control_);
+}
+
+bool Net::Wait(std::chrono::milliseconds timeout) {
+  if (!running_.load())
+    DP_THROW(Code::kFailedPrecondition, label_, ": no run in progress (RunAsync starts one)");
+  if (!executor_->WaitFor(timeout)) return false;
+  EndRun();
+  return true;
+}
+
+std::string Net::TraceJson() const {
+  if (running_.load())
+    DP_THROW(Code::kFailedPrecondition, label_, ": the trace is available once the run in progress ends");
+  std::ostringstream os;
+  os << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+  bool first = true;
+  for (size_t i = 0; i < timings_.size(); ++i) {
+    const OpTiming& t = timings_[i];
+    if (t.start_ns < 0) continue;
+    const OperatorDef& op = def_->ops[i];
+    std::string name = op.name.empty() ? op.type : StrCat(op.type, " ", op.name);
+    os << (first ? "" : ",") << "\n{\"name\":\"" << JsonEscape(name) << "\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":"
+       << static_cast<double>(t.start_ns) / 1000.0 << ",\"dur\":" << static_cast<double>(t.end_ns - t.start_ns) / 1000.0
+       << ",\"pid\":0,\"tid\":" << t.thread << ",\"args\":{\"op\":" << i << ",\"device\":\""
+       << DeviceName(devices_[i]) << "\",\"chain\":" << graph_.chain_of[i] << "}}";
+    first = false;
+  }
+  os << "\n],\"otherData\":{\"net\":\"" << JsonEscape(def_->name) << "\",\"executor\":\"" << KindName(kind_)
+     << "\"}}\n";
+  return os.str();
+}
+
+std::string Net::Dot() const { return TaskGraphToDot(*def_, graph_, devices_); }
 
 }  // namespace dp

@@ -1,48 +1,82 @@
 // Net: a validated NetDef instantiated in a workspace (operators bound to
-// blobs) plus the executor that runs it. Build once, run many times.
+// blobs), its dependency graph, and the executor that runs it. Build once,
+// run many times.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/workspace.h"
 #include "exec/executor.h"
+#include "exec/task_graph.h"
 #include "graph/net_def.h"
 #include "ops/operator.h"
 
 namespace dp {
 
 struct NetOptions {
-  ExecutorKind executor = ExecutorKind::kDefault;  // kDefault: the NetDef's choice
-  int32_t num_workers = 0;                          // 0: the NetDef's choice
+  ExecutorKind executor = ExecutorKind::kDefault;  // kDefault: the NetDef's choice, else by devices
+  int32_t num_workers = 0;                          // CPU workers of the async executor; 0: NetDef / cores
+  int32_t streams_per_gpu = 1;
+  bool profile = false;                             // record per-op timings of every run
 };
 
 class Net {
  public:
   // Validates the definition, checks devices and kernels, creates operators.
   Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOptions options = {});
-  ~Net();
+  ~Net();  // cancels and drains a run in flight
   Net(const Net&) = delete;
   Net& operator=(const Net&) = delete;
 
-  // Runs every op once. Throws dp::Error naming the net and the failing op.
-  // A second Run while one is in progress fails with kFailedPrecondition.
+  // Runs every op once. Throws dp::Error naming the net and the failing op;
+  // kCancelled if Cancel() was called. Runs of one net never overlap: a
+  // second Run/RunAsync while one is in progress fails with kFailedPrecondition.
   void Run();
+  // Starts a run and returns (the simple executor completes it first); Wait
+  // collects it.
+  void RunAsync();
+  // Waits for the run started by RunAsync; throws its error. Returns false on
+  // timeout (the run goes on; call Wait again). kFailedPrecondition if no run
+  // was started.
+  bool Wait(std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
+  // Asks the current run to stop at the next op boundary (any thread).
+  void Cancel() { control_.cancel.store(true, std::memory_order_relaxed); }
 
   const NetDef& def() const { return *def_; }
   const std::string& label() const { return label_; }
   Workspace& workspace() const { return *ws_; }
   const std::vector<std::unique_ptr<Operator>>& ops() const { return ops_; }
   ExecutorKind executor_kind() const { return kind_; }
+  const TaskGraph& graph() const { return graph_; }
+
+  // Timings of the last completed run (empty unless profiling is on).
+  const std::vector<OpTiming>& timings() const { return timings_; }
+  bool running() const { return running_.load(); }
+  // The last run as Chrome trace JSON (chrome://tracing, Perfetto);
+  // kFailedPrecondition while a run is in progress.
+  std::string TraceJson() const;
+  // The ops and their dependencies as Graphviz DOT, chains as clusters.
+  std::string Dot() const;
 
  private:
+  void BeginRun();
+  void EndRun();  // rethrows the run's error with the net's label
+
   std::shared_ptr<const NetDef> def_;
   std::shared_ptr<Workspace> ws_;
   std::string label_;
   std::vector<std::unique_ptr<Operator>> ops_;
+  std::vector<DeviceOption> devices_;
   std::vector<Blob*> external_inputs_;
+  TaskGraph graph_;
   ExecutorKind kind_;
+  bool profile_;
+  std::vector<OpTiming> timings_;
+  RunControl control_;  // declared before executor_: it outlives the executor
   std::unique_ptr<Executor> executor_;
   std::atomic<bool> running_{false};
 };

@@ -1,3 +1,5 @@
+// The simple executor: ops in list order on the calling thread, one context
+// per device. The reference that the async executor is tested against.
 #include <map>
 
 #include "exec/executor.h"
@@ -18,13 +20,31 @@ class SimpleExecutor final : public Executor {
     }
   }
 
-  void Run() override {
-    for (const auto& s : steps_) {
-      s.ctx->SwitchToDevice();
-      s.op->Run(*s.ctx);
+  void Start(RunControl* rc) override {
+    error_ = nullptr;
+    try {
+      for (const auto& s : steps_) {
+        s.ctx->SwitchToDevice();
+        RunOp(*s.op, *s.ctx, *rc, 0);
+      }
+    } catch (...) {
+      error_ = std::current_exception();
     }
-    for (auto& [key, ctx] : contexts_)
-      if (ctx->IsAsync()) ctx->FinishDeviceComputation();
+    // Even after an error: nothing may still be running when the run ends.
+    for (auto& [key, ctx] : contexts_) {
+      if (!ctx->IsAsync()) continue;
+      try {
+        ctx->FinishDeviceComputation();
+      } catch (...) {
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+  }
+
+  bool WaitFor(std::chrono::milliseconds) override { return true; }
+
+  void Finish() override {
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
  private:
@@ -34,6 +54,7 @@ class SimpleExecutor final : public Executor {
   };
   std::map<std::pair<int, int>, std::unique_ptr<DeviceContext>> contexts_;
   std::vector<Step> steps_;
+  std::exception_ptr error_;
 };
 
 }  // namespace

@@ -1388,29 +1388,75 @@ done:
 
 /* The async executor is not implemented yet. When it lands, this test must
  * change to expect success (it is kept apart for that reason). */
-static void test_net_async_executor_unimplemented(void) {
+/* The async executor through the C API: same results as the simple one,
+ * async run + wait, cancellation, trace and DOT export. */
+static void test_net_async_executor(void) {
+  static const char* chain_json =
+      "{\"name\":\"chain\",\"external_inputs\":[\"x\"],\"ops\":["
+      "{\"type\":\"Scale\",\"name\":\"s1\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"args\":[{\"name\":\"scale\",\"f\":2}]},"
+      "{\"type\":\"Scale\",\"name\":\"s2\",\"inputs\":[\"x\"],\"outputs\":[\"b\"],\"args\":[{\"name\":\"scale\",\"f\":3}]},"
+      "{\"type\":\"Add\",\"name\":\"sum\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}]}";
   dp_workspace* ws = new_workspace();
-  dp_netdef* def = load_json(kInitJson);
-  dp_netdef* async_def = load_json("{\"name\":\"a\",\"executor\":\"Async\",\"ops\":[{\"type\":\"ConstantFill\","
-                                   "\"outputs\":[\"c\"],\"args\":[{\"name\":\"shape\",\"ints\":[2]}]}]}");
+  dp_netdef* def = load_json(chain_json);
   dp_net_options opts = DP_NET_OPTIONS_INIT;
-  dp_net* net = SENTINEL;
-  if (ws == NULL || def == NULL || async_def == NULL) goto done;
+  dp_net* net = NULL;
+  dp_tensor* x = NULL;
+  dp_tensor* y = NULL;
+  dp_buffer* buf = NULL;
+  float xv[3] = {1, -2, 4};
+  int64_t dims[1] = {3};
+  int round;
+  if (ws == NULL || def == NULL) goto done;
   opts.executor = DP_EXECUTOR_ASYNC;
-  EXPECT_ERR2(dp_net_create(ws, def, &opts, &net), DP_ERR_UNIMPLEMENTED, "async", "'init'");
-  CHECK(net == SENTINEL);
-  EXPECT_ERR(dp_net_create(ws, async_def, NULL, &net), DP_ERR_UNIMPLEMENTED, "async");
-  CHECK(net == SENTINEL);
-  /* The caller's options override the definition's executor. */
-  net = NULL;
-  opts.executor = DP_EXECUTOR_SIMPLE;
-  if (EXPECT_OK(dp_net_create(ws, async_def, &opts, &net))) {
-    EXPECT_OK(dp_net_run(net));
-    dp_net_free(net);
+  opts.num_workers = 2;
+  opts.profile = 1;
+  if (!EXPECT_OK(dp_net_create(ws, def, &opts, &net))) goto done;
+  EXPECT_OK(dp_tensor_create(DP_DTYPE_FLOAT32, dims, 1, xv, sizeof xv, &x));
+  EXPECT_OK(dp_workspace_feed(ws, "x", x));
+  for (round = 0; round < 3; ++round) {
+    if (round == 0) {
+      EXPECT_OK(dp_net_run(net));
+    } else {
+      EXPECT_OK(dp_net_run_async(net));
+      EXPECT_ERR(dp_net_run(net), DP_ERR_FAILED_PRECONDITION, "already running");
+      EXPECT_OK(dp_net_wait(net, -1));
+    }
+    if (EXPECT_OK(dp_workspace_fetch(ws, "y", &y))) {
+      const float* p = (const float*)dp_tensor_data(y);
+      CHECK(p[0] == 5.0f && p[1] == -10.0f && p[2] == 20.0f);
+      dp_tensor_free(y);
+      y = NULL;
+    }
   }
+  EXPECT_ERR(dp_net_wait(net, 0), DP_ERR_FAILED_PRECONDITION, "no run");
+  /* Cancelling before the run starts has no effect on the next run. */
+  dp_net_cancel(net);
+  dp_net_cancel(NULL);
+  EXPECT_OK(dp_net_run(net));
+  if (EXPECT_OK(dp_net_trace_json(net, &buf))) {
+    const char* t = (const char*)dp_buffer_data(buf);
+    CHECK(strstr(t, "\"traceEvents\"") != NULL);
+    CHECK(strstr(t, "\"Add sum\"") != NULL);
+    CHECK(strstr(t, "\"ph\":\"X\"") != NULL);
+    dp_buffer_free(buf);
+  }
+  if (EXPECT_OK(dp_net_dot(net, &buf))) {
+    const char* t = (const char*)dp_buffer_data(buf);
+    CHECK(strncmp(t, "digraph \"chain\" {", 17) == 0);
+    CHECK(strstr(t, "op0 -> op2") != NULL);
+    CHECK(strstr(t, "op1 -> op2") != NULL);
+    dp_buffer_free(buf);
+  }
+  EXPECT_CODE(dp_net_trace_json(NULL, &buf), DP_ERR_INVALID_ARGUMENT);
+  EXPECT_CODE(dp_net_dot(net, NULL), DP_ERR_INVALID_ARGUMENT);
+  EXPECT_CODE(dp_net_run_async(NULL), DP_ERR_INVALID_ARGUMENT);
+  EXPECT_CODE(dp_net_wait(NULL, 0), DP_ERR_INVALID_ARGUMENT);
+  opts.streams_per_gpu = -1;
+  EXPECT_ERR(dp_net_create(ws, def, &opts, &net), DP_ERR_INVALID_ARGUMENT, "streams_per_gpu");
 done:
+  dp_tensor_free(x);
+  dp_net_free(net);
   dp_netdef_free(def);
-  dp_netdef_free(async_def);
   dp_workspace_free(ws);
 }
 
@@ -1533,7 +1579,7 @@ static const test_case kTests[] = {
     {"net_mlp", test_net_mlp},
     {"net_borrowed_input_not_written", test_net_borrowed_input_not_written},
     {"net_options", test_net_options},
-    {"net_async_executor_unimplemented", test_net_async_executor_unimplemented},
+    {"net_async_executor", test_net_async_executor},
     {"net_cuda_unavailable", test_net_cuda_unavailable},
     {"net_null_arguments", test_net_null_arguments},
     {"net_lifetimes", test_net_lifetimes},

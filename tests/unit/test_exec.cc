@@ -117,12 +117,15 @@ TEST_CASE("net creation checks kernels, devices and executor choice") {
     CHECK(e.message().find("cuda:7") != std::string::npos);
     CHECK(e.message().find("op 0 (ConstantFill)") != std::string::npos);
   }
-  try {
-    Net n(Parse(kInit), ws, NetOptions{ExecutorKind::kAsync, 2});
-    FAIL("async executor accepted before it exists");
-  } catch (const Error& e) {
-    CHECK(e.code() == Code::kUnimplemented);
-  }
+  // Executor choice: the caller's option, else the definition's, else async
+  // only for nets that span several devices.
+  CHECK(Net(Parse(kInit), ws, NetOptions{ExecutorKind::kAsync, 2}).executor_kind() == ExecutorKind::kAsync);
+  CHECK(Net(Parse(kInit), ws).executor_kind() == ExecutorKind::kSimple);
+  CHECK(Net(Parse(R"({"executor":"Async","ops":[]})"), ws).executor_kind() == ExecutorKind::kAsync);
+  CHECK(Net(Parse(R"({"ops":[{"type":"ConstantFill","outputs":["a"]},
+                   {"type":"ConstantFill","outputs":["b"],"device":{"type":"CPU","id":1}}]})"),
+            ws)
+            .executor_kind() == ExecutorKind::kAsync);
   try {
     Net n(Parse(R"({"ops":[{"type":"Relu","inputs":["nothing"],"outputs":["y"]}]})"), ws);
     FAIL("invalid net accepted");
