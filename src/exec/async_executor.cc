@@ -7,18 +7,39 @@
 // tail event recorded: a CUDA child makes its stream wait on that event (the
 // host does not block), a CPU child waits on the host. A synchronous Run lets
 // the calling thread execute CPU tasks itself, so a small net runs without a
-// thread handoff.
+// thread handoff: it runs a root, then takes queued CPU tasks until none is
+// left, then waits, taking only tasks that stay queued (the workers are busy)
+// and spinning briefly before it sleeps.
+//
+// Per-run cost is kept independent of the number of tasks where possible: a
+// task's ready count is re-armed by the thread that found it ready (nobody
+// else touches it again in that run; a task with one parent has no count to
+// touch), only CUDA events are reset, and a thread counts the tasks it
+// finished locally and publishes them once per batch of jobs it took.
 //
 // Errors: the first error (or cancellation) is kept; every task that starts
 // afterwards is skipped, so the run always drains and the net stays usable.
+#include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <thread>
 
 #include "exec/executor.h"
 #include "exec/worker_pool.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define DP_EXEC_CPU_RELAX() _mm_pause()
+#else
+#define DP_EXEC_CPU_RELAX() std::this_thread::yield()
+#endif
+
 namespace dp {
 namespace {
+
+// How long a waiting caller spins for the end of a run before sleeping: the
+// tail of a small net takes microseconds, a futex wake-up on a VM about as long.
+constexpr auto kWaitSpinTime = std::chrono::microseconds(20);
 
 class AsyncExecutor final : public Executor, public TaskRunner {
  public:
@@ -26,26 +47,42 @@ class AsyncExecutor final : public Executor, public TaskRunner {
     int cpu_workers = options.cpu_workers > 0 ? options.cpu_workers
                                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     int streams = std::max(1, options.streams_per_gpu);
-    pools_.push_back({DeviceType::kCPU, -1, {}, nullptr});  // pool 0: every CPU device
+    pools_.push_back({DeviceType::kCPU, -1, {}, nullptr, {}});  // pool 0: every CPU device
     const size_t n = graph.chains.size();
     tasks_ = std::vector<Task>(n);  // Task holds atomics: built in place
     for (size_t t = 0; t < n; ++t) {
       Task& task = tasks_[t];
-      for (int i : graph.chains[t]) task.ops.push_back(ops[static_cast<size_t>(i)].get());
-      task.children = graph.chain_children[t];
-      task.parents = graph.chain_parents[t];
-      task.num_parents = static_cast<int>(task.parents.size());
+      task.ops_begin = static_cast<uint32_t>(ops_.size());
+      for (int i : graph.chains[t]) ops_.push_back(ops[static_cast<size_t>(i)].get());
+      task.ops_end = static_cast<uint32_t>(ops_.size());
+      task.children_begin = static_cast<uint32_t>(children_.size());
+      children_.insert(children_.end(), graph.chain_children[t].begin(), graph.chain_children[t].end());
+      task.children_end = static_cast<uint32_t>(children_.size());
+      task.num_parents = static_cast<int>(graph.chain_parents[t].size());
+      task.pending.store(task.num_parents, std::memory_order_relaxed);
       task.device = graph.chain_device[t];
       task.pool = PoolFor(task.device);
-      if (task.num_parents == 0) roots_.push_back(static_cast<int>(t));
+      if (task.num_parents == 0) pools_[static_cast<size_t>(task.pool)].roots.push_back(static_cast<int>(t));
     }
     for (auto& p : pools_) {
       if (p.type == DeviceType::kCUDA)
         for (int w = 0; w < streams; ++w) p.contexts.push_back(CreateContext({DeviceType::kCUDA, p.id}));
     }
     // CUDA tails record an event; CPU tasks are complete when they return.
-    for (auto& task : tasks_)
-      if (task.device.type == DeviceType::kCUDA) task.event = pools_[task.pool].contexts[0]->CreateEvent();
+    for (size_t t = 0; t < n; ++t) {
+      Task& task = tasks_[t];
+      if (task.device.type == DeviceType::kCUDA) {
+        task.event = pools_[static_cast<size_t>(task.pool)].contexts[0]->CreateEvent();
+        event_tasks_.push_back(static_cast<int>(t));
+      }
+    }
+    // The events a task waits for, so that an all-CPU task looks at no parent.
+    for (size_t t = 0; t < n; ++t) {
+      tasks_[t].waits_begin = static_cast<uint32_t>(wait_events_.size());
+      for (int p : graph.chain_parents[t])
+        if (Event* ev = tasks_[static_cast<size_t>(p)].event.get()) wait_events_.push_back(ev);
+      tasks_[t].waits_end = static_cast<uint32_t>(wait_events_.size());
+    }
     // Threads last: everything they read is built.
     for (auto& p : pools_) {
       int workers = p.type == DeviceType::kCPU ? cpu_workers : streams;
@@ -68,21 +105,24 @@ class AsyncExecutor final : public Executor, public TaskRunner {
   void Run(RunControl* rc) override {
     int first = Begin(rc, /*caller_runs=*/true);
     if (first >= 0) {
-      CpuContext ctx;
-      Execute(first, caller_id_, &ctx);
+      CpuContext ctx(tasks_[static_cast<size_t>(first)].device);
+      Publish(Execute(first, caller_id_, &ctx));
     }
-    WaitFor(std::chrono::milliseconds::max());
+    // Take the queued CPU tasks (the roots just queued, their children) rather
+    // than wait for a worker to take them; then wait, helping only with tasks
+    // that the workers leave queued (they are busy).
+    WorkerPool& cpu = *pools_[0].workers;
+    while (remaining_.load(std::memory_order_acquire) != 0 && cpu.RunOne(caller_id_)) {
+    }
+    if (!SpinUntilDone(&cpu)) Sleep(std::chrono::milliseconds::max());
     Finish();
   }
 
   bool WaitFor(std::chrono::milliseconds timeout) override {
-    std::unique_lock<std::mutex> lock(done_mu_);
-    auto done = [this] { return remaining_.load(std::memory_order_acquire) == 0; };
-    if (timeout == std::chrono::milliseconds::max()) {
-      done_cv_.wait(lock, done);
-      return true;
-    }
-    return done_cv_.wait_for(lock, timeout, done);
+    if (remaining_.load(std::memory_order_acquire) == 0) return true;
+    // The end of a run is often microseconds away: spin before sleeping.
+    if (timeout >= std::chrono::milliseconds(1) && SpinUntilDone(nullptr)) return true;
+    return Sleep(timeout);
   }
 
   void Finish() override {
@@ -99,21 +139,34 @@ class AsyncExecutor final : public Executor, public TaskRunner {
     error_.RethrowIfAny();
   }
 
-  void RunTask(int task, int worker) override {
-    const Task& t = tasks_[static_cast<size_t>(task)];
-    if (t.device.type == DeviceType::kCPU) {
-      CpuContext ctx(t.device);
-      Execute(task, worker, &ctx);
-    } else {
-      Execute(task, worker, pools_[t.pool].contexts[static_cast<size_t>(worker)].get());
+  void RunTask(int task, int worker) override { RunTasks(&task, 1, worker); }
+
+  // Tasks taken from a pool together: their completions are published at once.
+  void RunTasks(const int* tasks, size_t n, int worker) override {
+    int finished = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const Task& t = tasks_[static_cast<size_t>(tasks[i])];
+      if (t.device.type == DeviceType::kCPU) {
+        CpuContext ctx(t.device);
+        finished += Execute(tasks[i], worker, &ctx);
+      } else {
+        finished += Execute(tasks[i], worker,
+                            pools_[static_cast<size_t>(t.pool)].contexts[static_cast<size_t>(worker)].get());
+      }
     }
+    Publish(finished);
   }
 
  private:
+  // Compact (about one cache line), with its ops, children and the events it
+  // waits for in shared arrays laid out task after task: a large net's run
+  // walks memory mostly in order.
   struct Task {
-    std::vector<Operator*> ops;
-    std::vector<int> parents, children;
+    uint32_t ops_begin = 0, ops_end = 0;            // in ops_
+    uint32_t children_begin = 0, children_end = 0;  // in children_
+    uint32_t waits_begin = 0, waits_end = 0;        // in wait_events_ (CUDA parents' events)
     int num_parents = 0;
+    // Parents not yet done in this run; back to num_parents once it reaches 0.
     std::atomic<int> pending{0};
     DeviceOption device;
     int pool = 0;
@@ -124,54 +177,109 @@ class AsyncExecutor final : public Executor, public TaskRunner {
     int id;  // GPU id; -1 for the CPU pool
     std::vector<std::unique_ptr<DeviceContext>> contexts;  // per CUDA worker
     std::unique_ptr<WorkerPool> workers;
+    std::vector<int> roots;  // tasks of this pool without parents
   };
 
   int PoolFor(DeviceOption d) {
     if (d.type == DeviceType::kCPU) return 0;
     for (size_t p = 1; p < pools_.size(); ++p)
       if (pools_[p].id == d.id) return static_cast<int>(p);
-    pools_.push_back({DeviceType::kCUDA, d.id, {}, nullptr});
+    pools_.push_back({DeviceType::kCUDA, d.id, {}, nullptr, {}});
     return static_cast<int>(pools_.size() - 1);
   }
 
+  // Spins until the run is done, for up to kWaitSpinTime after the last task
+  // it ran. With `help`, runs that pool's queued tasks (as the caller) once
+  // they have stayed queued for WorkerPool::kIdleTakeDelay, like an idle
+  // worker: the busy thread that queued them usually runs them sooner, and an
+  // idle thread that competes with it for tiny tasks only adds cache-line
+  // transfers. False if the run is still going.
+  bool SpinUntilDone(WorkerPool* help) {
+    using Clock = std::chrono::steady_clock;
+    auto deadline = Clock::now() + kWaitSpinTime;
+    Clock::time_point first_seen;
+    bool seen = false;
+    for (;;) {
+      for (int i = 0; i < 16; ++i) {
+        if (remaining_.load(std::memory_order_acquire) == 0) return true;
+        if (help != nullptr && help->HasQueued()) break;
+        DP_EXEC_CPU_RELAX();
+      }
+      const auto now = Clock::now();
+      if (help != nullptr && help->HasQueued()) {
+        if (!seen) {
+          seen = true;
+          first_seen = now;
+        } else if (now - first_seen >= WorkerPool::kIdleTakeDelay) {
+          seen = false;
+          if (help->RunOne(caller_id_)) deadline = Clock::now() + kWaitSpinTime;
+        }
+        DP_EXEC_CPU_RELAX();
+        continue;
+      }
+      seen = false;
+      if (now >= deadline) return false;
+    }
+  }
+
+  // Sleeps until the run is done or `timeout` passes.
+  bool Sleep(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(done_mu_);
+    // seq_cst: pairs with the finisher's decrement of remaining_ and read of
+    // waiters_, so either the finisher sees this waiter or the check below
+    // sees the run done.
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    auto done = [this] { return remaining_.load(std::memory_order_seq_cst) == 0; };
+    bool finished = true;
+    if (timeout == std::chrono::milliseconds::max())
+      done_cv_.wait(lock, done);
+    else
+      finished = done_cv_.wait_for(lock, timeout, done);
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
+    return finished;
+  }
+
   // Resets per-run state and queues the roots; with caller_runs, returns one
-  // CPU root for the caller to execute (or -1).
+  // CPU root for the caller to execute (or -1). Ready counts were re-armed by
+  // the previous run, so only the events need a reset.
   int Begin(RunControl* rc, bool caller_runs) {
     rc_ = rc;
     running_ = true;
     error_.Reset();
-    for (auto& t : tasks_) {
-      t.pending.store(t.num_parents, std::memory_order_relaxed);
-      if (t.event) t.event->Reset();
-    }
+    for (int t : event_tasks_) tasks_[static_cast<size_t>(t)].event->Reset();
     if (tasks_.empty()) {
       remaining_.store(0, std::memory_order_release);
       return -1;
     }
     remaining_.store(static_cast<int>(tasks_.size()), std::memory_order_release);
     int mine = -1;
-    for (int r : roots_) {
-      if (caller_runs && mine < 0 && tasks_[static_cast<size_t>(r)].pool == 0) {
-        mine = r;
-        continue;
+    for (size_t p = 0; p < pools_.size(); ++p) {
+      const std::vector<int>& roots = pools_[p].roots;
+      size_t skip = 0;
+      if (p == 0 && caller_runs && !roots.empty()) {
+        mine = roots[0];
+        skip = 1;
       }
-      pools_[static_cast<size_t>(tasks_[static_cast<size_t>(r)].pool)].workers->Push(this, r);
+      pools_[p].workers->Push(this, roots.data() + skip, roots.size() - skip);
     }
     return mine;
   }
 
-  void Execute(int task, int worker, DeviceContext* ctx) {
+  // Runs `task` and then, in a loop, one ready child of the same pool after
+  // another; queues the other ready children. Returns how many tasks it
+  // finished, for the caller to Publish.
+  int Execute(int task, int worker, DeviceContext* ctx) {
+    int finished = 0;
+    int ready[kPushBatch];  // ready tasks of this pool, queued in batches
     for (;;) {
       Task& t = tasks_[static_cast<size_t>(task)];
       bool recorded = false;
       if (!error_.has()) {
         try {
           ctx->SwitchToDevice();
-          for (int p : t.parents) {
-            Event* ev = tasks_[static_cast<size_t>(p)].event.get();
-            if (ev != nullptr) ev->Wait(*ctx);  // stream wait on CUDA, host wait on the CPU
-          }
-          for (Operator* op : t.ops) RunOp(*op, *ctx, *rc_, worker);
+          for (uint32_t k = t.waits_begin; k < t.waits_end; ++k)
+            wait_events_[k]->Wait(*ctx);  // stream wait on CUDA, host wait on the CPU
+          for (uint32_t k = t.ops_begin; k < t.ops_end; ++k) RunOp(*ops_[k], *ctx, *rc_, worker);
           if (t.event) {
             t.event->Record(*ctx);
             recorded = true;
@@ -183,32 +291,67 @@ class AsyncExecutor final : public Executor, public TaskRunner {
       if (t.event && !recorded) t.event->SetFinished("skipped after an earlier error");
       // Schedule ready children: keep one of this pool for this thread.
       int next = -1;
-      for (int c : t.children) {
+      size_t num_ready = 0;
+      WorkerPool& own = *pools_[static_cast<size_t>(t.pool)].workers;
+      for (uint32_t k = t.children_begin; k < t.children_end; ++k) {
+        const int c = children_[k];
         Task& child = tasks_[static_cast<size_t>(c)];
-        if (child.pending.fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
-        if (next < 0 && child.pool == t.pool) {
+        // A child with one parent is ready now (its count is never touched);
+        // otherwise the last parent to finish makes it ready and re-arms the
+        // count: nobody touches it again in this run.
+        if (child.num_parents > 1) {
+          if (child.pending.fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+          child.pending.store(child.num_parents, std::memory_order_relaxed);
+        }
+        if (child.pool != t.pool) {
+          pools_[static_cast<size_t>(child.pool)].workers->Push(this, c);
+        } else if (next < 0) {
           next = c;
         } else {
-          pools_[static_cast<size_t>(child.pool)].workers->Push(this, c);
+          ready[num_ready++] = c;
+          if (num_ready == kPushBatch) {
+            own.Push(this, ready, num_ready);
+            num_ready = 0;
+          }
         }
       }
-      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lock(done_mu_);  // pairs with WaitFor's predicate check
-        done_cv_.notify_all();
-      }
-      if (next < 0) return;
+      if (num_ready > 0) own.Push(this, ready, num_ready);
+      ++finished;
+      if (next < 0) break;
       task = next;  // same pool, so ctx serves it (CPU ids are logical replicas)
+    }
+    return finished;
+  }
+
+  // Counts finished tasks off the run, once per batch of them: fewer writes
+  // to a line that every thread shares. The thread that finishes the run
+  // wakes sleeping waiters. seq_cst: pairs with WaitFor's increment of
+  // waiters_ and its check of remaining_.
+  void Publish(int finished) {
+    if (finished == 0) return;
+    if (remaining_.fetch_sub(finished, std::memory_order_seq_cst) == finished &&
+        waiters_.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard<std::mutex> lock(done_mu_);
+      done_cv_.notify_all();
     }
   }
 
+  static constexpr size_t kPushBatch = 32;
+
   std::vector<Task> tasks_;
-  std::vector<int> roots_;
+  std::vector<Operator*> ops_;        // Task::ops_begin/end
+  std::vector<int> children_;         // Task::children_begin/end
+  std::vector<Event*> wait_events_;   // Task::waits_begin/end
+  std::vector<int> event_tasks_;  // tasks with an event (reset every run)
   std::vector<Pool> pools_;
   int caller_id_ = 0;
   RunControl* rc_ = nullptr;
   bool running_ = false;
   FirstError error_;
-  std::atomic<int> remaining_{0};
+  // Own cache line: polled by a waiting caller, written once per batch of
+  // finished tasks; the line of error_ (read before every task) stays clean.
+  alignas(64) std::atomic<int> remaining_{0};  // tasks of this run not yet finished
+  std::atomic<int> waiters_{0};                // threads asleep (or about to be) in WaitFor
   std::mutex done_mu_;
   std::condition_variable done_cv_;
 };

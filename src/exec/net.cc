@@ -1,5 +1,6 @@
 #include "exec/net.h"
 
+#include <iomanip>
 #include <set>
 #include <sstream>
 
@@ -140,6 +141,9 @@ std::string Net::TraceJson() const {
   if (running_.load())
     DP_THROW(Code::kFailedPrecondition, label_, ": the trace is available once the run in progress ends");
   std::ostringstream os;
+  // Microseconds with ns digits: the default 6 significant digits would
+  // round timestamps to 10 us once a run passes 1 s (found by test_async).
+  os << std::fixed << std::setprecision(3);
   os << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
   bool first = true;
   for (size_t i = 0; i < timings_.size(); ++i) {

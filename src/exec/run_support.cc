@@ -11,13 +11,17 @@ void FirstError::Record(std::exception_ptr e) {
   has_.store(true, std::memory_order_release);
 }
 
+// Reset and RethrowIfAny run between runs (no Record can race with them), so
+// an error-free run takes no lock: has_ is set after error_, under mu_.
 void FirstError::Reset() {
+  if (!has_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(mu_);
   error_ = nullptr;
   has_.store(false, std::memory_order_release);
 }
 
 void FirstError::RethrowIfAny() {
+  if (!has_.load(std::memory_order_acquire)) return;
   std::exception_ptr e;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,5 +1,12 @@
 #include "exec/worker_pool.h"
 
+#include <algorithm>
+#include <chrono>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define DP_CPU_RELAX() _mm_pause()
@@ -10,13 +17,46 @@
 namespace dp {
 namespace {
 
-// About 10-50 us of spinning before sleeping: long enough to catch the next
-// task of a running net, short enough not to burn a core between runs.
-constexpr int kSpinIterations = 20000;
+// How long an idle worker spins before sleeping: long enough to catch the next
+// task of a running net (or the next run of a small net run in a loop), short
+// enough not to burn a core between runs. By time, since a pause instruction
+// lasts from a few to ~40 ns depending on the CPU.
+constexpr auto kSpinTime = std::chrono::microseconds(50);
+constexpr int kPausesPerClockCheck = 16;
+// A spin-lock waiter yields its CPU after this many pauses (the holder may
+// have been preempted on an oversubscribed machine).
+constexpr int kLockPausesBeforeYield = 64;
 
 }  // namespace
 
-WorkerPool::WorkerPool(int num_workers, std::function<void(int)> on_start) : on_start_(std::move(on_start)) {
+void WorkerPool::SpinLock::lock() {
+  for (int spins = 0;;) {
+    if (!locked_.exchange(true, std::memory_order_acquire)) return;
+    while (locked_.load(std::memory_order_relaxed)) {
+      if (++spins < kLockPausesBeforeYield)
+        DP_CPU_RELAX();
+      else
+        std::this_thread::yield();
+    }
+  }
+}
+
+int WorkerPool::UsableCpus() {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+#endif
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+WorkerPool::WorkerPool(int num_workers, std::function<void(int)> on_start, int max_spinners)
+    : max_spinners_(max_spinners >= 0 ? max_spinners : UsableCpus() - 1), on_start_(std::move(on_start)) {
+  ring_.resize(64);
+  num_threads_ = static_cast<size_t>(std::max(0, num_workers));
   threads_.reserve(static_cast<size_t>(num_workers));
   for (int w = 0; w < num_workers; ++w) threads_.emplace_back([this, w] { Loop(w); });
 }
@@ -30,41 +70,145 @@ WorkerPool::~WorkerPool() {
   for (auto& t : threads_) t.join();
 }
 
-void WorkerPool::Push(TaskRunner* runner, int task) {
-  bool wake;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({runner, task});
-    queued_.fetch_add(1, std::memory_order_release);
-    wake = sleepers_ > 0;
+void WorkerPool::Enqueue(const Job& job) {
+  if (count_ == ring_.size()) {
+    std::vector<Job> bigger(ring_.size() * 2);
+    for (size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) & (ring_.size() - 1)];
+    ring_.swap(bigger);
+    head_ = 0;
   }
-  if (wake) cv_.notify_one();
+  ring_[(head_ + count_) & (ring_.size() - 1)] = job;
+  ++count_;
 }
 
-bool WorkerPool::TryPop(Job* job) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (queue_.empty()) return false;
-  *job = queue_.front();
-  queue_.pop_front();
-  queued_.fetch_sub(1, std::memory_order_relaxed);
+void WorkerPool::Push(TaskRunner* runner, int task) { Push(runner, &task, 1); }
+
+void WorkerPool::Push(TaskRunner* runner, const int* tasks, size_t n) {
+  if (n == 0) return;
+  {
+    std::lock_guard<SpinLock> lock(qlock_);
+    const bool was_empty = count_ == 0;
+    for (size_t i = 0; i < n; ++i) Enqueue({runner, tasks[i]});
+    // seq_cst: pairs with an idle worker's (spinner's or sleeper's) update of
+    // its count followed by a look at queued_: either it sees these jobs or
+    // this sees it below. (If the queue was not empty, it sees the flag set.)
+    if (was_empty) queued_.store(1, std::memory_order_seq_cst);
+  }
+  // A spinning worker takes jobs and wakes the next sleeper if more remain.
+  if (spinning_.load(std::memory_order_seq_cst) > 0) return;
+  if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
+  Wake(static_cast<int>(std::min<size_t>(n, 1 << 20)));
+}
+
+void WorkerPool::Wake(int n) {
+  int wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake = std::min(n, sleepers_.load(std::memory_order_relaxed) - wakes_pending_);
+    if (wake <= 0) return;
+    wakes_pending_ += wake;
+  }
+  for (int i = 0; i < wake; ++i) cv_.notify_one();
+}
+
+size_t WorkerPool::TryPop(Job* jobs) {
+  std::lock_guard<SpinLock> lock(qlock_);
+  if (count_ == 0) return 0;
+  // Many queued: take a share, leaving most to the other threads (workers and
+  // a helping caller); few: take one.
+  size_t share = count_ / (2 * (num_threads_ + 1));
+  size_t n = std::clamp<size_t>(share, 1, kMaxBatch);
+  for (size_t i = 0; i < n; ++i) jobs[i] = ring_[(head_ + i) & (ring_.size() - 1)];
+  head_ = (head_ + n) & (ring_.size() - 1);
+  count_ -= n;
+  if (count_ == 0) queued_.store(0, std::memory_order_relaxed);
+  return n;
+}
+
+void WorkerPool::RunJobs(const Job* jobs, size_t n, int worker) {
+  int tasks[kMaxBatch];
+  for (size_t i = 0; i < n;) {
+    size_t k = 0;
+    TaskRunner* runner = jobs[i].runner;
+    for (; i < n && jobs[i].runner == runner; ++i) tasks[k++] = jobs[i].task;
+    runner->RunTasks(tasks, k, worker);
+  }
+}
+
+bool WorkerPool::RunOne(int worker) {
+  if (queued_.load(std::memory_order_acquire) == 0) return false;
+  Job jobs[kMaxBatch];
+  size_t n = TryPop(jobs);
+  if (n == 0) return false;
+  RunJobs(jobs, n, worker);
   return true;
 }
 
 void WorkerPool::Loop(int worker) {
   if (on_start_) on_start_(worker);
-  Job job;
+  Job jobs[kMaxBatch];
   for (;;) {
-    if (TryPop(&job)) {
-      job.runner->RunTask(job.task, worker);
-      continue;
+    if (queued_.load(std::memory_order_acquire) > 0) {
+      size_t n = TryPop(jobs);
+      if (n > 0) {
+        // More work and nobody looking for it: hand it to a sleeper.
+        if (queued_.load(std::memory_order_relaxed) > 0 && spinning_.load(std::memory_order_seq_cst) == 0 &&
+            sleepers_.load(std::memory_order_seq_cst) > 0)
+          Wake(1);
+        RunJobs(jobs, n, worker);
+        continue;
+      }
     }
-    for (int i = 0; i < kSpinIterations && queued_.load(std::memory_order_acquire) == 0; ++i) DP_CPU_RELAX();
-    if (queued_.load(std::memory_order_acquire) > 0) continue;
+    // Spin if fewer than max_spinners_ do, so that spinning never takes the
+    // CPU of the thread that produces the work.
+    int s = spinning_.load(std::memory_order_relaxed);
+    bool spin = false;
+    while (s < max_spinners_)
+      if (spinning_.compare_exchange_weak(s, s + 1, std::memory_order_seq_cst)) {
+        spin = true;
+        break;
+      }
+    if (spin) {
+      // Jobs queued while this worker idles are taken only once they have
+      // waited kIdleTakeDelay: the thread that queued them usually runs them
+      // itself by then (a tiny task costs less where its inputs are hot than a
+      // hand-over between cores), while a longer task leaves them waiting and
+      // they get a second thread about a microsecond later.
+      using Clock = std::chrono::steady_clock;
+      const auto deadline = Clock::now() + kSpinTime;
+      Clock::time_point first_seen;
+      bool seen = false, found = false;
+      while (!found) {
+        int i = 0;
+        for (; i < kPausesPerClockCheck && queued_.load(std::memory_order_acquire) == 0; ++i) DP_CPU_RELAX();
+        const auto now = Clock::now();
+        if (i < kPausesPerClockCheck) {
+          if (!seen) {
+            seen = true;
+            first_seen = now;
+          } else if (now - first_seen >= kIdleTakeDelay) {
+            found = true;
+          }
+          DP_CPU_RELAX();
+        } else {
+          seen = false;
+          if (now >= deadline) break;
+        }
+      }
+      spinning_.fetch_sub(1, std::memory_order_seq_cst);
+      if (found || queued_.load(std::memory_order_seq_cst) > 0) continue;
+    }
     std::unique_lock<std::mutex> lock(mu_);
-    ++sleepers_;
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-    --sleepers_;
-    if (queue_.empty() && stop_) return;
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    while (!stop_ && queued_.load(std::memory_order_seq_cst) == 0) {
+      cv_.wait(lock);
+      // Every wake-up (even a spurious one) consumes a pending wake: the count
+      // may fall short, which only costs an extra notify, never a lost one.
+      if (wakes_pending_ > 0) --wakes_pending_;
+    }
+    int left = sleepers_.fetch_sub(1, std::memory_order_relaxed) - 1;
+    if (wakes_pending_ > left) wakes_pending_ = left;
+    if (stop_ && queued_.load(std::memory_order_acquire) == 0) return;
   }
 }
 

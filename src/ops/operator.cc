@@ -31,24 +31,56 @@ Operator::Operator(const OpInit& init)
   for (const auto& name : def_.outputs) outputs_.push_back(init.ws->CreateBlob(name));
 }
 
+namespace {
+
+// The storage of an input that the kernel must hold (see Operator::Run), or
+// nullptr.
+inline const std::shared_ptr<Storage>* StorageToHold(const Blob* b, DeviceOption device) {
+  if (!b->IsType<Tensor>()) return nullptr;
+  const auto& s = b->Get<Tensor>().storage();
+  return s && (!s->library_owned() || !(s->device() == device)) ? &s : nullptr;
+}
+
+}  // namespace
+
 void Operator::Run(DeviceContext& ctx) {
   ctx_ = &ctx;
+  auto run = [this] {
+    try {
+      RunOnDevice();
+    } catch (Error& e) {
+      throw e.Prepend(StrCat(label_, " on ", DeviceName(device_)));
+    } catch (const std::bad_alloc&) {
+      DP_THROW(Code::kOutOfMemory, label_, " on ", DeviceName(device_), ": out of memory");
+    }
+  };
   // Caller-supplied input memory is never written, so an in-place op's output
   // gets fresh storage and the input's storage could be released mid-kernel;
-  // hold it until the kernel returns.
-  std::vector<std::shared_ptr<Storage>> keep;
-  for (Blob* b : inputs_)
-    if (b->IsType<Tensor>()) {
-      const auto& s = b->Get<Tensor>().storage();
-      if (s && !s->library_owned()) keep.push_back(s);
-    }
-  try {
-    RunOnDevice();
-  } catch (Error& e) {
-    throw e.Prepend(StrCat(label_, " on ", DeviceName(device_)));
-  } catch (const std::bad_alloc&) {
-    DP_THROW(Code::kOutOfMemory, label_, " on ", DeviceName(device_), ": out of memory");
+  // hold it until the kernel returns. The same holds for storage on another
+  // device than this op's (outputs are resized on the op's device, e.g. an
+  // in-place Scale on cpu:1 over a tensor made on cpu:0): without the hold
+  // the kernel read freed memory (found by test_async's multi-device nets).
+  // Holding costs nothing there: Resize would not reuse such storage anyway.
+  // Most runs hold nothing and pay only the check; holds live on the stack
+  // (no allocation per run) unless more than kInlineHolds inputs need one.
+  size_t i = 0;
+  while (i < inputs_.size() && StorageToHold(inputs_[i], device_) == nullptr) ++i;
+  if (i == inputs_.size()) {
+    run();
+    return;
   }
+  constexpr size_t kInlineHolds = 4;
+  std::shared_ptr<Storage> keep[kInlineHolds];
+  std::vector<std::shared_ptr<Storage>> keep_more;
+  size_t kept = 0;
+  for (; i < inputs_.size(); ++i)
+    if (const auto* s = StorageToHold(inputs_[i], device_)) {
+      if (kept < kInlineHolds)
+        keep[kept++] = *s;
+      else
+        keep_more.push_back(*s);
+    }
+  run();
 }
 
 std::string Operator::InputDesc(int i) const {

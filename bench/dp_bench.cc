@@ -1,0 +1,49 @@
+// dp-bench: benchmarks of the engine, one subcommand per benchmark.
+//   dp-bench executor [--json] [--quick] [--repeats N] [--threads N[,M...]] [--only SHAPES]
+// Future subcommands: training, allreduce. See bench/README.md.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace dpbench {
+int ExecutorMain(int argc, char** argv);  // executor_bench.cc
+}
+
+namespace {
+
+void Usage(FILE* out) {
+  std::fprintf(out,
+               "usage: dp-bench <subcommand> [options]\n"
+               "\n"
+               "subcommands:\n"
+               "  executor   scheduling overhead of the simple and async executors on NoOp nets\n"
+               "             (chain, unfusable chain, fan-out/fan-in, binary tree, random DAG,\n"
+               "             32-op re-run)\n"
+               "             options: --json      one JSON object per line per measurement\n"
+               "                      --quick     small sizes and few repeats (smoke run)\n"
+               "                      --repeats N samples per measurement (default 7)\n"
+               "                      --threads N async CPU worker counts to measure: 1 and N\n"
+               "                                  (default 2), or a list such as 1,2,4\n"
+               "                      --only S    comma-separated shapes: chain,ladder,fanout,\n"
+               "                                  tree,random,rerun\n"
+               "\n"
+               "Benchmarks are never tests; run them on a quiet machine (see bench/README.md).\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    Usage(stderr);
+    return 2;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    Usage(stdout);
+    return 0;
+  }
+  if (cmd == "executor") return dpbench::ExecutorMain(argc - 2, argv + 2);
+  std::fprintf(stderr, "dp-bench: unknown subcommand '%s'\n\n", cmd.c_str());
+  Usage(stderr);
+  return 2;
+}
