@@ -25,6 +25,12 @@ std::string JsonEscape(const std::string& s) {
   return out;
 }
 
+// Marks the net idle when a run ends, however it ends.
+struct ClearOnExit {
+  std::atomic<bool>& flag;
+  ~ClearOnExit() { flag.store(false); }
+};
+
 const char* KindName(ExecutorKind k) { return k == ExecutorKind::kAsync ? "async" : "simple"; }
 
 }  // namespace
@@ -100,10 +106,7 @@ void Net::BeginRun() {
 }
 
 void Net::EndRun() {
-  struct Clear {
-    std::atomic<bool>& flag;
-    ~Clear() { flag.store(false); }
-  } clear{running_};
+  ClearOnExit clear{running_};
   try {
     executor_->Finish();
   } catch (Error& e) {
@@ -113,10 +116,7 @@ void Net::EndRun() {
 
 void Net::Run() {
   BeginRun();
-  struct Clear {
-    std::atomic<bool>& flag;
-    ~Clear() { flag.store(false); }
-  } clear{running_};
+  ClearOnExit clear{running_};
   try {
     executor_->Run(&control_);
   } catch (Error& e) {
