@@ -337,6 +337,95 @@ DP_API DP_MUST_USE dp_status* dp_net_dot(const dp_net* net, dp_buffer** out);
 
 DP_API void dp_net_free(dp_net* net);
 
+/* ------------------------------------------------------------------------ */
+/* Gradients                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct dp_gradient_options {
+  uint32_t struct_size;          /* sizeof(dp_gradient_options) */
+  const char* const* losses;     /* the loss blobs (at least one) */
+  size_t num_losses;
+  const char* const* wrt;        /* blobs to differentiate with respect to (the params);
+                                    NULL/0: every external input of the net */
+  size_t num_wrt;
+  const char* const* stop;       /* blobs through which no gradient flows; may be NULL */
+  size_t num_stop;
+  double loss_scale;             /* the loss gradients are seeded with this value; 0 means 1.
+                                    Data-parallel training seeds 1/(devices x shards). */
+} dp_gradient_options;
+
+#define DP_GRADIENT_OPTIONS_INIT {(uint32_t)sizeof(dp_gradient_options), NULL, 0, NULL, 0, NULL, 0, 1.0}
+
+/* Returns a new definition: `netdef`'s ops followed by the ops computing the
+ * gradients of the losses, in reverse order of the forward ops. Gradients of
+ * blobs read by several ops are summed; the gradient of blob X is named
+ * "X_grad". *out_grad_map (may be NULL) receives pairs: element 2k is a wrt
+ * blob, element 2k+1 its gradient blob. DP_ERR_INVALID_NET names the op when
+ * a gradient must pass through an op that has none (for example Accuracy),
+ * when a wrt blob does not affect the losses, or when a gradient needs a
+ * value that a later op overwrote in place. Any thread; inputs are only read. */
+DP_API DP_MUST_USE dp_status* dp_netdef_add_gradients(const dp_netdef* netdef, const dp_gradient_options* options,
+                                                      dp_netdef** out, dp_string_list** out_grad_map);
+
+/* ------------------------------------------------------------------------ */
+/* Models                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A model definition (schemas/model.fbs): an init net creating the params,
+ * a forward net from the inputs to the losses (and metrics), the lists of
+ * params, computed params (e.g. batch-norm running statistics), inputs,
+ * losses and metrics, and the optimizer. Immutable; any thread. */
+typedef struct dp_model dp_model;
+
+/* From a binary FlatBuffer (identifier "DPMD", verified), JSON text of `size`
+ * bytes, or a file holding either. Both nets are validated, and the model's
+ * lists are checked against them (every param is created by the init net and
+ * read by the forward net; losses and metrics are produced by it). */
+DP_API DP_MUST_USE dp_status* dp_model_from_buffer(const void* data, size_t size, dp_model** out);
+DP_API DP_MUST_USE dp_status* dp_model_from_json(const char* json, size_t size, dp_model** out);
+DP_API DP_MUST_USE dp_status* dp_model_from_file(const char* path, dp_model** out);
+DP_API DP_MUST_USE dp_status* dp_model_to_json(const dp_model* model, dp_buffer** out);
+DP_API DP_MUST_USE dp_status* dp_model_to_buffer(const dp_model* model, dp_buffer** out);
+
+enum { DP_MODEL_PARAMS = 0, DP_MODEL_COMPUTED_PARAMS = 1, DP_MODEL_INPUTS = 2, DP_MODEL_LOSSES = 3,
+       DP_MODEL_METRICS = 4 };
+/* One of the model's blob lists (DP_MODEL_*), as a new list. */
+DP_API DP_MUST_USE dp_status* dp_model_blobs(const dp_model* model, int32_t which, dp_string_list** out);
+DP_API void dp_model_free(dp_model* model);
+
+typedef struct dp_training_options {
+  uint32_t struct_size;   /* sizeof(dp_training_options) */
+  double loss_scale;      /* seed of the loss gradients; 0 means 1 */
+} dp_training_options;
+
+#define DP_TRAINING_OPTIONS_INIT {(uint32_t)sizeof(dp_training_options), 1.0}
+
+/* Builds the nets that train the model on one device (options may be NULL):
+ * - init: the model's init net plus the optimizer's state (momentum, Adam
+ *   moments, the int64 iteration counter "optimizer/iter"); run it once;
+ * - train: one step: the iteration counter and learning rate
+ *   ("optimizer/lr"), the forward net, its gradients and the optimizer's
+ *   update of every param; feed the inputs, run it once per batch;
+ * - eval: the forward net in inference mode (dropout off, batch norm using
+ *   its running statistics), for evaluation.
+ * Any out-parameter may be NULL. All three run in one workspace. */
+DP_API DP_MUST_USE dp_status* dp_model_build_training(const dp_model* model, const dp_training_options* options,
+                                                      dp_netdef** out_init, dp_netdef** out_train,
+                                                      dp_netdef** out_eval);
+
+/* ------------------------------------------------------------------------ */
+/* Data                                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Reads an IDX file (the MNIST format; gzip-compressed or not, detected from
+ * its contents) into a new tensor of the file's dims and element type
+ * (uint8 -> DP_DTYPE_UINT8, int32 -> INT32, float32 -> FLOAT32,
+ * float64 -> FLOAT64; int8/int16 are widened to INT32). Errors name the file:
+ * DP_ERR_NOT_FOUND / DP_ERR_IO when it cannot be read, DP_ERR_PARSE for a bad
+ * header, DP_ERR_DATA_LOSS when the data is truncated or the gzip stream is
+ * corrupt. Any thread. */
+DP_API DP_MUST_USE dp_status* dp_read_idx(const char* path, dp_tensor** out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
