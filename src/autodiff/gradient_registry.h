@@ -130,11 +130,11 @@ inline Argument MakeArg(std::string name, std::vector<int64_t> v) {
 
 // A maker whose Get() is one expression over the helpers:
 //   DP_SIMPLE_GRADIENT(Relu, { return {MakeOp("ReluGradient", {O(0), GO(0)}, {GI(0)})}; });
-#define DP_SIMPLE_GRADIENT(type, body)                               \
+#define DP_SIMPLE_GRADIENT(type, ...)                                \
   namespace {                                                        \
   struct type##GradientMaker final : ::dp::GradientMaker {           \
     using GradientMaker::GradientMaker;                              \
-    std::vector<::dp::OperatorDef> Get() override body               \
+    std::vector<::dp::OperatorDef> Get() override __VA_ARGS__        \
   };                                                                 \
   }                                                                  \
   DP_REGISTER_GRADIENT(type, type##GradientMaker)

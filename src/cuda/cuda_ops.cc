@@ -43,7 +43,10 @@ class ConstantFillOp final : public CudaOperator {
 
  private:
   void RunOnDevice() override {
-    const int64_t dtype_arg = args().Int("dtype", static_cast<int64_t>(DType::kFloat32));
+    // Without `dtype`, a fill shaped like an input takes its dtype (as on the CPU).
+    const bool like = InputSize() > 0 && args().Int("input_as_shape", 0) == 0 && !args().Has("dtype");
+    const int64_t dtype_arg =
+        like ? static_cast<int64_t>(Input(0).dtype()) : args().Int("dtype", static_cast<int64_t>(DType::kFloat32));
     DType dtype;
     DP_ENFORCE_CODE(DTypeFromInt(static_cast<int32_t>(dtype_arg), &dtype), Code::kDType, "argument 'dtype' ",
                     dtype_arg, " is not a dtype");

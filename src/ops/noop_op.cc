@@ -3,6 +3,7 @@
 // measure the scheduling machinery, not kernels). Device-generic.
 #include <limits>
 
+#include "autodiff/gradient_registry.h"
 #include "ops/operator.h"
 
 namespace dp {
@@ -23,6 +24,7 @@ DP_OPERATOR_SCHEMA(NoOp)
     .Doc("Does nothing; orders ops through its inputs and outputs. Its outputs stay as they were.");
 
 DP_REGISTER_CPU_OPERATOR(NoOp, NoOp);
+DP_NO_GRADIENT(NoOp);
 #if DP_WITH_CUDA
 DP_REGISTER_CUDA_OPERATOR(NoOp, NoOp);
 #endif

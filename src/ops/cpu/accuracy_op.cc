@@ -1,6 +1,7 @@
 // Accuracy: the fraction of samples whose label is among the top_k scores.
 // Ties count against the sample (a score equal to the label's, at a lower
 // index, ranks above it), so results do not depend on sort stability.
+#include "autodiff/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
@@ -62,6 +63,7 @@ DP_OPERATOR_SCHEMA(Accuracy)
     .Doc("Top-k accuracy of scores [N, D] against int32 labels [N], as a float32 scalar.");
 
 DP_REGISTER_CPU_OPERATOR(Accuracy, AccuracyOp);
+DP_NO_GRADIENT(Accuracy);
 
 }  // namespace
 }  // namespace dp

@@ -1,1 +1,163 @@
-// (being written)
+// Elementwise activations and their gradients: Sigmoid and Tanh (both may run
+// in place; their gradients read the forward output Y, not X), plus
+// StopGradient, an identity whose output shares the input's storage and
+// through which the autodiff transform lets no gradient flow.
+#include <cmath>
+
+#include "autodiff/gradient_registry.h"
+#include "ops/op_utils.h"
+#include "ops/operator.h"
+
+namespace dp {
+namespace {
+
+// Numerically stable logistic function: exp is only taken of non-positive
+// arguments, so nothing overflows.
+template <typename T>
+T Logistic(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+struct SigmoidFn {
+  template <typename T> T operator()(T x) const { return Logistic(x); }
+};
+struct TanhFn {
+  template <typename T> T operator()(T x) const { return std::tanh(x); }
+};
+// dX from the forward output y and the output gradient dy.
+struct SigmoidGradFn {
+  template <typename T> T operator()(T y, T dy) const { return dy * y * (T(1) - y); }
+};
+struct TanhGradFn {
+  template <typename T> T operator()(T y, T dy) const { return dy * (T(1) - y * y); }
+};
+
+template <typename F>
+class UnaryOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();  // before Output: Y may be X (in place)
+      const int64_t n = x.numel();
+      T* yp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
+      const F f;
+      for (int64_t i = 0; i < n; ++i) yp[i] = f(xp[i]);
+    });
+  }
+};
+
+// Y and dY must agree in shape and dtype; shared by the gradient kernels and
+// their shape inference. `y` / `dy` name the blobs in messages.
+void CheckYAndGrad(const std::string& y, const Dims& yd, DType yt, const std::string& dy, const Dims& dyd,
+                   DType dyt) {
+  DP_ENFORCE_CODE(yt == dyt, Code::kDType, dy, " is ", DTypeName(dyt), " but ", y, " is ", DTypeName(yt));
+  DP_ENFORCE_CODE(yd == dyd, Code::kShape, dy, " has shape ", DimsString(dyd), " but ", y, " has ", DimsString(yd));
+}
+
+template <typename F>
+class UnaryGradientOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& y = Input(0);
+    const Tensor& dy = Input(1);
+    CheckYAndGrad(InputDesc(0), y.dims(), y.dtype(), InputDesc(1), dy.dims(), dy.dtype());
+    DispatchFloat(y.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* yp = y.data<T>();
+      const T* dyp = dy.data<T>();  // before Output: dX may be dY (in place)
+      const int64_t n = y.numel();
+      T* dxp = Output(0, y.dims(), y.dtype())->template mutable_data<T>();
+      const F f;
+      for (int64_t i = 0; i < n; ++i) dxp[i] = f(yp[i], dyp[i]);
+    });
+  }
+};
+
+std::vector<TensorInfo> InferUnaryGradient(const OperatorDef& op, const ArgReader&,
+                                           const std::vector<TensorInfo>& in) {
+  CheckYAndGrad(StrCat("Y '", op.inputs[0], "'"), in[0].dims, in[0].dtype, StrCat("dY '", op.inputs[1], "'"),
+                in[1].dims, in[1].dtype);
+  return {in[0]};
+}
+
+// Identity without a copy: Y shares X's storage (copy-on-write keeps that safe).
+class StopGradientOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    Tensor* y = Output(0);
+    if (y != &x) y->ShareData(x);
+  }
+};
+
+DP_OPERATOR_SCHEMA(Sigmoid)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Inputs({"X"})
+    .Outputs({"Y"})
+    .IdenticalTypeAndShape()
+    .Doc("Y = 1 / (1 + exp(-X)), elementwise.");
+
+DP_OPERATOR_SCHEMA(SigmoidGradient)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{1, 0}})
+    .Inputs({"Y", "dY"})
+    .Outputs({"dX"})
+    .ShapeInference(InferUnaryGradient)
+    .Doc("dX = dY * Y * (1 - Y), with Y the Sigmoid's output.");
+
+DP_OPERATOR_SCHEMA(Tanh)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Inputs({"X"})
+    .Outputs({"Y"})
+    .IdenticalTypeAndShape()
+    .Doc("Y = tanh(X), elementwise.");
+
+DP_OPERATOR_SCHEMA(TanhGradient)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{1, 0}})
+    .Inputs({"Y", "dY"})
+    .Outputs({"dX"})
+    .ShapeInference(InferUnaryGradient)
+    .Doc("dX = dY * (1 - Y^2), with Y the Tanh's output.");
+
+DP_OPERATOR_SCHEMA(StopGradient)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Inputs({"X"})
+    .Outputs({"Y"})
+    .IdenticalTypeAndShape()
+    .Doc("Y = X (no copy: Y shares X's storage); no gradient flows through it.");
+
+DP_REGISTER_CPU_OPERATOR(Sigmoid, UnaryOp<SigmoidFn>);
+DP_REGISTER_CPU_OPERATOR(SigmoidGradient, UnaryGradientOp<SigmoidGradFn>);
+DP_REGISTER_CPU_OPERATOR(Tanh, UnaryOp<TanhFn>);
+DP_REGISTER_CPU_OPERATOR(TanhGradient, UnaryGradientOp<TanhGradFn>);
+DP_REGISTER_CPU_OPERATOR(StopGradient, StopGradientOp);
+
+}  // namespace
+
+DP_SIMPLE_GRADIENT(Sigmoid, { return {MakeOp("SigmoidGradient", {O(0), GO(0)}, {GI(0)})}; });
+DP_SIMPLE_GRADIENT(Tanh, { return {MakeOp("TanhGradient", {O(0), GO(0)}, {GI(0)})}; });
+DP_STOP_GRADIENT(StopGradient);
+
+}  // namespace dp

@@ -1,1 +1,350 @@
-// (being written)
+// Conv (2-D, NCHW) and ConvGradient on the CPU: im2col + GEMM (OpenBLAS), per
+// image and per group.
+//
+//   Conv:          X [N, C, H, W], W [M, C/group, kh, kw], optional b [M] -> Y [N, M, OH, OW]
+//                  Y_g = W_g col(X_g) (+ b, fused: Y seeded with b, GEMM with beta = 1)
+//   ConvGradient:  X, W, dY -> dW, db (unless no_bias = 1), dX (when a last output is present)
+//                  dW_g += dY_g col(X_g)^T, db = sum of dY over N, OH, OW,
+//                  dX_g = col2im(W_g^T dY_g)
+//
+// The gradient op's outputs are positional: dW first, then db when the
+// forward op had a bias (the maker sets no_bias = 1 when it had none), then
+// dX only when it is wanted (the maker leaves it out otherwise: the first
+// layer's dX is a wasted GEMM). So the output count decides whether dX is
+// computed: 1 + (no_bias ? 0 : 1) outputs without dX, one more with it.
+//
+// A 1x1 kernel with stride 1 and no pads needs no column matrix: X_g is
+// already [C/group, H*W] (and dX_g is written by the GEMM directly).
+// Window arguments and the output-size rule live in conv_utils.h, shared
+// with shape inference and the pooling operators.
+#include <cblas.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "autodiff/gradient_registry.h"
+#include "ops/cpu/conv_utils.h"
+#include "ops/op_utils.h"
+#include "ops/operator.h"
+
+namespace dp {
+namespace {
+
+using conv::ConvShape;
+
+void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }  // a >= 0, b > 0
+
+// Walks the column matrix [C/group * kh * kw, OH * OW] of one image's group
+// X_g [C/group, H, W]: fn(row of the column matrix, row of X or null when the
+// kernel row falls in the padding, offset of output column 0 in that row,
+// first valid output column, end of the valid output columns). Output column
+// ow reads X row element ow * sw + offset for ow in [lo, hi); outside, pads.
+template <typename T, typename Fn>
+void ForEachColumnRow(const ConvShape& s, T* col, const T* x, Fn&& fn) {
+  const conv::Window& k = s.win;
+  for (int64_t c = 0; c < s.cg; ++c) {
+    const T* xc = x + c * s.h * s.w;
+    for (int64_t i = 0; i < k.kh; ++i) {
+      for (int64_t j = 0; j < k.kw; ++j) {
+        T* rowp = col + ((c * k.kh + i) * k.kw + j) * s.out_hw();
+        const int64_t off = j * k.dw - k.pl;  // input column of output column 0
+        const int64_t lo = std::min(s.ow, off >= 0 ? 0 : CeilDiv(-off, k.sw));
+        const int64_t hi = std::max(lo, std::min(s.ow, s.w - off <= 0 ? 0 : CeilDiv(s.w - off, k.sw)));
+        for (int64_t oh = 0; oh < s.oh; ++oh) {
+          const int64_t ih = oh * k.sh + i * k.dh - k.pt;
+          const T* xr = ih >= 0 && ih < s.h ? xc + ih * s.w : nullptr;
+          fn(rowp + oh * s.ow, xr, off, lo, hi);
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void Im2Col(const ConvShape& s, const T* x, T* col) {
+  const int64_t sw = s.win.sw, ow = s.ow;
+  ForEachColumnRow(s, col, x, [&](T* out, const T* xr, int64_t off, int64_t lo, int64_t hi) {
+    if (xr == nullptr) {
+      std::fill(out, out + ow, T(0));
+      return;
+    }
+    std::fill(out, out + lo, T(0));
+    if (sw == 1) {
+      std::copy(xr + (lo + off), xr + (hi + off), out + lo);
+    } else {
+      for (int64_t o = lo; o < hi; ++o) out[o] = xr[o * sw + off];
+    }
+    std::fill(out + hi, out + ow, T(0));
+  });
+}
+
+// Adds the column matrix back into dx [C/group, H, W] (which the caller zeroed).
+template <typename T>
+void Col2Im(const ConvShape& s, const T* col, T* dx) {
+  const int64_t sw = s.win.sw;
+  ForEachColumnRow(s, const_cast<T*>(col), static_cast<const T*>(dx),
+                   [&](T* in, const T* xr, int64_t off, int64_t lo, int64_t hi) {
+                     if (xr == nullptr) return;
+                     T* dr = const_cast<T*>(xr);  // the row of dx itself
+                     for (int64_t o = lo; o < hi; ++o) dr[o * sw + off] += in[o];
+                   });
+}
+
+// Column scratch kept across runs (an op instance never runs concurrently
+// with itself), one per dtype.
+class ColumnScratch {
+ public:
+  template <typename T>
+  T* Get(int64_t n) {
+    std::vector<T>& v = Vec<T>();
+    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+    return v.data();
+  }
+
+ private:
+  template <typename T>
+  std::vector<T>& Vec() {
+    if constexpr (std::is_same_v<T, float>) return f_;
+    else return d_;
+  }
+  std::vector<float> f_;
+  std::vector<double> d_;
+};
+
+void CheckSameDtype(const Tensor& x, const std::string& xd, const Tensor& o, const std::string& od) {
+  DP_ENFORCE_CODE(o.dtype() == x.dtype(), Code::kDType, od, " is ", DTypeName(o.dtype()), " but ", xd, " is ",
+                  DTypeName(x.dtype()), "; they must share a dtype");
+}
+
+class ConvOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    const Tensor& w = Input(1);
+    const bool has_bias = InputSize() > 2;
+    const Tensor* b = has_bias ? &Input(2) : nullptr;
+    CheckSameDtype(x, InputDesc(0), w, InputDesc(1));
+    if (b) CheckSameDtype(x, InputDesc(0), *b, InputDesc(2));
+    const ConvShape s = conv::ComputeConvShape(def(), args(), x.dims(), w.dims(), b ? &b->dims() : nullptr);
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();
+      const T* wp = w.data<T>();
+      const T* bp = b ? b->data<T>() : nullptr;
+      T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
+      const int64_t K = s.k(), ohw = s.out_hw(), chw = s.c * s.in_hw();
+      const bool direct = s.pointwise();
+      T* col = direct ? nullptr : scratch_.Get<T>(K * ohw);
+      for (int64_t n = 0; n < s.n; ++n) {
+        T* yn = yp + n * s.m * ohw;
+        if (bp) {
+          for (int64_t m = 0; m < s.m; ++m) std::fill(yn + m * ohw, yn + (m + 1) * ohw, bp[m]);
+        } else if (K == 0) {
+          std::fill(yn, yn + s.m * ohw, T(0));
+        }
+        if (K == 0 || s.mg == 0) continue;
+        for (int64_t g = 0; g < s.group; ++g) {
+          const T* xg = xp + n * chw + g * s.cg * s.in_hw();
+          const T* cp = xg;
+          if (!direct) {
+            Im2Col(s, xg, col);
+            cp = col;
+          }
+          Gemm(CblasNoTrans, CblasNoTrans, s.mg, ohw, K, wp + g * s.mg * K, K, cp, ohw, bp ? T(1) : T(0),
+               yn + g * s.mg * ohw, ohw);
+        }
+      }
+    });
+  }
+
+  ColumnScratch scratch_;
+};
+
+// no_bias and the output count of a ConvGradient op: whether it writes db and dX.
+struct ConvGradOutputs {
+  bool db, dx;
+};
+ConvGradOutputs GradOutputs(const OperatorDef& op, const ArgReader& a) {
+  const bool no_bias = a.Int("no_bias", 0) != 0;
+  const int base = no_bias ? 1 : 2, n = static_cast<int>(op.outputs.size());
+  DP_ENFORCE_CODE(n == base || n == base + 1, Code::kInvalidArgument, "with no_bias = ", no_bias ? 1 : 0,
+                  " the outputs are dW", no_bias ? "" : ", db", " and optionally dX (", base, " or ", base + 1,
+                  "), got ", n);
+  return {!no_bias, n == base + 1};
+}
+
+ConvShape GradShape(const OperatorDef& op, const ArgReader& a, const Dims& x, const Dims& w, const Dims& dy) {
+  ConvShape s = conv::ComputeConvShape(op, a, x, w, nullptr);
+  DP_ENFORCE_CODE(dy == s.y, Code::kShape, conv::BlobDesc("dY", op, 2, dy), " must be ", DimsString(s.y),
+                  ", the output of this convolution of X '", op.inputs[0], "' ", DimsString(x), " and W '",
+                  op.inputs[1], "' ", DimsString(w));
+  return s;
+}
+
+class ConvGradientOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    const Tensor& w = Input(1);
+    const Tensor& dy = Input(2);
+    CheckSameDtype(x, InputDesc(0), w, InputDesc(1));
+    CheckSameDtype(x, InputDesc(0), dy, InputDesc(2));
+    const ConvGradOutputs outs = GradOutputs(def(), args());
+    const ConvShape s = GradShape(def(), args(), x.dims(), w.dims(), dy.dims());
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();
+      const T* wp = w.data<T>();
+      const T* dyp = dy.data<T>();
+      T* dwp = Output(0, w.dims(), x.dtype())->template mutable_data<T>();
+      T* dbp = outs.db ? Output(1, {s.m}, x.dtype())->template mutable_data<T>() : nullptr;
+      T* dxp = outs.dx ? Output(outs.db ? 2 : 1, x.dims(), x.dtype())->template mutable_data<T>() : nullptr;
+      const int64_t K = s.k(), ohw = s.out_hw(), chw = s.c * s.in_hw();
+      std::fill(dwp, dwp + w.numel(), T(0));
+      if (dxp) std::fill(dxp, dxp + x.numel(), T(0));
+      if (dbp) {
+        for (int64_t m = 0; m < s.m; ++m) {
+          T acc = 0;
+          for (int64_t n = 0; n < s.n; ++n) {
+            const T* r = dyp + (n * s.m + m) * ohw;
+            for (int64_t i = 0; i < ohw; ++i) acc += r[i];
+          }
+          dbp[m] = acc;
+        }
+      }
+      if (K == 0 || s.mg == 0) return;
+      const bool direct = s.pointwise();
+      T* col = direct ? nullptr : scratch_.Get<T>(2 * K * ohw);
+      T* dcol = direct ? nullptr : col + K * ohw;
+      for (int64_t n = 0; n < s.n; ++n) {
+        for (int64_t g = 0; g < s.group; ++g) {
+          const int64_t xoff = n * chw + g * s.cg * s.in_hw();
+          const T* wg = wp + g * s.mg * K;
+          const T* dyg = dyp + (n * s.m + g * s.mg) * ohw;
+          const T* cp = xp + xoff;
+          if (!direct) {
+            Im2Col(s, xp + xoff, col);
+            cp = col;
+          }
+          Gemm(CblasNoTrans, CblasTrans, s.mg, K, ohw, dyg, ohw, cp, ohw, T(1), dwp + g * s.mg * K, K);
+          if (!dxp) continue;
+          if (direct) {
+            Gemm(CblasTrans, CblasNoTrans, K, ohw, s.mg, wg, K, dyg, ohw, T(0), dxp + xoff, ohw);
+          } else {
+            Gemm(CblasTrans, CblasNoTrans, K, ohw, s.mg, wg, K, dyg, ohw, T(0), dcol, ohw);
+            Col2Im(s, dcol, dxp + xoff);
+          }
+        }
+      }
+    });
+  }
+
+  ColumnScratch scratch_;
+};
+
+// The forward op's arguments for its gradient op, with no_bias set.
+std::vector<Argument> GradArgs(const std::vector<Argument>& fwd, bool has_bias) {
+  std::vector<Argument> out;
+  for (const Argument& a : fwd)
+    if (a.name != "no_bias") out.push_back(a);
+  out.push_back(MakeArg("no_bias", has_bias ? 0 : 1));
+  return out;
+}
+
+// dX only when wanted. dW (and db when the forward op has a bias) are
+// positional outputs of ConvGradient: when one of them is not wanted but
+// another gradient is, it goes to a scratch blob "<Y>__conv_unused_dW" /
+// "<Y>__conv_unused_db" that nothing reads.
+struct ConvGradientMaker final : GradientMaker {
+  using GradientMaker::GradientMaker;
+  std::vector<OperatorDef> Get() override {
+    const bool has_bias = NumInputs() > 2;
+    const bool want_w = NeedsGI(1), want_b = has_bias && NeedsGI(2), want_x = NeedsGI(0);
+    if (!want_w && !want_b && !want_x) return {};
+    std::vector<std::string> outs;
+    outs.push_back(want_w ? GI(1) : StrCat(def().outputs[0], "__conv_unused_dW"));
+    if (has_bias) outs.push_back(want_b ? GI(2) : StrCat(def().outputs[0], "__conv_unused_db"));
+    if (want_x) outs.push_back(GI(0));
+    return {MakeOp("ConvGradient", {I(0), I(1), GO(0)}, std::move(outs), GradArgs(Args(), has_bias))};
+  }
+};
+
+#define DP_CONV_WINDOW_ARGS(schema)                                                                                \
+  schema.Arg("kernel", "kernel size (both axes); or kernel_h and kernel_w; default: W's spatial dims")            \
+      .Arg("kernel_h", "kernel height")                                                                           \
+      .Arg("kernel_w", "kernel width")                                                                            \
+      .Arg("stride", "stride (both axes), or stride_h / stride_w; default 1")                                     \
+      .Arg("stride_h", "vertical stride")                                                                         \
+      .Arg("stride_w", "horizontal stride")                                                                       \
+      .Arg("pad", "zero padding on every side, or pad_t / pad_l / pad_b / pad_r; default 0")                      \
+      .Arg("pad_t", "top padding")                                                                                \
+      .Arg("pad_l", "left padding")                                                                               \
+      .Arg("pad_b", "bottom padding")                                                                             \
+      .Arg("pad_r", "right padding")                                                                              \
+      .Arg("dilation", "kernel dilation (both axes), or dilation_h / dilation_w; default 1")                      \
+      .Arg("dilation_h", "vertical dilation")                                                                     \
+      .Arg("dilation_w", "horizontal dilation")                                                                   \
+      .Arg("group", "channel groups: C and M must be divisible by it; default 1")                                 \
+      .Arg("order", "layout; only 'NCHW'")
+
+void CheckInferDtypes(const OperatorDef& op, const std::vector<TensorInfo>& in) {
+  for (size_t i = 1; i < in.size(); ++i)
+    DP_ENFORCE_CODE(in[i].dtype == in[0].dtype, Code::kDType, "input '", op.inputs[i], "' is ",
+                    DTypeName(in[i].dtype), " but X '", op.inputs[0], "' is ", DTypeName(in[0].dtype),
+                    "; they must share a dtype");
+  DispatchFloat(in[0].dtype, StrCat("X '", op.inputs[0], "'"), [](auto) {});
+}
+
+DP_CONV_WINDOW_ARGS(DP_OPERATOR_SCHEMA(Conv).NumInputs(2, 3).NumOutputs(1).Inputs({"X", "W", "b"}).Outputs({"Y"}))
+    .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
+      CheckInferDtypes(op, in);
+      ConvShape s = conv::ComputeConvShape(op, args, in[0].dims, in[1].dims, in.size() > 2 ? &in[2].dims : nullptr);
+      return std::vector<TensorInfo>{{s.y, in[0].dtype}};
+    })
+    .Doc("2-D convolution, NCHW: Y = W * X + b, X [N, C, H, W], W [M, C/group, kh, kw], b [M] optional.");
+
+DP_CONV_WINDOW_ARGS(DP_OPERATOR_SCHEMA(ConvGradient)
+                        .NumInputs(3)
+                        .NumOutputs(1, 3)
+                        .Inputs({"X", "W", "dY"})
+                        .Outputs({"dW", "db or dX", "dX"}))
+    .Arg("no_bias", "1: the forward op had no bias, so there is no db output; default 0")
+    .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
+      CheckInferDtypes(op, in);
+      ConvGradOutputs o = GradOutputs(op, args);
+      ConvShape s = GradShape(op, args, in[0].dims, in[1].dims, in[2].dims);
+      std::vector<TensorInfo> out{{in[1].dims, in[0].dtype}};
+      if (o.db) out.push_back({{s.m}, in[0].dtype});
+      if (o.dx) out.push_back({in[0].dims, in[0].dtype});
+      return out;
+    })
+    .Doc("Gradients of Conv: outputs dW, then db unless no_bias = 1, then dX when present.");
+
+#undef DP_CONV_WINDOW_ARGS
+
+DP_REGISTER_CPU_OPERATOR(Conv, ConvOp);
+DP_REGISTER_CPU_OPERATOR(ConvGradient, ConvGradientOp);
+
+}  // namespace
+
+DP_REGISTER_GRADIENT(Conv, ConvGradientMaker);
+
+}  // namespace dp

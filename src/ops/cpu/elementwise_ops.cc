@@ -1,8 +1,10 @@
 // Elementwise arithmetic: Add and Mul (NumPy broadcasting), Sum of N inputs
 // of one shape, Scale by a constant. All may write in place of input 0.
+// SumReduceLike sums a broadcast gradient back to an input's shape.
 #include <algorithm>
 #include <limits>
 
+#include "autodiff/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
@@ -148,6 +150,54 @@ class ScaleOp final : public Operator {
   }
 };
 
+// Y (like's shape) = X summed over the dims along which like was broadcast
+// to X's shape. Same shapes: Y shares X's storage (no copy).
+class SumReduceLikeOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor x = Input(0);  // held: Y may be the same blob
+    const Dims yd = Input(1).dims();
+    DP_ENFORCE_CODE(BroadcastDims(yd, x.dims(), StrCat(InputDesc(1), " and ", InputDesc(0))) == x.dims(), Code::kShape,
+                    InputDesc(1), " ", DimsString(yd), " does not broadcast to ", InputDesc(0), " ",
+                    DimsString(x.dims()));
+    if (yd == x.dims()) {
+      Output(0)->ShareData(x);
+      return;
+    }
+    DispatchNumeric(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();
+      T* y = Output(0, yd, x.dtype())->template mutable_data<T>();
+      std::fill(y, y + NumElements(yd), T(0));
+      const Dims& xd = x.dims();
+      auto sy = BroadcastStrides(yd, xd);
+      const size_t r = xd.size();
+      const int64_t n = x.numel(), inner = r ? xd[r - 1] : 1, iy = r ? sy[r - 1] : 0;
+      std::vector<int64_t> idx(r, 0);
+      int64_t oy = 0;
+      for (int64_t base = 0; base < n; base += inner) {
+        if (iy == 0) {
+          T acc = 0;
+          for (int64_t j = 0; j < inner; ++j) acc += xp[base + j];
+          y[oy] += acc;
+        } else {
+          for (int64_t j = 0; j < inner; ++j) y[oy + j * iy] += xp[base + j];
+        }
+        for (size_t d = r - 1; d-- > 0;) {
+          ++idx[d];
+          oy += sy[d];
+          if (idx[d] < xd[d]) break;
+          oy -= sy[d] * xd[d];
+          idx[d] = 0;
+        }
+      }
+    });
+  }
+};
+
 std::vector<TensorInfo> InferBroadcast(const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
   DP_ENFORCE_CODE(in[0].dtype == in[1].dtype, Code::kDType, "inputs '", op.inputs[0], "' (", DTypeName(in[0].dtype),
                   ") and '", op.inputs[1], "' (", DTypeName(in[1].dtype), ") differ in dtype");
@@ -199,10 +249,63 @@ DP_OPERATOR_SCHEMA(Scale)
     .IdenticalTypeAndShape()
     .Doc("Y = scale * X.");
 
+DP_OPERATOR_SCHEMA(SumReduceLike)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Inputs({"X", "like"})
+    .Outputs({"Y"})
+    .ShapeInference([](const OperatorDef&, const ArgReader&, const std::vector<TensorInfo>& in) {
+      return std::vector<TensorInfo>{{in[1].dims, in[0].dtype}};
+    })
+    .Doc("Sums X over the dims along which `like` broadcasts to X's shape (gradients of broadcasting ops).");
+
 DP_REGISTER_CPU_OPERATOR(Add, BinaryOp<AddFn>);
+DP_REGISTER_CPU_OPERATOR(SumReduceLike, SumReduceLikeOp);
 DP_REGISTER_CPU_OPERATOR(Mul, BinaryOp<MulFn>);
 DP_REGISTER_CPU_OPERATOR(Sum, SumOp);
 DP_REGISTER_CPU_OPERATOR(Scale, ScaleOp);
+
+// Gradients. Broadcast inputs get their gradient summed back to their shape
+// (SumReduceLike reads the forward input only for its shape).
+struct AddGradientMaker final : GradientMaker {
+  using GradientMaker::GradientMaker;
+  std::vector<OperatorDef> Get() override {
+    std::vector<OperatorDef> ops;
+    for (int i = 0; i < 2; ++i)
+      if (NeedsGI(i)) ops.push_back(MakeOp("SumReduceLike", {GO(0), I(i)}, {GI(i)}));
+    return ops;
+  }
+};
+DP_REGISTER_GRADIENT(Add, AddGradientMaker);
+
+struct MulGradientMaker final : GradientMaker {
+  using GradientMaker::GradientMaker;
+  std::vector<OperatorDef> Get() override {
+    std::vector<OperatorDef> ops;
+    for (int i = 0; i < 2; ++i) {
+      if (!NeedsGI(i)) continue;
+      std::string full = GI(i) + "_unreduced";
+      ops.push_back(MakeOp("Mul", {GO(0), I(1 - i)}, {full}));
+      ops.push_back(MakeOp("SumReduceLike", {full, I(i)}, {GI(i)}));
+    }
+    return ops;
+  }
+};
+DP_REGISTER_GRADIENT(Mul, MulGradientMaker);
+
+struct SumGradientMaker final : GradientMaker {
+  using GradientMaker::GradientMaker;
+  std::vector<OperatorDef> Get() override {
+    std::vector<OperatorDef> ops;
+    for (int i = 0; i < NumInputs(); ++i)
+      if (NeedsGI(i)) ops.push_back(MakeOp("Alias", {GO(0)}, {GI(i)}));
+    return ops;
+  }
+};
+DP_REGISTER_GRADIENT(Sum, SumGradientMaker);
+
+DP_SIMPLE_GRADIENT(Scale, { return {MakeOp("Scale", {GO(0)}, {GI(0)}, Args())}; });
 
 }  // namespace
 }  // namespace dp

@@ -1,8 +1,11 @@
 // FC (fully connected): Y = X W^T + b, with X flattened to [M, K] at `axis`,
 // W of shape [N, K] (flattened at axis_w) and b of shape [N]. The bias is
 // fused into the GEMM: Y is seeded with b and the product added (beta = 1).
+// FCGradient: dW = dY^T X, db = column sums of dY, dX = dY W (only when
+// wanted: the first layer's dX would be a wasted GEMM).
 #include <cblas.h>
 
+#include "autodiff/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
@@ -14,6 +17,16 @@ void Gemm(int m, int n, int k, const float* x, const float* w, float* y) {
 }
 void Gemm(int m, int n, int k, const double* x, const double* w, double* y) {
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0, x, k, w, k, 1.0, y, n);
+}
+
+// C [rows, cols] = op(A) op(B) (beta = 0), row-major, leading dims given.
+void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int rows, int cols, int inner, const float* a, int lda,
+          const float* b, int ldb, float* c) {
+  cblas_sgemm(CblasRowMajor, ta, tb, rows, cols, inner, 1.0f, a, lda, b, ldb, 0.0f, c, cols);
+}
+void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int rows, int cols, int inner, const double* a, int lda,
+          const double* b, int ldb, double* c) {
+  cblas_dgemm(CblasRowMajor, ta, tb, rows, cols, inner, 1.0, a, lda, b, ldb, 0.0, c, cols);
 }
 
 class FcOp final : public Operator {
@@ -42,6 +55,54 @@ class FcOp final : public Operator {
   }
 };
 
+// The bias dims FC expects for W (what ComputeFcDims checks b against).
+Dims BiasDimsFor(const Dims& w, int64_t axis_w) {
+  int a = CanonicalAxis(axis_w, static_cast<int>(w.size()), "W", true);
+  return {DimProduct(w, 0, a)};
+}
+
+// Inputs X, W, dY; outputs dW, db and, with three outputs, dX.
+class FcGradientOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    const Tensor& w = Input(1);
+    const Tensor& dy = Input(2);
+    DP_ENFORCE_CODE(w.dtype() == x.dtype() && dy.dtype() == x.dtype(), Code::kDType, "X, W and dY must share a dtype, got ",
+                    x.DebugString(), ", ", w.DebugString(), ", ", dy.DebugString());
+    const int64_t axis_w = args().Int("axis_w", 1);
+    FcDims d = ComputeFcDims(def(), x.dims(), w.dims(), BiasDimsFor(w.dims(), axis_w), args().Int("axis", 1), axis_w);
+    DP_ENFORCE_CODE(dy.dims() == d.out, Code::kShape, InputDesc(2), " has shape ", DimsString(dy.dims()),
+                    " but the forward output has ", DimsString(d.out));
+    const int m = static_cast<int>(d.m), n = static_cast<int>(d.n), k = static_cast<int>(d.k);
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();
+      const T* wp = w.data<T>();
+      const T* dyp = dy.data<T>();
+      T* dw = Output(0, w.dims(), w.dtype())->template mutable_data<T>();
+      T* db = Output(1, {d.n}, w.dtype())->template mutable_data<T>();
+      T* dx = OutputSize() > 2 ? Output(2, x.dims(), x.dtype())->template mutable_data<T>() : nullptr;
+      if (m == 0 || n == 0 || k == 0) {
+        std::fill(dw, dw + static_cast<int64_t>(n) * k, T(0));
+        if (dx) std::fill(dx, dx + static_cast<int64_t>(m) * k, T(0));
+      } else {
+        Gemm(CblasTrans, CblasNoTrans, n, k, m, dyp, n, xp, k, dw);
+        if (dx) Gemm(CblasNoTrans, CblasNoTrans, m, k, n, dyp, n, wp, k, dx);
+      }
+      // Column sums, row by row (contiguous, vectorised); fixed order, so deterministic.
+      std::fill(db, db + n, T(0));
+      for (int i = 0; i < m; ++i) {
+        const T* row = dyp + static_cast<int64_t>(i) * n;
+        for (int j = 0; j < n; ++j) db[j] += row[j];
+      }
+    });
+  }
+};
+
 DP_OPERATOR_SCHEMA(FC)
     .NumInputs(3)
     .NumOutputs(1)
@@ -55,7 +116,39 @@ DP_OPERATOR_SCHEMA(FC)
     })
     .Doc("Y = X W^T + b (bias fused into the GEMM).");
 
+DP_OPERATOR_SCHEMA(FCGradient)
+    .NumInputs(3)
+    .NumOutputs(2, 3)
+    .Inputs({"X", "W", "dY"})
+    .Outputs({"dW", "db", "dX"})
+    .Arg("axis", "as the forward FC")
+    .Arg("axis_w", "as the forward FC")
+    .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
+      const Dims& w = in[1].dims;
+      const int64_t axis_w = args.Int("axis_w", 1);
+      FcDims d = ComputeFcDims(op, in[0].dims, w, BiasDimsFor(w, axis_w), args.Int("axis", 1), axis_w);
+      std::vector<TensorInfo> out{{w, in[1].dtype}, {{d.n}, in[1].dtype}};
+      if (op.outputs.size() > 2) out.push_back(in[0]);
+      return out;
+    })
+    .Doc("Gradient of FC: dW = dY^T X, db = sum of dY's rows, dX = dY W (when there are three outputs).");
+
 DP_REGISTER_CPU_OPERATOR(FC, FcOp);
+DP_REGISTER_CPU_OPERATOR(FCGradient, FcGradientOp);
+
+struct FcGradientMaker final : GradientMaker {
+  using GradientMaker::GradientMaker;
+  std::vector<OperatorDef> Get() override {
+    // dW and db are always computed together (one pass each); unwanted ones
+    // go to scratch blobs named after the op's output.
+    std::string dw = NeedsGI(1) ? GI(1) : def().outputs[0] + "_fc_dW_unused";
+    std::string db = NeedsGI(2) ? GI(2) : def().outputs[0] + "_fc_db_unused";
+    std::vector<std::string> outs{dw, db};
+    if (NeedsGI(0)) outs.push_back(GI(0));
+    return {MakeOp("FCGradient", {I(0), I(1), GO(0)}, outs, Args())};
+  }
+};
+DP_REGISTER_GRADIENT(FC, FcGradientMaker);
 
 }  // namespace
 }  // namespace dp

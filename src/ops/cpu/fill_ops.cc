@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "autodiff/gradient_registry.h"
 #include "core/random.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
@@ -33,8 +34,10 @@ Dims FillShape(const OperatorDef& op, const ArgReader& args, const Tensor* input
   return d;
 }
 
-// The `dtype` argument (default float32), checked.
-DType FillDType(const ArgReader& args) {
+// The `dtype` argument, checked. Without it: the input's dtype when the
+// output is shaped like an input (gradient seeds, zeroed state), else float32.
+DType FillDType(const ArgReader& args, DType like = DType::kUndefined) {
+  if (!args.Has("dtype") && like != DType::kUndefined && args.Int("input_as_shape", 0) == 0) return like;
   int64_t v = args.Int("dtype", static_cast<int64_t>(DType::kFloat32));
   DType dtype;
   DP_ENFORCE_CODE(v >= INT32_MIN && v <= INT32_MAX && DTypeFromInt(static_cast<int32_t>(v), &dtype), Code::kDType,
@@ -53,8 +56,9 @@ class FillOp : public Operator {
 
  protected:
   void RunOnDevice() final {
-    Dims dims = FillShape(def(), args(), InputSize() > 0 ? &Input(0) : nullptr);
-    DType dtype = FillDType(args());
+    const Tensor* like = InputSize() > 0 ? &Input(0) : nullptr;
+    Dims dims = FillShape(def(), args(), like);
+    DType dtype = FillDType(args(), like ? like->dtype() : DType::kUndefined);
     Fill(Output(0, std::move(dims), dtype));
   }
   virtual void Fill(Tensor* out) = 0;
@@ -148,7 +152,7 @@ class XavierFillOp final : public FillOp {
 };
 
 std::vector<TensorInfo> InferFill(const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
-  DType dtype = FillDType(args);
+  DType dtype = FillDType(args, in.empty() ? DType::kUndefined : in[0].dtype);
   if (in.empty()) {
     Dims d = args.Ints("shape", std::vector<int64_t>{});
     NumElements(d);  // rejects negative dims
@@ -167,7 +171,7 @@ std::vector<TensorInfo> InferFill(const OperatorDef& op, const ArgReader& args, 
       .Inputs({"like"})                                                                \
       .Outputs({"Y"})                                                                  \
       .Arg("shape", "output dims (without input)")                                     \
-      .Arg("dtype", "DP_DTYPE_* of the output, default float32")                       \
+      .Arg("dtype", "DP_DTYPE_* of the output; default: the input's, else float32")                       \
       .Arg("input_as_shape", "1: input 0 is a 1-D int64 tensor of dims")               \
       .ShapeInference(InferFill)                                                       \
       .Doc(doc)
@@ -181,6 +185,11 @@ DP_REGISTER_CPU_OPERATOR(ConstantFill, ConstantFillOp);
 DP_REGISTER_CPU_OPERATOR(UniformFill, UniformFillOp);
 DP_REGISTER_CPU_OPERATOR(GaussianFill, GaussianFillOp);
 DP_REGISTER_CPU_OPERATOR(XavierFill, XavierFillOp);
+// A fill's output does not depend on its input's values: gradients stop here.
+DP_STOP_GRADIENT(ConstantFill);
+DP_STOP_GRADIENT(UniformFill);
+DP_STOP_GRADIENT(GaussianFill);
+DP_STOP_GRADIENT(XavierFill);
 
 }  // namespace
 }  // namespace dp

@@ -1,4 +1,6 @@
-// Relu: Y = max(X, 0), elementwise; may run in place.
+// Relu: Y = max(X, 0), elementwise; may run in place. Its gradient reads Y
+// (not X), so an in-place Relu keeps its gradient computable.
+#include "autodiff/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
@@ -22,6 +24,28 @@ class ReluOp final : public Operator {
   }
 };
 
+// dX = dY where Y > 0, else 0.
+class ReluGradientOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& y = Input(0);
+    const Tensor& dy = Input(1);
+    DP_ENFORCE_CODE(dy.dtype() == y.dtype() && dy.dims() == y.dims(), Code::kShape, InputDesc(1), " ",
+                    dy.DebugString(), " must match ", InputDesc(0), " ", y.DebugString());
+    DispatchFloat(y.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* yp = y.data<T>();
+      const T* dyp = dy.data<T>();
+      T* dx = Output(0, y.dims(), y.dtype())->template mutable_data<T>();
+      const int64_t n = y.numel();
+      for (int64_t i = 0; i < n; ++i) dx[i] = yp[i] > T(0) ? dyp[i] : T(0);
+    });
+  }
+};
+
 DP_OPERATOR_SCHEMA(Relu)
     .NumInputs(1)
     .NumOutputs(1)
@@ -31,7 +55,18 @@ DP_OPERATOR_SCHEMA(Relu)
     .IdenticalTypeAndShape()
     .Doc("Y = max(X, 0).");
 
+DP_OPERATOR_SCHEMA(ReluGradient)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{1, 0}})
+    .Inputs({"Y", "dY"})
+    .Outputs({"dX"})
+    .IdenticalTypeAndShape()
+    .Doc("dX = dY * (Y > 0).");
+
 DP_REGISTER_CPU_OPERATOR(Relu, ReluOp);
+DP_REGISTER_CPU_OPERATOR(ReluGradient, ReluGradientOp);
+DP_SIMPLE_GRADIENT(Relu, { return {MakeOp("ReluGradient", {O(0), GO(0)}, {GI(0)})}; });
 
 }  // namespace
 }  // namespace dp

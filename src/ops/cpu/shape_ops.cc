@@ -1,5 +1,6 @@
 // Reshape and Flatten change only metadata: the output shares the input's
 // storage (copy-on-write keeps that safe; see core/tensor.h).
+#include "autodiff/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
@@ -58,6 +59,36 @@ class FlattenOp final : public Operator {
   }
 };
 
+// Alias: Y is X (shared storage, no copy); gradients pass through.
+class AliasOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    Tensor* y = Output(0);
+    if (y != &x) y->ShareData(x);
+  }
+};
+
+// ReshapeLike: X's elements with `like`'s dims (gradient of Reshape/Flatten).
+class ReshapeLikeOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    const Dims dims = Input(1).dims();
+    DP_ENFORCE_CODE(NumElements(dims) == x.numel(), Code::kShape, InputDesc(0), " ", DimsString(x.dims()),
+                    " cannot take the shape ", DimsString(dims), " of ", InputDesc(1));
+    Tensor* y = Output(0);
+    if (y != &x) y->ShareData(x);
+    y->Reshape(dims);
+  }
+};
+
 DP_OPERATOR_SCHEMA(Reshape)
     .NumInputs(1, 2)
     .NumOutputs(1, 2)
@@ -87,8 +118,42 @@ DP_OPERATOR_SCHEMA(Flatten)
     })
     .Doc("Flattens X to 2-D at axis (no copy).");
 
+DP_OPERATOR_SCHEMA(Alias)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Inputs({"X"})
+    .Outputs({"Y"})
+    .IdenticalTypeAndShape()
+    .Doc("Y = X, sharing its storage (no copy).");
+
+DP_OPERATOR_SCHEMA(ReshapeLike)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Inputs({"X", "like"})
+    .Outputs({"Y"})
+    .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
+      DP_ENFORCE_CODE(NumElements(in[0].dims) == NumElements(in[1].dims), Code::kShape, "X '", op.inputs[0], "' ",
+                      DimsString(in[0].dims), " cannot take the shape ", DimsString(in[1].dims), " of '",
+                      op.inputs[1], "'");
+      return std::vector<TensorInfo>{{in[1].dims, in[0].dtype}};
+    })
+    .Doc("X's elements with like's dims (no copy).");
+
 DP_REGISTER_CPU_OPERATOR(Reshape, ReshapeOp);
 DP_REGISTER_CPU_OPERATOR(Flatten, FlattenOp);
+DP_REGISTER_CPU_OPERATOR(Alias, AliasOp);
+DP_REGISTER_CPU_OPERATOR(ReshapeLike, ReshapeLikeOp);
+
+DP_SIMPLE_GRADIENT(Alias, { return {MakeOp("Alias", {GO(0)}, {GI(0)})}; });
+DP_SIMPLE_GRADIENT(Flatten, { return {MakeOp("ReshapeLike", {GO(0), I(0)}, {GI(0)})}; });
+// With its old_shape output, Reshape's gradient needs nothing else from the
+// forward pass (so an in-place Reshape stays differentiable).
+DP_SIMPLE_GRADIENT(Reshape, {
+  if (NumOutputs() > 1) return {MakeOp("Reshape", {GO(0), O(1)}, {GI(0)})};
+  return {MakeOp("ReshapeLike", {GO(0), I(0)}, {GI(0)})};
+});
 
 }  // namespace
 }  // namespace dp

@@ -3,6 +3,7 @@
 // numerical stability (log-sum-exp with the row maximum subtracted).
 #include <cmath>
 
+#include "autodiff/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
@@ -109,6 +110,77 @@ class SoftmaxWithLossOp final : public Operator {
   }
 };
 
+// dX = Y * (dY - sum_c(dY * Y)) per row.
+class SoftmaxGradientOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& y = Input(0);
+    const Tensor& dy = Input(1);
+    DP_ENFORCE_CODE(dy.dtype() == y.dtype() && dy.dims() == y.dims(), Code::kShape, InputDesc(1), " ",
+                    dy.DebugString(), " must match ", InputDesc(0), " ", y.DebugString());
+    int axis = CanonicalAxis(args().Int("axis", 1), y.ndim(), InputDesc(0));
+    int64_t rows = DimProduct(y.dims(), 0, axis), cols = DimProduct(y.dims(), axis, y.ndim());
+    DispatchFloat(y.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* yp = y.data<T>();
+      const T* dyp = dy.data<T>();
+      T* dx = Output(0, y.dims(), y.dtype())->template mutable_data<T>();
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* yr = yp + r * cols;
+        const T* gr = dyp + r * cols;
+        T dot = 0;
+        for (int64_t c = 0; c < cols; ++c) dot += yr[c] * gr[c];
+        T* xr = dx + r * cols;
+        for (int64_t c = 0; c < cols; ++c) xr[c] = yr[c] * (gr[c] - dot);
+      }
+    });
+  }
+};
+
+// Inputs P (the forward softmax), labels, dloss, optional weights; output
+// dX = scale * dloss * w_i / sum(w) * (P - onehot(label)) (w = 1 without weights).
+class SoftmaxWithLossGradientOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& p = Input(0);
+    const Tensor& label = Input(1);
+    const Tensor& dl = Input(2);
+    int64_t rows, cols;
+    CheckLogitsAndLabels(def(), p.dims(), p.dtype(), label.dims(), label.dtype(), &rows, &cols);
+    DP_ENFORCE_CODE(dl.numel() == 1 && dl.dtype() == p.dtype(), Code::kShape, InputDesc(2),
+                    " must be one value of P's dtype, got ", dl.DebugString());
+    const Tensor* weight = InputSize() > 3 ? &Input(3) : nullptr;
+    if (weight != nullptr) CheckWeights(def(), weight->dims(), weight->dtype(), rows, p.dtype());
+    const double scale = args().Float("scale", 1.0);
+    DispatchFloat(p.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* pp = p.data<T>();
+      const int32_t* lp = label.data<int32_t>();
+      const T* wp = weight ? weight->data<T>() : nullptr;
+      double wsum = 0;
+      for (int64_t i = 0; i < rows; ++i) wsum += wp ? static_cast<double>(wp[i]) : 1.0;
+      const double g = wsum > 0 ? scale * static_cast<double>(dl.data<T>()[0]) / wsum : 0.0;
+      T* dx = Output(0, p.dims(), p.dtype())->template mutable_data<T>();
+      for (int64_t i = 0; i < rows; ++i) {
+        int32_t l = lp[i];
+        if (l < 0 || l >= cols)
+          DP_THROW(Code::kOutOfRange, InputDesc(1), ": label ", l, " of sample ", i, " is outside [0, ", cols, ")");
+        const T gi = static_cast<T>(wp ? g * static_cast<double>(wp[i]) : g);
+        const T* pr = pp + i * cols;
+        T* xr = dx + i * cols;
+        for (int64_t c = 0; c < cols; ++c) xr[c] = gi * pr[c];
+        xr[l] -= gi;
+      }
+    });
+  }
+};
+
 DP_OPERATOR_SCHEMA(Softmax)
     .NumInputs(1)
     .NumOutputs(1)
@@ -136,8 +208,47 @@ DP_OPERATOR_SCHEMA(SoftmaxWithLoss)
     })
     .Doc("Softmax of logits [N, D] and mean cross-entropy against int32 labels [N].");
 
+DP_OPERATOR_SCHEMA(SoftmaxGradient)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{1, 0}})
+    .Inputs({"Y", "dY"})
+    .Outputs({"dX"})
+    .Arg("axis", "as the forward Softmax")
+    .IdenticalTypeAndShape()
+    .Doc("Gradient of Softmax from its output: dX = Y * (dY - sum(dY * Y)).");
+
+DP_OPERATOR_SCHEMA(SoftmaxWithLossGradient)
+    .NumInputs(3, 4)
+    .NumOutputs(1)
+    .Inputs({"softmax", "labels", "dloss", "weights"})
+    .Outputs({"dlogits"})
+    .Arg("scale", "as the forward op")
+    .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
+      int64_t rows, cols;
+      CheckLogitsAndLabels(op, in[0].dims, in[0].dtype, in[1].dims, in[1].dtype, &rows, &cols);
+      return std::vector<TensorInfo>{in[0]};
+    })
+    .Doc("Gradient of SoftmaxWithLoss w.r.t. the logits.");
+
 DP_REGISTER_CPU_OPERATOR(Softmax, SoftmaxOp);
 DP_REGISTER_CPU_OPERATOR(SoftmaxWithLoss, SoftmaxWithLossOp);
+DP_REGISTER_CPU_OPERATOR(SoftmaxGradient, SoftmaxGradientOp);
+DP_REGISTER_CPU_OPERATOR(SoftmaxWithLossGradient, SoftmaxWithLossGradientOp);
+
+DP_SIMPLE_GRADIENT(Softmax, { return {MakeOp("SoftmaxGradient", {O(0), GO(0)}, {GI(0)}, Args())}; });
+
+struct SoftmaxWithLossGradientMaker final : GradientMaker {
+  using GradientMaker::GradientMaker;
+  std::vector<OperatorDef> Get() override {
+    DP_ENFORCE_CODE(!HasGO(0), Code::kInvalidNet, label(), ": a gradient through its softmax output '",
+                    def().outputs[0], "' is not supported; use Softmax and LabelCrossEntropy for that");
+    std::vector<std::string> in{O(0), I(1), GO(1)};
+    if (NumInputs() > 2) in.push_back(I(2));
+    return {MakeOp("SoftmaxWithLossGradient", in, {GI(0)}, Args())};
+  }
+};
+DP_REGISTER_GRADIENT(SoftmaxWithLoss, SoftmaxWithLossGradientMaker);
 
 }  // namespace
 }  // namespace dp
