@@ -14,6 +14,7 @@
 #include "dp/dp.h"
 #include "exec/net.h"
 #include "graph/net_def.h"
+#include "model/model_def.h"
 
 struct dp_status {
   int32_t code;
@@ -30,6 +31,10 @@ struct dp_workspace {
 
 struct dp_netdef {
   std::shared_ptr<const dp::NetDef> def;
+};
+
+struct dp_model {
+  std::shared_ptr<const dp::ModelDef> def;
 };
 
 struct dp_net {

@@ -1,1 +1,149 @@
-// (being written)
+// dp_netdef_add_gradients, dp_model and the training nets.
+#include <cstddef>
+
+#include "autodiff/add_gradients.h"
+#include "capi/handles.h"
+#include "graph/net_validate.h"
+#include "model/model_format.h"
+#include "model/training.h"
+
+namespace {
+
+std::vector<std::string> Names(const char* const* names, size_t n, const char* what) {
+  DP_ENFORCE_CODE(names != nullptr || n == 0, dp::Code::kInvalidArgument, what, " is NULL but its count is ", n);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) {
+    DP_ENFORCE_CODE(names[i] != nullptr, dp::Code::kInvalidArgument, what, "[", i, "] is NULL");
+    out.emplace_back(names[i]);
+  }
+  return out;
+}
+
+dp_model* NewModel(dp::ModelDef m) { return new dp_model{std::make_shared<const dp::ModelDef>(std::move(m))}; }
+
+dp_netdef* NewNetDef(dp::NetDef def) { return new dp_netdef{std::make_shared<const dp::NetDef>(std::move(def))}; }
+
+}  // namespace
+
+extern "C" {
+
+dp_status* dp_netdef_add_gradients(const dp_netdef* netdef, const dp_gradient_options* options, dp_netdef** out,
+                                   dp_string_list** out_grad_map) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(netdef);
+  DP_CHECK_NOT_NULL(options);
+  DP_CHECK_NOT_NULL(out);
+  DP_CHECK_ARG(options->struct_size >= offsetof(dp_gradient_options, loss_scale) + sizeof(double),
+               "options->struct_size ", options->struct_size, " is too small");
+  dp::GradientOptions g;
+  g.losses = Names(options->losses, options->num_losses, "options->losses");
+  g.wrt = Names(options->wrt, options->num_wrt, "options->wrt");
+  g.stop = Names(options->stop, options->num_stop, "options->stop");
+  g.loss_scale = options->loss_scale == 0 ? 1.0 : options->loss_scale;
+  dp::GradientResult r = dp::AddGradients(*netdef->def, g);
+  std::unique_ptr<dp_string_list> map;
+  if (out_grad_map != nullptr) {
+    map = std::make_unique<dp_string_list>();
+    for (const auto& [w, grad] : r.grads) {
+      map->items.push_back(w);
+      map->items.push_back(grad);
+    }
+  }
+  auto def = std::unique_ptr<dp_netdef>(NewNetDef(std::move(r.net)));
+  if (out_grad_map != nullptr) *out_grad_map = map.release();
+  *out = def.release();
+  DP_API_END
+}
+
+dp_status* dp_model_from_buffer(const void* data, size_t size, dp_model** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(data);
+  DP_CHECK_NOT_NULL(out);
+  *out = NewModel(dp::ModelFromBuffer(data, size));
+  DP_API_END
+}
+
+dp_status* dp_model_from_json(const char* json, size_t size, dp_model** out) {
+  DP_API_BEGIN
+  DP_CHECK_ARG(json != nullptr || size == 0, "json is NULL");
+  DP_CHECK_NOT_NULL(out);
+  *out = NewModel(dp::ModelFromJson(std::string_view(json ? json : "", size)));
+  DP_API_END
+}
+
+dp_status* dp_model_from_file(const char* path, dp_model** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(path);
+  DP_CHECK_NOT_NULL(out);
+  *out = NewModel(dp::ModelFromFile(path));
+  DP_API_END
+}
+
+dp_status* dp_model_to_json(const dp_model* model, dp_buffer** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(out);
+  *out = new dp_buffer{dp::ModelToJson(*model->def)};
+  DP_API_END
+}
+
+dp_status* dp_model_to_buffer(const dp_model* model, dp_buffer** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(out);
+  *out = new dp_buffer{dp::ModelToBuffer(*model->def)};
+  DP_API_END
+}
+
+dp_status* dp_model_blobs(const dp_model* model, int32_t which, dp_string_list** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(out);
+  const dp::ModelDef& m = *model->def;
+  const std::vector<std::string>* list = nullptr;
+  switch (which) {
+    case DP_MODEL_PARAMS: list = &m.params; break;
+    case DP_MODEL_COMPUTED_PARAMS: list = &m.computed_params; break;
+    case DP_MODEL_INPUTS: list = &m.inputs; break;
+    case DP_MODEL_LOSSES: list = &m.losses; break;
+    case DP_MODEL_METRICS: list = &m.metrics; break;
+    default: DP_CHECK_ARG(false, "unknown list ", which, " (DP_MODEL_PARAMS .. DP_MODEL_METRICS)");
+  }
+  *out = new dp_string_list{*list};
+  DP_API_END
+}
+
+void dp_model_free(dp_model* model) { delete model; }
+
+dp_status* dp_model_build_training(const dp_model* model, const dp_training_options* options, dp_netdef** out_init,
+                                   dp_netdef** out_train, dp_netdef** out_eval) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  dp::TrainingOptions opts;
+  const dp::ModelDef* m = model->def.get();
+  dp::ModelDef overridden;
+  if (options != nullptr) {
+    auto has = [&](size_t offset) { return options->struct_size >= offset + sizeof(double); };
+    DP_CHECK_ARG(has(offsetof(dp_training_options, loss_scale)), "options->struct_size ", options->struct_size,
+                 " is too small");
+    DP_CHECK_ARG(options->loss_scale == options->loss_scale, "options->loss_scale is NaN");
+    opts.loss_scale = options->loss_scale == 0 ? 1.0 : options->loss_scale;
+    if (has(offsetof(dp_training_options, lr)) && options->lr != 0) {
+      DP_CHECK_ARG(options->lr > 0, "options->lr must be > 0 (or 0 for the model's), got ", options->lr);
+      overridden = *m;
+      DP_CHECK_ARG(overridden.optimizer.has_value(), "the model has no optimizer whose lr options->lr could set");
+      overridden.optimizer->lr = options->lr;
+      m = &overridden;
+    }
+  }
+  dp::TrainingNets nets = dp::BuildTraining(*m, opts);
+  auto init = std::unique_ptr<dp_netdef>(NewNetDef(std::move(nets.init)));
+  auto train = std::unique_ptr<dp_netdef>(NewNetDef(std::move(nets.train)));
+  auto eval = std::unique_ptr<dp_netdef>(NewNetDef(std::move(nets.eval)));
+  if (out_init) *out_init = init.release();
+  if (out_train) *out_train = train.release();
+  if (out_eval) *out_eval = eval.release();
+  DP_API_END
+}
+
+}  // extern "C"

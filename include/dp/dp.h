@@ -396,9 +396,10 @@ DP_API void dp_model_free(dp_model* model);
 typedef struct dp_training_options {
   uint32_t struct_size;   /* sizeof(dp_training_options) */
   double loss_scale;      /* seed of the loss gradients; 0 means 1 */
+  double lr;              /* > 0: replaces the optimizer's base learning rate; 0: the model's */
 } dp_training_options;
 
-#define DP_TRAINING_OPTIONS_INIT {(uint32_t)sizeof(dp_training_options), 1.0}
+#define DP_TRAINING_OPTIONS_INIT {(uint32_t)sizeof(dp_training_options), 1.0, 0.0}
 
 /* Builds the nets that train the model on one device (options may be NULL):
  * - init: the model's init net plus the optimizer's state (momentum, Adam

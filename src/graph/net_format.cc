@@ -8,6 +8,7 @@
 
 #include <flatbuffers/idl.h>
 
+#include "graph/net_fb.h"
 #include "net_generated.h"
 #include "net_schema_text.h"
 
@@ -185,6 +186,11 @@ void LoadSchema(flatbuffers::Parser& parser) {
 }
 
 }  // namespace
+
+NetDef NetDefFromFb(const fb::NetDef& net, const std::string& where) { return FromFb(net, where); }
+flatbuffers::Offset<fb::NetDef> NetDefToFb(flatbuffers::FlatBufferBuilder& builder, const NetDef& net) {
+  return ToFb(builder, net);
+}
 
 NetDef NetDefFromBuffer(const void* data, size_t size) {
   if (data == nullptr) DP_THROW(Code::kInvalidArgument, "net buffer is NULL");

@@ -1,1 +1,148 @@
-// (being written)
+#include "model/training.h"
+
+#include <algorithm>
+#include <map>
+
+#include "autodiff/gradient_registry.h"
+#include "graph/net_validate.h"
+
+namespace dp {
+namespace {
+
+OperatorDef MakeOp(std::string type, std::vector<std::string> in, std::vector<std::string> out,
+                   std::vector<Argument> args = {}) {
+  OperatorDef op;
+  op.type = std::move(type);
+  op.inputs = std::move(in);
+  op.outputs = std::move(out);
+  op.args = std::move(args);
+  return op;
+}
+
+void AddExternal(NetDef& net, const std::string& blob) {
+  if (std::find(net.external_inputs.begin(), net.external_inputs.end(), blob) == net.external_inputs.end())
+    net.external_inputs.push_back(blob);
+}
+
+}  // namespace
+
+std::vector<std::string> OptimizerStateBlobs(const OptimizerDef& opt, const std::string& param) {
+  if (opt.type == "momentum") return {param + "/momentum"};
+  if (opt.type == "adam") return {param + "/adam_m", param + "/adam_v"};
+  if (opt.type == "adagrad") return {param + "/adagrad_h"};
+  return {};
+}
+
+void AddOptimizerInit(NetDef& init, const OptimizerDef& opt, const std::vector<std::string>& params) {
+  OperatorDef iter = MakeOp("ConstantFill", {}, {kIterBlob},
+                            {MakeArg("shape", std::vector<int64_t>{1}), MakeArg("dtype", int64_t{6}),
+                             MakeArg("value", int64_t{0})});
+  iter.device = DeviceOption{};  // the counter lives on the CPU
+  init.ops.push_back(std::move(iter));
+  for (const auto& p : params)
+    for (const auto& s : OptimizerStateBlobs(opt, p))
+      init.ops.push_back(MakeOp("ConstantFill", {p}, {s}, {MakeArg("value", 0.0)}));
+}
+
+std::vector<OperatorDef> IterAndLearningRateOps(const OptimizerDef& opt) {
+  OperatorDef iter = MakeOp("Iter", {kIterBlob}, {kIterBlob});
+  OperatorDef lr = MakeOp("LearningRate", {kIterBlob}, {kLrBlob},
+                          {MakeArg("base_lr", opt.lr), MakeArg("policy", opt.lr_policy), MakeArg("gamma", opt.gamma),
+                           MakeArg("stepsize", opt.stepsize), MakeArg("power", opt.power),
+                           MakeArg("max_iter", opt.max_iter), MakeArg("warmup_iters", opt.warmup_iters),
+                           MakeArg("warmup_start_factor", opt.warmup_start_factor)});
+  iter.device = DeviceOption{};
+  lr.device = DeviceOption{};
+  return {std::move(iter), std::move(lr)};
+}
+
+OperatorDef OptimizerUpdateOp(const OptimizerDef& opt, const std::string& param, const std::string& grad,
+                              const std::string& lr_blob, const std::string& iter_blob) {
+  auto state = OptimizerStateBlobs(opt, param);
+  Argument wd = MakeArg("weight_decay", opt.weight_decay);
+  if (opt.type == "sgd") return MakeOp("SGD", {param, grad, lr_blob}, {param}, {wd});
+  if (opt.type == "momentum")
+    return MakeOp("MomentumSGD", {param, grad, state[0], lr_blob}, {param, state[0]},
+                  {MakeArg("momentum", opt.momentum), MakeArg("nesterov", int64_t{opt.nesterov ? 1 : 0}), wd});
+  if (opt.type == "adam")
+    return MakeOp("Adam", {param, grad, state[0], state[1], lr_blob, iter_blob}, {param, state[0], state[1]},
+                  {MakeArg("beta1", opt.beta1), MakeArg("beta2", opt.beta2), MakeArg("epsilon", opt.epsilon), wd});
+  if (opt.type == "adagrad")
+    return MakeOp("Adagrad", {param, grad, state[0], lr_blob}, {param, state[0]},
+                  {MakeArg("epsilon", opt.epsilon), wd});
+  DP_THROW(Code::kInvalidArgument, "optimizer: unknown type '", opt.type, "'");
+}
+
+NetDef InferenceNet(const NetDef& forward) {
+  NetDef eval = forward;
+  if (!eval.name.empty()) eval.name += "_eval";
+  for (auto& op : eval.ops) {
+    if (op.type != "SpatialBN" && op.type != "Dropout") continue;
+    op.args.erase(std::remove_if(op.args.begin(), op.args.end(), [](const Argument& a) { return a.name == "is_test"; }),
+                  op.args.end());
+    op.args.push_back(MakeArg("is_test", int64_t{1}));
+    // In inference mode these ops write only Y.
+    op.outputs.resize(1);
+  }
+  ValidateNet(eval);
+  return eval;
+}
+
+TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options) {
+  const std::string where = model.name.empty() ? std::string("model") : StrCat("model '", model.name, "'");
+  DP_ENFORCE_CODE(model.optimizer.has_value(), Code::kInvalidArgument, where, ": has no optimizer to train with");
+  DP_ENFORCE_CODE(!model.losses.empty(), Code::kInvalidArgument, where, ": has no losses to train on");
+  DP_ENFORCE_CODE(!model.params.empty(), Code::kInvalidArgument, where, ": has no params to train");
+  const OptimizerDef& opt = *model.optimizer;
+  ValidateOptimizer(opt);
+
+  TrainingNets out;
+  out.init = model.init_net;
+  if (out.init.name.empty()) out.init.name = model.name + "_init";
+  AddOptimizerInit(out.init, opt, model.params);
+  ValidateNet(out.init);
+
+  GradientOptions gopt;
+  gopt.losses = model.losses;
+  gopt.wrt = model.params;
+  gopt.loss_scale = options.loss_scale;
+  GradientResult g = AddGradients(model.forward_net, gopt);
+  out.grads = g.grads;
+
+  // Place each update after the last op that reads the param or writes its
+  // gradient, so the sequential order is already correct.
+  std::vector<std::vector<OperatorDef>> after(g.net.ops.size());
+  for (size_t k = 0; k < g.grads.size(); ++k) {
+    const auto& [param, grad] = g.grads[k];
+    size_t last = g.ready_after[k];
+    for (size_t j = 0; j < g.net.ops.size(); ++j) {
+      const auto& op = g.net.ops[j];
+      bool touches = std::find(op.inputs.begin(), op.inputs.end(), param) != op.inputs.end() ||
+                     std::find(op.outputs.begin(), op.outputs.end(), grad) != op.outputs.end();
+      if (touches) last = std::max(last, j);
+    }
+    OperatorDef update = OptimizerUpdateOp(opt, param, grad);
+    update.device = g.net.ops[last].device;
+    after[last].push_back(std::move(update));
+  }
+
+  NetDef& train = out.train;
+  train = model.forward_net;
+  train.name = model.name.empty() ? std::string("train") : model.name + "_train";
+  train.ops = IterAndLearningRateOps(opt);
+  for (size_t j = 0; j < g.net.ops.size(); ++j) {
+    train.ops.push_back(g.net.ops[j]);
+    for (auto& u : after[j]) train.ops.push_back(std::move(u));
+  }
+  AddExternal(train, kIterBlob);
+  for (const auto& p : model.params)
+    for (const auto& s : OptimizerStateBlobs(opt, p)) AddExternal(train, s);
+  train.external_outputs = model.losses;
+  train.external_outputs.insert(train.external_outputs.end(), model.metrics.begin(), model.metrics.end());
+  ValidateNet(train);
+
+  out.eval = InferenceNet(model.forward_net);
+  return out;
+}
+
+}  // namespace dp

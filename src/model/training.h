@@ -1,0 +1,51 @@
+// Training nets derived from a ModelDef, in pieces that data parallelism
+// (parallelize) reuses per device: optimizer state in the init net, the
+// iteration counter and learning rate, one optimizer update per param, the
+// inference-mode forward net.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autodiff/add_gradients.h"
+#include "model/model_def.h"
+
+namespace dp {
+
+// Blob names of the shared optimizer state.
+inline const char* kIterBlob = "optimizer/iter";  // int64 [1] on the CPU
+inline const char* kLrBlob = "optimizer/lr";      // float32 [1]
+
+// The state blobs `opt` keeps per param ("w/momentum", "w/adam_m", ...).
+std::vector<std::string> OptimizerStateBlobs(const OptimizerDef& opt, const std::string& param);
+
+// Ops creating the iteration counter (once) and each param's optimizer state
+// (zeros shaped like the param), appended to `init`.
+void AddOptimizerInit(NetDef& init, const OptimizerDef& opt, const std::vector<std::string>& params);
+
+// Iter and LearningRate ops (CPU), the first ops of a training step.
+std::vector<OperatorDef> IterAndLearningRateOps(const OptimizerDef& opt);
+
+// The op updating `param` from `grad` in place.
+OperatorDef OptimizerUpdateOp(const OptimizerDef& opt, const std::string& param, const std::string& grad,
+                              const std::string& lr_blob = kLrBlob, const std::string& iter_blob = kIterBlob);
+
+// The forward net in inference mode: is_test=1 on SpatialBN and Dropout.
+NetDef InferenceNet(const NetDef& forward);
+
+struct TrainingOptions {
+  double loss_scale = 1.0;
+};
+
+struct TrainingNets {
+  NetDef init, train, eval;
+  std::vector<std::pair<std::string, std::string>> grads;  // param -> gradient blob
+};
+
+// One-device training. The model needs an optimizer and at least one loss
+// (kInvalidArgument otherwise). Each param's update is placed right after the
+// last op that reads the param or writes its gradient.
+TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options = {});
+
+}  // namespace dp
