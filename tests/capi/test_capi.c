@@ -1548,6 +1548,201 @@ static void test_net_lifetimes(void) {
 /* Main                                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------------ */
+/* Gradients, models, training                                               */
+/* ------------------------------------------------------------------------ */
+
+static const char* kLossNetJson =
+    "{\"name\":\"lin\",\"external_inputs\":[\"x\",\"w\",\"b\",\"label\"],\"ops\":["
+    "{\"type\":\"FC\",\"inputs\":[\"x\",\"w\",\"b\"],\"outputs\":[\"logits\"]},"
+    "{\"type\":\"SoftmaxWithLoss\",\"inputs\":[\"logits\",\"label\"],\"outputs\":[\"p\",\"loss\"]},"
+    "{\"type\":\"Accuracy\",\"inputs\":[\"p\",\"label\"],\"outputs\":[\"acc\"]}]}";
+
+static void test_add_gradients(void) {
+  dp_netdef* fwd = load_json(kLossNetJson);
+  dp_netdef* out = SENTINEL;
+  dp_string_list* map = SENTINEL;
+  const char* losses[] = {"loss"};
+  const char* wrt[] = {"w", "b"};
+  const char* bad_losses[] = {"acc"};
+  dp_gradient_options opt = DP_GRADIENT_OPTIONS_INIT;
+  dp_buffer* json = NULL;
+  if (fwd == NULL) return;
+  opt.losses = losses;
+  opt.num_losses = 1;
+  opt.wrt = wrt;
+  opt.num_wrt = 2;
+  if (EXPECT_OK(dp_netdef_add_gradients(fwd, &opt, &out, &map))) {
+    CHECK(dp_string_list_size(map) == 4);
+    CHECK(strcmp(dp_string_list_get(map, 0), "w") == 0);
+    CHECK(strcmp(dp_string_list_get(map, 1), "w_grad") == 0);
+    CHECK(strcmp(dp_string_list_get(map, 3), "b_grad") == 0);
+    CHECK(dp_netdef_num_ops(out) > dp_netdef_num_ops(fwd));
+    if (EXPECT_OK(dp_netdef_to_json(out, &json))) {
+      CHECK(strstr((const char*)dp_buffer_data(json), "FCGradient") != NULL);
+      CHECK(strstr((const char*)dp_buffer_data(json), "SoftmaxWithLossGradient") != NULL);
+    }
+    dp_buffer_free(json);
+    dp_string_list_free(map);
+    dp_netdef_free(out);
+  }
+  /* The map is optional. */
+  out = NULL;
+  if (EXPECT_OK(dp_netdef_add_gradients(fwd, &opt, &out, NULL))) dp_netdef_free(out);
+  /* A loss reached only through Accuracy is not differentiable; out-params stay untouched. */
+  out = SENTINEL;
+  map = SENTINEL;
+  opt.losses = bad_losses;
+  EXPECT_ERR2(dp_netdef_add_gradients(fwd, &opt, &out, &map), DP_ERR_INVALID_NET, "Accuracy", "not differentiable");
+  CHECK(out == SENTINEL && map == SENTINEL);
+  opt.losses = NULL;
+  EXPECT_ERR(dp_netdef_add_gradients(fwd, &opt, &out, &map), DP_ERR_INVALID_ARGUMENT, "options->losses");
+  opt.losses = losses;
+  opt.struct_size = 8;
+  EXPECT_ERR(dp_netdef_add_gradients(fwd, &opt, &out, &map), DP_ERR_INVALID_ARGUMENT, "struct_size");
+  EXPECT_ERR(dp_netdef_add_gradients(NULL, &opt, &out, &map), DP_ERR_INVALID_ARGUMENT, "netdef");
+  EXPECT_ERR(dp_netdef_add_gradients(fwd, NULL, &out, &map), DP_ERR_INVALID_ARGUMENT, "options");
+  CHECK(out == SENTINEL && map == SENTINEL);
+  dp_netdef_free(fwd);
+}
+
+static const char* kModelJson =
+    "{\"name\":\"lin\","
+    "\"init_net\":{\"ops\":["
+    "{\"type\":\"XavierFill\",\"outputs\":[\"w\"],\"args\":[{\"name\":\"shape\",\"ints\":[3,4]},{\"name\":\"seed\",\"i\":5}]},"
+    "{\"type\":\"ConstantFill\",\"outputs\":[\"b\"],\"args\":[{\"name\":\"shape\",\"ints\":[3]}]}]},"
+    "\"forward_net\":{\"ops\":["
+    "{\"type\":\"FC\",\"inputs\":[\"x\",\"w\",\"b\"],\"outputs\":[\"logits\"]},"
+    "{\"type\":\"SoftmaxWithLoss\",\"inputs\":[\"logits\",\"label\"],\"outputs\":[\"p\",\"loss\"]},"
+    "{\"type\":\"Accuracy\",\"inputs\":[\"p\",\"label\"],\"outputs\":[\"acc\"]}]},"
+    "\"params\":[\"w\",\"b\"],\"inputs\":[\"x\",\"label\"],\"losses\":[\"loss\"],\"metrics\":[\"acc\"],"
+    "\"optimizer\":{\"type\":\"momentum\",\"lr\":0.5,\"momentum\":0.5}}";
+
+/* Feeds 16 samples of 4 features whose class (of 3) is the argmax of the first three. */
+static int feed_batch(dp_workspace* ws) {
+  float x[16 * 4];
+  int32_t label[16];
+  int64_t xd[2] = {16, 4}, ld[1] = {16};
+  dp_tensor* t = NULL;
+  int i, k, ok;
+  for (i = 0; i < 16; ++i) {
+    int best = 0;
+    for (k = 0; k < 4; ++k) x[i * 4 + k] = (float)((int)(lcg_next() % 2001) - 1000) / 1000.0f;
+    for (k = 1; k < 3; ++k)
+      if (x[i * 4 + k] > x[i * 4 + best]) best = k;
+    label[i] = best;
+  }
+  if (!feed_floats(ws, "x", xd, 2, x)) return 0;
+  if (!EXPECT_OK(dp_tensor_create(DP_DTYPE_INT32, ld, 1, label, sizeof label, &t))) return 0;
+  ok = EXPECT_OK(dp_workspace_feed(ws, "label", t));
+  dp_tensor_free(t);
+  return ok;
+}
+
+static float fetch_scalar(dp_workspace* ws, const char* name) {
+  float v = -1.0f;
+  dp_tensor* t = NULL;
+  if (EXPECT_OK(dp_workspace_fetch(ws, name, &t))) EXPECT_OK(dp_tensor_copy_to(t, &v, sizeof v));
+  dp_tensor_free(t);
+  return v;
+}
+
+static void test_model_training(void) {
+  dp_model* model = SENTINEL;
+  dp_model* again = NULL;
+  dp_buffer* buf = NULL;
+  dp_string_list* list = NULL;
+  dp_netdef *init = NULL, *train = NULL, *eval = NULL;
+  dp_workspace* ws = NULL;
+  dp_net *init_net = NULL, *train_net = NULL, *eval_net = NULL;
+  dp_training_options topt = DP_TRAINING_OPTIONS_INIT;
+  float first, last;
+  int step;
+  if (!EXPECT_OK(dp_model_from_json(kModelJson, strlen(kModelJson), &model))) return;
+  if (EXPECT_OK(dp_model_blobs(model, DP_MODEL_PARAMS, &list))) {
+    CHECK(dp_string_list_size(list) == 2);
+    CHECK(strcmp(dp_string_list_get(list, 1), "b") == 0);
+  }
+  dp_string_list_free(list);
+  list = SENTINEL;
+  EXPECT_ERR(dp_model_blobs(model, 99, &list), DP_ERR_INVALID_ARGUMENT, "99");
+  CHECK(list == SENTINEL);
+  /* Binary round trip. */
+  if (EXPECT_OK(dp_model_to_buffer(model, &buf))) {
+    if (EXPECT_OK(dp_model_from_buffer(dp_buffer_data(buf), dp_buffer_size(buf), &again))) dp_model_free(again);
+    /* A flipped identifier is rejected. */
+    {
+      unsigned char* copy = (unsigned char*)malloc(dp_buffer_size(buf));
+      if (copy) {
+        memcpy(copy, dp_buffer_data(buf), dp_buffer_size(buf));
+        copy[4] ^= 0xff;
+        again = SENTINEL;
+        EXPECT_ERR(dp_model_from_buffer(copy, dp_buffer_size(buf), &again), DP_ERR_PARSE, "DPMD");
+        CHECK(again == SENTINEL);
+        free(copy);
+      }
+    }
+  }
+  dp_buffer_free(buf);
+  buf = NULL;
+  if (EXPECT_OK(dp_model_to_json(model, &buf))) CHECK(strstr((const char*)dp_buffer_data(buf), "\"momentum\"") != NULL);
+  dp_buffer_free(buf);
+
+  topt.lr = 0.2;
+  if (!EXPECT_OK(dp_model_build_training(model, &topt, &init, &train, &eval))) goto done;
+  ws = new_workspace();
+  if (ws == NULL || !EXPECT_OK(dp_net_create(ws, init, NULL, &init_net)) ||
+      !EXPECT_OK(dp_net_create(ws, train, NULL, &train_net)) || !EXPECT_OK(dp_net_create(ws, eval, NULL, &eval_net)))
+    goto done;
+  EXPECT_OK(dp_net_run(init_net));
+  g_lcg = 777u;
+  feed_batch(ws);
+  EXPECT_OK(dp_net_run(eval_net));
+  first = fetch_scalar(ws, "loss");
+  for (step = 0; step < 200; ++step) {
+    feed_batch(ws);
+    if (!EXPECT_OK(dp_net_run(train_net))) break;
+  }
+  CHECK(near(fetch_scalar(ws, "optimizer/lr"), 0.2, 1e-6));
+  g_lcg = 777u;
+  feed_batch(ws);
+  EXPECT_OK(dp_net_run(eval_net));
+  last = fetch_scalar(ws, "loss");
+  CHECK(last < 0.5f * first);
+  CHECK(fetch_scalar(ws, "acc") >= 0.8f);
+
+  /* Bad options: out-parameters untouched. */
+  {
+    dp_netdef* untouched = SENTINEL;
+    topt.lr = -1;
+    EXPECT_ERR(dp_model_build_training(model, &topt, &untouched, NULL, NULL), DP_ERR_INVALID_ARGUMENT, "lr");
+    topt.lr = 0;
+    topt.struct_size = 4;
+    EXPECT_ERR(dp_model_build_training(model, &topt, &untouched, NULL, NULL), DP_ERR_INVALID_ARGUMENT, "struct_size");
+    CHECK(untouched == SENTINEL);
+  }
+done:
+  dp_net_free(eval_net);
+  dp_net_free(train_net);
+  dp_net_free(init_net);
+  dp_workspace_free(ws);
+  dp_netdef_free(init);
+  dp_netdef_free(train);
+  dp_netdef_free(eval);
+  dp_model_free(model);
+}
+
+static void test_model_errors(void) {
+  dp_model* m = SENTINEL;
+  EXPECT_ERR(dp_model_from_json("{", 1, &m), DP_ERR_PARSE, "model JSON");
+  EXPECT_ERR(dp_model_from_file("/nonexistent/dp_model.json", &m), DP_ERR_NOT_FOUND, "/nonexistent/dp_model.json");
+  EXPECT_ERR(dp_model_from_buffer(NULL, 10, &m), DP_ERR_INVALID_ARGUMENT, "data");
+  EXPECT_ERR(dp_model_from_json(kModelJson, strlen(kModelJson), NULL), DP_ERR_INVALID_ARGUMENT, "out");
+  EXPECT_ERR(dp_model_build_training(NULL, NULL, NULL, NULL, NULL), DP_ERR_INVALID_ARGUMENT, "model");
+  CHECK(m == SENTINEL);
+  dp_model_free(NULL);
+}
+
 typedef struct {
   const char* name;
   void (*fn)(void);
@@ -1583,6 +1778,9 @@ static const test_case kTests[] = {
     {"net_cuda_unavailable", test_net_cuda_unavailable},
     {"net_null_arguments", test_net_null_arguments},
     {"net_lifetimes", test_net_lifetimes},
+    {"add_gradients", test_add_gradients},
+    {"model_training", test_model_training},
+    {"model_errors", test_model_errors},
 };
 
 int main(void) {
