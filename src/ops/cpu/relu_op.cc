@@ -41,7 +41,15 @@ class ReluGradientOp final : public Operator {
       const T* dyp = dy.data<T>();
       T* dx = Output(0, y.dims(), y.dtype())->template mutable_data<T>();
       const int64_t n = y.numel();
-      for (int64_t i = 0; i < n; ++i) dx[i] = yp[i] > T(0) ? dyp[i] : T(0);
+      // Both loads unconditional, so the select vectorises (a conditional load
+      // compiled to a branchy scalar loop: 5 ns per element on random signs).
+      // dX may alias dY (in place), always at the same index: no loop-carried
+      // dependence.
+#pragma GCC ivdep
+      for (int64_t i = 0; i < n; ++i) {
+        const T g = dyp[i];
+        dx[i] = yp[i] > T(0) ? g : T(0);
+      }
     });
   }
 };
