@@ -148,7 +148,15 @@ class FcOp final : public CudaOperator {
     const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
     DP_CUBLAS_CHECK(cublasSgemm(cuda_context().cublas(), CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ki, &one, wp, ki, xp,
                                 ki, &one, yp, ni));
+    if (relu_) DP_CUDA_CHECK(cuda::LaunchRelu(yp, yp, m * n, stream()));
   }
+  // The fused activation, as on the CPU ("none" or "relu").
+  const bool relu_ = [this] {
+    std::string a = args().String("activation", std::string("none"));
+    DP_ENFORCE_CODE(a == "none" || a == "relu", Code::kInvalidArgument,
+                    "argument 'activation' must be \"none\" or \"relu\", got \"", a, "\"");
+    return a == "relu";
+  }();
 };
 
 DP_REGISTER_CUDA_OPERATOR(ConstantFill, ConstantFillOp);

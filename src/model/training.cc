@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "autodiff/gradient_registry.h"
+#include "graph/fusion.h"
 #include "graph/net_validate.h"
 
 namespace dp {
@@ -88,6 +90,18 @@ NetDef InferenceNet(const NetDef& forward) {
   return eval;
 }
 
+NetDef TrainingForwardNet(const ModelDef& model, bool fuse) {
+  NetDef fwd = model.forward_net;
+  if (!fuse) return fwd;
+  std::set<std::string> keep;
+  for (const auto* list : {&model.params, &model.computed_params, &model.inputs, &model.losses, &model.metrics})
+    keep.insert(list->begin(), list->end());
+  keep.insert(fwd.external_outputs.begin(), fwd.external_outputs.end());
+  FuseFcRelu(fwd, keep);
+  ValidateNet(fwd);
+  return fwd;
+}
+
 TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options) {
   const std::string where = model.name.empty() ? std::string("model") : StrCat("model '", model.name, "'");
   DP_ENFORCE_CODE(model.optimizer.has_value(), Code::kInvalidArgument, where, ": has no optimizer to train with");
@@ -106,7 +120,8 @@ TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options
   gopt.losses = model.losses;
   gopt.wrt = model.params;
   gopt.loss_scale = options.loss_scale;
-  GradientResult g = AddGradients(model.forward_net, gopt);
+  const NetDef forward = TrainingForwardNet(model, options.fuse);
+  GradientResult g = AddGradients(forward, gopt);
   out.grads = g.grads;
 
   // Place each update after the last op that reads the param or writes its
@@ -127,7 +142,7 @@ TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options
   }
 
   NetDef& train = out.train;
-  train = model.forward_net;
+  train = forward;
   train.name = model.name.empty() ? std::string("train") : model.name + "_train";
   train.ops = IterAndLearningRateOps(opt);
   for (size_t j = 0; j < g.net.ops.size(); ++j) {
@@ -141,7 +156,7 @@ TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options
   train.external_outputs.insert(train.external_outputs.end(), model.metrics.begin(), model.metrics.end());
   ValidateNet(train);
 
-  out.eval = InferenceNet(model.forward_net);
+  out.eval = InferenceNet(forward);
   return out;
 }
 

@@ -31,11 +31,16 @@ std::vector<OperatorDef> IterAndLearningRateOps(const OptimizerDef& opt);
 OperatorDef OptimizerUpdateOp(const OptimizerDef& opt, const std::string& param, const std::string& grad,
                               const std::string& lr_blob = kLrBlob, const std::string& iter_blob = kIterBlob);
 
+// The forward net the training nets are built from: the model's, with free
+// fusions applied when `fuse` (params, inputs, losses, metrics stay observable).
+NetDef TrainingForwardNet(const ModelDef& model, bool fuse);
+
 // The forward net in inference mode: is_test=1 on SpatialBN and Dropout.
 NetDef InferenceNet(const NetDef& forward);
 
 struct TrainingOptions {
   double loss_scale = 1.0;
+  bool fuse = true;  // graph/fusion.h on the forward net (CPU FC + Relu)
 };
 
 struct TrainingNets {

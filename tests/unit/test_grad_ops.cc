@@ -53,6 +53,26 @@ TEST_CASE("FC gradient: X, W, b at several axes") {
                       {{"x", RandomT({3, 4}, 7)}, {"w", RandomT({2, 3, 4}, 8)}, {"b", RandomT({6}, 9)}}) > 0);
 }
 
+TEST_CASE("FC with a fused relu: gradient, and forward equal to FC then Relu") {
+  Argument relu{"activation", Argument::Value{std::string("relu")}};
+  CheckGradient(Op("FC", {"x", "w", "b"}, {"y"}, {relu}),
+                {{"x", RandomT({5, 7}, 61)}, {"w", RandomT({4, 7}, 62)}, {"b", RandomT({4}, 63)}});
+  NetDef net;
+  net.external_inputs = {"x", "w", "b"};
+  net.ops = {Op("FC", {"x", "w", "b"}, {"y"}, {relu}), Op("FC", {"x", "w", "b"}, {"z"}), Op("Relu", {"z"}, {"z"})};
+  auto ws = dp::testing::detail::RunIn(net, {{"x", RandomT({5, 7}, 64)}, {"w", RandomT({4, 7}, 65)},
+                                             {"b", RandomT({4}, 66)}});
+  const Tensor& y = ws->GetTensor("y");
+  const Tensor& z = ws->GetTensor("z");
+  int zeros = 0;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    CHECK(y.data<double>()[i] == z.data<double>()[i]);
+    zeros += y.data<double>()[i] == 0.0;
+  }
+  CHECK(zeros > 0);
+  CHECK(zeros < y.numel());
+}
+
 TEST_CASE("FC gradient maker skips dX when it is not wanted") {
   OperatorDef fc = Op("FC", {"x", "w", "b"}, {"y"});
   GradientRequest req{fc, "fc", {"y_grad"}, {"", "w_grad", "b_grad"}};

@@ -1148,17 +1148,19 @@ TEST_CASE("ConstantFill: value and dtype") {
 
 TEST_CASE("fills take their shape from a like-input or, with input_as_shape, from its values") {
   const Feeds like = {{"x", Make<double>({3, 2}, Random<double>(6, 1))}};
-  SUBCASE("like: the input's dims, the dtype argument (default float32)") {
+  SUBCASE("like: the input's dims, the dtype argument (default: the input's dtype)") {
     auto ws = RunOp(Op("ConstantFill", {"x"}, {"y"}, {FloatArg("value", 4)}), like);
     CHECK(ws->GetTensor("y").dims() == Dims{3, 2});
-    CHECK(Values<float>(ws->GetTensor("y")) == std::vector<float>(6, 4.0f));
+    CHECK(Values<double>(ws->GetTensor("y")) == std::vector<double>(6, 4.0));
     auto wi = RunOp(Op("ConstantFill", {"x"}, {"y"}, {FloatArg("value", 4), IntArg("dtype", int64_t(DType::kInt32))}), like);
     CHECK(Values<int32_t>(wi->GetTensor("y")) == std::vector<int32_t>(6, 4));
     for (const char* type : {"UniformFill", "GaussianFill", "XavierFill"}) {
       CAPTURE(type);
       auto wr = RunOp(Op(type, {"x"}, {"y"}), like);
       CHECK(wr->GetTensor("y").dims() == Dims{3, 2});
-      CHECK(wr->GetTensor("y").dtype() == DType::kFloat32);
+      CHECK(wr->GetTensor("y").dtype() == DType::kFloat64);
+      auto wf = RunOp(Op(type, {"x"}, {"y"}, {IntArg("dtype", int64_t(DType::kFloat32))}), like);
+      CHECK(wf->GetTensor("y").dtype() == DType::kFloat32);
     }
   }
   SUBCASE("like, in place") {

@@ -51,20 +51,21 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }  // a >= 0, b 
 // kernel row falls in the padding, offset of output column 0 in that row,
 // first valid output column, end of the valid output columns). Output column
 // ow reads X row element ow * sw + offset for ow in [lo, hi); outside, pads.
-template <typename T, typename Fn>
-void ForEachColumnRow(const ConvShape& s, T* col, const T* x, Fn&& fn) {
+// ColT and XT are T or const T: Im2Col writes col, Col2Im writes x.
+template <typename ColT, typename XT, typename Fn>
+void ForEachColumnRow(const ConvShape& s, ColT* col, XT* x, Fn&& fn) {
   const conv::Window& k = s.win;
   for (int64_t c = 0; c < s.cg; ++c) {
-    const T* xc = x + c * s.h * s.w;
+    XT* xc = x + c * s.h * s.w;
     for (int64_t i = 0; i < k.kh; ++i) {
       for (int64_t j = 0; j < k.kw; ++j) {
-        T* rowp = col + ((c * k.kh + i) * k.kw + j) * s.out_hw();
+        ColT* rowp = col + ((c * k.kh + i) * k.kw + j) * s.out_hw();
         const int64_t off = j * k.dw - k.pl;  // input column of output column 0
         const int64_t lo = std::min(s.ow, off >= 0 ? 0 : CeilDiv(-off, k.sw));
         const int64_t hi = std::max(lo, std::min(s.ow, s.w - off <= 0 ? 0 : CeilDiv(s.w - off, k.sw)));
         for (int64_t oh = 0; oh < s.oh; ++oh) {
           const int64_t ih = oh * k.sh + i * k.dh - k.pt;
-          const T* xr = ih >= 0 && ih < s.h ? xc + ih * s.w : nullptr;
+          XT* xr = ih >= 0 && ih < s.h ? xc + ih * s.w : nullptr;
           fn(rowp + oh * s.ow, xr, off, lo, hi);
         }
       }
@@ -94,12 +95,10 @@ void Im2Col(const ConvShape& s, const T* x, T* col) {
 template <typename T>
 void Col2Im(const ConvShape& s, const T* col, T* dx) {
   const int64_t sw = s.win.sw;
-  ForEachColumnRow(s, const_cast<T*>(col), static_cast<const T*>(dx),
-                   [&](T* in, const T* xr, int64_t off, int64_t lo, int64_t hi) {
-                     if (xr == nullptr) return;
-                     T* dr = const_cast<T*>(xr);  // the row of dx itself
-                     for (int64_t o = lo; o < hi; ++o) dr[o * sw + off] += in[o];
-                   });
+  ForEachColumnRow(s, col, dx, [&](const T* in, T* dr, int64_t off, int64_t lo, int64_t hi) {
+    if (dr == nullptr) return;
+    for (int64_t o = lo; o < hi; ++o) dr[o * sw + off] += in[o];
+  });
 }
 
 // Column scratch kept across runs (an op instance never runs concurrently
@@ -287,24 +286,6 @@ struct ConvGradientMaker final : GradientMaker {
   }
 };
 
-#define DP_CONV_WINDOW_ARGS(schema)                                                                                \
-  schema.Arg("kernel", "kernel size (both axes); or kernel_h and kernel_w; default: W's spatial dims")            \
-      .Arg("kernel_h", "kernel height")                                                                           \
-      .Arg("kernel_w", "kernel width")                                                                            \
-      .Arg("stride", "stride (both axes), or stride_h / stride_w; default 1")                                     \
-      .Arg("stride_h", "vertical stride")                                                                         \
-      .Arg("stride_w", "horizontal stride")                                                                       \
-      .Arg("pad", "zero padding on every side, or pad_t / pad_l / pad_b / pad_r; default 0")                      \
-      .Arg("pad_t", "top padding")                                                                                \
-      .Arg("pad_l", "left padding")                                                                               \
-      .Arg("pad_b", "bottom padding")                                                                             \
-      .Arg("pad_r", "right padding")                                                                              \
-      .Arg("dilation", "kernel dilation (both axes), or dilation_h / dilation_w; default 1")                      \
-      .Arg("dilation_h", "vertical dilation")                                                                     \
-      .Arg("dilation_w", "horizontal dilation")                                                                   \
-      .Arg("group", "channel groups: C and M must be divisible by it; default 1")                                 \
-      .Arg("order", "layout; only 'NCHW'")
-
 void CheckInferDtypes(const OperatorDef& op, const std::vector<TensorInfo>& in) {
   for (size_t i = 1; i < in.size(); ++i)
     DP_ENFORCE_CODE(in[i].dtype == in[0].dtype, Code::kDType, "input '", op.inputs[i], "' is ",
@@ -313,7 +294,17 @@ void CheckInferDtypes(const OperatorDef& op, const std::vector<TensorInfo>& in) 
   DispatchFloat(in[0].dtype, StrCat("X '", op.inputs[0], "'"), [](auto) {});
 }
 
-DP_CONV_WINDOW_ARGS(DP_OPERATOR_SCHEMA(Conv).NumInputs(2, 3).NumOutputs(1).Inputs({"X", "W", "b"}).Outputs({"Y"}))
+DP_OPERATOR_SCHEMA(Conv)
+    .NumInputs(2, 3)
+    .NumOutputs(1)
+    .Inputs({"X", "W", "b"})
+    .Outputs({"Y"})
+    DP_CONV_WINDOW_SCHEMA_ARGS
+    .Arg("kernel", "kernel size (both axes), or kernel_h and kernel_w; default: W's spatial dims")
+    .Arg("dilation", "kernel dilation (both axes), or dilation_h / dilation_w; default 1")
+    .Arg("dilation_h", "vertical dilation")
+    .Arg("dilation_w", "horizontal dilation")
+    .Arg("group", "channel groups: C and M must be divisible by it; default 1")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       CheckInferDtypes(op, in);
       ConvShape s = conv::ComputeConvShape(op, args, in[0].dims, in[1].dims, in.size() > 2 ? &in[2].dims : nullptr);
@@ -321,11 +312,17 @@ DP_CONV_WINDOW_ARGS(DP_OPERATOR_SCHEMA(Conv).NumInputs(2, 3).NumOutputs(1).Input
     })
     .Doc("2-D convolution, NCHW: Y = W * X + b, X [N, C, H, W], W [M, C/group, kh, kw], b [M] optional.");
 
-DP_CONV_WINDOW_ARGS(DP_OPERATOR_SCHEMA(ConvGradient)
-                        .NumInputs(3)
-                        .NumOutputs(1, 3)
-                        .Inputs({"X", "W", "dY"})
-                        .Outputs({"dW", "db or dX", "dX"}))
+DP_OPERATOR_SCHEMA(ConvGradient)
+    .NumInputs(3)
+    .NumOutputs(1, 3)
+    .Inputs({"X", "W", "dY"})
+    .Outputs({"dW", "db or dX", "dX"})
+    DP_CONV_WINDOW_SCHEMA_ARGS
+    .Arg("kernel", "as Conv")
+    .Arg("dilation", "as Conv")
+    .Arg("dilation_h", "as Conv")
+    .Arg("dilation_w", "as Conv")
+    .Arg("group", "as Conv")
     .Arg("no_bias", "1: the forward op had no bias, so there is no db output; default 0")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       CheckInferDtypes(op, in);
@@ -337,8 +334,6 @@ DP_CONV_WINDOW_ARGS(DP_OPERATOR_SCHEMA(ConvGradient)
       return out;
     })
     .Doc("Gradients of Conv: outputs dW, then db unless no_bias = 1, then dX when present.");
-
-#undef DP_CONV_WINDOW_ARGS
 
 DP_REGISTER_CPU_OPERATOR(Conv, ConvOp);
 DP_REGISTER_CPU_OPERATOR(ConvGradient, ConvGradientOp);

@@ -18,6 +18,22 @@
 #include "core/tensor.h"
 #include "graph/net_def.h"
 
+// Schema documentation of the window arguments common to Conv and pooling,
+// as a chain of OpSchema calls: DP_OPERATOR_SCHEMA(X).NumInputs(1) DP_CONV_WINDOW_SCHEMA_ARGS ...
+// ("kernel" itself is documented per op).
+#define DP_CONV_WINDOW_SCHEMA_ARGS                                                    \
+  .Arg("kernel_h", "kernel height (with kernel_w)")                                   \
+      .Arg("kernel_w", "kernel width (with kernel_h)")                                \
+      .Arg("stride", "stride (both axes), or stride_h / stride_w; default 1")         \
+      .Arg("stride_h", "vertical stride")                                             \
+      .Arg("stride_w", "horizontal stride")                                           \
+      .Arg("pad", "zero padding on every side, or pad_t / pad_l / pad_b / pad_r; default 0") \
+      .Arg("pad_t", "top padding")                                                    \
+      .Arg("pad_l", "left padding")                                                   \
+      .Arg("pad_b", "bottom padding")                                                 \
+      .Arg("pad_r", "right padding")                                                  \
+      .Arg("order", "layout; only 'NCHW'")
+
 namespace dp::conv {
 
 struct Window {

@@ -160,7 +160,8 @@ struct DropoutGradientMaker final : GradientMaker {
     const ArgReader args = Reader();
     std::vector<Argument> gargs{MakeArg("ratio", args.Float("ratio", 0.5)), MakeArg("is_test", args.Int("is_test", 0))};
     if (IsTest(args)) return {MakeOp("DropoutGradient", {GO(0)}, {GI(0)}, std::move(gargs))};
-    DP_ENFORCE_CODE(NumOutputs() > 1, Code::kInvalidNet, label(), ": in training Dropout needs output 1 'mask' for its gradient");
+    DP_ENFORCE_CODE(NumOutputs() > 1, Code::kInvalidNet, label(),
+                    ": in training Dropout needs output 1 'mask' for its gradient");
     return {MakeOp("DropoutGradient", {GO(0), O(1)}, {GI(0)}, std::move(gargs))};
   }
 };

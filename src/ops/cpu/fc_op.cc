@@ -5,6 +5,9 @@
 // wanted: the first layer's dX would be a wasted GEMM).
 #include <cblas.h>
 
+#include <string>
+#include <vector>
+
 #include "autodiff/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
@@ -29,6 +32,15 @@ void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int rows, int cols, int inner,
   cblas_dgemm(CblasRowMajor, ta, tb, rows, cols, inner, 1.0, a, lda, b, ldb, 0.0, c, cols);
 }
 
+// The `activation` argument: "none" (default) or "relu" (fused by
+// graph/fusion.cc from FC followed by Relu).
+bool FcActivationIsRelu(const ArgReader& args) {
+  std::string a = args.String("activation", std::string("none"));
+  DP_ENFORCE_CODE(a == "none" || a == "relu", Code::kInvalidArgument, "argument 'activation' must be \"none\" or "
+                  "\"relu\", got \"", a, "\"");
+  return a == "relu";
+}
+
 class FcOp final : public Operator {
  public:
   using Operator::Operator;
@@ -51,8 +63,14 @@ class FcOp final : public Operator {
       for (int64_t i = 0; i < d.m; ++i) std::copy(bp, bp + d.n, yp + i * d.n);
       if (d.m > 0 && d.n > 0 && d.k > 0)
         Gemm(static_cast<int>(d.m), static_cast<int>(d.n), static_cast<int>(d.k), xp, wp, yp);
+      // Fused activation: one pass over Y while it is still in cache.
+      if (relu_) {
+        const int64_t n = d.m * d.n;
+        for (int64_t i = 0; i < n; ++i) yp[i] = yp[i] > T(0) ? yp[i] : T(0);
+      }
     });
   }
+  const bool relu_ = FcActivationIsRelu(args());
 };
 
 // The bias dims FC expects for W (what ComputeFcDims checks b against).
@@ -61,7 +79,8 @@ Dims BiasDimsFor(const Dims& w, int64_t axis_w) {
   return {DimProduct(w, 0, a)};
 }
 
-// Inputs X, W, dY; outputs dW, db and, with three outputs, dX.
+// Inputs X, W, dY (and Y when the forward op had a fused relu); outputs dW,
+// db and, with three outputs, dX.
 class FcGradientOp final : public Operator {
  public:
   using Operator::Operator;
@@ -78,11 +97,31 @@ class FcGradientOp final : public Operator {
     DP_ENFORCE_CODE(dy.dims() == d.out, Code::kShape, InputDesc(2), " has shape ", DimsString(dy.dims()),
                     " but the forward output has ", DimsString(d.out));
     const int m = static_cast<int>(d.m), n = static_cast<int>(d.n), k = static_cast<int>(d.k);
+    const bool relu = FcActivationIsRelu(args());
+    DP_ENFORCE_CODE(relu == (InputSize() == 4), Code::kInvalidArgument,
+                    relu ? "with activation \"relu\" the forward output Y is input 3"
+                         : "input 3 (Y) is only taken with activation \"relu\"");
+    if (relu)
+      DP_ENFORCE_CODE(Input(3).dims() == dy.dims() && Input(3).dtype() == dy.dtype(), Code::kShape, InputDesc(3), " ",
+                      Input(3).DebugString(), " must match ", InputDesc(2), " ", dy.DebugString());
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
       const T* wp = w.data<T>();
       const T* dyp = dy.data<T>();
+      if (relu) {
+        // dZ = dY where Y > 0: the relu's gradient, into scratch (both loads
+        // unconditional so the select vectorises).
+        const T* yp = Input(3).data<T>();
+        const int64_t total = d.m * d.n;
+        scratch_.resize(static_cast<size_t>(total) * sizeof(T) / sizeof(double) + 1);
+        T* dz = reinterpret_cast<T*>(scratch_.data());
+        for (int64_t i = 0; i < total; ++i) {
+          const T g = dyp[i];
+          dz[i] = yp[i] > T(0) ? g : T(0);
+        }
+        dyp = dz;
+      }
       T* dw = Output(0, w.dims(), w.dtype())->template mutable_data<T>();
       T* db = Output(1, {d.n}, w.dtype())->template mutable_data<T>();
       T* dx = OutputSize() > 2 ? Output(2, x.dims(), x.dtype())->template mutable_data<T>() : nullptr;
@@ -101,6 +140,7 @@ class FcGradientOp final : public Operator {
       }
     });
   }
+  std::vector<double> scratch_;  // dZ of a fused relu; doubles keep any T aligned
 };
 
 DP_OPERATOR_SCHEMA(FC)
@@ -110,19 +150,21 @@ DP_OPERATOR_SCHEMA(FC)
     .Outputs({"Y"})
     .Arg("axis", "X is flattened to [prod(dims[:axis]), prod(dims[axis:])]; default 1")
     .Arg("axis_w", "W is flattened likewise; default 1")
+    .Arg("activation", "\"none\" (default) or \"relu\", applied to Y in the GEMM's epilogue")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       FcDims d = ComputeFcDims(op, in[0].dims, in[1].dims, in[2].dims, args.Int("axis", 1), args.Int("axis_w", 1));
       return std::vector<TensorInfo>{{d.out, in[0].dtype}};
     })
-    .Doc("Y = X W^T + b (bias fused into the GEMM).");
+    .Doc("Y = X W^T + b (bias fused into the GEMM), optionally followed by a fused relu.");
 
 DP_OPERATOR_SCHEMA(FCGradient)
-    .NumInputs(3)
+    .NumInputs(3, 4)
     .NumOutputs(2, 3)
-    .Inputs({"X", "W", "dY"})
+    .Inputs({"X", "W", "dY", "Y"})
     .Outputs({"dW", "db", "dX"})
     .Arg("axis", "as the forward FC")
     .Arg("axis_w", "as the forward FC")
+    .Arg("activation", "as the forward FC; with \"relu\", input 3 is the forward output Y")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       const Dims& w = in[1].dims;
       const int64_t axis_w = args.Int("axis_w", 1);
@@ -145,7 +187,9 @@ struct FcGradientMaker final : GradientMaker {
     std::string db = NeedsGI(2) ? GI(2) : def().outputs[0] + "_fc_db_unused";
     std::vector<std::string> outs{dw, db};
     if (NeedsGI(0)) outs.push_back(GI(0));
-    return {MakeOp("FCGradient", {I(0), I(1), GO(0)}, outs, Args())};
+    std::vector<std::string> ins{I(0), I(1), GO(0)};
+    if (FcActivationIsRelu(Reader())) ins.push_back(O(0));
+    return {MakeOp("FCGradient", ins, outs, Args())};
   }
 };
 DP_REGISTER_GRADIENT(FC, FcGradientMaker);

@@ -1,1 +1,337 @@
-// (being written)
+// MaxPool and AveragePool (2-D, NCHW) and their gradients on the CPU.
+//
+//   MaxPool:              X [N, C, H, W] -> Y [N, C, OH, OW], the maximum of each window
+//   AveragePool:          X -> Y, the mean of each window
+//   MaxPoolGradient:      X, Y, dY -> dX
+//   AveragePoolGradient:  X, dY -> dX
+//
+// Windows are clipped to X: pads never win a max, and AveragePool divides by
+// the number of elements of X in the window (count_include_pad = 0, the
+// default) or by kh * kw (1; the window always lies within the padded input).
+// Pads must be smaller than the kernel, so every window holds an element of X.
+//
+// MaxPool ties: the first maximum in the window's scan order (rows top to
+// bottom, each left to right) wins, and MaxPoolGradient routes dY to that same
+// element (WindowArgMax on X; its value is the forward's WindowMax). A NaN in
+// a window makes Y NaN, and the first NaN takes the gradient.
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "autodiff/gradient_registry.h"
+#include "ops/cpu/conv_utils.h"
+#include "ops/op_utils.h"
+#include "ops/operator.h"
+
+namespace dp {
+namespace {
+
+using conv::PoolShape;
+
+// Window bounds per output row and column, clipped to X: output (oh, ow)
+// reads rows [h0[oh], h1[oh]) and columns [w0[ow], w1[ow]). Kept in the op
+// between runs. With the floor output-size rule a window never reaches past
+// the padded input, so count_include_pad = 1 always divides by kh * kw.
+struct Spans {
+  std::vector<int64_t> h0, h1, w0, w1;
+  int64_t full = 1;  // kh * kw
+
+  void Build(const PoolShape& s) {
+    Axis(s.oh, s.win.kh, s.win.sh, s.win.pt, s.h, h0, h1);
+    Axis(s.ow, s.win.kw, s.win.sw, s.win.pl, s.w, w0, w1);
+    full = s.win.kh * s.win.kw;
+  }
+  int64_t Count(int64_t oh, int64_t ow, bool include_pad) const {
+    return include_pad ? full : (h1[oh] - h0[oh]) * (w1[ow] - w0[ow]);
+  }
+
+ private:
+  static void Axis(int64_t out, int64_t k, int64_t stride, int64_t pad, int64_t in, std::vector<int64_t>& lo,
+                   std::vector<int64_t>& hi) {
+    lo.resize(static_cast<size_t>(out));
+    hi.resize(static_cast<size_t>(out));
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t start = o * stride - pad;
+      lo[o] = std::max<int64_t>(start, 0);
+      hi[o] = std::min(start + k, in);
+    }
+  }
+};
+
+// The maximum of rows [h0, h1) x columns [w0, w1) of a plane (NaN if any is
+// NaN). Branch-free: window maxima of random data are unpredictable.
+template <typename T>
+T WindowMax(const T* plane, int64_t width, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+  T m = plane[h0 * width + w0];
+  bool nan = false;
+  for (int64_t ih = h0; ih < h1; ++ih) {
+    const T* row = plane + ih * width;
+    for (int64_t iw = w0; iw < w1; ++iw) {
+      const T v = row[iw];
+      nan |= v != v;
+      m = v > m ? v : m;
+    }
+  }
+  return nan ? std::numeric_limits<T>::quiet_NaN() : m;
+}
+
+// Index in the plane of that maximum: the first in scan order (strictly
+// greater values replace it), or the first NaN. Branch-free as WindowMax; a
+// window holding a NaN is scanned again for it.
+template <typename T>
+int64_t WindowArgMax(const T* plane, int64_t width, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+  int64_t best = h0 * width + w0;
+  T bv = plane[best];
+  bool nan = false;
+  for (int64_t ih = h0; ih < h1; ++ih) {
+    const T* row = plane + ih * width;
+    for (int64_t iw = w0; iw < w1; ++iw) {
+      const T v = row[iw];
+      nan |= v != v;
+      const bool gt = v > bv;
+      best = gt ? ih * width + iw : best;
+      bv = gt ? v : bv;
+    }
+  }
+  if (nan) {
+    for (int64_t ih = h0; ih < h1; ++ih)
+      for (int64_t iw = w0; iw < w1; ++iw)
+        if (plane[ih * width + iw] != plane[ih * width + iw]) return ih * width + iw;
+  }
+  return best;
+}
+
+std::string XDesc(const OperatorDef& op, const Dims& x) { return conv::BlobDesc("X", op, 0, x); }
+
+// A gradient op's input i (Y or dY) must have the forward output's dims.
+void CheckLikeY(const OperatorDef& op, size_t i, const char* role, const Dims& d, const PoolShape& s,
+                const Dims& x) {
+  DP_ENFORCE_CODE(d == s.y, Code::kShape, conv::BlobDesc(role, op, i, d), " must be ", DimsString(s.y),
+                  ", the pooled shape of ", XDesc(op, x));
+}
+
+void CheckSameDtype(const Tensor& x, const std::string& xd, const Tensor& o, const std::string& od) {
+  DP_ENFORCE_CODE(o.dtype() == x.dtype(), Code::kDType, od, " is ", DTypeName(o.dtype()), " but ", xd, " is ",
+                  DTypeName(x.dtype()), "; they must share a dtype");
+}
+
+class MaxPoolOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    const PoolShape s = conv::ComputePoolShape(def(), args(), x.dims());
+    spans_.Build(s);
+    const Spans& sp = spans_;
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();
+      T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
+      for (int64_t p = 0; p < s.n * s.c; ++p) {
+        const T* plane = xp + p * s.h * s.w;
+        T* yo = yp + p * s.oh * s.ow;
+        for (int64_t oh = 0; oh < s.oh; ++oh)
+          for (int64_t ow = 0; ow < s.ow; ++ow)
+            yo[oh * s.ow + ow] = WindowMax(plane, s.w, sp.h0[oh], sp.h1[oh], sp.w0[ow], sp.w1[ow]);
+      }
+    });
+  }
+
+  Spans spans_;
+};
+
+class MaxPoolGradientOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    const Tensor& y = Input(1);
+    const Tensor& dy = Input(2);
+    CheckSameDtype(x, InputDesc(0), y, InputDesc(1));
+    CheckSameDtype(x, InputDesc(0), dy, InputDesc(2));
+    const PoolShape s = conv::ComputePoolShape(def(), args(), x.dims());
+    CheckLikeY(def(), 1, "Y", y.dims(), s, x.dims());
+    CheckLikeY(def(), 2, "dY", dy.dims(), s, x.dims());
+    spans_.Build(s);
+    const Spans& sp = spans_;
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();
+      const T* dyp = dy.data<T>();
+      T* dxp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
+      std::fill(dxp, dxp + x.numel(), T(0));
+      for (int64_t p = 0; p < s.n * s.c; ++p) {
+        const T* plane = xp + p * s.h * s.w;
+        T* dplane = dxp + p * s.h * s.w;
+        const T* dyo = dyp + p * s.oh * s.ow;
+        for (int64_t oh = 0; oh < s.oh; ++oh)
+          for (int64_t ow = 0; ow < s.ow; ++ow)
+            dplane[WindowArgMax(plane, s.w, sp.h0[oh], sp.h1[oh], sp.w0[ow], sp.w1[ow])] += dyo[oh * s.ow + ow];
+      }
+    });
+  }
+
+  Spans spans_;
+};
+
+class AveragePoolOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    const PoolShape s = conv::ComputePoolShape(def(), args(), x.dims());
+    const bool include_pad = args().Int("count_include_pad", 0) != 0;
+    spans_.Build(s);
+    const Spans& sp = spans_;
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();
+      T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
+      for (int64_t p = 0; p < s.n * s.c; ++p) {
+        const T* plane = xp + p * s.h * s.w;
+        T* yo = yp + p * s.oh * s.ow;
+        for (int64_t oh = 0; oh < s.oh; ++oh) {
+          for (int64_t ow = 0; ow < s.ow; ++ow) {
+            T acc = 0;
+            for (int64_t ih = sp.h0[oh]; ih < sp.h1[oh]; ++ih)
+              for (int64_t iw = sp.w0[ow]; iw < sp.w1[ow]; ++iw) acc += plane[ih * s.w + iw];
+            yo[oh * s.ow + ow] = acc / static_cast<T>(sp.Count(oh, ow, include_pad));
+          }
+        }
+      }
+    });
+  }
+
+  Spans spans_;
+};
+
+class AveragePoolGradientOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    const Tensor& dy = Input(1);
+    CheckSameDtype(x, InputDesc(0), dy, InputDesc(1));
+    const PoolShape s = conv::ComputePoolShape(def(), args(), x.dims());
+    CheckLikeY(def(), 1, "dY", dy.dims(), s, x.dims());
+    const bool include_pad = args().Int("count_include_pad", 0) != 0;
+    spans_.Build(s);
+    const Spans& sp = spans_;
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* dyp = dy.data<T>();
+      T* dxp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
+      std::fill(dxp, dxp + x.numel(), T(0));
+      for (int64_t p = 0; p < s.n * s.c; ++p) {
+        T* dplane = dxp + p * s.h * s.w;
+        const T* dyo = dyp + p * s.oh * s.ow;
+        for (int64_t oh = 0; oh < s.oh; ++oh) {
+          for (int64_t ow = 0; ow < s.ow; ++ow) {
+            const T g = dyo[oh * s.ow + ow] / static_cast<T>(sp.Count(oh, ow, include_pad));
+            for (int64_t ih = sp.h0[oh]; ih < sp.h1[oh]; ++ih)
+              for (int64_t iw = sp.w0[ow]; iw < sp.w1[ow]; ++iw) dplane[ih * s.w + iw] += g;
+          }
+        }
+      }
+    });
+  }
+
+  Spans spans_;
+};
+
+// Shape inference: every input shares X's dtype; Y / dY inputs have the pooled dims.
+void CheckInferDtypes(const OperatorDef& op, const std::vector<TensorInfo>& in) {
+  for (size_t i = 1; i < in.size(); ++i)
+    DP_ENFORCE_CODE(in[i].dtype == in[0].dtype, Code::kDType, "input '", op.inputs[i], "' is ",
+                    DTypeName(in[i].dtype), " but X '", op.inputs[0], "' is ", DTypeName(in[0].dtype),
+                    "; they must share a dtype");
+  DispatchFloat(in[0].dtype, StrCat("X '", op.inputs[0], "'"), [](auto) {});
+}
+
+std::vector<TensorInfo> InferPool(const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
+  CheckInferDtypes(op, in);
+  PoolShape s = conv::ComputePoolShape(op, args, in[0].dims);
+  return {{s.y, in[0].dtype}};
+}
+
+// Gradient ops: inputs after X are Y-shaped (Y, dY); dX is X-shaped.
+std::vector<TensorInfo> InferPoolGrad(const OperatorDef& op, const ArgReader& args,
+                                      const std::vector<TensorInfo>& in) {
+  CheckInferDtypes(op, in);
+  PoolShape s = conv::ComputePoolShape(op, args, in[0].dims);
+  for (size_t i = 1; i < in.size(); ++i)
+    CheckLikeY(op, i, i + 1 == in.size() ? "dY" : "Y", in[i].dims, s, in[0].dims);
+  return {in[0]};
+}
+
+#define DP_POOL_ARGS                                                                     \
+  DP_CONV_WINDOW_SCHEMA_ARGS                                                             \
+      .Arg("kernel", "window size (both axes), or kernel_h and kernel_w; required unless global_pooling") \
+      .Arg("global_pooling", "1: the window is the whole plane [H, W] (no kernel, stride or pad); default 0")
+
+DP_OPERATOR_SCHEMA(MaxPool)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .Inputs({"X"})
+    .Outputs({"Y"})
+    DP_POOL_ARGS
+    .ShapeInference(InferPool)
+    .Doc("Max pooling, NCHW; ties go to the first maximum in scan order.");
+
+DP_OPERATOR_SCHEMA(MaxPoolGradient)
+    .NumInputs(3)
+    .NumOutputs(1)
+    .Inputs({"X", "Y", "dY"})
+    .Outputs({"dX"})
+    DP_POOL_ARGS
+    .ShapeInference(InferPoolGrad)
+    .Doc("Gradient of MaxPool: dY goes to the element that won each window (first maximum in scan order).");
+
+DP_OPERATOR_SCHEMA(AveragePool)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .Inputs({"X"})
+    .Outputs({"Y"})
+    DP_POOL_ARGS
+    .Arg("count_include_pad", "1: divide by kh * kw, pads included; default 0: by the number of elements of X in "
+                              "the window")
+    .ShapeInference(InferPool)
+    .Doc("Average pooling, NCHW.");
+
+DP_OPERATOR_SCHEMA(AveragePoolGradient)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .Inputs({"X", "dY"})
+    .Outputs({"dX"})
+    DP_POOL_ARGS
+    .Arg("count_include_pad", "as AveragePool")
+    .ShapeInference(InferPoolGrad)
+    .Doc("Gradient of AveragePool: each dY spread evenly over its window (divided as the forward op).");
+
+#undef DP_POOL_ARGS
+
+DP_REGISTER_CPU_OPERATOR(MaxPool, MaxPoolOp);
+DP_REGISTER_CPU_OPERATOR(MaxPoolGradient, MaxPoolGradientOp);
+DP_REGISTER_CPU_OPERATOR(AveragePool, AveragePoolOp);
+DP_REGISTER_CPU_OPERATOR(AveragePoolGradient, AveragePoolGradientOp);
+
+}  // namespace
+
+DP_SIMPLE_GRADIENT(MaxPool, {
+  if (!NeedsGI(0)) return {};
+  return {MakeOp("MaxPoolGradient", {I(0), O(0), GO(0)}, {GI(0)}, Args())};
+});
+DP_SIMPLE_GRADIENT(AveragePool, {
+  if (!NeedsGI(0)) return {};
+  return {MakeOp("AveragePoolGradient", {I(0), GO(0)}, {GI(0)}, Args())};
+});
+
+}  // namespace dp

@@ -1,0 +1,205 @@
+/*
+ * train_step: times one training step of a model through dp's public C API.
+ *
+ * Default model: bench/nets/mlp_sgd.json (the Fashion-MNIST MLP
+ * 784-512-512-10, ReLU, softmax cross-entropy, momentum SGD lr 0.01 / 0.9).
+ * Data: NUM_BATCHES pre-generated random batches ([B, 1, 28, 28] uniform in
+ * [0, 1), labels uniform in 0..9) fed in rotation, zero-copy. Each step
+ * (feed + dp_net_run of the train net) is timed on its own after the warm-up;
+ * the median is reported. Threads: dp's simple executor on this thread, plus
+ * whatever OpenBLAS uses (OPENBLAS_NUM_THREADS).
+ *
+ *   train_step [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak]
+ *
+ * Output (one line each, key=value):
+ *   train_step model=... batch=256 steps=N median_ms=... samples_per_s=... gflop_per_step=... gflops=...
+ *   sgemm_peak n=1024 gflops=...            (with --peak: best of 1024^3 cblas_sgemm calls)
+ *   fraction_of_peak=...                    (with --peak)
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <cblas.h>
+#include <dp/dp.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NUM_BATCHES 4
+#define PIXELS 784
+
+static void check(dp_status* s, const char* what) {
+  if (s == NULL) return;
+  fprintf(stderr, "train_step: %s failed: [%s] %s\n", what, dp_code_name(dp_status_code(s)), dp_status_message(s));
+  dp_status_free(s);
+  exit(1);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t next_u64(void) {
+  rng ^= rng >> 12;
+  rng ^= rng << 25;
+  rng ^= rng >> 27;
+  return rng * 0x2545F4914F6CDD1Dull;
+}
+
+static int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double* v, size_t n) {
+  qsort(v, n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static long parse_long(const char* flag, const char* s, long lo, long hi) {
+  char* end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || end == s || v < lo || v > hi) {
+    fprintf(stderr, "train_step: %s must be an integer in %ld..%ld, got '%s'\n", flag, lo, hi, s);
+    exit(2);
+  }
+  return v;
+}
+
+/* Best GFLOP/s of n^3 cblas_sgemm (C = A B), after two warm-up calls. */
+static double sgemm_peak(int n, int reps) {
+  size_t nn = (size_t)n * (size_t)n;
+  float* a = malloc(nn * sizeof(float));
+  float* b = malloc(nn * sizeof(float));
+  float* c = malloc(nn * sizeof(float));
+  if (!a || !b || !c) {
+    fprintf(stderr, "train_step: out of memory\n");
+    exit(1);
+  }
+  for (size_t i = 0; i < nn; ++i) {
+    a[i] = (float)(next_u64() >> 40) / (float)(1 << 24) - 0.5f;
+    b[i] = (float)(next_u64() >> 40) / (float)(1 << 24) - 0.5f;
+  }
+  double best = 0;
+  for (int r = -2; r < reps; ++r) {
+    double t0 = now_s();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    double dt = now_s() - t0;
+    double g = 2.0 * n * (double)n * n / dt * 1e-9;
+    if (r >= 0 && g > best) best = g;
+  }
+  free(a);
+  free(b);
+  free(c);
+  return best;
+}
+
+int main(int argc, char** argv) {
+#ifdef DP_BENCH_NETS_DIR
+  const char* model_path = DP_BENCH_NETS_DIR "/mlp_sgd.json";
+#else
+  const char* model_path = "bench/nets/mlp_sgd.json";
+#endif
+  long batch = 256, warmup = 20, steps = 100;
+  int peak = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--peak") == 0) {
+      peak = 1;
+    } else if (i + 1 < argc && strcmp(argv[i], "--model") == 0) {
+      model_path = argv[++i];
+    } else if (i + 1 < argc && strcmp(argv[i], "--batch") == 0) {
+      batch = parse_long("--batch", argv[++i], 1, 65536);
+    } else if (i + 1 < argc && strcmp(argv[i], "--warmup") == 0) {
+      warmup = parse_long("--warmup", argv[++i], 0, 1000000);
+    } else if (i + 1 < argc && strcmp(argv[i], "--steps") == 0) {
+      steps = parse_long("--steps", argv[++i], 1, 1000000);
+    } else {
+      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak]\n", argv[0]);
+      return 2;
+    }
+  }
+
+  dp_model* model = NULL;
+  dp_netdef *init_def = NULL, *train_def = NULL;
+  dp_workspace* ws = NULL;
+  dp_net *init = NULL, *train = NULL;
+  check(dp_model_from_file(model_path, &model), model_path);
+  check(dp_model_build_training(model, NULL, &init_def, &train_def, NULL), "dp_model_build_training");
+  check(dp_workspace_create(&ws), "dp_workspace_create");
+  check(dp_net_create(ws, init_def, NULL, &init), "creating the init net");
+  check(dp_net_create(ws, train_def, NULL, &train), "creating the train net");
+  check(dp_net_run(init), "running the init net");
+
+  /* Random batches, owned here and borrowed by dp. */
+  size_t xn = (size_t)batch * PIXELS;
+  float* xs = malloc(NUM_BATCHES * xn * sizeof(float));
+  int32_t* ys = malloc(NUM_BATCHES * (size_t)batch * sizeof(int32_t));
+  if (!xs || !ys) {
+    fprintf(stderr, "train_step: out of memory\n");
+    return 1;
+  }
+  for (size_t i = 0; i < NUM_BATCHES * xn; ++i) xs[i] = (float)(next_u64() >> 40) / (float)(1 << 24);
+  for (size_t i = 0; i < NUM_BATCHES * (size_t)batch; ++i) ys[i] = (int32_t)(next_u64() % 10);
+  dp_tensor* tx[NUM_BATCHES];
+  dp_tensor* ty[NUM_BATCHES];
+  int64_t xd[4] = {batch, 1, 28, 28}, yd[1] = {batch};
+  for (int k = 0; k < NUM_BATCHES; ++k) {
+    check(dp_tensor_create_borrowed(DP_DTYPE_FLOAT32, xd, 4, xs + k * xn, xn * sizeof(float), &tx[k]), "data");
+    check(dp_tensor_create_borrowed(DP_DTYPE_INT32, yd, 1, ys + k * (size_t)batch, (size_t)batch * sizeof(int32_t),
+                                    &ty[k]),
+          "label");
+  }
+
+  double* times = malloc((size_t)steps * sizeof(double));
+  if (!times) return 1;
+  for (long s = -warmup; s < steps; ++s) {
+    int k = (int)((s + warmup) % NUM_BATCHES);
+    double t0 = now_s();
+    check(dp_workspace_feed(ws, "data", tx[k]), "feeding 'data'");
+    check(dp_workspace_feed(ws, "label", ty[k]), "feeding 'label'");
+    check(dp_net_run(train), "running the train net");
+    double dt = now_s() - t0;
+    if (s >= 0) times[s] = dt;
+  }
+  dp_tensor* loss = NULL;
+  check(dp_workspace_fetch(ws, "loss", &loss), "fetching 'loss'");
+  double last_loss = dp_tensor_dtype(loss) == DP_DTYPE_FLOAT32 ? *(const float*)dp_tensor_data(loss) : 0.0;
+  dp_tensor_free(loss);
+
+  /* FLOPs of the MLP step (the default model): forward GEMMs, dW of every
+   * layer, dX of every layer but the first. */
+  const double b = (double)batch;
+  const double fwd = 2.0 * b * (784.0 * 512 + 512.0 * 512 + 512.0 * 10);
+  const double flop = fwd + fwd + (fwd - 2.0 * b * 784.0 * 512);
+  double med = median(times, (size_t)steps);
+  printf("train_step model=%s batch=%ld steps=%ld median_ms=%.3f samples_per_s=%.1f gflop_per_step=%.4f gflops=%.2f "
+         "last_loss=%.4f\n",
+         model_path, batch, steps, med * 1e3, b / med, flop * 1e-9, flop / med * 1e-9, last_loss);
+  if (peak) {
+    double p = sgemm_peak(1024, 10);
+    printf("sgemm_peak n=1024 gflops=%.2f\n", p);
+    printf("fraction_of_peak=%.3f\n", flop / med * 1e-9 / p);
+  }
+
+  for (int k = 0; k < NUM_BATCHES; ++k) {
+    dp_tensor_free(tx[k]);
+    dp_tensor_free(ty[k]);
+  }
+  free(times);
+  dp_net_free(train);
+  dp_net_free(init);
+  dp_workspace_free(ws); /* frees the blobs borrowing xs/ys */
+  dp_netdef_free(train_def);
+  dp_netdef_free(init_def);
+  dp_model_free(model);
+  free(xs);
+  free(ys);
+  return 0;
+}

@@ -1,0 +1,413 @@
+/*
+ * train_fashion_mnist: trains a classifier on Fashion-MNIST with dp's public
+ * C API only.
+ *
+ * It reads the IDX files (dp_read_idx), loads a model definition
+ * (samples/nets/fashion_mlp.json or fashion_cnn.json), derives the training
+ * nets (dp_model_build_training: init, one training step, evaluation), then
+ * for each epoch shuffles the training set, runs one step per batch (the last
+ * partial batch is dropped) and evaluates the whole test set.
+ *
+ *   train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
+ *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
+ *                       [--limit N]
+ *
+ * Output: one line per epoch
+ *   epoch E/EP loss=<mean train loss> test_acc=<acc> samples_per_s=<train samples/s>
+ * and a last line
+ *   final test_acc=<acc> train_loss=<loss> samples_per_s=<mean train samples/s>
+ * Errors print the status message and exit with 1 (2 for bad flags).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <dp/dp.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define IMAGE_PIXELS (28 * 28)
+#define NUM_CLASSES 10
+#define EVAL_BATCH 1000
+
+/* Everything the program owns, so that any failure can free it all. */
+typedef struct {
+  dp_tensor* raw[4]; /* train images, train labels, test images, test labels */
+  float* train_x;
+  int32_t* train_y;
+  float* test_x;
+  int32_t* test_y;
+  uint32_t* order;
+  dp_model* model;
+  dp_netdef* init_def;
+  dp_netdef* train_def;
+  dp_netdef* eval_def;
+  dp_workspace* ws;
+  dp_net* init;
+  dp_net* train;
+  dp_net* eval;
+} app_t;
+
+static app_t app;
+
+static void app_free(void) {
+  dp_net_free(app.eval);
+  dp_net_free(app.train);
+  dp_net_free(app.init);
+  dp_workspace_free(app.ws);
+  dp_netdef_free(app.eval_def);
+  dp_netdef_free(app.train_def);
+  dp_netdef_free(app.init_def);
+  dp_model_free(app.model);
+  for (int i = 0; i < 4; ++i) dp_tensor_free(app.raw[i]);
+  free(app.order);
+  free(app.test_y);
+  free(app.test_x);
+  free(app.train_y);
+  free(app.train_x);
+  memset(&app, 0, sizeof app);
+}
+
+static void die(const char* fmt, const char* arg) {
+  fprintf(stderr, "train_fashion_mnist: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n");
+  app_free();
+  exit(1);
+}
+
+/* Prints a failed status and exits; frees it either way. */
+static void check(dp_status* s, const char* what) {
+  if (s == NULL) return;
+  fprintf(stderr, "train_fashion_mnist: %s failed: [%s] %s\n", what, dp_code_name(dp_status_code(s)),
+          dp_status_message(s));
+  dp_status_free(s);
+  app_free();
+  exit(1);
+}
+
+static void* xmalloc(size_t n) {
+  void* p = malloc(n ? n : 1);
+  if (p == NULL) die("out of memory (%s)", "malloc");
+  return p;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* xorshift64* with a splitmix64-scrambled seed (never zero). */
+static uint64_t rng_state;
+
+static void rng_seed(uint64_t seed) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  rng_state = z ? z : 0x2545F4914F6CDD1Dull;
+}
+
+static uint64_t rng_next(void) {
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return rng_state * 0x2545F4914F6CDD1Dull;
+}
+
+static void shuffle(uint32_t* a, size_t n) {
+  for (size_t i = n; i > 1; --i) {
+    size_t j = (size_t)(rng_next() % i);
+    uint32_t t = a[i - 1];
+    a[i - 1] = a[j];
+    a[j] = t;
+  }
+}
+
+static int file_exists(const char* path) {
+  FILE* f = fopen(path, "rb");
+  if (f == NULL) return 0;
+  fclose(f);
+  return 1;
+}
+
+/* Loads one split: images uint8 [N, 28, 28] -> float32 in [0, 1], labels
+ * [N] (uint8 or int32) -> int32 in 0..9. Returns N. */
+static size_t load_split(const char* dir, const char* split, int slot, float** out_x, int32_t** out_y) {
+  char path[4096], what[4200];
+  snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte.gz", dir, split);
+  snprintf(what, sizeof what, "reading the Fashion-MNIST images '%s' (see --data; Debian: dataset-fashion-mnist)",
+           path);
+  check(dp_read_idx(path, &app.raw[slot]), what);
+  const dp_tensor* images = app.raw[slot];
+  const int64_t* d = dp_tensor_dims(images);
+  if (dp_tensor_dtype(images) != DP_DTYPE_UINT8 || dp_tensor_ndim(images) != 3 || d[1] != 28 || d[2] != 28)
+    die("'%s' is not a uint8 [N, 28, 28] image file", path);
+  size_t n = (size_t)d[0];
+
+  snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte.gz", dir, split);
+  snprintf(what, sizeof what, "reading the Fashion-MNIST labels '%s' (see --data; Debian: dataset-fashion-mnist)",
+           path);
+  check(dp_read_idx(path, &app.raw[slot + 1]), what);
+  const dp_tensor* labels = app.raw[slot + 1];
+  int32_t ldt = dp_tensor_dtype(labels);
+  if ((ldt != DP_DTYPE_UINT8 && ldt != DP_DTYPE_INT32) || dp_tensor_ndim(labels) != 1 ||
+      (size_t)dp_tensor_dims(labels)[0] != n)
+    die("'%s' is not a label file [N] matching its images", path);
+
+  float* x = xmalloc(n * IMAGE_PIXELS * sizeof(float));
+  *out_x = x;
+  const uint8_t* px = dp_tensor_data(images);
+  for (size_t i = 0; i < n * IMAGE_PIXELS; ++i) x[i] = (float)px[i] * (1.0f / 255.0f);
+  int32_t* y = xmalloc(n * sizeof(int32_t));
+  *out_y = y;
+  for (size_t i = 0; i < n; ++i) {
+    y[i] = ldt == DP_DTYPE_UINT8 ? ((const uint8_t*)dp_tensor_data(labels))[i]
+                                 : ((const int32_t*)dp_tensor_data(labels))[i];
+    if (y[i] < 0 || y[i] >= NUM_CLASSES) die("'%s' has a label outside 0..9", path);
+  }
+  /* The raw tensors are no longer needed. */
+  dp_tensor_free(app.raw[slot]);
+  dp_tensor_free(app.raw[slot + 1]);
+  app.raw[slot] = app.raw[slot + 1] = NULL;
+  return n;
+}
+
+static void free_deleter(void* data, void* user_data) {
+  (void)user_data;
+  free(data);
+}
+
+/* Feeds "data" [b, 1, 28, 28] and "label" [b]. With `idx`, gathers rows
+ * idx[0..b) of x/y into fresh buffers handed to dp (zero-copy); without it,
+ * borrows x/y directly (they stay unchanged until the workspace is freed). */
+static void feed_batch(const float* x, const int32_t* y, const uint32_t* idx, size_t b) {
+  int64_t xd[4] = {(int64_t)b, 1, 28, 28};
+  int64_t yd[1] = {(int64_t)b};
+  size_t xbytes = b * IMAGE_PIXELS * sizeof(float), ybytes = b * sizeof(int32_t);
+  dp_tensor* tx = NULL;
+  dp_tensor* ty = NULL;
+  dp_status* s;
+  if (idx != NULL) {
+    float* bx = xmalloc(xbytes);
+    int32_t* by = xmalloc(ybytes);
+    for (size_t i = 0; i < b; ++i) {
+      memcpy(bx + i * IMAGE_PIXELS, x + (size_t)idx[i] * IMAGE_PIXELS, IMAGE_PIXELS * sizeof(float));
+      by[i] = y[idx[i]];
+    }
+    s = dp_tensor_create_owned(DP_DTYPE_FLOAT32, xd, 4, bx, xbytes, free_deleter, NULL, &tx);
+    if (s != NULL) {
+      free(bx);
+      free(by);
+      check(s, "dp_tensor_create_owned (data)");
+    }
+    s = dp_tensor_create_owned(DP_DTYPE_INT32, yd, 1, by, ybytes, free_deleter, NULL, &ty);
+    if (s != NULL) {
+      free(by);
+      dp_tensor_free(tx);
+      check(s, "dp_tensor_create_owned (label)");
+    }
+  } else {
+    s = dp_tensor_create_borrowed(DP_DTYPE_FLOAT32, xd, 4, x, xbytes, &tx);
+    if (s != NULL) check(s, "dp_tensor_create_borrowed (data)");
+    s = dp_tensor_create_borrowed(DP_DTYPE_INT32, yd, 1, y, ybytes, &ty);
+    if (s != NULL) {
+      dp_tensor_free(tx);
+      check(s, "dp_tensor_create_borrowed (label)");
+    }
+  }
+  s = dp_workspace_feed(app.ws, "data", tx);
+  if (s == NULL) s = dp_workspace_feed(app.ws, "label", ty);
+  dp_tensor_free(tx); /* the workspace keeps what it needs */
+  dp_tensor_free(ty);
+  check(s, "feeding a batch");
+}
+
+/* The float32 scalar in blob `name`. */
+static double fetch_scalar(const char* name) {
+  dp_tensor* t = NULL;
+  check(dp_workspace_fetch(app.ws, name, &t), name);
+  int ok = dp_tensor_dtype(t) == DP_DTYPE_FLOAT32 && dp_tensor_numel(t) == 1;
+  double v = ok ? *(const float*)dp_tensor_data(t) : 0.0;
+  dp_tensor_free(t);
+  if (!ok) die("blob '%s' is not a float32 scalar", name);
+  return v;
+}
+
+/* Accuracy over the whole test set, in batches of EVAL_BATCH. */
+static double evaluate(size_t n) {
+  double correct = 0;
+  for (size_t off = 0; off < n; off += EVAL_BATCH) {
+    size_t b = n - off < EVAL_BATCH ? n - off : EVAL_BATCH;
+    feed_batch(app.test_x + off * IMAGE_PIXELS, app.test_y + off, NULL, b);
+    check(dp_net_run(app.eval), "running the eval net");
+    correct += fetch_scalar("accuracy") * (double)b;
+  }
+  return n ? correct / (double)n : 0.0;
+}
+
+static void usage(const char* argv0) {
+  fprintf(stderr,
+          "usage: %s [--model mlp|cnn|PATH.json] [--epochs E] [--batch B] [--lr LR] [--seed S]\n"
+          "          [--data DIR] [--nets DIR] [--limit N]\n",
+          argv0);
+  exit(2);
+}
+
+static long parse_long(const char* argv0, const char* flag, const char* s, long lo, long hi) {
+  char* end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno != 0 || *end != '\0' || end == s || v < lo || v > hi) {
+    fprintf(stderr, "%s: %s must be an integer in %ld..%ld, got '%s'\n", argv0, flag, lo, hi, s);
+    exit(2);
+  }
+  return v;
+}
+
+/* The directory of the executable (from argv[0]), into buf. */
+static void exe_dir(const char* argv0, char* buf, size_t size) {
+  const char* slash = strrchr(argv0, '/');
+  if (slash == NULL) {
+    snprintf(buf, size, ".");
+  } else {
+    size_t n = (size_t)(slash - argv0);
+    snprintf(buf, size, "%.*s", (int)(n < size ? n : size - 1), argv0);
+  }
+}
+
+int main(int argc, char** argv) {
+  const char* model_arg = "mlp";
+  const char* data_dir = "/usr/share/datasets/fashion-mnist";
+  const char* nets_dir = NULL;
+  long epochs = 3, batch = 64, limit = 0;
+  unsigned long long seed = 1;
+  double lr = 0;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (i + 1 >= argc) usage(argv[0]);
+    const char* v = argv[++i];
+    if (strcmp(a, "--model") == 0) {
+      model_arg = v;
+    } else if (strcmp(a, "--epochs") == 0) {
+      epochs = parse_long(argv[0], a, v, 1, 100000);
+    } else if (strcmp(a, "--batch") == 0) {
+      batch = parse_long(argv[0], a, v, 1, 65536);
+    } else if (strcmp(a, "--limit") == 0) {
+      limit = parse_long(argv[0], a, v, 1, 1L << 30);
+    } else if (strcmp(a, "--seed") == 0) {
+      seed = (unsigned long long)parse_long(argv[0], a, v, 0, 0x7FFFFFFFL);
+    } else if (strcmp(a, "--lr") == 0) {
+      char* end;
+      lr = strtod(v, &end);
+      if (*end != '\0' || end == v || !(lr > 0) || isinf(lr)) {
+        fprintf(stderr, "%s: --lr must be a positive number, got '%s'\n", argv[0], v);
+        return 2;
+      }
+    } else if (strcmp(a, "--data") == 0) {
+      data_dir = v;
+    } else if (strcmp(a, "--nets") == 0) {
+      nets_dir = v;
+    } else {
+      usage(argv[0]);
+    }
+  }
+
+  /* The model file: a path, or mlp/cnn from --nets (else the build's source
+   * tree, next to the executable, or ./samples/nets). */
+  char candidates[4][4200];
+  const char* model_path = model_arg;
+  const char* file = NULL;
+  if (strcmp(model_arg, "mlp") == 0) {
+    file = "fashion_mlp.json";
+  } else if (strcmp(model_arg, "cnn") == 0) {
+    file = "fashion_cnn.json";
+  } else if (strlen(model_arg) > 5 && strcmp(model_arg + strlen(model_arg) - 5, ".json") == 0) {
+    model_path = model_arg;
+  } else {
+    fprintf(stderr, "%s: --model must be mlp, cnn or a .json model file, got '%s'\n", argv[0], model_arg);
+    return 2;
+  }
+  if (file != NULL) {
+    char here[4096];
+    exe_dir(argv[0], here, sizeof here);
+    int nc = 0;
+    if (nets_dir != NULL) {
+      snprintf(candidates[nc++], sizeof candidates[0], "%s/%s", nets_dir, file);
+    } else {
+#ifdef DP_SAMPLE_NETS_DIR
+      snprintf(candidates[nc++], sizeof candidates[0], "%s/%s", DP_SAMPLE_NETS_DIR, file);
+#endif
+      snprintf(candidates[nc++], sizeof candidates[0], "%s/nets/%s", here, file);
+      snprintf(candidates[nc++], sizeof candidates[0], "%s/../../samples/nets/%s", here, file);
+      snprintf(candidates[nc++], sizeof candidates[0], "samples/nets/%s", file);
+    }
+    model_path = candidates[0]; /* when none exists, dp reports the first */
+    for (int c = nc - 1; c >= 0; --c)
+      if (file_exists(candidates[c])) model_path = candidates[c];
+  }
+
+  printf("dp %s\n", dp_version());
+  fflush(stdout);
+
+  /* Data. */
+  size_t n_train = load_split(data_dir, "train", 0, &app.train_x, &app.train_y);
+  size_t n_test = load_split(data_dir, "t10k", 2, &app.test_x, &app.test_y);
+  if (limit > 0 && (size_t)limit < n_train) n_train = (size_t)limit;
+  if (n_train < (size_t)batch) {
+    fprintf(stderr, "train_fashion_mnist: %zu training samples make no full batch of %ld\n", n_train, batch);
+    app_free();
+    return 1;
+  }
+  app.order = xmalloc(n_train * sizeof(uint32_t));
+  for (size_t i = 0; i < n_train; ++i) app.order[i] = (uint32_t)i;
+
+  /* Model and nets. */
+  check(dp_model_from_file(model_path, &app.model), model_path);
+  dp_training_options topts = DP_TRAINING_OPTIONS_INIT;
+  topts.lr = lr; /* 0: the model's */
+  check(dp_model_build_training(app.model, &topts, &app.init_def, &app.train_def, &app.eval_def),
+        "dp_model_build_training");
+  check(dp_workspace_create(&app.ws), "dp_workspace_create");
+  check(dp_net_create(app.ws, app.init_def, NULL, &app.init), "creating the init net");
+  check(dp_net_create(app.ws, app.train_def, NULL, &app.train), "creating the train net");
+  check(dp_net_create(app.ws, app.eval_def, NULL, &app.eval), "creating the eval net");
+  check(dp_net_run(app.init), "running the init net");
+
+  const size_t steps = n_train / (size_t)batch;
+  char lr_text[64];
+  if (lr > 0) snprintf(lr_text, sizeof lr_text, "%g", lr);
+  else snprintf(lr_text, sizeof lr_text, "the model's");
+  printf("model %s: train %zu (%zu steps of %ld), test %zu, epochs %ld, lr %s, seed %llu\n", model_path, n_train,
+         steps, batch, n_test, epochs, lr_text, seed);
+  fflush(stdout);
+
+  rng_seed(seed);
+  double total_time = 0, last_loss = 0, last_acc = 0;
+  for (long e = 1; e <= epochs; ++e) {
+    shuffle(app.order, n_train);
+    double loss_sum = 0;
+    double t0 = now_s();
+    for (size_t s = 0; s < steps; ++s) {
+      feed_batch(app.train_x, app.train_y, app.order + s * (size_t)batch, (size_t)batch);
+      check(dp_net_run(app.train), "running the train net");
+      loss_sum += fetch_scalar("loss");
+    }
+    double dt = now_s() - t0;
+    total_time += dt;
+    last_loss = loss_sum / (double)steps;
+    last_acc = evaluate(n_test);
+    printf("epoch %ld/%ld loss=%.4f test_acc=%.4f samples_per_s=%.1f\n", e, epochs, last_loss, last_acc,
+           (double)(steps * (size_t)batch) / dt);
+    fflush(stdout);
+  }
+  printf("final test_acc=%.4f train_loss=%.4f samples_per_s=%.1f\n", last_acc, last_loss,
+         (double)(steps * (size_t)batch) * (double)epochs / total_time);
+  app_free();
+  return 0;
+}
