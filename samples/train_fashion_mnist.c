@@ -163,7 +163,10 @@ static size_t load_split(const char* dir, const char* split, int slot, float** o
   float* x = xmalloc(n * IMAGE_PIXELS * sizeof(float));
   *out_x = x;
   const uint8_t* px = dp_tensor_data(images);
-  for (size_t i = 0; i < n * IMAGE_PIXELS; ++i) x[i] = (float)px[i] * (1.0f / 255.0f);
+  /* Standardised with the training set's pixel mean and deviation (0.2860,
+   * 0.3530 on the 0..1 scale): zero-centred inputs train faster. */
+  const float mean = 0.2860f, inv_std = 1.0f / 0.3530f;
+  for (size_t i = 0; i < n * IMAGE_PIXELS; ++i) x[i] = ((float)px[i] * (1.0f / 255.0f) - mean) * inv_std;
   int32_t* y = xmalloc(n * sizeof(int32_t));
   *out_y = y;
   for (size_t i = 0; i < n; ++i) {

@@ -1743,6 +1743,121 @@ static void test_model_errors(void) {
   dp_model_free(NULL);
 }
 
+/* ------------------------------------------------------------------------ */
+/* IDX files                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* CRC-32 (gzip's polynomial), bit by bit: enough for a few bytes. */
+static uint32_t crc32_of(const unsigned char* p, size_t n) {
+  uint32_t c = 0xFFFFFFFFu;
+  size_t i;
+  int k;
+  for (i = 0; i < n; ++i) {
+    c ^= p[i];
+    for (k = 0; k < 8; ++k) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+  }
+  return c ^ 0xFFFFFFFFu;
+}
+
+static void put_le32(unsigned char* p, uint32_t v) {
+  p[0] = (unsigned char)v;
+  p[1] = (unsigned char)(v >> 8);
+  p[2] = (unsigned char)(v >> 16);
+  p[3] = (unsigned char)(v >> 24);
+}
+
+/* Wraps `n` (< 65536) bytes into a gzip member holding one stored
+ * (uncompressed) deflate block; `out` needs n + 23 bytes. Returns its size. */
+static size_t gzip_stored(const unsigned char* data, size_t n, unsigned char* out) {
+  static const unsigned char header[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+  memcpy(out, header, sizeof header);
+  out[10] = 1; /* the final block, stored */
+  out[11] = (unsigned char)(n & 0xFF);
+  out[12] = (unsigned char)(n >> 8);
+  out[13] = (unsigned char)(~n & 0xFF);
+  out[14] = (unsigned char)((~n >> 8) & 0xFF);
+  memcpy(out + 15, data, n);
+  put_le32(out + 15 + n, crc32_of(data, n));
+  put_le32(out + 19 + n, (uint32_t)n);
+  return n + 23;
+}
+
+static void test_read_idx(void) {
+  /* uint8 [2, 3]: magic 00 00 08 02, then big-endian dims. */
+  static const unsigned char u8[] = {0, 0, 0x08, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 250, 251, 255};
+  /* int32 [2], big-endian: 7, -2. */
+  static const unsigned char i32[] = {0, 0, 0x0C, 1, 0, 0, 0, 2, 0, 0, 0, 7, 0xFF, 0xFF, 0xFF, 0xFE};
+  /* float32 [1]: 1.5f = 0x3FC00000. */
+  static const unsigned char f32[] = {0, 0, 0x0D, 1, 0, 0, 0, 1, 0x3F, 0xC0, 0, 0};
+  static const unsigned char bad_magic[] = {1, 0, 0x08, 1, 0, 0, 0, 1, 9};
+  static const unsigned char bad_type[] = {0, 0, 0x07, 1, 0, 0, 0, 1, 9};
+  unsigned char gz[sizeof u8 + 23];
+  size_t gz_size;
+  char path[1200], missing[1200];
+  dp_tensor* t;
+  tmp_path(path, sizeof path, "data.idx");
+  tmp_path(missing, sizeof missing, "no_such.idx");
+
+  t = NULL;
+  CHECK(write_file(path, u8, sizeof u8));
+  if (EXPECT_OK(dp_read_idx(path, &t))) {
+    const uint8_t* v = (const uint8_t*)dp_tensor_data(t);
+    CHECK(dp_tensor_dtype(t) == DP_DTYPE_UINT8 && dp_tensor_ndim(t) == 2);
+    CHECK(dp_tensor_dims(t)[0] == 2 && dp_tensor_dims(t)[1] == 3);
+    CHECK(v[0] == 1 && v[2] == 3 && v[3] == 250 && v[5] == 255);
+    dp_tensor_free(t);
+  }
+  t = NULL;
+  CHECK(write_file(path, i32, sizeof i32));
+  if (EXPECT_OK(dp_read_idx(path, &t))) {
+    const int32_t* v = (const int32_t*)dp_tensor_data(t);
+    CHECK(dp_tensor_dtype(t) == DP_DTYPE_INT32 && dp_tensor_ndim(t) == 1 && dp_tensor_dims(t)[0] == 2);
+    CHECK(v[0] == 7 && v[1] == -2);
+    dp_tensor_free(t);
+  }
+  t = NULL;
+  CHECK(write_file(path, f32, sizeof f32));
+  if (EXPECT_OK(dp_read_idx(path, &t))) {
+    CHECK(dp_tensor_dtype(t) == DP_DTYPE_FLOAT32 && *(const float*)dp_tensor_data(t) == 1.5f);
+    dp_tensor_free(t);
+  }
+
+  /* The uint8 file gzip-compressed reads the same. */
+  t = NULL;
+  gz_size = gzip_stored(u8, sizeof u8, gz);
+  CHECK(write_file(path, gz, gz_size));
+  if (EXPECT_OK(dp_read_idx(path, &t))) {
+    const uint8_t* v = (const uint8_t*)dp_tensor_data(t);
+    CHECK(dp_tensor_ndim(t) == 2 && dp_tensor_dims(t)[0] == 2 && dp_tensor_dims(t)[1] == 3 && v[4] == 251);
+    dp_tensor_free(t);
+  }
+
+  /* Every error names the file and leaves the out-parameter alone. */
+  t = SENTINEL;
+  CHECK(write_file(path, gz, gz_size - 12)); /* cut inside the stored data */
+  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_DATA_LOSS, path, "truncated");
+  gz[15 + 13] ^= 0x40; /* a pixel: the CRC no longer matches */
+  CHECK(write_file(path, gz, gz_size));
+  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_DATA_LOSS, path, "gzip");
+  CHECK(write_file(path, u8, sizeof u8 - 1));
+  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_DATA_LOSS, path, "truncated");
+  CHECK(write_file(path, u8, 6));
+  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_PARSE, path, "header is truncated");
+  CHECK(write_file(path, bad_magic, sizeof bad_magic));
+  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_PARSE, path, "magic");
+  CHECK(write_file(path, bad_type, sizeof bad_type));
+  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_PARSE, path, "element type");
+  CHECK(write_file(path, "", 0));
+  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_PARSE, path, "empty");
+  EXPECT_ERR(dp_read_idx(missing, &t), DP_ERR_NOT_FOUND, missing);
+  EXPECT_ERR2(dp_read_idx(g_tmp_dir, &t), DP_ERR_IO, g_tmp_dir, "directory");
+  EXPECT_ERR(dp_read_idx(NULL, &t), DP_ERR_INVALID_ARGUMENT, "path");
+  EXPECT_ERR(dp_read_idx("", &t), DP_ERR_INVALID_ARGUMENT, "empty");
+  EXPECT_ERR(dp_read_idx(path, NULL), DP_ERR_INVALID_ARGUMENT, "out");
+  CHECK(t == SENTINEL);
+  remove(path);
+}
+
 typedef struct {
   const char* name;
   void (*fn)(void);
@@ -1781,6 +1896,7 @@ static const test_case kTests[] = {
     {"add_gradients", test_add_gradients},
     {"model_training", test_model_training},
     {"model_errors", test_model_errors},
+    {"read_idx", test_read_idx},
 };
 
 int main(void) {
