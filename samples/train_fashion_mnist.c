@@ -10,13 +10,14 @@
  *
  *   train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
- *                       [--limit N]
+ *                       [--limit N] [--min-acc A]
  *
  * Output: one line per epoch
  *   epoch E/EP loss=<mean train loss> test_acc=<acc> samples_per_s=<train samples/s>
  * and a last line
  *   final test_acc=<acc> train_loss=<loss> samples_per_s=<mean train samples/s>
- * Errors print the status message and exit with 1 (2 for bad flags).
+ * Errors print the status message and exit with 1 (2 for bad flags); with
+ * --min-acc, a final test accuracy below A prints why and exits with 3.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -257,7 +258,7 @@ static double evaluate(size_t n) {
 static void usage(const char* argv0) {
   fprintf(stderr,
           "usage: %s [--model mlp|cnn|PATH.json] [--epochs E] [--batch B] [--lr LR] [--seed S]\n"
-          "          [--data DIR] [--nets DIR] [--limit N]\n",
+          "          [--data DIR] [--nets DIR] [--limit N] [--min-acc A]\n",
           argv0);
   exit(2);
 }
@@ -290,7 +291,7 @@ int main(int argc, char** argv) {
   const char* nets_dir = NULL;
   long epochs = 3, batch = 64, limit = 0;
   unsigned long long seed = 1;
-  double lr = 0;
+  double lr = 0, min_acc = -1;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (i + 1 >= argc) usage(argv[0]);
@@ -310,6 +311,13 @@ int main(int argc, char** argv) {
       lr = strtod(v, &end);
       if (*end != '\0' || end == v || !(lr > 0) || isinf(lr)) {
         fprintf(stderr, "%s: --lr must be a positive number, got '%s'\n", argv[0], v);
+        return 2;
+      }
+    } else if (strcmp(a, "--min-acc") == 0) {
+      char* end;
+      min_acc = strtod(v, &end);
+      if (*end != '\0' || end == v || !(min_acc >= 0 && min_acc <= 1)) {
+        fprintf(stderr, "%s: --min-acc must be a number in [0, 1], got '%s'\n", argv[0], v);
         return 2;
       }
     } else if (strcmp(a, "--data") == 0) {
@@ -412,5 +420,9 @@ int main(int argc, char** argv) {
   printf("final test_acc=%.4f train_loss=%.4f samples_per_s=%.1f\n", last_acc, last_loss,
          (double)(steps * (size_t)batch) * (double)epochs / total_time);
   app_free();
+  if (min_acc >= 0 && !(last_acc >= min_acc)) {
+    fprintf(stderr, "%s: test accuracy %.4f is below --min-acc %.4f\n", argv[0], last_acc, min_acc);
+    return 3;
+  }
   return 0;
 }

@@ -67,12 +67,7 @@ const std::string& GradientMaker::GI(int i) {
 
 OperatorDef GradientMaker::MakeOp(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
                                   std::vector<Argument> args) {
-  OperatorDef op;
-  op.type = std::move(type);
-  op.inputs = std::move(inputs);
-  op.outputs = std::move(outputs);
-  op.args = std::move(args);
-  return op;
+  return MakeOperatorDef(std::move(type), std::move(inputs), std::move(outputs), std::move(args));
 }
 
 void GradientRegistry::Register(const std::string& type, GradientMakerFactory factory) {

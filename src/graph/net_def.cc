@@ -13,6 +13,16 @@ const Argument* OperatorDef::FindArg(const std::string& arg_name) const {
   return nullptr;
 }
 
+OperatorDef MakeOperatorDef(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                            std::vector<Argument> args) {
+  OperatorDef op;
+  op.type = std::move(type);
+  op.inputs = std::move(inputs);
+  op.outputs = std::move(outputs);
+  op.args = std::move(args);
+  return op;
+}
+
 std::string OpLabel(const OperatorDef& op, size_t index) {
   std::string s = StrCat("op ", index, " (", op.type);
   if (!op.name.empty()) s += StrCat(" '", op.name, "'");

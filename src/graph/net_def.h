@@ -54,6 +54,11 @@ struct NetDef {
   DeviceOption OpDevice(const OperatorDef& op) const { return op.device.value_or(device); }
 };
 
+// An op of `type` reading `inputs` and writing `outputs`; what transforms
+// (gradients, training, parallelize) and tests build nets from.
+OperatorDef MakeOperatorDef(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                            std::vector<Argument> args = {});
+
 // "op 3 (FC 'fc1')": how errors name an operator.
 std::string OpLabel(const OperatorDef& op, size_t index);
 

@@ -11,16 +11,6 @@
 namespace dp {
 namespace {
 
-OperatorDef MakeOp(std::string type, std::vector<std::string> in, std::vector<std::string> out,
-                   std::vector<Argument> args = {}) {
-  OperatorDef op;
-  op.type = std::move(type);
-  op.inputs = std::move(in);
-  op.outputs = std::move(out);
-  op.args = std::move(args);
-  return op;
-}
-
 void AddExternal(NetDef& net, const std::string& blob) {
   if (std::find(net.external_inputs.begin(), net.external_inputs.end(), blob) == net.external_inputs.end())
     net.external_inputs.push_back(blob);
@@ -36,23 +26,23 @@ std::vector<std::string> OptimizerStateBlobs(const OptimizerDef& opt, const std:
 }
 
 void AddOptimizerInit(NetDef& init, const OptimizerDef& opt, const std::vector<std::string>& params) {
-  OperatorDef iter = MakeOp("ConstantFill", {}, {kIterBlob},
-                            {MakeArg("shape", std::vector<int64_t>{1}), MakeArg("dtype", int64_t{6}),
-                             MakeArg("value", int64_t{0})});
+  OperatorDef iter = MakeOperatorDef(
+      "ConstantFill", {}, {kIterBlob},
+      {MakeArg("shape", std::vector<int64_t>{1}), MakeArg("dtype", int64_t{6}), MakeArg("value", int64_t{0})});
   iter.device = DeviceOption{};  // the counter lives on the CPU
   init.ops.push_back(std::move(iter));
   for (const auto& p : params)
     for (const auto& s : OptimizerStateBlobs(opt, p))
-      init.ops.push_back(MakeOp("ConstantFill", {p}, {s}, {MakeArg("value", 0.0)}));
+      init.ops.push_back(MakeOperatorDef("ConstantFill", {p}, {s}, {MakeArg("value", 0.0)}));
 }
 
 std::vector<OperatorDef> IterAndLearningRateOps(const OptimizerDef& opt) {
-  OperatorDef iter = MakeOp("Iter", {kIterBlob}, {kIterBlob});
-  OperatorDef lr = MakeOp("LearningRate", {kIterBlob}, {kLrBlob},
-                          {MakeArg("base_lr", opt.lr), MakeArg("policy", opt.lr_policy), MakeArg("gamma", opt.gamma),
-                           MakeArg("stepsize", opt.stepsize), MakeArg("power", opt.power),
-                           MakeArg("max_iter", opt.max_iter), MakeArg("warmup_iters", opt.warmup_iters),
-                           MakeArg("warmup_start_factor", opt.warmup_start_factor)});
+  OperatorDef iter = MakeOperatorDef("Iter", {kIterBlob}, {kIterBlob});
+  OperatorDef lr = MakeOperatorDef(
+      "LearningRate", {kIterBlob}, {kLrBlob},
+      {MakeArg("base_lr", opt.lr), MakeArg("policy", opt.lr_policy), MakeArg("gamma", opt.gamma),
+       MakeArg("stepsize", opt.stepsize), MakeArg("power", opt.power), MakeArg("max_iter", opt.max_iter),
+       MakeArg("warmup_iters", opt.warmup_iters), MakeArg("warmup_start_factor", opt.warmup_start_factor)});
   iter.device = DeviceOption{};
   lr.device = DeviceOption{};
   return {std::move(iter), std::move(lr)};
@@ -62,16 +52,17 @@ OperatorDef OptimizerUpdateOp(const OptimizerDef& opt, const std::string& param,
                               const std::string& lr_blob, const std::string& iter_blob) {
   auto state = OptimizerStateBlobs(opt, param);
   Argument wd = MakeArg("weight_decay", opt.weight_decay);
-  if (opt.type == "sgd") return MakeOp("SGD", {param, grad, lr_blob}, {param}, {wd});
+  if (opt.type == "sgd") return MakeOperatorDef("SGD", {param, grad, lr_blob}, {param}, {wd});
   if (opt.type == "momentum")
-    return MakeOp("MomentumSGD", {param, grad, state[0], lr_blob}, {param, state[0]},
-                  {MakeArg("momentum", opt.momentum), MakeArg("nesterov", int64_t{opt.nesterov ? 1 : 0}), wd});
+    return MakeOperatorDef("MomentumSGD", {param, grad, state[0], lr_blob}, {param, state[0]},
+                           {MakeArg("momentum", opt.momentum), MakeArg("nesterov", int64_t{opt.nesterov ? 1 : 0}), wd});
   if (opt.type == "adam")
-    return MakeOp("Adam", {param, grad, state[0], state[1], lr_blob, iter_blob}, {param, state[0], state[1]},
-                  {MakeArg("beta1", opt.beta1), MakeArg("beta2", opt.beta2), MakeArg("epsilon", opt.epsilon), wd});
+    return MakeOperatorDef(
+        "Adam", {param, grad, state[0], state[1], lr_blob, iter_blob}, {param, state[0], state[1]},
+        {MakeArg("beta1", opt.beta1), MakeArg("beta2", opt.beta2), MakeArg("epsilon", opt.epsilon), wd});
   if (opt.type == "adagrad")
-    return MakeOp("Adagrad", {param, grad, state[0], lr_blob}, {param, state[0]},
-                  {MakeArg("epsilon", opt.epsilon), wd});
+    return MakeOperatorDef("Adagrad", {param, grad, state[0], lr_blob}, {param, state[0]},
+                           {MakeArg("epsilon", opt.epsilon), wd});
   DP_THROW(Code::kInvalidArgument, "optimizer: unknown type '", opt.type, "'");
 }
 

@@ -15,44 +15,12 @@
 #include "exec/net.h"
 #include "graph/fusion.h"
 #include "graph/net_format.h"
+#include "op_test_util.h"
 
 using namespace dp;
+using namespace dp::testing;
 
 namespace {
-
-OperatorDef Op(std::string type, std::vector<std::string> in, std::vector<std::string> out,
-               std::vector<Argument> args = {}) {
-  OperatorDef op;
-  op.type = std::move(type);
-  op.inputs = std::move(in);
-  op.outputs = std::move(out);
-  op.args = std::move(args);
-  return op;
-}
-
-Tensor RandomT(Dims dims, uint32_t seed, double lo = -1.0, double hi = 1.0) {
-  Tensor t(std::move(dims), DType::kFloat64);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data<double>()[i] = d(gen);
-  return t;
-}
-
-Tensor Labels(std::vector<int32_t> v) {
-  Tensor t({static_cast<int64_t>(v.size())}, DType::kInt32);
-  std::copy(v.begin(), v.end(), t.mutable_data<int32_t>());
-  return t;
-}
-
-using Feeds = std::vector<std::pair<std::string, Tensor>>;
-
-NetDef MakeNet(std::vector<OperatorDef> ops, const Feeds& feeds) {
-  NetDef n;
-  n.name = std::string(1, 't');  // not `= "t"`: GCC 12 warns falsely (-Wrestrict) on that
-  n.ops = std::move(ops);
-  for (const auto& f : feeds) n.external_inputs.push_back(f.first);
-  return n;
-}
 
 std::shared_ptr<Workspace> Run(const NetDef& def, const Feeds& feeds) {
   auto ws = std::make_shared<Workspace>();
@@ -103,22 +71,10 @@ void CheckNetGradients(const NetDef& forward, const GradientResult& res, const F
   }
 }
 
-template <typename Fn>
-void ExpectError(Fn&& fn, Code code, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    FAIL("expected an error");
-  } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, e.message());
-    for (const auto& n : needles)
-      CHECK_MESSAGE(e.message().find(n) != std::string::npos, "\"", e.message(), "\" lacks \"", n, "\"");
-  }
-}
-
 // A two-layer MLP with softmax loss and an accuracy metric beside the loss.
 NetDef Mlp(Feeds* feeds, bool inplace_relu) {
-  *feeds = {{"x", RandomT({6, 5}, 1)}, {"label", Labels({0, 2, 1, 3, 3, 0})}, {"w1", RandomT({7, 5}, 2)},
-            {"b1", RandomT({7}, 3)},   {"w2", RandomT({4, 7}, 4)},              {"b2", RandomT({4}, 5)}};
+  *feeds = {{"x", RandomF64({6, 5}, 1)}, {"label", Labels({0, 2, 1, 3, 3, 0})}, {"w1", RandomF64({7, 5}, 2)},
+            {"b1", RandomF64({7}, 3)},   {"w2", RandomF64({4, 7}, 4)},              {"b2", RandomF64({4}, 5)}};
   std::vector<OperatorDef> ops{Op("FC", {"x", "w1", "b1"}, {"h"})};
   if (inplace_relu)
     ops.push_back(Op("Relu", {"h"}, {"h"}));
@@ -158,7 +114,7 @@ TEST_CASE("MLP gradients match finite differences; the data input gets no dX GEM
 
 TEST_CASE("a blob read by several ops gets its contributions summed") {
   // y = FC(x, w, b); z = FC(y, w2, b2) + y*y (Mul of y with itself) ; shared weight w used twice.
-  Feeds feeds{{"x", RandomT({3, 4}, 11)}, {"w", RandomT({4, 4}, 12)}, {"b", RandomT({4}, 13)}};
+  Feeds feeds{{"x", RandomF64({3, 4}, 11)}, {"w", RandomF64({4, 4}, 12)}, {"b", RandomF64({4}, 13)}};
   NetDef fwd = MakeNet({Op("FC", {"x", "w", "b"}, {"y"}), Op("FC", {"y", "w", "b"}, {"z"}),
                         Op("Mul", {"y", "y"}, {"yy"}), Op("Add", {"z", "yy"}, {"s"}),
                         Op("AveragedLoss", {"s"}, {"loss"})},
@@ -175,7 +131,7 @@ TEST_CASE("a blob read by several ops gets its contributions summed") {
 }
 
 TEST_CASE("several losses, loss scale, and wrt = every external input") {
-  Feeds feeds{{"a", RandomT({4}, 21)}, {"b", RandomT({4}, 22)}};
+  Feeds feeds{{"a", RandomF64({4}, 21)}, {"b", RandomF64({4}, 22)}};
   NetDef fwd = MakeNet({Op("Mul", {"a", "b"}, {"ab"}), Op("AveragedLoss", {"ab"}, {"l1"}),
                         Op("AveragedLoss", {"a"}, {"l2"})},
                        feeds);
@@ -213,7 +169,7 @@ TEST_CASE("StopGradient-like fills, stop lists, non-differentiable paths and mis
   ExpectError([&] { AddGradients(fwd, opt); }, Code::kInvalidArgument, {"no loss"});
 
   // Copy has no gradient maker registered.
-  Feeds f2{{"a", RandomT({3}, 1)}};
+  Feeds f2{{"a", RandomF64({3}, 1)}};
   NetDef copy = MakeNet({Op("Copy", {"a"}, {"c"}), Op("AveragedLoss", {"c"}, {"l"})}, f2);
   GradientOptions o2;
   o2.losses = {"l"};
@@ -226,7 +182,7 @@ TEST_CASE("StopGradient-like fills, stop lists, non-differentiable paths and mis
 
 TEST_CASE("a gradient that needs a value overwritten in place is refused, naming both ops") {
   // Sigmoid-free case: Mul reads a and b; a later in-place Scale overwrites a.
-  Feeds feeds{{"a", RandomT({4}, 31)}, {"b", RandomT({4}, 32)}};
+  Feeds feeds{{"a", RandomF64({4}, 31)}, {"b", RandomF64({4}, 32)}};
   NetDef fwd = MakeNet({Op("Mul", {"a", "b"}, {"c"}), Op("Scale", {"a"}, {"a"}, {MakeArg("scale", 2.0)}),
                         Op("Add", {"c", "a"}, {"d"}), Op("AveragedLoss", {"d"}, {"l"})},
                        feeds);

@@ -31,69 +31,19 @@
 #include "gradient_checker.h"
 #include "ops/op_schema.h"
 #include "ops/operator.h"
+#include "op_test_util.h"
 
 using namespace dp;
+using namespace dp::testing;
 
 namespace {
 
 // ---- building ops, nets and tensors ----------------------------------------
 
-Argument IntArg(std::string name, int64_t v) { return Argument{std::move(name), Argument::Value{v}}; }
-Argument StrArg(std::string name, std::string v) { return Argument{std::move(name), Argument::Value{std::move(v)}}; }
-
-OperatorDef Op(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
-               std::vector<Argument> args = {}) {
-  OperatorDef op;
-  op.type = std::move(type);
-  op.inputs = std::move(inputs);
-  op.outputs = std::move(outputs);
-  op.args = std::move(args);
-  return op;
-}
-
-using Feeds = std::vector<std::pair<std::string, Tensor>>;
-
-NetDef MakeNet(std::vector<OperatorDef> ops, const Feeds& feeds) {
-  NetDef net;
-  net.ops = std::move(ops);
-  for (const auto& f : feeds) net.external_inputs.push_back(f.first);
-  return net;
-}
-
-template <typename T>
-Tensor Make(Dims dims, const std::vector<T>& values) {
-  Tensor t(std::move(dims), DTypeOf<T>());
-  REQUIRE(static_cast<size_t>(t.numel()) == values.size());
-  if (!values.empty()) std::copy(values.begin(), values.end(), t.mutable_data<T>());
-  return t;
-}
-
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  REQUIRE(t.dtype() == DTypeOf<T>());
-  const T* p = t.data<T>();
-  return std::vector<T>(p, p + t.numel());
-}
-
-int64_t Prod(const Dims& d) {
-  int64_t p = 1;
-  for (int64_t v : d) p *= v;
-  return p;
-}
-
-template <typename T>
-std::vector<T> Random(int64_t n, uint32_t seed, double lo = -1.0, double hi = 1.0) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> v(static_cast<size_t>(n));
-  for (auto& x : v) x = static_cast<T>(dist(gen));
-  return v;
-}
-
 template <typename T>
 Tensor RandomTensor(Dims dims, uint32_t seed) {
   int64_t n = Prod(dims);
-  return Make<T>(std::move(dims), Random<T>(n, seed));
+  return Make<T>(std::move(dims), Random<T>(n, seed, -1.0, 1.0));
 }
 
 // Distinct values (a shuffled ladder 0.01 apart): max pooling has no ties and
@@ -115,93 +65,15 @@ Tensor Cast(const Tensor& t) {
 
 // ---- running ----------------------------------------------------------------
 
-// Checks InferNetShapes on `def` against the tensors a run left in `ws`:
-// every output must be inferred and match exactly.
-void CheckInference(const NetDef& def, const Feeds& feeds, const Workspace& ws) {
-  std::map<std::string, TensorInfo> known;
-  for (const auto& [name, t] : feeds) known[name] = TensorInfo{t.dims(), t.dtype()};
-  auto inferred = InferNetShapes(def, known);
-  for (const auto& op : def.ops) {
-    for (const auto& out : op.outputs) {
-      CAPTURE(op.type);
-      CAPTURE(out);
-      REQUIRE(inferred.count(out) == 1);
-      const TensorInfo& info = inferred.at(out);
-      REQUIRE_MESSAGE(info.known(), "shape inference left output '", out, "' of ", op.type, " unknown");
-      const Tensor& t = ws.GetTensor(out);
-      CHECK_MESSAGE(info.dims == t.dims(), op.type, " output '", out, "': inferred ", DimsString(info.dims),
-                    ", kernel wrote ", DimsString(t.dims()));
-      CHECK_MESSAGE(info.dtype == t.dtype(), op.type, " output '", out, "': inferred ", DTypeName(info.dtype),
-                    ", kernel wrote ", DTypeName(t.dtype()));
-    }
-  }
-}
-
-// Runs the ops once in a fresh workspace fed with copies of `feeds`; cross-checks shape inference.
-std::shared_ptr<Workspace> RunOps(std::vector<OperatorDef> ops, const Feeds& feeds) {
-  auto def = std::make_shared<const NetDef>(MakeNet(std::move(ops), feeds));
-  auto ws = std::make_shared<Workspace>();
-  for (const auto& [name, t] : feeds) {
-    Tensor copy;
-    copy.CopyFrom(t);
-    ws->Feed(name, copy);
-  }
-  Net net(def, ws);
-  net.Run();
-  CheckInference(*def, feeds, *ws);
-  return ws;
-}
-
-std::shared_ptr<Workspace> RunOp(OperatorDef op, const Feeds& feeds) { return RunOps({std::move(op)}, feeds); }
-
-// Expects fn to throw a dp::Error with `code` whose message contains every needle.
-template <typename Fn>
-void ExpectError(Fn&& fn, Code code, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    FAIL("expected a dp::Error with code ", std::string(CodeName(code)));
-  } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, "got ", std::string(CodeName(e.code())), " (", e.message(), "), want ",
-                  std::string(CodeName(code)));
-    for (const auto& n : needles)
-      CHECK_MESSAGE(e.message().find(n) != std::string::npos, "\"", e.message(), "\" lacks \"", n, "\"");
-  }
-}
-
 // The net must build; its run must fail with `code` naming the needles. Shape
 // inference over the same feeds must fail likewise.
 void ExpectOpError(const OperatorDef& op, const Feeds& feeds, Code code, std::initializer_list<std::string> needles) {
-  auto def = std::make_shared<const NetDef>(MakeNet({op}, feeds));
-  auto ws = std::make_shared<Workspace>();
-  for (const auto& [name, t] : feeds) ws->Feed(name, t);
-  Net net(def, ws);  // errors here are test failures: these are run-time errors
   {
     INFO("running");
-    ExpectError([&] { net.Run(); }, code, needles);
+    ExpectRunError({op}, feeds, code, needles);
   }
-  std::map<std::string, TensorInfo> known;
-  for (const auto& [name, t] : feeds) known[name] = TensorInfo{t.dims(), t.dtype()};
   INFO("shape inference");
-  ExpectError([&] { InferNetShapes(*def, known); }, code, needles);
-}
-
-// ---- comparing ----------------------------------------------------------------
-
-template <typename T>
-double Tol() {
-  return std::is_same_v<T, float> ? 1e-5 : 1e-12;
-}
-
-// |got - want| <= tol * (scale + |want|) everywhere; reports the first mismatch.
-template <typename T>
-void CheckClose(const std::vector<T>& got, const std::vector<double>& want, double tol, double scale = 1.0) {
-  REQUIRE(got.size() == want.size());
-  size_t bad = got.size();
-  for (size_t i = 0; i < got.size() && bad == got.size(); ++i)
-    if (!(std::abs(static_cast<double>(got[i]) - want[i]) <= tol * (scale + std::abs(want[i])))) bad = i;
-  CHECK_MESSAGE(bad == got.size(), "element ", bad, " of ", got.size(), ": got ",
-                bad < got.size() ? static_cast<double>(got[bad]) : 0.0, ", want ",
-                bad < got.size() ? want[bad] : 0.0);
+  ExpectInferError({op}, feeds, code, needles);
 }
 
 // ---- references ---------------------------------------------------------------
@@ -852,7 +724,7 @@ TEST_CASE("Conv errors have the right code and name the blob") {
                   {{"img", t({1, 1, 5, 5})}, {"filt", t({1, 1, 3, 3})}}, Code::kInvalidArgument, {"pad_t"});
   }
   SUBCASE("NHWC") {
-    ExpectOpError(Op("Conv", {"img", "filt"}, {"Y"}, {StrArg("order", "NHWC")}),
+    ExpectOpError(Op("Conv", {"img", "filt"}, {"Y"}, {StringArg("order", "NHWC")}),
                   {{"img", t({1, 1, 5, 5})}, {"filt", t({1, 1, 3, 3})}}, Code::kInvalidArgument, {"NHWC"});
   }
   SUBCASE("dtypes differ") {

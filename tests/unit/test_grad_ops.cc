@@ -9,35 +9,15 @@
 
 #include "autodiff/gradient_registry.h"
 #include "gradient_checker.h"
+#include "op_test_util.h"
 
 using namespace dp;
-using dp::testing::CheckGradient;
-using dp::testing::GradCheckOptions;
+using namespace dp::testing;
 
 namespace {
 
-OperatorDef Op(std::string type, std::vector<std::string> in, std::vector<std::string> out,
-               std::vector<Argument> args = {}) {
-  OperatorDef op;
-  op.type = std::move(type);
-  op.inputs = std::move(in);
-  op.outputs = std::move(out);
-  op.args = std::move(args);
-  return op;
-}
-
 Tensor RandomT(Dims dims, uint32_t seed, double lo = -1.5, double hi = 1.5) {
-  Tensor t(std::move(dims), DType::kFloat64);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data<double>()[i] = d(gen);
-  return t;
-}
-
-Tensor Labels(std::vector<int32_t> v) {
-  Tensor t({static_cast<int64_t>(v.size())}, DType::kInt32);
-  std::copy(v.begin(), v.end(), t.mutable_data<int32_t>());
-  return t;
+  return RandomF64(std::move(dims), seed, lo, hi);
 }
 
 }  // namespace

@@ -15,8 +15,10 @@
 #include "graph/net_format.h"
 #include "model/model_format.h"
 #include "model/training.h"
+#include "op_test_util.h"
 
 using namespace dp;
+using dp::testing::ExpectError;
 
 namespace {
 
@@ -39,18 +41,6 @@ std::string ModelJson(const std::string& optimizer, const std::string& extra = "
   "inputs": ["data", "label"],
   "losses": ["loss"],
   "metrics": ["accuracy"])" + extra + (optimizer.empty() ? "" : ",\n  \"optimizer\": " + optimizer) + "\n}";
-}
-
-template <typename Fn>
-void ExpectError(Fn&& fn, Code code, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    FAIL("expected an error");
-  } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, e.message());
-    for (const auto& n : needles)
-      CHECK_MESSAGE(e.message().find(n) != std::string::npos, "\"", e.message(), "\" lacks \"", n, "\"");
-  }
 }
 
 // A linearly separable-ish batch: class = argmax of three fixed projections.

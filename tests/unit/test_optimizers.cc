@@ -30,46 +30,14 @@
 #include "graph/net_validate.h"
 #include "ops/op_schema.h"
 #include "ops/operator.h"
+#include "op_test_util.h"
 
 using namespace dp;
+using namespace dp::testing;
 
 namespace {
 
 // ---- building ops, nets and tensors ----------------------------------------
-
-Argument IntArg(std::string name, int64_t v) { return Argument{std::move(name), Argument::Value{v}}; }
-Argument FloatArg(std::string name, double v) { return Argument{std::move(name), Argument::Value{v}}; }
-Argument StringArg(std::string name, std::string v) { return Argument{std::move(name), Argument::Value{std::move(v)}}; }
-Argument IntsArg(std::string name, std::vector<int64_t> v) {
-  return Argument{std::move(name), Argument::Value{std::move(v)}};
-}
-
-OperatorDef Op(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
-               std::vector<Argument> args = {}) {
-  OperatorDef op;
-  op.type = std::move(type);
-  op.inputs = std::move(inputs);
-  op.outputs = std::move(outputs);
-  op.args = std::move(args);
-  return op;
-}
-
-using Feeds = std::vector<std::pair<std::string, Tensor>>;
-
-NetDef MakeNet(std::vector<OperatorDef> ops, const Feeds& feeds) {
-  NetDef net;
-  net.ops = std::move(ops);
-  for (const auto& f : feeds) net.external_inputs.push_back(f.first);
-  return net;
-}
-
-template <typename T>
-Tensor Make(Dims dims, const std::vector<T>& values) {
-  Tensor t(std::move(dims), DTypeOf<T>());
-  REQUIRE(static_cast<size_t>(t.numel()) == values.size());
-  if (!values.empty()) std::copy(values.begin(), values.end(), t.mutable_data<T>());
-  return t;
-}
 
 Tensor Int64(int64_t v) {
   Tensor t(Dims{1}, DType::kInt64);
@@ -83,123 +51,7 @@ Tensor Int32(int32_t v) {
   return t;
 }
 
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  REQUIRE(t.dtype() == DTypeOf<T>());
-  const T* p = t.data<T>();
-  return std::vector<T>(p, p + t.numel());
-}
-
-template <typename T>
-std::vector<T> Random(int64_t n, uint32_t seed, double lo = -2.0, double hi = 2.0) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> v(static_cast<size_t>(n));
-  for (auto& x : v) x = static_cast<T>(dist(gen));
-  return v;
-}
-
-template <typename T>
-std::vector<double> ToDouble(const std::vector<T>& v) {
-  return std::vector<double>(v.begin(), v.end());
-}
-
-int64_t Prod(const Dims& d) {
-  int64_t p = 1;
-  for (int64_t x : d) p *= x;
-  return p;
-}
-
 // ---- running ----------------------------------------------------------------
-
-// Checks InferNetShapes on `def` against the tensors a run left in `ws`:
-// every output must be known and match the kernel's dims and dtype.
-void CheckInference(const NetDef& def, const Feeds& feeds, const Workspace& ws) {
-  std::map<std::string, TensorInfo> known;
-  for (const auto& [name, t] : feeds) known[name] = TensorInfo{t.dims(), t.dtype()};
-  auto inferred = InferNetShapes(def, known);
-  for (const auto& op : def.ops) {
-    for (const auto& out : op.outputs) {
-      CAPTURE(op.type);
-      CAPTURE(out);
-      REQUIRE(inferred.count(out) == 1);
-      const TensorInfo& info = inferred.at(out);
-      REQUIRE_MESSAGE(info.known(), "shape inference left output '", out, "' of ", op.type, " unknown");
-      const Tensor& t = ws.GetTensor(out);
-      CHECK_MESSAGE(info.dims == t.dims(), op.type, " output '", out, "': inferred ", DimsString(info.dims),
-                    ", kernel wrote ", DimsString(t.dims()));
-      CHECK_MESSAGE(info.dtype == t.dtype(), op.type, " output '", out, "': inferred ", DTypeName(info.dtype),
-                    ", kernel wrote ", DTypeName(t.dtype()));
-    }
-  }
-}
-
-// Feeds a deep copy of dp-allocated tensors, so that the blob is the sole
-// owner of its storage as in a training loop; caller memory is fed as it is.
-void FeedOwned(Workspace& ws, const std::string& name, const Tensor& t) {
-  if (!t.defined() || !t.storage() || !t.storage()->library_owned()) {
-    ws.Feed(name, t);
-    return;
-  }
-  Tensor copy;
-  copy.CopyFrom(t);
-  ws.Feed(name, copy);
-}
-
-// Runs the ops once in a fresh workspace; cross-checks shape inference.
-std::shared_ptr<Workspace> RunOps(std::vector<OperatorDef> ops, const Feeds& feeds) {
-  auto def = std::make_shared<const NetDef>(MakeNet(std::move(ops), feeds));
-  auto ws = std::make_shared<Workspace>();
-  for (const auto& [name, t] : feeds) FeedOwned(*ws, name, t);
-  Net net(def, ws);
-  net.Run();
-  CheckInference(*def, feeds, *ws);
-  return ws;
-}
-
-// Expects fn to throw a dp::Error with `code` whose message contains every needle.
-template <typename Fn>
-void ExpectError(Fn&& fn, Code code, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    FAIL("expected a dp::Error with code ", std::string(CodeName(code)));
-  } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, "got ", std::string(CodeName(e.code())), " (", e.message(), "), want ",
-                  std::string(CodeName(code)));
-    for (const auto& n : needles)
-      CHECK_MESSAGE(e.message().find(n) != std::string::npos, "\"", e.message(), "\" lacks \"", n, "\"");
-  }
-}
-
-// The net must build; its first run must fail with `code` naming the needles.
-void ExpectRunError(std::vector<OperatorDef> ops, const Feeds& feeds, Code code,
-                    std::initializer_list<std::string> needles, std::vector<std::string> extra_inputs = {}) {
-  NetDef d = MakeNet(std::move(ops), feeds);
-  for (auto& e : extra_inputs) d.external_inputs.push_back(e);
-  auto def = std::make_shared<const NetDef>(std::move(d));
-  auto ws = std::make_shared<Workspace>();
-  for (const auto& [name, t] : feeds) ws->Feed(name, t);
-  Net net(def, ws);  // errors here are test failures: these are run-time errors
-  ExpectError([&] { net.Run(); }, code, needles);
-}
-
-// Creating the net must fail (validation or operator construction).
-void ExpectBuildError(std::vector<OperatorDef> ops, const Feeds& feeds, Code code,
-                      std::initializer_list<std::string> needles) {
-  auto def = std::make_shared<const NetDef>(MakeNet(std::move(ops), feeds));
-  auto ws = std::make_shared<Workspace>();
-  for (const auto& [name, t] : feeds) ws->Feed(name, t);
-  ExpectError([&] { Net net(def, ws); }, code, needles);
-}
-
-// Shape inference over the same feeds must fail likewise.
-void ExpectInferError(std::vector<OperatorDef> ops, const Feeds& feeds, Code code,
-                      std::initializer_list<std::string> needles) {
-  NetDef def = MakeNet(std::move(ops), feeds);
-  std::map<std::string, TensorInfo> known;
-  for (const auto& [name, t] : feeds) known[name] = TensorInfo{t.dims(), t.dtype()};
-  ExpectError([&] { InferNetShapes(def, known); }, code, needles);
-}
 
 // Both the run and shape inference must fail with `code`.
 void ExpectRunAndInferError(const std::vector<OperatorDef>& ops, const Feeds& feeds, Code code,
@@ -210,14 +62,9 @@ void ExpectRunAndInferError(const std::vector<OperatorDef>& ops, const Feeds& fe
 
 // ---- comparing -----------------------------------------------------------------
 
-template <typename T>
-constexpr double Tol() {
-  return std::is_same_v<T, float> ? 2e-5 : 1e-12;
-}
-
 // |got - want| <= tol * (1 + |want|) elementwise; reports the first mismatch.
 template <typename T>
-void CheckClose(const Tensor& t, const std::vector<double>& want, double tol, const std::string& what) {
+void CheckTensorClose(const Tensor& t, const std::vector<double>& want, double tol, const std::string& what) {
   CAPTURE(what);
   std::vector<T> got = Values<T>(t);
   REQUIRE(got.size() == want.size());
@@ -371,8 +218,8 @@ void RunCase(const OptCase& c, const Dims& dims, int steps = 5) {
     }
     net.Run();
     c.ref(p, s, ToDouble(g), lr, step);
-    CheckClose<T>(ws->GetTensor("w"), p, Tol<T>(), "param");
-    for (size_t k = 0; k < c.states.size(); ++k) CheckClose<T>(ws->GetTensor(c.states[k]), s[k], Tol<T>(), c.states[k]);
+    CheckTensorClose<T>(ws->GetTensor("w"), p, Tol<T>(), "param");
+    for (size_t k = 0; k < c.states.size(); ++k) CheckTensorClose<T>(ws->GetTensor(c.states[k]), s[k], Tol<T>(), c.states[k]);
     if (c.uses_iter) CHECK(ws->GetTensor("iter").data<int64_t>()[0] == step);
     if (step == 1) {
       CheckInference(*def, feeds, *ws);
@@ -843,8 +690,8 @@ TEST_CASE("Iter + LearningRate(step, warmup) + MomentumSGD from zero state over 
     const double lr = static_cast<double>(static_cast<float>(lrs[step - 1]));
     CHECK(static_cast<double>(ws->GetTensor("lr").data<float>()[0]) == lr);
     ref(p, s, ToDouble(g), lr, step);
-    CheckClose<float>(ws->GetTensor("w"), p, Tol<float>(), "param");
-    CheckClose<float>(ws->GetTensor("mom"), s[0], Tol<float>(), "momentum");
+    CheckTensorClose<float>(ws->GetTensor("w"), p, Tol<float>(), "param");
+    CheckTensorClose<float>(ws->GetTensor("mom"), s[0], Tol<float>(), "momentum");
     if (step == 1) {
       Feeds known = {{"w", ws->GetTensor("w")}, {"g", ws->GetTensor("g")}, {"mom", ws->GetTensor("mom")},
                      {"iter", ws->GetTensor("iter")}};
