@@ -15,6 +15,7 @@
 #include "exec/net.h"
 #include "graph/net_def.h"
 #include "model/model_def.h"
+#include "parallel/parallelize.h"
 
 struct dp_status {
   int32_t code;
@@ -47,6 +48,10 @@ struct dp_string_list {
 
 struct dp_buffer {
   std::string bytes;
+};
+
+struct dp_parallel_model {
+  dp::ParallelNets nets;
 };
 
 namespace dp::capi {

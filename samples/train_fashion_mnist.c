@@ -4,13 +4,14 @@
  *
  * It reads the IDX files (dp_read_idx), loads a model definition
  * (samples/nets/fashion_mlp.json or fashion_cnn.json), derives the training
- * nets (dp_model_build_training: init, one training step, evaluation), then
+ * nets (dp_model_build_training: init, one training step, evaluation; with
+ * --devices, dp_parallelize: data parallelism over N replicas), then
  * for each epoch shuffles the training set, runs one step per batch (the last
  * partial batch is dropped) and evaluates the whole test set.
  *
  *   train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
- *                       [--limit N] [--min-acc A]
+ *                       [--limit N] [--min-acc A] [--devices cpu:N]
  *
  * Output: one line per epoch
  *   epoch E/EP loss=<mean train loss> test_acc=<acc> samples_per_s=<train samples/s>
@@ -44,6 +45,7 @@ typedef struct {
   int32_t* test_y;
   uint32_t* order;
   dp_model* model;
+  dp_parallel_model* parallel;
   dp_netdef* init_def;
   dp_netdef* train_def;
   dp_netdef* eval_def;
@@ -60,6 +62,7 @@ static void app_free(void) {
   dp_net_free(app.train);
   dp_net_free(app.init);
   dp_workspace_free(app.ws);
+  dp_parallel_model_free(app.parallel);
   dp_netdef_free(app.eval_def);
   dp_netdef_free(app.train_def);
   dp_netdef_free(app.init_def);
@@ -258,7 +261,7 @@ static double evaluate(size_t n) {
 static void usage(const char* argv0) {
   fprintf(stderr,
           "usage: %s [--model mlp|cnn|PATH.json] [--epochs E] [--batch B] [--lr LR] [--seed S]\n"
-          "          [--data DIR] [--nets DIR] [--limit N] [--min-acc A]\n",
+          "          [--data DIR] [--nets DIR] [--limit N] [--min-acc A] [--devices cpu:N|cuda:N]\n",
           argv0);
   exit(2);
 }
@@ -292,6 +295,8 @@ int main(int argc, char** argv) {
   long epochs = 3, batch = 64, limit = 0;
   unsigned long long seed = 1;
   double lr = 0, min_acc = -1;
+  int32_t device_type = -1; /* -1: one device, no dp_parallelize */
+  long num_devices = 0;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (i + 1 >= argc) usage(argv[0]);
@@ -320,6 +325,17 @@ int main(int argc, char** argv) {
         fprintf(stderr, "%s: --min-acc must be a number in [0, 1], got '%s'\n", argv[0], v);
         return 2;
       }
+    } else if (strcmp(a, "--devices") == 0) {
+      const char* colon = strchr(v, ':');
+      if (colon != NULL && (size_t)(colon - v) == 3 && strncmp(v, "cpu", 3) == 0) {
+        device_type = DP_DEVICE_CPU;
+      } else if (colon != NULL && (size_t)(colon - v) == 4 && strncmp(v, "cuda", 4) == 0) {
+        device_type = DP_DEVICE_CUDA;
+      } else {
+        fprintf(stderr, "%s: --devices must be cpu:N or cuda:N, got '%s'\n", argv[0], v);
+        return 2;
+      }
+      num_devices = parse_long(argv[0], a, colon + 1, 1, 64);
     } else if (strcmp(a, "--data") == 0) {
       data_dir = v;
     } else if (strcmp(a, "--nets") == 0) {
@@ -380,10 +396,28 @@ int main(int argc, char** argv) {
 
   /* Model and nets. */
   check(dp_model_from_file(model_path, &app.model), model_path);
-  dp_training_options topts = DP_TRAINING_OPTIONS_INIT;
-  topts.lr = lr; /* 0: the model's */
-  check(dp_model_build_training(app.model, &topts, &app.init_def, &app.train_def, &app.eval_def),
-        "dp_model_build_training");
+  if (device_type < 0) {
+    dp_training_options topts = DP_TRAINING_OPTIONS_INIT;
+    topts.lr = lr; /* 0: the model's */
+    check(dp_model_build_training(app.model, &topts, &app.init_def, &app.train_def, &app.eval_def),
+          "dp_model_build_training");
+  } else {
+    /* Replicas 0..N-1; the global batch is split across them, so --batch
+     * stays the batch of one step and training matches one device. */
+    int32_t ids[64];
+    for (long i = 0; i < num_devices; ++i) ids[i] = (int32_t)i;
+    dp_parallel_options popts = DP_PARALLEL_OPTIONS_INIT;
+    popts.device_type = device_type;
+    popts.device_ids = ids;
+    popts.num_devices = (size_t)num_devices;
+    popts.lr = lr;
+    check(dp_parallelize(app.model, &popts, &app.parallel), "dp_parallelize");
+    check(dp_parallel_model_nets(app.parallel, &app.init_def, &app.train_def, &app.eval_def),
+          "dp_parallel_model_nets");
+    printf("data parallel over %zu replicas (%s ... %s)\n", dp_parallel_model_num_replicas(app.parallel),
+           dp_parallel_model_scope(app.parallel, 0),
+           dp_parallel_model_scope(app.parallel, dp_parallel_model_num_replicas(app.parallel) - 1));
+  }
   check(dp_workspace_create(&app.ws), "dp_workspace_create");
   check(dp_net_create(app.ws, app.init_def, NULL, &app.init), "creating the init net");
   check(dp_net_create(app.ws, app.train_def, NULL, &app.train), "creating the train net");

@@ -2,7 +2,8 @@
 # README's test command: builds and tests both configurations,
 #   build      default (-Dcuda=auto: CUDA compiled and linked when the toolkit exists)
 #   build-cpu  -Dcuda=disabled (CPU only)
-# then the executor-related unit tests (async, exec, core) under ThreadSanitizer,
+# then the unit tests that drive threads (async, exec, core, collectives,
+# parallelize) under ThreadSanitizer,
 #   build-tsan -Dcuda=disabled -Db_sanitize=thread (only those tests' targets are built)
 # and ends with one line "N passed, N failed" over all three.
 set -euo pipefail
@@ -24,12 +25,13 @@ for c in "${configs[@]}"; do
 done
 
 # ThreadSanitizer over the tests that drive threads: the async executor, its
-# worker pools and nets (the whole suite under TSan would take far longer).
+# worker pools and nets, the in-process collectives and data-parallel training
+# (the whole suite under TSan would take far longer).
 # OpenBLAS is not instrumented, so it runs single-threaded; any report fails
 # the test (halt_on_error). No suppressions are needed.
 tsan_dir=build-tsan
 tsan_opts="-Dcuda=disabled -Db_sanitize=thread -Dbuildtype=debugoptimized -Dsamples=false"
-tsan_tests=(async exec core)
+tsan_tests=(async exec core collectives parallelize)
 if [ ! -f "$tsan_dir/build.ninja" ]; then
   # shellcheck disable=SC2086
   meson setup "$tsan_dir" $tsan_opts >/dev/null

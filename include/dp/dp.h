@@ -415,6 +415,58 @@ DP_API DP_MUST_USE dp_status* dp_model_build_training(const dp_model* model, con
                                                       dp_netdef** out_eval);
 
 /* ------------------------------------------------------------------------ */
+/* Data parallelism                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* A model turned into N replicas in this process, one per device, under the
+ * name scopes "cpu_0/", "cpu_1/", ... Immutable; any thread. */
+typedef struct dp_parallel_model dp_parallel_model;
+
+typedef struct dp_parallel_options {
+  uint32_t struct_size;       /* sizeof(dp_parallel_options) */
+  int32_t device_type;        /* DP_DEVICE_CPU (CUDA replicas: DP_ERR_UNIMPLEMENTED for now) */
+  const int32_t* device_ids;  /* num_devices distinct ids >= 0, one replica each; read during the call */
+  size_t num_devices;         /* >= 1 */
+  int64_t first_bucket_bytes; /* > 0: the first gradient bucket (small: communication starts early) */
+  int64_t bucket_bytes;       /* > 0: every later bucket */
+  int32_t uneven_split;       /* 1: accept global batches that do not divide by num_devices */
+  int32_t fuse;               /* 1: fuse FC + Relu in the forward net (as dp_model_build_training) */
+  double lr;                  /* > 0: replaces the optimizer's base learning rate; 0: the model's */
+} dp_parallel_options;
+
+#define DP_PARALLEL_OPTIONS_INIT \
+  {(uint32_t)sizeof(dp_parallel_options), DP_DEVICE_CPU, NULL, 0, 1048576, 26214400, 0, 1, 0.0}
+
+/* Builds data-parallel training over the devices of `options`:
+ * - init: the model's init net on replica 0, a broadcast of every param and
+ *   computed param to the other replicas, each replica's optimizer state,
+ *   the iteration counter and the communicator; run it once;
+ * - train: one step on a global batch fed once under the model's input names
+ *   ("data"): it is split along dim 0 across the replicas, each replica runs
+ *   forward and backward, gradients are summed across replicas in buckets
+ *   (each bucket's allreduce starts as soon as its gradients exist, while
+ *   backward goes on), every replica applies the optimizer, and the losses
+ *   and metrics are averaged over replicas under their own names ("loss");
+ *   a batch that does not divide by the replica count fails with
+ *   DP_ERR_SHAPE naming the input unless uneven_split is set;
+ * - eval: the forward net in inference mode reading replica 0's params; its
+ *   other blobs keep the model's names.
+ * The replicas stay identical: after every step all hold the params one
+ * device would hold after training on the global batch (to float rounding).
+ * Bad options give DP_ERR_INVALID_ARGUMENT naming the option. */
+DP_API DP_MUST_USE dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* options,
+                                             dp_parallel_model** out);
+/* The three nets as new netdefs (any out-parameter may be NULL); all run in
+ * one workspace. */
+DP_API DP_MUST_USE dp_status* dp_parallel_model_nets(const dp_parallel_model* model, dp_netdef** out_init,
+                                                     dp_netdef** out_train, dp_netdef** out_eval);
+DP_API size_t dp_parallel_model_num_replicas(const dp_parallel_model* model); /* 0 for NULL */
+/* Replica i's name scope ("cpu_1/"), valid while the model lives; NULL when
+ * i is out of range or model is NULL. */
+DP_API const char* dp_parallel_model_scope(const dp_parallel_model* model, size_t i);
+DP_API void dp_parallel_model_free(dp_parallel_model* model);
+
+/* ------------------------------------------------------------------------ */
 /* Data                                                                      */
 /* ------------------------------------------------------------------------ */
 

@@ -15,6 +15,12 @@ struct DeviceOption {
   friend bool operator==(const DeviceOption&, const DeviceOption&) = default;
 };
 
+// Whether storage made on `a` can serve `b` as it is: CPU replicas (cpu:0,
+// cpu:1, ...) all use the host's memory; each GPU has its own.
+inline bool SameMemory(DeviceOption a, DeviceOption b) {
+  return a.type == b.type && (a.type == DeviceType::kCPU || a.id == b.id);
+}
+
 std::string DeviceName(DeviceOption d);   // "cpu:0", "cuda:1"
 std::string DeviceScope(DeviceOption d);  // name scope of a replica: "cpu_0/", "cuda_1/"
 const char* DeviceTypeName(DeviceType t);

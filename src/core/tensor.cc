@@ -63,7 +63,7 @@ void Tensor::Resize(Dims dims, DType dtype, DeviceOption device) {
   int64_t numel = NumElements(dims);
   size_t need = TensorBytes(dims, dtype);
   bool reuse = storage_ && storage_.use_count() == 1 && storage_->library_owned() &&
-               storage_->device() == device && storage_->nbytes() >= need &&
+               SameMemory(storage_->device(), device) && storage_->nbytes() >= need &&
                // Do not pin a large block for a much smaller tensor.
                storage_->nbytes() <= 2 * need + 4096;
   if (!reuse) storage_ = Storage::Allocate(device, need);

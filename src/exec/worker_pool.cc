@@ -7,12 +7,7 @@
 #include <sched.h>
 #endif
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define DP_CPU_RELAX() _mm_pause()
-#else
-#define DP_CPU_RELAX() std::this_thread::yield()
-#endif
+#include "core/cpu_relax.h"
 
 namespace dp {
 namespace {
@@ -34,7 +29,7 @@ void WorkerPool::SpinLock::lock() {
     if (!locked_.exchange(true, std::memory_order_acquire)) return;
     while (locked_.load(std::memory_order_relaxed)) {
       if (++spins < kLockPausesBeforeYield)
-        DP_CPU_RELAX();
+        CpuRelax();
       else
         std::this_thread::yield();
     }
@@ -180,7 +175,7 @@ void WorkerPool::Loop(int worker) {
       bool seen = false, found = false;
       while (!found) {
         int i = 0;
-        for (; i < kPausesPerClockCheck && queued_.load(std::memory_order_acquire) == 0; ++i) DP_CPU_RELAX();
+        for (; i < kPausesPerClockCheck && queued_.load(std::memory_order_acquire) == 0; ++i) CpuRelax();
         const auto now = Clock::now();
         if (i < kPausesPerClockCheck) {
           if (!seen) {
@@ -189,7 +184,7 @@ void WorkerPool::Loop(int worker) {
           } else if (now - first_seen >= kIdleTakeDelay) {
             found = true;
           }
-          DP_CPU_RELAX();
+          CpuRelax();
         } else {
           seen = false;
           if (now >= deadline) break;

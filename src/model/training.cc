@@ -9,14 +9,11 @@
 #include "graph/net_validate.h"
 
 namespace dp {
-namespace {
 
-void AddExternal(NetDef& net, const std::string& blob) {
+void AddExternalInput(NetDef& net, const std::string& blob) {
   if (std::find(net.external_inputs.begin(), net.external_inputs.end(), blob) == net.external_inputs.end())
     net.external_inputs.push_back(blob);
 }
-
-}  // namespace
 
 std::vector<std::string> OptimizerStateBlobs(const OptimizerDef& opt, const std::string& param) {
   if (opt.type == "momentum") return {param + "/momentum"};
@@ -93,13 +90,17 @@ NetDef TrainingForwardNet(const ModelDef& model, bool fuse) {
   return fwd;
 }
 
-TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options) {
+const OptimizerDef& CheckTrainable(const ModelDef& model) {
   const std::string where = model.name.empty() ? std::string("model") : StrCat("model '", model.name, "'");
   DP_ENFORCE_CODE(model.optimizer.has_value(), Code::kInvalidArgument, where, ": has no optimizer to train with");
   DP_ENFORCE_CODE(!model.losses.empty(), Code::kInvalidArgument, where, ": has no losses to train on");
   DP_ENFORCE_CODE(!model.params.empty(), Code::kInvalidArgument, where, ": has no params to train");
-  const OptimizerDef& opt = *model.optimizer;
-  ValidateOptimizer(opt);
+  ValidateOptimizer(*model.optimizer);
+  return *model.optimizer;
+}
+
+TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options) {
+  const OptimizerDef& opt = CheckTrainable(model);
 
   TrainingNets out;
   out.init = model.init_net;
@@ -140,9 +141,9 @@ TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options
     train.ops.push_back(g.net.ops[j]);
     for (auto& u : after[j]) train.ops.push_back(std::move(u));
   }
-  AddExternal(train, kIterBlob);
+  AddExternalInput(train, kIterBlob);
   for (const auto& p : model.params)
-    for (const auto& s : OptimizerStateBlobs(opt, p)) AddExternal(train, s);
+    for (const auto& s : OptimizerStateBlobs(opt, p)) AddExternalInput(train, s);
   train.external_outputs = model.losses;
   train.external_outputs.insert(train.external_outputs.end(), model.metrics.begin(), model.metrics.end());
   ValidateNet(train);

@@ -48,6 +48,13 @@ struct TrainingNets {
   std::vector<std::pair<std::string, std::string>> grads;  // param -> gradient blob
 };
 
+// The model's optimizer, after checking that the model can be trained: it
+// has an optimizer (valid), losses and params (kInvalidArgument otherwise).
+const OptimizerDef& CheckTrainable(const ModelDef& model);
+
+// Appends `blob` to the net's external inputs unless it is listed already.
+void AddExternalInput(NetDef& net, const std::string& blob);
+
 // One-device training. The model needs an optimizer and at least one loss
 // (kInvalidArgument otherwise). Each param's update is placed right after the
 // last op that reads the param or writes its gradient.

@@ -38,7 +38,7 @@ namespace {
 inline const std::shared_ptr<Storage>* StorageToHold(const Blob* b, DeviceOption device) {
   if (!b->IsType<Tensor>()) return nullptr;
   const auto& s = b->Get<Tensor>().storage();
-  return s && (!s->library_owned() || !(s->device() == device)) ? &s : nullptr;
+  return s && (!s->library_owned() || !SameMemory(s->device(), device)) ? &s : nullptr;
 }
 
 }  // namespace
@@ -56,10 +56,13 @@ void Operator::Run(DeviceContext& ctx) {
   };
   // Caller-supplied input memory is never written, so an in-place op's output
   // gets fresh storage and the input's storage could be released mid-kernel;
-  // hold it until the kernel returns. The same holds for storage on another
-  // device than this op's (outputs are resized on the op's device, e.g. an
-  // in-place Scale on cpu:1 over a tensor made on cpu:0): without the hold
-  // the kernel read freed memory (found by test_async's multi-device nets).
+  // hold it until the kernel returns. The same holds for storage in another
+  // memory than this op's device (outputs are resized on the op's device,
+  // e.g. an in-place op on cuda:1 over a tensor made on cuda:0): without the
+  // hold the kernel read freed memory (found by test_async's multi-device
+  // nets). CPU replicas share the host's memory, so storage moves freely
+  // between cpu:0 and cpu:1 and needs no hold (an in-place Allreduce over
+  // every replica's gradient writes them where they are).
   // Holding costs nothing there: Resize would not reuse such storage anyway.
   // Most runs hold nothing and pay only the check; holds live on the stack
   // (no allocation per run) unless more than kInlineHolds inputs need one.

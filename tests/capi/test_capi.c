@@ -1743,6 +1743,91 @@ static void test_model_errors(void) {
   dp_model_free(NULL);
 }
 
+/* Trains the model 5 steps with `nets` in a fresh workspace (batches from
+ * seed 99); copies the 12 values of `w_name` into w. */
+static int train_five(dp_netdef* init, dp_netdef* train, const char* w_name, float* w) {
+  dp_workspace* ws = new_workspace();
+  dp_net *init_net = NULL, *train_net = NULL;
+  dp_tensor* t = NULL;
+  int step, ok = 0;
+  if (ws == NULL || !EXPECT_OK(dp_net_create(ws, init, NULL, &init_net)) ||
+      !EXPECT_OK(dp_net_create(ws, train, NULL, &train_net)) || !EXPECT_OK(dp_net_run(init_net)))
+    goto done;
+  g_lcg = 99u;
+  for (step = 0; step < 5; ++step)
+    if (!feed_batch(ws) || !EXPECT_OK(dp_net_run(train_net))) goto done;
+  if (EXPECT_OK(dp_workspace_fetch(ws, w_name, &t))) ok = EXPECT_OK(dp_tensor_copy_to(t, w, 12 * sizeof(float)));
+done:
+  dp_tensor_free(t);
+  dp_net_free(train_net);
+  dp_net_free(init_net);
+  dp_workspace_free(ws);
+  return ok;
+}
+
+static void test_parallelize(void) {
+  dp_model* model = NULL;
+  dp_parallel_model* pm = NULL;
+  dp_parallel_model* untouched = SENTINEL;
+  dp_netdef *init = NULL, *train = NULL, *pinit = NULL, *ptrain = NULL, *peval = NULL;
+  dp_parallel_options o = DP_PARALLEL_OPTIONS_INIT;
+  const int32_t ids[4] = {0, 1, 2, 3};
+  const int32_t dup[2] = {1, 1};
+  float want[12], got[12];
+  int i;
+  if (!EXPECT_OK(dp_model_from_json(kModelJson, strlen(kModelJson), &model))) return;
+
+  /* One device on batches of 16 ... */
+  if (!EXPECT_OK(dp_model_build_training(model, NULL, &init, &train, NULL)) || !train_five(init, train, "w", want))
+    goto done;
+  /* ... equals 4 CPU replicas of 4 samples each, one bucket per gradient. */
+  o.device_ids = ids;
+  o.num_devices = 4;
+  o.first_bucket_bytes = o.bucket_bytes = 4;
+  if (!EXPECT_OK(dp_parallelize(model, &o, &pm))) goto done;
+  CHECK(dp_parallel_model_num_replicas(pm) == 4);
+  CHECK(strcmp(dp_parallel_model_scope(pm, 3), "cpu_3/") == 0);
+  CHECK(dp_parallel_model_scope(pm, 4) == NULL);
+  if (!EXPECT_OK(dp_parallel_model_nets(pm, &pinit, &ptrain, &peval)) || !train_five(pinit, ptrain, "cpu_2/w", got))
+    goto done;
+  for (i = 0; i < 12; ++i) CHECK(near(got[i], want[i], 1e-5));
+
+  /* Bad options: clear statuses, the out-parameter untouched. */
+  EXPECT_ERR(dp_parallelize(model, NULL, &untouched), DP_ERR_INVALID_ARGUMENT, "options");
+  o.num_devices = 0;
+  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "no devices");
+  o.device_ids = dup;
+  o.num_devices = 2;
+  EXPECT_ERR2(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "cpu:1", "twice");
+  o.device_ids = ids;
+  o.bucket_bytes = 0;
+  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "bucket");
+  o.bucket_bytes = 1024;
+  o.device_type = 7;
+  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "device_type");
+  o.device_type = DP_DEVICE_CUDA;
+  EXPECT_CODE(dp_parallelize(model, &o, &untouched), DP_ERR_UNIMPLEMENTED);
+  o.device_type = DP_DEVICE_CPU;
+  o.device_ids = NULL;
+  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "device_ids");
+  o.device_ids = ids;
+  o.struct_size = 8;
+  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "struct_size");
+  EXPECT_ERR(dp_parallelize(NULL, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "model");
+  CHECK(untouched == SENTINEL);
+  CHECK(dp_parallel_model_num_replicas(NULL) == 0 && dp_parallel_model_scope(NULL, 0) == NULL);
+  EXPECT_ERR(dp_parallel_model_nets(NULL, NULL, NULL, NULL), DP_ERR_INVALID_ARGUMENT, "model");
+done:
+  dp_parallel_model_free(pm);
+  dp_parallel_model_free(NULL);
+  dp_netdef_free(init);
+  dp_netdef_free(train);
+  dp_netdef_free(pinit);
+  dp_netdef_free(ptrain);
+  dp_netdef_free(peval);
+  dp_model_free(model);
+}
+
 /* ------------------------------------------------------------------------ */
 /* IDX files                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -1896,6 +1981,7 @@ static const test_case kTests[] = {
     {"add_gradients", test_add_gradients},
     {"model_training", test_model_training},
     {"model_errors", test_model_errors},
+    {"parallelize", test_parallelize},
     {"read_idx", test_read_idx},
 };
 

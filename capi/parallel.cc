@@ -1,0 +1,76 @@
+// dp_parallelize and the data-parallel model handle.
+#include <cstddef>
+
+#include "capi/handles.h"
+
+namespace {
+
+// Whether the caller's struct reaches past the field at `offset` of `size`.
+bool Has(const dp_parallel_options* o, size_t offset, size_t size) { return o->struct_size >= offset + size; }
+
+#define DP_HAS_FIELD(o, field) Has((o), offsetof(dp_parallel_options, field), sizeof((o)->field))
+
+}  // namespace
+
+extern "C" {
+
+dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* options, dp_parallel_model** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(options);
+  DP_CHECK_NOT_NULL(out);
+  DP_CHECK_ARG(DP_HAS_FIELD(options, fuse), "options->struct_size ", options->struct_size, " is too small");
+  DP_CHECK_ARG(options->device_type == DP_DEVICE_CPU || options->device_type == DP_DEVICE_CUDA,
+               "options->device_type ", options->device_type, " is not a device type");
+  DP_CHECK_ARG(options->device_ids != nullptr || options->num_devices == 0,
+               "options->device_ids is NULL but options->num_devices is ", options->num_devices);
+  dp::ParallelizeOptions o;
+  o.device_type = static_cast<dp::DeviceType>(options->device_type);
+  o.device_ids.assign(options->device_ids, options->device_ids + options->num_devices);
+  o.first_bucket_bytes = options->first_bucket_bytes;
+  o.bucket_bytes = options->bucket_bytes;
+  o.uneven_split = options->uneven_split != 0;
+  o.fuse = options->fuse != 0;
+  const dp::ModelDef* m = model->def.get();
+  dp::ModelDef overridden;
+  if (DP_HAS_FIELD(options, lr) && options->lr != 0) {
+    DP_CHECK_ARG(options->lr > 0, "options->lr must be > 0 (or 0 for the model's), got ", options->lr);
+    overridden = *m;
+    DP_CHECK_ARG(overridden.optimizer.has_value(), "the model has no optimizer whose lr options->lr could set");
+    overridden.optimizer->lr = options->lr;
+    m = &overridden;
+  }
+  auto h = std::make_unique<dp_parallel_model>();
+  h->nets = dp::Parallelize(*m, o);
+  *out = h.release();
+  DP_API_END
+}
+
+dp_status* dp_parallel_model_nets(const dp_parallel_model* model, dp_netdef** out_init, dp_netdef** out_train,
+                                  dp_netdef** out_eval) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  auto copy = [](const dp::NetDef& d) {
+    return std::unique_ptr<dp_netdef>(new dp_netdef{std::make_shared<const dp::NetDef>(d)});
+  };
+  auto init = copy(model->nets.init);
+  auto train = copy(model->nets.train);
+  auto eval = copy(model->nets.eval);
+  if (out_init) *out_init = init.release();
+  if (out_train) *out_train = train.release();
+  if (out_eval) *out_eval = eval.release();
+  DP_API_END
+}
+
+size_t dp_parallel_model_num_replicas(const dp_parallel_model* model) {
+  return model == nullptr ? 0 : model->nets.scopes.size();
+}
+
+const char* dp_parallel_model_scope(const dp_parallel_model* model, size_t i) {
+  if (model == nullptr || i >= model->nets.scopes.size()) return nullptr;
+  return model->nets.scopes[i].c_str();
+}
+
+void dp_parallel_model_free(dp_parallel_model* model) { delete model; }
+
+}  // extern "C"

@@ -1,0 +1,269 @@
+// Collectives between the CPU replicas of a data-parallel net, through a
+// CpuCollectives communicator held in a blob:
+//   CreateCpuCollectives() -> comm
+//   Allreduce(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place
+//   Broadcast(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place
+// The k tensors are device-major: with num_devices = N and m = k / N, inputs
+// 1..m are device 0's tensors t_0..t_{m-1}, the next m device 1's, and so on.
+// CPU device ids are logical replicas sharing host memory, so the tensors may
+// belong to any CPU device; the op runs wherever it is placed.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "autodiff/gradient_registry.h"
+#include "ops/op_utils.h"
+#include "ops/operator.h"
+#include "parallel/cpu_collectives.h"
+
+namespace dp {
+namespace {
+
+// The schemas list one in-place pair per tensor, so the tensor count has a
+// (generous) bound: a bucket of 16384 tensors over all devices.
+constexpr int kMaxTensors = 1 << 14;
+constexpr int kMaxThreads = 1024;
+
+std::vector<std::pair<int, int>> InplacePairs() {
+  std::vector<std::pair<int, int>> pairs;
+  pairs.reserve(kMaxTensors);
+  for (int i = 0; i < kMaxTensors; ++i) pairs.emplace_back(i + 1, i);
+  return pairs;
+}
+
+// Devices and tensors per device of an op with k tensors; kInvalidArgument
+// when num_devices does not split them.
+std::pair<int, int> DeviceSplit(const ArgReader& args, int k) {
+  const int64_t n = args.Int("num_devices", k);
+  DP_ENFORCE(n >= 1 && n <= k && k % n == 0, "num_devices ", n, " must be positive and divide the ", k,
+             " tensors (device-major: each device's tensors in the same order)");
+  return {static_cast<int>(n), static_cast<int>(k / n)};
+}
+
+int RootArg(const ArgReader& args, int n) {
+  const int64_t root = args.Int("root", 0);
+  DP_ENFORCE(root >= 0 && root < n, "root ", root, " is out of range for ", n, " devices");
+  return static_cast<int>(root);
+}
+
+class CreateCpuCollectivesOp final : public Operator {
+ public:
+  explicit CreateCpuCollectivesOp(const OpInit& init) : Operator(init) {
+    const int64_t threads = args().Int("threads", 0);
+    DP_ENFORCE(threads >= 0 && threads <= kMaxThreads, "threads ", threads, " must be in [0, ", kMaxThreads,
+               "] (0: the hardware concurrency)");
+    threads_ = threads > 0 ? static_cast<int>(threads)
+                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+
+ private:
+  void RunOnDevice() override {
+    Blob* out = output_blobs()[0];
+    // Keep a communicator of the right size: its threads stay warm, and ops
+    // holding it need not notice a re-run of the init net.
+    if (out->IsType<CpuCommunicator>()) {
+      const auto& comm = out->Get<CpuCommunicator>().collectives;
+      if (comm && comm->num_threads() == threads_) return;
+    }
+    out->Reset(std::make_shared<CpuCommunicator>(CpuCommunicator{std::make_shared<CpuCollectives>(threads_)}));
+  }
+
+  int threads_ = 1;
+};
+
+// Shared by Allreduce and Broadcast: input 0 is the communicator, inputs
+// 1..k are written in place as outputs 0..k-1.
+class CollectiveOp : public Operator {
+ public:
+  explicit CollectiveOp(const OpInit& init) : Operator(init) {
+    const int k = OutputSize();
+    // Validation enforces the in-place pairs; the count is checked here.
+    DP_ENFORCE_CODE(InputSize() == k + 1, Code::kInvalidNet, label(), ": takes the communicator and k tensors and ",
+                    "writes the same k tensors in place, got ", InputSize(), " inputs and ", k, " outputs");
+    for (int i = 0; i < k; ++i)
+      DP_ENFORCE_CODE(input_blobs()[static_cast<size_t>(i) + 1] == output_blobs()[static_cast<size_t>(i)],
+                      Code::kInvalidNet, label(), ": ", OutputDesc(i), " must be written in place of ",
+                      InputDesc(i + 1));
+    std::tie(num_devices_, per_device_) = DeviceSplit(args(), k);
+  }
+
+ protected:
+  // Input index of device d's tensor j.
+  int In(int d, int j) const { return 1 + d * per_device_ + j; }
+
+  std::shared_ptr<CpuCollectives> Comm() const {
+    const Blob* b = input_blobs()[0];
+    if (b->empty())
+      DP_THROW(Code::kNotFound, InputDesc(0), " is empty: create the communicator with CreateCpuCollectives first");
+    if (!b->IsType<CpuCommunicator>())
+      DP_THROW(Code::kDType, InputDesc(0), " holds ", b->TypeName(),
+               ", not a CPU communicator (CreateCpuCollectives makes one)");
+    auto comm = b->Get<CpuCommunicator>().collectives;
+    DP_ENFORCE_CODE(comm != nullptr, Code::kInternal, InputDesc(0), " holds a null communicator");
+    return comm;
+  }
+
+  int num_devices_ = 1;
+  int per_device_ = 1;
+};
+
+class AllreduceOp final : public CollectiveOp {
+ public:
+  using CollectiveOp::CollectiveOp;
+
+ private:
+  void RunOnDevice() override {
+    auto comm = Comm();  // held: the blob may be replaced while this runs
+    const double scale = args().Float("scale", 1.0);
+    const int n = num_devices_, m = per_device_;
+    // Check everything before writing anything.
+    for (int j = 0; j < m; ++j) {
+      const Tensor& first = Input(In(0, j));
+      const DType dt = first.dtype();
+      DP_ENFORCE_CODE(dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kInt32 || dt == DType::kInt64,
+                      Code::kDType, InputDesc(In(0, j)), " is ", first.DebugString(),
+                      "; Allreduce sums float32, float64, int32 or int64");
+      DP_ENFORCE(scale == 1.0 || dt == DType::kFloat32 || dt == DType::kFloat64, "scale ", scale, " needs float ",
+                 "tensors, but ", InputDesc(In(0, j)), " is ", first.DebugString());
+      for (int d = 1; d < n; ++d) {
+        const Tensor& t = Input(In(d, j));
+        DP_ENFORCE_CODE(t.dtype() == dt, Code::kDType, InputDesc(In(d, j)), " is ", t.DebugString(), " but ",
+                        InputDesc(In(0, j)), " is ", first.DebugString());
+        DP_ENFORCE_CODE(t.dims() == first.dims(), Code::kShape, InputDesc(In(d, j)), " has shape ",
+                        DimsString(t.dims()), " but ", InputDesc(In(0, j)), " has ", DimsString(first.dims()));
+      }
+    }
+    // One AllreduceSum per dtype (normally one), tensors in order. Writable
+    // pointers are taken first: copy-on-write keeps the values, so reading
+    // them back afterwards is safe.
+    std::vector<std::pair<DType, std::vector<CpuCollectives::Segment>>> groups;
+    for (int j = 0; j < m; ++j) {
+      const Tensor& first = Input(In(0, j));
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == first.dtype(); });
+      if (it == groups.end()) it = groups.insert(groups.end(), {first.dtype(), {}});
+      CpuCollectives::Segment seg;
+      seg.count = first.numel();
+      seg.buffers.reserve(static_cast<size_t>(n));
+      for (int d = 0; d < n; ++d) seg.buffers.push_back(Output(In(d, j) - 1)->raw_mutable_data());
+      it->second.push_back(std::move(seg));
+    }
+    for (const auto& [dtype, segments] : groups) comm->AllreduceSum(segments, dtype, scale);
+  }
+};
+
+class BroadcastOp final : public CollectiveOp {
+ public:
+  explicit BroadcastOp(const OpInit& init) : CollectiveOp(init), root_(RootArg(args(), num_devices_)) {}
+
+ private:
+  void RunOnDevice() override {
+    auto comm = Comm();
+    const int n = num_devices_, m = per_device_;
+    std::vector<void*> buffers(static_cast<size_t>(n));
+    for (int j = 0; j < m; ++j) {
+      const Tensor& src = Input(In(root_, j));
+      for (int d = 0; d < n; ++d) {
+        if (d == root_) {
+          buffers[static_cast<size_t>(d)] = const_cast<void*>(src.raw_data());  // only read
+          continue;
+        }
+        // Replicas may be uninitialised (empty blob or tensor) or shaped
+        // differently: they become the root's shape, on their own device.
+        const int o = In(d, j) - 1;
+        const Blob* b = output_blobs()[static_cast<size_t>(o)];
+        DP_ENFORCE_CODE(b->empty() || b->IsType<Tensor>(), Code::kDType, OutputDesc(o), " holds ", b->TypeName(),
+                        ", not a tensor");
+        Tensor* t = Output(o);
+        if (!t->defined()) {
+          t = Output(o, src.dims(), src.dtype());
+        } else {
+          Input(In(d, j));  // rejects a tensor this CPU op cannot address
+          if (t->dims() != src.dims() || t->dtype() != src.dtype()) t->Resize(src.dims(), src.dtype());
+        }
+        buffers[static_cast<size_t>(d)] = t->raw_mutable_data();
+      }
+      comm->Broadcast(buffers, root_, src.nbytes());
+    }
+  }
+
+  const int root_;
+};
+
+std::vector<TensorInfo> AllreduceInference(const OperatorDef& op, const ArgReader& args,
+                                           const std::vector<TensorInfo>& in) {
+  const int k = static_cast<int>(op.outputs.size());
+  DP_ENFORCE_CODE(static_cast<int>(in.size()) == k + 1, Code::kInvalidNet, "takes the communicator and k tensors, ",
+                  "got ", in.size(), " inputs and ", k, " outputs");
+  const auto [n, m] = DeviceSplit(args, k);
+  for (int j = 0; j < m; ++j) {
+    const TensorInfo& first = in[static_cast<size_t>(1 + j)];
+    for (int d = 1; d < n; ++d) {
+      const TensorInfo& t = in[static_cast<size_t>(1 + d * m + j)];
+      DP_ENFORCE_CODE(t.dtype == first.dtype, Code::kDType, "input ", 1 + d * m + j, " '", op.inputs[1 + d * m + j],
+                      "' is ", DTypeName(t.dtype), " but input ", 1 + j, " '", op.inputs[1 + j], "' is ",
+                      DTypeName(first.dtype));
+      DP_ENFORCE_CODE(t.dims == first.dims, Code::kShape, "input ", 1 + d * m + j, " '", op.inputs[1 + d * m + j],
+                      "' has shape ", DimsString(t.dims), " but input ", 1 + j, " '", op.inputs[1 + j], "' has ",
+                      DimsString(first.dims));
+    }
+  }
+  return std::vector<TensorInfo>(in.begin() + 1, in.end());
+}
+
+std::vector<TensorInfo> BroadcastInference(const OperatorDef& op, const ArgReader& args,
+                                           const std::vector<TensorInfo>& in) {
+  const int k = static_cast<int>(op.outputs.size());
+  DP_ENFORCE_CODE(static_cast<int>(in.size()) == k + 1, Code::kInvalidNet, "takes the communicator and k tensors, ",
+                  "got ", in.size(), " inputs and ", k, " outputs");
+  const auto [n, m] = DeviceSplit(args, k);
+  const int root = RootArg(args, n);
+  std::vector<TensorInfo> out(static_cast<size_t>(k));
+  for (int d = 0; d < n; ++d)
+    for (int j = 0; j < m; ++j) out[static_cast<size_t>(d * m + j)] = in[static_cast<size_t>(1 + root * m + j)];
+  return out;
+}
+
+DP_OPERATOR_SCHEMA(CreateCpuCollectives)
+    .NumInputs(0)
+    .NumOutputs(1)
+    .Outputs({"comm"})
+    .Arg("threads", "threads of the communicator's team; 0 or absent: the hardware concurrency")
+    .Doc("Creates a communicator for Allreduce and Broadcast between CPU replicas (kept when it exists with the "
+         "same thread count).");
+
+DP_OPERATOR_SCHEMA(Allreduce)
+    .NumInputs(2, kMaxTensors + 1)
+    .NumOutputs(1, kMaxTensors)
+    .EnforceInplace(InplacePairs())
+    .Inputs({"comm"})
+    .Arg("num_devices", "replicas N; the k tensors are N groups of k / N, device-major (default k)")
+    .Arg("scale", "multiplies the sum, e.g. 1 / N to average (default 1; float tensors only)")
+    .ShapeInference(AllreduceInference)
+    .Doc("Sums tensor j over the devices, in device order, into every device's tensor j, in place.");
+
+DP_OPERATOR_SCHEMA(Broadcast)
+    .NumInputs(2, kMaxTensors + 1)
+    .NumOutputs(1, kMaxTensors)
+    .EnforceInplace(InplacePairs())
+    .Inputs({"comm"})
+    .Arg("num_devices", "replicas N; the k tensors are N groups of k / N, device-major (default k)")
+    .Arg("root", "the device whose tensors are copied to the others (default 0)")
+    .ShapeInference(BroadcastInference)
+    .Doc("Copies the root device's tensors into the other devices' tensors, in place, resizing replicas that differ "
+         "(so it can initialise them).");
+
+DP_REGISTER_CPU_OPERATOR(CreateCpuCollectives, CreateCpuCollectivesOp);
+DP_REGISTER_CPU_OPERATOR(Allreduce, AllreduceOp);
+DP_REGISTER_CPU_OPERATOR(Broadcast, BroadcastOp);
+DP_NO_GRADIENT(CreateCpuCollectives);
+DP_NO_GRADIENT(Allreduce);
+DP_NO_GRADIENT(Broadcast);
+
+}  // namespace
+}  // namespace dp

@@ -1,0 +1,222 @@
+#include "parallel/parallelize.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "autodiff/add_gradients.h"
+#include "autodiff/gradient_registry.h"
+#include "graph/net_validate.h"
+#include "model/training.h"
+
+namespace dp {
+namespace {
+
+void CheckOptions(const ParallelizeOptions& o) {
+  DP_ENFORCE_CODE(!o.device_ids.empty(), Code::kInvalidArgument, "parallelize: no devices (device_ids is empty)");
+  std::set<int32_t> seen;
+  for (int32_t id : o.device_ids) {
+    DP_ENFORCE_CODE(id >= 0, Code::kInvalidArgument, "parallelize: device id ", id, " is negative");
+    DP_ENFORCE_CODE(seen.insert(id).second, Code::kInvalidArgument, "parallelize: device ",
+                    DeviceName({o.device_type, id}), " is listed twice");
+  }
+  DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU, Code::kUnimplemented,
+                  "parallelize: only CPU replicas are supported so far (got ", DeviceTypeName(o.device_type), ")");
+  DP_ENFORCE_CODE(o.first_bucket_bytes > 0 && o.bucket_bytes > 0, Code::kInvalidArgument,
+                  "parallelize: bucket sizes must be positive (first_bucket_bytes ", o.first_bucket_bytes,
+                  ", bucket_bytes ", o.bucket_bytes, ")");
+}
+
+// `op` for replica `scope` on `device`: every blob and the op's name scoped.
+OperatorDef ScopedOp(const OperatorDef& op, const std::string& scope, DeviceOption device) {
+  OperatorDef r = op;
+  for (auto& b : r.inputs) b = scope + b;
+  for (auto& b : r.outputs) b = scope + b;
+  for (auto& b : r.control_inputs) b = scope + b;
+  if (!r.name.empty()) r.name = scope + r.name;
+  r.device = device;
+  return r;
+}
+
+// Bytes of each param as the init net makes it; -1 where shape inference
+// cannot tell (such a gradient gets a bucket of its own).
+std::map<std::string, int64_t> ParamBytes(const ModelDef& model) {
+  std::map<std::string, int64_t> bytes;
+  auto shapes = InferNetShapes(model.init_net, {});
+  for (const auto& p : model.params) {
+    auto it = shapes.find(p);
+    bytes[p] = it != shapes.end() && it->second.known()
+                   ? NumElements(it->second.dims) * static_cast<int64_t>(DTypeSize(it->second.dtype))
+                   : -1;
+  }
+  return bytes;
+}
+
+// Params grouped into buckets in the order backward finishes their
+// gradients: the first bucket up to first_bytes, the others up to
+// bucket_bytes (a gradient larger than the cap has a bucket of its own).
+std::vector<std::vector<std::string>> MakeBuckets(const GradientResult& g, const std::map<std::string, int64_t>& bytes,
+                                                  const ParallelizeOptions& o) {
+  std::vector<size_t> order(g.grads.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return g.ready_after[a] < g.ready_after[b]; });
+  std::vector<std::vector<std::string>> buckets;
+  int64_t filled = 0;
+  for (size_t k : order) {
+    const std::string& param = g.grads[k].first;
+    const int64_t b = bytes.at(param);
+    const int64_t cap = buckets.size() <= 1 ? o.first_bucket_bytes : o.bucket_bytes;
+    const bool fits = !buckets.empty() && b >= 0 && filled >= 0 && filled + b <= cap;
+    if (!fits) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+    buckets.back().push_back(param);
+    filled = b < 0 ? -1 : filled + b;
+  }
+  return buckets;
+}
+
+}  // namespace
+
+ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
+  const OptimizerDef& opt = CheckTrainable(model);
+  CheckOptions(o);
+  const size_t n = o.device_ids.size();
+  const std::string name = model.name.empty() ? std::string("model") : model.name;
+
+  ParallelNets out;
+  std::vector<DeviceOption> devices;
+  for (int32_t id : o.device_ids) {
+    devices.push_back({o.device_type, id});
+    out.scopes.push_back(DeviceScope(devices.back()));
+  }
+
+  // Forward and backward of one replica, loss gradients seeded with 1/N.
+  const NetDef forward = TrainingForwardNet(model, o.fuse);
+  GradientOptions gopt;
+  gopt.losses = model.losses;
+  gopt.wrt = model.params;
+  gopt.loss_scale = 1.0 / static_cast<double>(n);
+  const GradientResult g = AddGradients(forward, gopt);
+  std::map<std::string, std::string> grad_of(g.grads.begin(), g.grads.end());
+  out.buckets = MakeBuckets(g, ParamBytes(model), o);
+
+  // ---- init: replica 0 initialises, the others receive its values.
+  NetDef& init = out.init;
+  init.name = name + "_parallel_init";
+  for (const auto& op : model.init_net.ops) init.ops.push_back(ScopedOp(op, out.scopes[0], devices[0]));
+  for (const auto& b : model.init_net.external_inputs) AddExternalInput(init, out.scopes[0] + b);
+  init.ops.push_back(MakeOperatorDef("CreateCpuCollectives", {}, {kCommBlob},
+                                     {MakeArg("threads", static_cast<int64_t>(n))}));
+  if (n > 1) {
+    // The other replicas' blobs take shape (zeros like replica 0's), then
+    // receive replica 0's values.
+    for (size_t r = 1; r < n; ++r)
+      for (const auto* list : {&model.params, &model.computed_params})
+        for (const auto& b : *list) {
+          OperatorDef fill = MakeOperatorDef("ConstantFill", {out.scopes[0] + b}, {out.scopes[r] + b});
+          fill.device = devices[r];
+          init.ops.push_back(std::move(fill));
+        }
+    std::vector<std::string> replicated;
+    for (const auto* list : {&model.params, &model.computed_params})
+      for (const auto& b : *list)
+        for (const auto& s : out.scopes) replicated.push_back(s + b);
+    // Device-major: all of replica 0's blobs, then replica 1's, ...
+    std::vector<std::string> major;
+    const size_t per = model.params.size() + model.computed_params.size();
+    for (size_t r = 0; r < n; ++r)
+      for (size_t j = 0; j < per; ++j) major.push_back(replicated[j * n + r]);
+    std::vector<std::string> in{kCommBlob};
+    in.insert(in.end(), major.begin(), major.end());
+    init.ops.push_back(MakeOperatorDef("Broadcast", in, major,
+                                       {MakeArg("num_devices", static_cast<int64_t>(n)), MakeArg("root", int64_t{0})}));
+  }
+  {
+    NetDef state;  // optimizer state per replica, zeros shaped like its params
+    std::vector<std::string> no_params;
+    AddOptimizerInit(state, opt, no_params);  // the iteration counter
+    init.ops.insert(init.ops.end(), state.ops.begin(), state.ops.end());
+    for (size_t r = 0; r < n; ++r) {
+      std::vector<std::string> scoped;
+      for (const auto& p : model.params) scoped.push_back(out.scopes[r] + p);
+      NetDef per;
+      AddOptimizerInit(per, opt, scoped);
+      for (size_t k = 1; k < per.ops.size(); ++k) {  // op 0 is another counter
+        per.ops[k].device = devices[r];
+        init.ops.push_back(per.ops[k]);
+      }
+    }
+  }
+  ValidateNet(init);
+
+  // ---- train
+  NetDef& train = out.train;
+  train.name = name + "_parallel_train";
+  train.executor = ExecutorKind::kAsync;
+  train.ops = IterAndLearningRateOps(opt);
+  AddExternalInput(train, kIterBlob);
+  AddExternalInput(train, kCommBlob);
+  for (const auto& x : model.inputs) {
+    std::vector<std::string> parts;
+    for (const auto& s : out.scopes) parts.push_back(s + x);
+    train.ops.push_back(MakeOperatorDef("SplitBatch", {x}, parts, {MakeArg("uneven", int64_t{o.uneven_split})}));
+    AddExternalInput(train, x);
+  }
+  for (size_t r = 0; r < n; ++r) {
+    for (const auto& op : g.net.ops) train.ops.push_back(ScopedOp(op, out.scopes[r], devices[r]));
+    for (const auto* list : {&model.params, &model.computed_params})
+      for (const auto& b : *list) AddExternalInput(train, out.scopes[r] + b);
+    for (const auto& p : model.params)
+      for (const auto& s : OptimizerStateBlobs(opt, out.scopes[r] + p)) AddExternalInput(train, s);
+  }
+  // One Allreduce per bucket; it depends only on its gradients, so the async
+  // executor starts it while the rest of backward runs.
+  for (const auto& bucket : out.buckets) {
+    std::vector<std::string> grads;
+    for (size_t r = 0; r < n; ++r)
+      for (const auto& p : bucket) grads.push_back(out.scopes[r] + grad_of.at(p));
+    std::vector<std::string> in{kCommBlob};
+    in.insert(in.end(), grads.begin(), grads.end());
+    train.ops.push_back(
+        MakeOperatorDef("Allreduce", in, grads, {MakeArg("num_devices", static_cast<int64_t>(n))}));
+  }
+  for (size_t r = 0; r < n; ++r)
+    for (const auto& p : model.params) {
+      OperatorDef u = OptimizerUpdateOp(opt, out.scopes[r] + p, out.scopes[r] + grad_of.at(p));
+      u.device = devices[r];
+      train.ops.push_back(std::move(u));
+    }
+  // Losses and metrics of the global batch, under their own names.
+  for (const auto* list : {&model.losses, &model.metrics})
+    for (const auto& b : *list) {
+      std::vector<std::string> parts;
+      for (const auto& s : out.scopes) parts.push_back(s + b);
+      train.ops.push_back(MakeOperatorDef("Sum", parts, {b}));
+      if (n > 1) train.ops.push_back(MakeOperatorDef("Scale", {b}, {b}, {MakeArg("scale", 1.0 / static_cast<double>(n))}));
+      train.external_outputs.push_back(b);
+    }
+  ValidateNet(train);
+
+  // ---- eval: replica 0's params, everything else unscoped.
+  NetDef& eval = out.eval;
+  eval = InferenceNet(forward);
+  eval.name = name + "_parallel_eval";
+  std::set<std::string> replica_blobs(model.params.begin(), model.params.end());
+  replica_blobs.insert(model.computed_params.begin(), model.computed_params.end());
+  auto rename = [&](std::string& b) {
+    if (replica_blobs.count(b)) b = out.scopes[0] + b;
+  };
+  for (auto& op : eval.ops) {
+    for (auto& b : op.inputs) rename(b);
+    for (auto& b : op.outputs) rename(b);
+    op.device = devices[0];
+  }
+  for (auto& b : eval.external_inputs) rename(b);
+  ValidateNet(eval);
+  return out;
+}
+
+}  // namespace dp

@@ -1,0 +1,56 @@
+// Parallelize: the data-parallel graph transform (Caffe2's Parallelize).
+//
+// From a one-device model it builds nets that train N replicas in one
+// process, each on its own device under a name scope ("cpu_0/", "cpu_1/"):
+//   init:  the model's init net on replica 0, Broadcast of every param and
+//          computed param to the others, each replica's optimizer state, the
+//          iteration counter and the communicator;
+//   train: Iter + LearningRate, SplitBatch of every input (the global batch
+//          is fed once, under its unscoped name), each replica's forward and
+//          backward (loss gradient seeded with 1/N, so that summed gradients
+//          are the gradient of the global mean loss), one Allreduce per
+//          gradient bucket, each replica's optimizer update, and the losses
+//          and metrics averaged over replicas under their unscoped names;
+//   eval:  replica 0's params read by the inference-mode forward net, whose
+//          other blobs keep their unscoped names.
+// Everything added is an operator; the executor overlaps each bucket's
+// Allreduce with the rest of backward through blob dependencies alone.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"
+#include "model/model_def.h"
+
+namespace dp {
+
+struct ParallelizeOptions {
+  DeviceType device_type = DeviceType::kCPU;
+  std::vector<int32_t> device_ids;  // one replica per id; distinct, >= 0, at least one
+  // Gradient buckets, in bytes: the first (small, so that communication
+  // starts early in backward) and the rest. Gradients are grouped in the
+  // order backward produces them.
+  int64_t first_bucket_bytes = int64_t{1} << 20;
+  int64_t bucket_bytes = int64_t{25} << 20;
+  bool uneven_split = false;  // allow global batches that do not divide by the replica count
+  bool fuse = true;           // graph/fusion.h on the forward net
+};
+
+struct ParallelNets {
+  NetDef init, train, eval;
+  std::vector<std::string> scopes;  // per replica: "cpu_0/", ...
+  // Gradient buckets in launch order: each a list of (unscoped) params.
+  std::vector<std::vector<std::string>> buckets;
+};
+
+// Blob of the in-process communicator the collectives use.
+inline const char* kCommBlob = "parallel/comm";
+
+// Throws kInvalidArgument for bad options (naming them), kInvalidNet for
+// models that cannot be trained (see BuildTraining).
+ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& options);
+
+}  // namespace dp

@@ -1,0 +1,197 @@
+// Parallelize (single process, CPU replicas): N replicas fed a global batch B
+// end with the same params as one device trained on B, for several N, bucket
+// layouts and optimizers; the nets' structure; bad options.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/workspace.h"
+#include "exec/net.h"
+#include "model/model_format.h"
+#include "model/training.h"
+#include "op_test_util.h"
+#include "parallel/parallelize.h"
+
+using namespace dp;
+using dp::testing::ExpectError;
+
+namespace {
+
+// A 2-layer MLP on 8 features, 3 classes, with the given optimizer JSON.
+ModelDef Mlp(const std::string& optimizer) {
+  return ModelFromJson(R"({
+  "name": "mlp",
+  "init_net": {"ops": [
+    {"type": "XavierFill", "outputs": ["w1"], "args": [{"name": "shape", "ints": [16, 8]}, {"name": "seed", "i": 1}]},
+    {"type": "ConstantFill", "outputs": ["b1"], "args": [{"name": "shape", "ints": [16]}, {"name": "value", "f": 0.1}]},
+    {"type": "XavierFill", "outputs": ["w2"], "args": [{"name": "shape", "ints": [3, 16]}, {"name": "seed", "i": 2}]},
+    {"type": "ConstantFill", "outputs": ["b2"], "args": [{"name": "shape", "ints": [3]}]}]},
+  "forward_net": {"ops": [
+    {"type": "FC", "inputs": ["data", "w1", "b1"], "outputs": ["h"]},
+    {"type": "Relu", "inputs": ["h"], "outputs": ["h"]},
+    {"type": "FC", "inputs": ["h", "w2", "b2"], "outputs": ["logits"]},
+    {"type": "SoftmaxWithLoss", "inputs": ["logits", "label"], "outputs": ["softmax", "loss"]},
+    {"type": "Accuracy", "inputs": ["softmax", "label"], "outputs": ["accuracy"]}]},
+  "params": ["w1", "b1", "w2", "b2"],
+  "inputs": ["data", "label"],
+  "losses": ["loss"],
+  "metrics": ["accuracy"],
+  "optimizer": )" + optimizer + "}");
+}
+
+void FeedBatch(Workspace& ws, int n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d;
+  std::uniform_int_distribution<int32_t> c(0, 2);
+  Tensor x({n, 8}, DType::kFloat32), y({n}, DType::kInt32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.mutable_data<float>()[i] = d(gen);
+  for (int i = 0; i < n; ++i) y.mutable_data<int32_t>()[i] = c(gen);
+  ws.Feed("data", x);
+  ws.Feed("label", y);
+}
+
+std::vector<float> Floats(const Workspace& ws, const std::string& name) {
+  const Tensor& t = ws.GetTensor(name);
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+// Params after `steps` one-device steps on batches of `batch`.
+std::map<std::string, std::vector<float>> TrainOneDevice(const ModelDef& m, int batch, int steps) {
+  TrainingNets nets = BuildTraining(m);
+  auto ws = std::make_shared<Workspace>();
+  Net(std::make_shared<const NetDef>(nets.init), ws).Run();
+  Net train(std::make_shared<const NetDef>(nets.train), ws);
+  for (int s = 0; s < steps; ++s) {
+    FeedBatch(*ws, batch, static_cast<uint32_t>(100 + s));
+    train.Run();
+  }
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& p : m.params) out[p] = Floats(*ws, p);
+  return out;
+}
+
+// max |a - b| / (1 + |b|)
+double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double e = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    e = std::max(e, std::fabs(double{a[i]} - double{b[i]}) / (1.0 + std::fabs(double{b[i]})));
+  return e;
+}
+
+ParallelizeOptions Cpus(int n) {
+  ParallelizeOptions o;
+  for (int i = 0; i < n; ++i) o.device_ids.push_back(i);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("N CPU replicas on a global batch equal one device on it") {
+  const int batch = 12, steps = 4;
+  for (const char* opt : {R"({"type": "sgd", "lr": 0.5})", R"({"type": "momentum", "lr": 0.1, "nesterov": true})",
+                          R"({"type": "adam", "lr": 0.02, "weight_decay": 0.01})"}) {
+    CAPTURE(opt);
+    ModelDef m = Mlp(opt);
+    auto want = TrainOneDevice(m, batch, steps);
+    for (int n : {1, 2, 3, 4}) {
+      for (int64_t bucket : {int64_t{64}, int64_t{25} << 20}) {  // one gradient per bucket, or one bucket
+        CAPTURE(n);
+        CAPTURE(bucket);
+        ParallelizeOptions o = Cpus(n);
+        o.first_bucket_bytes = o.bucket_bytes = bucket;
+        ParallelNets nets = Parallelize(m, o);
+        CHECK(nets.buckets.size() == (bucket == 64 ? 4u : 1u));
+        auto ws = std::make_shared<Workspace>();
+        Net(std::make_shared<const NetDef>(nets.init), ws).Run();
+        Net train(std::make_shared<const NetDef>(nets.train), ws);
+        for (int s = 0; s < steps; ++s) {
+          FeedBatch(*ws, batch, static_cast<uint32_t>(100 + s));
+          train.Run();
+        }
+        CHECK(ws->GetTensor(kIterBlob).data<int64_t>()[0] == steps);
+        for (const auto& p : m.params) {
+          CAPTURE(p);
+          // Every replica holds the one-device result, bitwise the same as replica 0.
+          const auto first = Floats(*ws, nets.scopes[0] + p);
+          CHECK(RelErr(first, want[p]) <= 1e-5);
+          for (const auto& s : nets.scopes) CHECK(Floats(*ws, s + p) == first);
+        }
+        // The eval net reads replica 0's params under the model's own names.
+        FeedBatch(*ws, 5, 7);
+        Net(std::make_shared<const NetDef>(nets.eval), ws).Run();
+        CHECK(std::isfinite(ws->GetTensor("loss").data<float>()[0]));
+      }
+    }
+  }
+}
+
+TEST_CASE("parallel nets: replicas under scopes, buckets in backward order, averaged loss") {
+  ModelDef m = Mlp(R"({"type": "sgd", "lr": 0.1})");
+  ParallelizeOptions o = Cpus(2);
+  o.first_bucket_bytes = 16 * 3 * 4 + 3 * 4;  // w2 and b2: the last layer's gradients come first
+  o.bucket_bytes = 1 << 20;
+  ParallelNets nets = Parallelize(m, o);
+  CHECK(nets.scopes == std::vector<std::string>{"cpu_0/", "cpu_1/"});
+  REQUIRE(nets.buckets.size() == 2);
+  CHECK(nets.buckets[0] == std::vector<std::string>{"w2", "b2"});  // FCGradient writes both at once
+  CHECK(nets.buckets[1] == std::vector<std::string>{"w1", "b1"});
+  int allreduce = 0, fc_on_1 = 0;
+  for (const auto& op : nets.train.ops) {
+    allreduce += op.type == "Allreduce";
+    fc_on_1 += op.type == "FC" && op.device && op.device->id == 1 && op.inputs[1] == "cpu_1/w1";
+  }
+  CHECK(allreduce == 2);
+  CHECK(fc_on_1 == 1);
+
+  // The loss the train net reports is the global batch's mean loss.
+  auto ws = std::make_shared<Workspace>();
+  Net(std::make_shared<const NetDef>(nets.init), ws).Run();
+  FeedBatch(*ws, 10, 3);
+  Net(std::make_shared<const NetDef>(nets.eval), ws).Run();  // before the step: the same params
+  const float eval_loss = ws->GetTensor("loss").data<float>()[0];
+  Net(std::make_shared<const NetDef>(nets.train), ws).Run();
+  CHECK(ws->GetTensor("loss").data<float>()[0] == doctest::Approx(eval_loss).epsilon(1e-5));
+}
+
+TEST_CASE("parallelize: bad options and batches give clear errors") {
+  ModelDef m = Mlp(R"({"type": "sgd", "lr": 0.1})");
+  ExpectError([&] { Parallelize(m, ParallelizeOptions{}); }, Code::kInvalidArgument, {"no devices"});
+  ParallelizeOptions dup = Cpus(2);
+  dup.device_ids[1] = 0;
+  ExpectError([&] { Parallelize(m, dup); }, Code::kInvalidArgument, {"cpu:0", "twice"});
+  ParallelizeOptions neg = Cpus(1);
+  neg.device_ids[0] = -1;
+  ExpectError([&] { Parallelize(m, neg); }, Code::kInvalidArgument, {"-1"});
+  ParallelizeOptions zero = Cpus(2);
+  zero.bucket_bytes = 0;
+  ExpectError([&] { Parallelize(m, zero); }, Code::kInvalidArgument, {"bucket"});
+  ParallelizeOptions gpu = Cpus(2);
+  gpu.device_type = DeviceType::kCUDA;
+  ExpectError([&] { Parallelize(m, gpu); }, Code::kUnimplemented, {"CPU"});
+  ModelDef no_opt = m;
+  no_opt.optimizer.reset();
+  ExpectError([&] { Parallelize(no_opt, Cpus(2)); }, Code::kInvalidArgument, {"no optimizer"});
+
+  // A batch of 10 over 3 replicas: refused, naming the input, unless uneven splitting is on.
+  ParallelNets nets = Parallelize(m, Cpus(3));
+  auto ws = std::make_shared<Workspace>();
+  Net(std::make_shared<const NetDef>(nets.init), ws).Run();
+  Net train(std::make_shared<const NetDef>(nets.train), ws);
+  FeedBatch(*ws, 10, 1);
+  ExpectError([&] { train.Run(); }, Code::kShape, {"SplitBatch", "a batch of 10", "3 devices"});  // data or label
+  ParallelizeOptions uneven = Cpus(3);
+  uneven.uneven_split = true;
+  ParallelNets u = Parallelize(m, uneven);
+  auto wu = std::make_shared<Workspace>();
+  Net(std::make_shared<const NetDef>(u.init), wu).Run();
+  FeedBatch(*wu, 10, 1);
+  Net(std::make_shared<const NetDef>(u.train), wu).Run();
+  CHECK(wu->GetTensor("cpu_0/data").dims() == Dims{4, 8});
+  CHECK(wu->GetTensor("cpu_2/data").dims() == Dims{3, 8});
+}
