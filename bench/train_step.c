@@ -10,6 +10,11 @@
  * whatever OpenBLAS uses (OPENBLAS_NUM_THREADS).
  *
  *   train_step [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak]
+ *              [--devices N] [--workers W] [--trace FILE]
+ *
+ * With --devices N the step is data-parallel over CPU replicas cpu_0..N-1
+ * (dp_parallelize; the global batch B is split across them) run by the async
+ * executor with W CPU workers (default N; the calling thread helps too).
  *
  * Output (one line each, key=value):
  *   train_step model=... batch=256 steps=N median_ms=... samples_per_s=... gflop_per_step=... gflops=...
@@ -107,7 +112,8 @@ int main(int argc, char** argv) {
 #else
   const char* model_path = "bench/nets/mlp_sgd.json";
 #endif
-  long batch = 256, warmup = 20, steps = 100;
+  long batch = 256, warmup = 20, steps = 100, devices = 0, workers = 0;
+  const char* trace = NULL;
   int peak = 0;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--peak") == 0) {
@@ -120,8 +126,15 @@ int main(int argc, char** argv) {
       warmup = parse_long("--warmup", argv[++i], 0, 1000000);
     } else if (i + 1 < argc && strcmp(argv[i], "--steps") == 0) {
       steps = parse_long("--steps", argv[++i], 1, 1000000);
+    } else if (i + 1 < argc && strcmp(argv[i], "--devices") == 0) {
+      devices = parse_long("--devices", argv[++i], 1, 64);
+    } else if (i + 1 < argc && strcmp(argv[i], "--trace") == 0) {
+      trace = argv[++i];
+    } else if (i + 1 < argc && strcmp(argv[i], "--workers") == 0) {
+      workers = parse_long("--workers", argv[++i], 1, 256);
     } else {
-      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak] [--devices N] [--workers W] [--trace FILE]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -131,10 +144,24 @@ int main(int argc, char** argv) {
   dp_workspace* ws = NULL;
   dp_net *init = NULL, *train = NULL;
   check(dp_model_from_file(model_path, &model), model_path);
-  check(dp_model_build_training(model, NULL, &init_def, &train_def, NULL), "dp_model_build_training");
+  dp_parallel_model* parallel = NULL;
+  dp_net_options nopts = DP_NET_OPTIONS_INIT;
+  if (devices == 0) {
+    check(dp_model_build_training(model, NULL, &init_def, &train_def, NULL), "dp_model_build_training");
+  } else {
+    int32_t ids[64];
+    for (long d = 0; d < devices; ++d) ids[d] = (int32_t)d;
+    dp_parallel_options popts = DP_PARALLEL_OPTIONS_INIT;
+    popts.device_ids = ids;
+    popts.num_devices = (size_t)devices;
+    check(dp_parallelize(model, &popts, &parallel), "dp_parallelize");
+    check(dp_parallel_model_nets(parallel, &init_def, &train_def, NULL), "dp_parallel_model_nets");
+    nopts.num_workers = (int32_t)(workers > 0 ? workers : devices);
+  }
+  nopts.profile = trace != NULL; /* per-op timings of the last run, as Chrome trace JSON */
   check(dp_workspace_create(&ws), "dp_workspace_create");
   check(dp_net_create(ws, init_def, NULL, &init), "creating the init net");
-  check(dp_net_create(ws, train_def, NULL, &train), "creating the train net");
+  check(dp_net_create(ws, train_def, &nopts, &train), "creating the train net");
   check(dp_net_run(init), "running the init net");
 
   /* Random batches, owned here and borrowed by dp. */
@@ -179,15 +206,23 @@ int main(int argc, char** argv) {
   const double fwd = 2.0 * b * (784.0 * 512 + 512.0 * 512 + 512.0 * 10);
   const double flop = fwd + fwd + (fwd - 2.0 * b * 784.0 * 512);
   double med = median(times, (size_t)steps);
-  printf("train_step model=%s batch=%ld steps=%ld median_ms=%.3f samples_per_s=%.1f gflop_per_step=%.4f gflops=%.2f "
+  printf("train_step model=%s devices=%ld batch=%ld steps=%ld median_ms=%.3f samples_per_s=%.1f gflop_per_step=%.4f gflops=%.2f "
          "last_loss=%.4f\n",
-         model_path, batch, steps, med * 1e3, b / med, flop * 1e-9, flop / med * 1e-9, last_loss);
+         model_path, devices, batch, steps, med * 1e3, b / med, flop * 1e-9, flop / med * 1e-9, last_loss);
   if (peak) {
     double p = sgemm_peak(1024, 10);
     printf("sgemm_peak n=1024 gflops=%.2f\n", p);
     printf("fraction_of_peak=%.3f\n", flop / med * 1e-9 / p);
   }
 
+  if (trace != NULL) {
+    dp_buffer* json = NULL;
+    check(dp_net_trace_json(train, &json), "dp_net_trace_json");
+    FILE* f = fopen(trace, "wb");
+    if (f == NULL || fwrite(dp_buffer_data(json), 1, dp_buffer_size(json), f) != dp_buffer_size(json) || fclose(f) != 0)
+      fprintf(stderr, "train_step: could not write %s\n", trace);
+    dp_buffer_free(json);
+  }
   for (int k = 0; k < NUM_BATCHES; ++k) {
     dp_tensor_free(tx[k]);
     dp_tensor_free(ty[k]);
@@ -198,6 +233,7 @@ int main(int argc, char** argv) {
   dp_workspace_free(ws); /* frees the blobs borrowing xs/ys */
   dp_netdef_free(train_def);
   dp_netdef_free(init_def);
+  dp_parallel_model_free(parallel);
   dp_model_free(model);
   free(xs);
   free(ys);
