@@ -40,6 +40,7 @@ dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* opti
     overridden.optimizer->lr = options->lr;
     m = &overridden;
   }
+  if (DP_HAS_FIELD(options, accumulate_steps)) o.accumulate_steps = options->accumulate_steps;
   auto h = std::make_unique<dp_parallel_model>();
   h->nets = dp::Parallelize(*m, o);
   *out = h.release();
@@ -59,6 +60,17 @@ dp_status* dp_parallel_model_nets(const dp_parallel_model* model, dp_netdef** ou
   if (out_init) *out_init = init.release();
   if (out_train) *out_train = train.release();
   if (out_eval) *out_eval = eval.release();
+  DP_API_END
+}
+
+dp_status* dp_parallel_model_accumulate_net(const dp_parallel_model* model, dp_netdef** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(out);
+  DP_ENFORCE_CODE(!model->nets.accumulate.ops.empty(), dp::Code::kFailedPrecondition,
+                  "dp_parallel_model_accumulate_net: the model was parallelized without gradient accumulation "
+                  "(accumulate_steps 1)");
+  *out = new dp_netdef{std::make_shared<const dp::NetDef>(model->nets.accumulate)};
   DP_API_END
 }
 

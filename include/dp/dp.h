@@ -432,10 +432,11 @@ typedef struct dp_parallel_options {
   int32_t uneven_split;       /* 1: accept global batches that do not divide by num_devices */
   int32_t fuse;               /* 1: fuse FC + Relu in the forward net (as dp_model_build_training) */
   double lr;                  /* > 0: replaces the optimizer's base learning rate; 0: the model's */
+  int32_t accumulate_steps;   /* K >= 1: gradient accumulation (see dp_parallel_model_accumulate_net) */
 } dp_parallel_options;
 
 #define DP_PARALLEL_OPTIONS_INIT \
-  {(uint32_t)sizeof(dp_parallel_options), DP_DEVICE_CPU, NULL, 0, 1048576, 26214400, 0, 1, 0.0}
+  {(uint32_t)sizeof(dp_parallel_options), DP_DEVICE_CPU, NULL, 0, 1048576, 26214400, 0, 1, 0.0, 1}
 
 /* Builds data-parallel training over the devices of `options`:
  * - init: the model's init net on replica 0, a broadcast of every param and
@@ -460,6 +461,12 @@ DP_API DP_MUST_USE dp_status* dp_parallelize(const dp_model* model, const dp_par
  * one workspace. */
 DP_API DP_MUST_USE dp_status* dp_parallel_model_nets(const dp_parallel_model* model, dp_netdef** out_init,
                                                      dp_netdef** out_train, dp_netdef** out_eval);
+/* With accumulate_steps K > 1: the net that runs forward and backward on a
+ * global batch and adds each replica's gradients up locally, without any
+ * communication. Run it K - 1 times, then the train net once (it adds its
+ * own batch, allreduces, updates and clears the sums): the update equals
+ * one step on the K batches together. DP_ERR_FAILED_PRECONDITION when K is 1. */
+DP_API DP_MUST_USE dp_status* dp_parallel_model_accumulate_net(const dp_parallel_model* model, dp_netdef** out);
 DP_API size_t dp_parallel_model_num_replicas(const dp_parallel_model* model); /* 0 for NULL */
 /* Replica i's name scope ("cpu_1/"), valid while the model lives; NULL when
  * i is out of range or model is NULL. */

@@ -23,6 +23,8 @@ void CheckOptions(const ParallelizeOptions& o) {
   }
   DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU, Code::kUnimplemented,
                   "parallelize: only CPU replicas are supported so far (got ", DeviceTypeName(o.device_type), ")");
+  DP_ENFORCE_CODE(o.accumulate_steps >= 1, Code::kInvalidArgument,
+                  "parallelize: accumulate_steps must be >= 1, got ", o.accumulate_steps);
   DP_ENFORCE_CODE(o.first_bucket_bytes > 0 && o.bucket_bytes > 0, Code::kInvalidArgument,
                   "parallelize: bucket sizes must be positive (first_bucket_bytes ", o.first_bucket_bytes,
                   ", bucket_bytes ", o.bucket_bytes, ")");
@@ -84,6 +86,7 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
   const OptimizerDef& opt = CheckTrainable(model);
   CheckOptions(o);
   const size_t n = o.device_ids.size();
+  const int k = o.accumulate_steps;
   const std::string name = model.name.empty() ? std::string("model") : model.name;
 
   ParallelNets out;
@@ -98,7 +101,7 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
   GradientOptions gopt;
   gopt.losses = model.losses;
   gopt.wrt = model.params;
-  gopt.loss_scale = 1.0 / static_cast<double>(n);
+  gopt.loss_scale = 1.0 / (static_cast<double>(n) * k);
   const GradientResult g = AddGradients(forward, gopt);
   std::map<std::string, std::string> grad_of(g.grads.begin(), g.grads.end());
   out.buckets = MakeBuckets(g, ParamBytes(model), o);
@@ -150,28 +153,70 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
       }
     }
   }
+  if (k > 1)
+    for (size_t r = 0; r < n; ++r)
+      for (const auto& p : model.params) {
+        OperatorDef zero = MakeOperatorDef("ConstantFill", {out.scopes[r] + p},
+                                           {out.scopes[r] + grad_of.at(p) + "_acc"}, {MakeArg("value", 0.0)});
+        zero.device = devices[r];
+        init.ops.push_back(std::move(zero));
+      }
   ValidateNet(init);
 
-  // ---- train
+  // ---- train (and accumulate): the global batch split across replicas,
+  // each replica's forward and backward, losses and metrics averaged.
+  auto replica_steps = [&](NetDef& net, const std::string& suffix) {
+    net.name = name + "_parallel_" + suffix;
+    net.executor = ExecutorKind::kAsync;
+    for (const auto& x : model.inputs) {
+      std::vector<std::string> parts;
+      for (const auto& s : out.scopes) parts.push_back(s + x);
+      net.ops.push_back(MakeOperatorDef("SplitBatch", {x}, parts, {MakeArg("uneven", int64_t{o.uneven_split})}));
+      AddExternalInput(net, x);
+    }
+    for (size_t r = 0; r < n; ++r) {
+      for (const auto& op : g.net.ops) net.ops.push_back(ScopedOp(op, out.scopes[r], devices[r]));
+      for (const auto* list : {&model.params, &model.computed_params})
+        for (const auto& b : *list) AddExternalInput(net, out.scopes[r] + b);
+    }
+    for (const auto* list : {&model.losses, &model.metrics})
+      for (const auto& b : *list) {
+        std::vector<std::string> parts;
+        for (const auto& s : out.scopes) parts.push_back(s + b);
+        net.ops.push_back(MakeOperatorDef("Sum", parts, {b}));
+        if (n > 1)
+          net.ops.push_back(MakeOperatorDef("Scale", {b}, {b}, {MakeArg("scale", 1.0 / static_cast<double>(n))}));
+        net.external_outputs.push_back(b);
+      }
+  };
+  // Accumulated gradients live in "<grad>_acc" of each replica.
+  auto for_each_grad = [&](const auto& fn) {
+    for (size_t r = 0; r < n; ++r)
+      for (const auto& p : model.params) fn(r, out.scopes[r] + grad_of.at(p));
+  };
+  if (k > 1) {
+    replica_steps(out.accumulate, "accumulate");
+    for_each_grad([&](size_t r, const std::string& grad) {
+      OperatorDef add = MakeOperatorDef("Sum", {grad + "_acc", grad}, {grad + "_acc"});
+      add.device = devices[r];
+      out.accumulate.ops.push_back(std::move(add));
+      AddExternalInput(out.accumulate, grad + "_acc");
+    });
+    ValidateNet(out.accumulate);
+  }
+
   NetDef& train = out.train;
-  train.name = name + "_parallel_train";
-  train.executor = ExecutorKind::kAsync;
   train.ops = IterAndLearningRateOps(opt);
   AddExternalInput(train, kIterBlob);
   AddExternalInput(train, kCommBlob);
-  for (const auto& x : model.inputs) {
-    std::vector<std::string> parts;
-    for (const auto& s : out.scopes) parts.push_back(s + x);
-    train.ops.push_back(MakeOperatorDef("SplitBatch", {x}, parts, {MakeArg("uneven", int64_t{o.uneven_split})}));
-    AddExternalInput(train, x);
-  }
-  for (size_t r = 0; r < n; ++r) {
-    for (const auto& op : g.net.ops) train.ops.push_back(ScopedOp(op, out.scopes[r], devices[r]));
-    for (const auto* list : {&model.params, &model.computed_params})
-      for (const auto& b : *list) AddExternalInput(train, out.scopes[r] + b);
-    for (const auto& p : model.params)
-      for (const auto& s : OptimizerStateBlobs(opt, out.scopes[r] + p)) AddExternalInput(train, s);
-  }
+  replica_steps(train, "train");
+  if (k > 1)  // this step's gradient plus the accumulated ones
+    for_each_grad([&](size_t r, const std::string& grad) {
+      OperatorDef add = MakeOperatorDef("Sum", {grad, grad + "_acc"}, {grad});
+      add.device = devices[r];
+      train.ops.push_back(std::move(add));
+      AddExternalInput(train, grad + "_acc");
+    });
   // One Allreduce per bucket; it depends only on its gradients, so the async
   // executor starts it while the rest of backward runs.
   for (const auto& bucket : out.buckets) {
@@ -180,24 +225,21 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
       for (const auto& p : bucket) grads.push_back(out.scopes[r] + grad_of.at(p));
     std::vector<std::string> in{kCommBlob};
     in.insert(in.end(), grads.begin(), grads.end());
-    train.ops.push_back(
-        MakeOperatorDef("Allreduce", in, grads, {MakeArg("num_devices", static_cast<int64_t>(n))}));
+    train.ops.push_back(MakeOperatorDef("Allreduce", in, grads, {MakeArg("num_devices", static_cast<int64_t>(n))}));
   }
   for (size_t r = 0; r < n; ++r)
     for (const auto& p : model.params) {
       OperatorDef u = OptimizerUpdateOp(opt, out.scopes[r] + p, out.scopes[r] + grad_of.at(p));
       u.device = devices[r];
       train.ops.push_back(std::move(u));
+      for (const auto& st : OptimizerStateBlobs(opt, out.scopes[r] + p)) AddExternalInput(train, st);
     }
-  // Losses and metrics of the global batch, under their own names.
-  for (const auto* list : {&model.losses, &model.metrics})
-    for (const auto& b : *list) {
-      std::vector<std::string> parts;
-      for (const auto& s : out.scopes) parts.push_back(s + b);
-      train.ops.push_back(MakeOperatorDef("Sum", parts, {b}));
-      if (n > 1) train.ops.push_back(MakeOperatorDef("Scale", {b}, {b}, {MakeArg("scale", 1.0 / static_cast<double>(n))}));
-      train.external_outputs.push_back(b);
-    }
+  if (k > 1)  // the next accumulation starts from zero
+    for_each_grad([&](size_t r, const std::string& grad) {
+      OperatorDef zero = MakeOperatorDef("ConstantFill", {grad + "_acc"}, {grad + "_acc"}, {MakeArg("value", 0.0)});
+      zero.device = devices[r];
+      train.ops.push_back(std::move(zero));
+    });
   ValidateNet(train);
 
   // ---- eval: replica 0's params, everything else unscoped.

@@ -37,10 +37,17 @@ struct ParallelizeOptions {
   int64_t bucket_bytes = int64_t{25} << 20;
   bool uneven_split = false;  // allow global batches that do not divide by the replica count
   bool fuse = true;           // graph/fusion.h on the forward net
+  // Gradient accumulation: K > 1 builds an `accumulate` net that runs
+  // forward and backward and adds the gradients up locally, without
+  // communication; run it K - 1 times, then `train` once (which adds its own
+  // batch, allreduces, updates and clears the sums). The update equals one
+  // step on the K global batches together.
+  int accumulate_steps = 1;
 };
 
 struct ParallelNets {
   NetDef init, train, eval;
+  NetDef accumulate;  // only with accumulate_steps > 1 (no ops otherwise)
   std::vector<std::string> scopes;  // per replica: "cpu_0/", ...
   // Gradient buckets in launch order: each a list of (unscoped) params.
   std::vector<std::vector<std::string>> buckets;

@@ -1792,7 +1792,24 @@ static void test_parallelize(void) {
     goto done;
   for (i = 0; i < 12; ++i) CHECK(near(got[i], want[i], 1e-5));
 
+  {
+    dp_netdef* acc = SENTINEL;
+    EXPECT_CODE(dp_parallel_model_accumulate_net(pm, &acc), DP_ERR_FAILED_PRECONDITION);
+    CHECK(acc == SENTINEL);
+  }
+
   /* Bad options: clear statuses, the out-parameter untouched. */
+  o.accumulate_steps = 0;
+  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "accumulate_steps");
+  o.accumulate_steps = 2;
+  {
+    dp_parallel_model* with_acc = NULL;
+    dp_netdef* acc = NULL;
+    if (EXPECT_OK(dp_parallelize(model, &o, &with_acc)) && EXPECT_OK(dp_parallel_model_accumulate_net(with_acc, &acc)))
+      CHECK(dp_netdef_num_ops(acc) > 0);
+    dp_netdef_free(acc);
+    dp_parallel_model_free(with_acc);
+  }
   EXPECT_ERR(dp_parallelize(model, NULL, &untouched), DP_ERR_INVALID_ARGUMENT, "options");
   o.num_devices = 0;
   EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "no devices");

@@ -3,6 +3,7 @@
 // layouts and optimizers; the nets' structure; bad options.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -129,6 +130,54 @@ TEST_CASE("N CPU replicas on a global batch equal one device on it") {
       }
     }
   }
+}
+
+TEST_CASE("gradient accumulation: K steps of N replicas equal one device on the K global batches together") {
+  const int global = 6, k = 3, steps = 3;
+  ModelDef m = Mlp(R"({"type": "momentum", "lr": 0.1})");
+  // One device: each step's batch is the K micro-batches concatenated.
+  TrainingNets one = BuildTraining(m);
+  auto w1 = std::make_shared<Workspace>();
+  Net(std::make_shared<const NetDef>(one.init), w1).Run();
+  Net train1(std::make_shared<const NetDef>(one.train), w1);
+  for (int s = 0; s < steps; ++s) {
+    Tensor x({global * k, 8}, DType::kFloat32), y({global * k}, DType::kInt32);
+    for (int j = 0; j < k; ++j) {
+      Workspace tmp;
+      FeedBatch(tmp, global, static_cast<uint32_t>(10 * s + j));
+      std::copy_n(tmp.GetTensor("data").data<float>(), global * 8, x.mutable_data<float>() + j * global * 8);
+      std::copy_n(tmp.GetTensor("label").data<int32_t>(), global, y.mutable_data<int32_t>() + j * global);
+    }
+    w1->Feed("data", x);
+    w1->Feed("label", y);
+    train1.Run();
+  }
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    ParallelizeOptions o = Cpus(n);
+    o.accumulate_steps = k;
+    ParallelNets nets = Parallelize(m, o);
+    REQUIRE(!nets.accumulate.ops.empty());
+    for (const auto& op : nets.accumulate.ops) CHECK(op.type != "Allreduce");  // no communication
+    auto ws = std::make_shared<Workspace>();
+    Net(std::make_shared<const NetDef>(nets.init), ws).Run();
+    Net acc(std::make_shared<const NetDef>(nets.accumulate), ws);
+    Net train(std::make_shared<const NetDef>(nets.train), ws);
+    for (int s = 0; s < steps; ++s) {
+      for (int j = 0; j < k; ++j) {
+        FeedBatch(*ws, global, static_cast<uint32_t>(10 * s + j));
+        (j + 1 < k ? acc : train).Run();
+      }
+    }
+    CHECK(ws->GetTensor(kIterBlob).data<int64_t>()[0] == steps);
+    for (const auto& p : m.params) {
+      CAPTURE(p);
+      CHECK(RelErr(Floats(*ws, nets.scopes[n - 1] + p), Floats(*w1, p)) <= 1e-5);
+    }
+  }
+  ParallelizeOptions bad = Cpus(2);
+  bad.accumulate_steps = 0;
+  ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"accumulate_steps"});
 }
 
 TEST_CASE("parallel nets: replicas under scopes, buckets in backward order, averaged loss") {
