@@ -41,6 +41,13 @@ dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* opti
     m = &overridden;
   }
   if (DP_HAS_FIELD(options, accumulate_steps)) o.accumulate_steps = options->accumulate_steps;
+  if (DP_HAS_FIELD(options, bmuf_block_length) && options->bmuf != 0) {
+    o.bmuf.enabled = true;
+    o.bmuf.block_lr = options->bmuf_block_lr;
+    o.bmuf.block_momentum = options->bmuf_block_momentum;
+    o.bmuf.nesterov = options->bmuf_nesterov != 0;
+    o.bmuf.block_length = options->bmuf_block_length;
+  }
   auto h = std::make_unique<dp_parallel_model>();
   h->nets = dp::Parallelize(*m, o);
   *out = h.release();
@@ -71,6 +78,17 @@ dp_status* dp_parallel_model_accumulate_net(const dp_parallel_model* model, dp_n
                   "dp_parallel_model_accumulate_net: the model was parallelized without gradient accumulation "
                   "(accumulate_steps 1)");
   *out = new dp_netdef{std::make_shared<const dp::NetDef>(model->nets.accumulate)};
+  DP_API_END
+}
+
+dp_status* dp_parallel_model_block_net(const dp_parallel_model* model, dp_netdef** out, int32_t* out_block_length) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(out);
+  DP_ENFORCE_CODE(!model->nets.block.ops.empty(), dp::Code::kFailedPrecondition,
+                  "dp_parallel_model_block_net: the model was parallelized without BMUF");
+  *out = new dp_netdef{std::make_shared<const dp::NetDef>(model->nets.block)};
+  if (out_block_length != nullptr) *out_block_length = model->nets.block_length;
   DP_API_END
 }
 

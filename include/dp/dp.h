@@ -433,10 +433,20 @@ typedef struct dp_parallel_options {
   int32_t fuse;               /* 1: fuse FC + Relu in the forward net (as dp_model_build_training) */
   double lr;                  /* > 0: replaces the optimizer's base learning rate; 0: the model's */
   int32_t accumulate_steps;   /* K >= 1: gradient accumulation (see dp_parallel_model_accumulate_net) */
+  /* BMUF (blockwise model-update filtering) instead of a gradient allreduce
+   * every step: replicas take bmuf_block_length local steps on their shards,
+   * then the block net averages their params W and applies
+   * G = W - Wg; Delta = mu Delta + zeta G; Wg += Delta; W = Wg (+ mu Delta
+   * with Nesterov). See dp_parallel_model_block_net. */
+  int32_t bmuf;                /* 1: enable */
+  double bmuf_block_lr;        /* zeta > 0 */
+  double bmuf_block_momentum;  /* mu in [0, 1); negative: 1 - 1/num_devices */
+  int32_t bmuf_nesterov;       /* 1: Nesterov's variant */
+  int32_t bmuf_block_length;   /* >= 1 local steps per block */
 } dp_parallel_options;
 
 #define DP_PARALLEL_OPTIONS_INIT \
-  {(uint32_t)sizeof(dp_parallel_options), DP_DEVICE_CPU, NULL, 0, 1048576, 26214400, 0, 1, 0.0, 1}
+  {(uint32_t)sizeof(dp_parallel_options), DP_DEVICE_CPU, NULL, 0, 1048576, 26214400, 0, 1, 0.0, 1, 0, 1.0, -1.0, 1, 8}
 
 /* Builds data-parallel training over the devices of `options`:
  * - init: the model's init net on replica 0, a broadcast of every param and
@@ -467,6 +477,10 @@ DP_API DP_MUST_USE dp_status* dp_parallel_model_nets(const dp_parallel_model* mo
  * own batch, allreduces, updates and clears the sums): the update equals
  * one step on the K batches together. DP_ERR_FAILED_PRECONDITION when K is 1. */
 DP_API DP_MUST_USE dp_status* dp_parallel_model_accumulate_net(const dp_parallel_model* model, dp_netdef** out);
+/* With BMUF: the block net (run it after every bmuf_block_length runs of the
+ * train net), and the block length. DP_ERR_FAILED_PRECONDITION without BMUF. */
+DP_API DP_MUST_USE dp_status* dp_parallel_model_block_net(const dp_parallel_model* model, dp_netdef** out,
+                                                          int32_t* out_block_length);
 DP_API size_t dp_parallel_model_num_replicas(const dp_parallel_model* model); /* 0 for NULL */
 /* Replica i's name scope ("cpu_1/"), valid while the model lives; NULL when
  * i is out of range or model is NULL. */

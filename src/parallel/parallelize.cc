@@ -25,6 +25,17 @@ void CheckOptions(const ParallelizeOptions& o) {
                   "parallelize: only CPU replicas are supported so far (got ", DeviceTypeName(o.device_type), ")");
   DP_ENFORCE_CODE(o.accumulate_steps >= 1, Code::kInvalidArgument,
                   "parallelize: accumulate_steps must be >= 1, got ", o.accumulate_steps);
+  if (o.bmuf.enabled) {
+    DP_ENFORCE_CODE(o.bmuf.block_lr > 0, Code::kInvalidArgument, "parallelize: BMUF block_lr must be > 0, got ",
+                    o.bmuf.block_lr);
+    DP_ENFORCE_CODE(o.bmuf.block_momentum < 1, Code::kInvalidArgument,
+                    "parallelize: BMUF block_momentum must be < 1, got ", o.bmuf.block_momentum);
+    DP_ENFORCE_CODE(o.bmuf.block_length >= 1, Code::kInvalidArgument,
+                    "parallelize: BMUF block_length must be >= 1, got ", o.bmuf.block_length);
+    DP_ENFORCE_CODE(o.accumulate_steps == 1, Code::kInvalidArgument,
+                    "parallelize: BMUF and gradient accumulation cannot be combined (accumulate_steps ",
+                    o.accumulate_steps, ")");
+  }
   DP_ENFORCE_CODE(o.first_bucket_bytes > 0 && o.bucket_bytes > 0, Code::kInvalidArgument,
                   "parallelize: bucket sizes must be positive (first_bucket_bytes ", o.first_bucket_bytes,
                   ", bucket_bytes ", o.bucket_bytes, ")");
@@ -101,7 +112,9 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
   GradientOptions gopt;
   gopt.losses = model.losses;
   gopt.wrt = model.params;
-  gopt.loss_scale = 1.0 / (static_cast<double>(n) * k);
+  // Summed over replicas by the allreduce, 1/N per replica gives the global
+  // mean; BMUF replicas are separate local learners on their own mean loss.
+  gopt.loss_scale = o.bmuf.enabled ? 1.0 : 1.0 / (static_cast<double>(n) * k);
   const GradientResult g = AddGradients(forward, gopt);
   std::map<std::string, std::string> grad_of(g.grads.begin(), g.grads.end());
   out.buckets = MakeBuckets(g, ParamBytes(model), o);
@@ -153,6 +166,16 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
       }
     }
   }
+  if (o.bmuf.enabled)
+    for (size_t r = 0; r < n; ++r)
+      for (const auto& p : model.params) {
+        const std::string w = out.scopes[r] + p;
+        OperatorDef copy = MakeOperatorDef("Copy", {w}, {w + "/bmuf_global"});
+        OperatorDef zero = MakeOperatorDef("ConstantFill", {w}, {w + "/bmuf_delta"}, {MakeArg("value", 0.0)});
+        copy.device = zero.device = devices[r];
+        init.ops.push_back(std::move(copy));
+        init.ops.push_back(std::move(zero));
+      }
   if (k > 1)
     for (size_t r = 0; r < n; ++r)
       for (const auto& p : model.params) {
@@ -219,7 +242,7 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
     });
   // One Allreduce per bucket; it depends only on its gradients, so the async
   // executor starts it while the rest of backward runs.
-  for (const auto& bucket : out.buckets) {
+  for (const auto& bucket : o.bmuf.enabled ? std::vector<std::vector<std::string>>{} : out.buckets) {
     std::vector<std::string> grads;
     for (size_t r = 0; r < n; ++r)
       for (const auto& p : bucket) grads.push_back(out.scopes[r] + grad_of.at(p));
@@ -241,6 +264,37 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
       train.ops.push_back(std::move(zero));
     });
   ValidateNet(train);
+
+  // ---- block (BMUF): average every replica's params and computed params,
+  // then the block update on each replica (identical values, identical results).
+  if (o.bmuf.enabled) {
+    NetDef& block = out.block;
+    block.name = name + "_parallel_block";
+    out.block_length = o.bmuf.block_length;
+    const double mu = o.bmuf.block_momentum < 0 ? 1.0 - 1.0 / static_cast<double>(n) : o.bmuf.block_momentum;
+    std::vector<std::string> blobs{kCommBlob};
+    for (size_t r = 0; r < n; ++r)
+      for (const auto* list : {&model.params, &model.computed_params})
+        for (const auto& b : *list) blobs.push_back(out.scopes[r] + b);
+    std::vector<std::string> outs(blobs.begin() + 1, blobs.end());
+    block.ops.push_back(MakeOperatorDef("Allreduce", blobs, outs,
+                                        {MakeArg("num_devices", static_cast<int64_t>(n)),
+                                         MakeArg("scale", 1.0 / static_cast<double>(n))}));
+    for (const auto& b : blobs) AddExternalInput(block, b);
+    for (size_t r = 0; r < n; ++r)
+      for (const auto& p : model.params) {
+        const std::string w = out.scopes[r] + p;
+        OperatorDef u = MakeOperatorDef("BmufUpdate", {w, w + "/bmuf_global", w + "/bmuf_delta"},
+                                        {w, w + "/bmuf_global", w + "/bmuf_delta"},
+                                        {MakeArg("block_lr", o.bmuf.block_lr), MakeArg("block_momentum", mu),
+                                         MakeArg("nesterov", int64_t{o.bmuf.nesterov})});
+        u.device = devices[r];
+        block.ops.push_back(std::move(u));
+        AddExternalInput(block, w + "/bmuf_global");
+        AddExternalInput(block, w + "/bmuf_delta");
+      }
+    ValidateNet(block);
+  }
 
   // ---- eval: replica 0's params, everything else unscoped.
   NetDef& eval = out.eval;

@@ -27,6 +27,19 @@
 
 namespace dp {
 
+// Blockwise model-update filtering (Chen & Huo 2016): replicas train on
+// their own shards for block_length local steps without communication; then
+// the `block` net averages the replicas' params (W) and applies
+//   G = W - Wg;  Delta = block_momentum Delta + block_lr G;  Wg += Delta;
+// every replica restarts from Wg (+ block_momentum Delta with Nesterov).
+struct BmufOptions {
+  bool enabled = false;
+  double block_lr = 1.0;         // zeta > 0
+  double block_momentum = -1.0;  // mu in [0, 1); negative: 1 - 1/N
+  bool nesterov = true;
+  int block_length = 8;          // local steps per block (for the caller's loop), >= 1
+};
+
 struct ParallelizeOptions {
   DeviceType device_type = DeviceType::kCPU;
   std::vector<int32_t> device_ids;  // one replica per id; distinct, >= 0, at least one
@@ -43,11 +56,14 @@ struct ParallelizeOptions {
   // batch, allreduces, updates and clears the sums). The update equals one
   // step on the K global batches together.
   int accumulate_steps = 1;
+  BmufOptions bmuf;  // instead of a gradient allreduce every step
 };
 
 struct ParallelNets {
   NetDef init, train, eval;
   NetDef accumulate;  // only with accumulate_steps > 1 (no ops otherwise)
+  NetDef block;       // only with BMUF: run after every block_length train steps
+  int block_length = 0;  // BMUF's block length (0 without BMUF)
   std::vector<std::string> scopes;  // per replica: "cpu_0/", ...
   // Gradient buckets in launch order: each a list of (unscoped) params.
   std::vector<std::vector<std::string>> buckets;

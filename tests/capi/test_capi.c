@@ -1810,6 +1810,24 @@ static void test_parallelize(void) {
     dp_netdef_free(acc);
     dp_parallel_model_free(with_acc);
   }
+  o.accumulate_steps = 1;
+  {
+    dp_parallel_model* bmuf = NULL;
+    dp_netdef* block = SENTINEL;
+    int32_t length = 0;
+    EXPECT_CODE(dp_parallel_model_block_net(pm, &block, &length), DP_ERR_FAILED_PRECONDITION);
+    CHECK(block == SENTINEL && length == 0);
+    o.bmuf = 1;
+    o.bmuf_block_length = 5;
+    if (EXPECT_OK(dp_parallelize(model, &o, &bmuf)) && EXPECT_OK(dp_parallel_model_block_net(bmuf, &block, &length))) {
+      CHECK(length == 5 && dp_netdef_num_ops(block) > 0);
+      dp_netdef_free(block);
+    }
+    dp_parallel_model_free(bmuf);
+    o.bmuf_block_momentum = 1.5;
+    EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "block_momentum");
+    o.bmuf = 0;
+  }
   EXPECT_ERR(dp_parallelize(model, NULL, &untouched), DP_ERR_INVALID_ARGUMENT, "options");
   o.num_devices = 0;
   EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "no devices");

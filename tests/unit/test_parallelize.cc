@@ -180,6 +180,97 @@ TEST_CASE("gradient accumulation: K steps of N replicas equal one device on the 
   ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"accumulate_steps"});
 }
 
+TEST_CASE("BMUF: local steps on each replica's shard, then the block update, against a reference") {
+  const int global = 12, tau = 3, blocks = 2;
+  for (bool nesterov : {true, false}) {
+    CAPTURE(nesterov);
+    ModelDef m = Mlp(R"({"type": "momentum", "lr": 0.1})");
+    const int n = 3;
+    const double zeta = 0.9, mu = 1.0 - 1.0 / n;
+    // Reference: N independent one-device learners, each on its rows of the global batch.
+    TrainingNets one = BuildTraining(m);
+    std::vector<std::shared_ptr<Workspace>> learners;
+    std::vector<std::unique_ptr<Net>> steps;
+    for (int r = 0; r < n; ++r) {
+      learners.push_back(std::make_shared<Workspace>());
+      Net(std::make_shared<const NetDef>(one.init), learners.back()).Run();
+      steps.push_back(std::make_unique<Net>(std::make_shared<const NetDef>(one.train), learners.back()));
+    }
+    std::map<std::string, std::vector<double>> wg, delta;
+    for (const auto& p : m.params) {
+      auto w = Floats(*learners[0], p);
+      wg[p].assign(w.begin(), w.end());
+      delta[p].assign(w.size(), 0.0);
+    }
+    // dp: the same with Parallelize + BMUF.
+    ParallelizeOptions o = Cpus(n);
+    o.bmuf.enabled = true;
+    o.bmuf.block_lr = zeta;
+    o.bmuf.nesterov = nesterov;
+    o.bmuf.block_length = tau;
+    ParallelNets nets = Parallelize(m, o);
+    REQUIRE(!nets.block.ops.empty());
+    for (const auto& op : nets.train.ops) CHECK(op.type != "Allreduce");  // local steps only
+    auto ws = std::make_shared<Workspace>();
+    Net(std::make_shared<const NetDef>(nets.init), ws).Run();
+    Net train(std::make_shared<const NetDef>(nets.train), ws);
+    Net block(std::make_shared<const NetDef>(nets.block), ws);
+
+    for (int b = 0; b < blocks; ++b) {
+      for (int t = 0; t < tau; ++t) {
+        const auto seed = static_cast<uint32_t>(50 + b * tau + t);
+        FeedBatch(*ws, global, seed);
+        train.Run();
+        Workspace tmp;
+        FeedBatch(tmp, global, seed);
+        const int rows = global / n;
+        for (int r = 0; r < n; ++r) {
+          Tensor x({rows, 8}, DType::kFloat32), y({rows}, DType::kInt32);
+          std::copy_n(tmp.GetTensor("data").data<float>() + r * rows * 8, rows * 8, x.mutable_data<float>());
+          std::copy_n(tmp.GetTensor("label").data<int32_t>() + r * rows, rows, y.mutable_data<int32_t>());
+          learners[r]->Feed("data", x);
+          learners[r]->Feed("label", y);
+          steps[r]->Run();
+        }
+      }
+      block.Run();
+      for (const auto& p : m.params) {
+        std::vector<double> avg(wg[p].size(), 0.0);
+        for (int r = 0; r < n; ++r) {
+          auto w = Floats(*learners[r], p);
+          for (size_t i = 0; i < w.size(); ++i) avg[i] += w[i] / n;
+        }
+        Tensor next({static_cast<int64_t>(avg.size())}, DType::kFloat32);
+        for (size_t i = 0; i < avg.size(); ++i) {
+          delta[p][i] = mu * delta[p][i] + zeta * (avg[i] - wg[p][i]);
+          wg[p][i] += delta[p][i];
+          next.mutable_data<float>()[i] = static_cast<float>(nesterov ? wg[p][i] + mu * delta[p][i] : wg[p][i]);
+        }
+        next.Reshape(learners[0]->GetTensor(p).dims());
+        for (int r = 0; r < n; ++r) {
+          Tensor c;
+          c.CopyFrom(next);
+          learners[r]->Feed(p, c);
+        }
+        CAPTURE(p);
+        CAPTURE(b);
+        for (const auto& sc : nets.scopes) CHECK(RelErr(Floats(*ws, sc + p), Floats(*learners[0], p)) <= 1e-5);
+      }
+    }
+  }
+  ModelDef m = Mlp(R"({"type": "sgd", "lr": 0.1})");
+  ParallelizeOptions bad = Cpus(2);
+  bad.bmuf.enabled = true;
+  bad.bmuf.block_momentum = 1.0;
+  ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"block_momentum"});
+  bad.bmuf.block_momentum = 0.5;
+  bad.bmuf.block_length = 0;
+  ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"block_length"});
+  bad.bmuf.block_length = 4;
+  bad.accumulate_steps = 2;
+  ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"BMUF", "accumulat"});
+}
+
 TEST_CASE("parallel nets: replicas under scopes, buckets in backward order, averaged loss") {
   ModelDef m = Mlp(R"({"type": "sgd", "lr": 0.1})");
   ParallelizeOptions o = Cpus(2);

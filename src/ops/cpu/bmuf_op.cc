@@ -1,0 +1,77 @@
+// BmufUpdate(W, Wg, Delta) -> (W, Wg, Delta), in place: the block update of
+// blockwise model-update filtering (Chen & Huo, ICASSP 2016). W holds the
+// replicas' average after a block of local steps (an Allreduce with scale
+// 1/N runs first), Wg the global model after the previous block, Delta the
+// block momentum:
+//   G = W - Wg;  Delta = block_momentum * Delta + block_lr * G;  Wg += Delta;
+//   W = Wg (plain) or Wg + block_momentum * Delta (nesterov: the next block
+//   starts from the look-ahead point).
+// Every replica runs the same update on the same values, so replicas stay
+// identical without another broadcast.
+#include "autodiff/gradient_registry.h"
+#include "ops/op_utils.h"
+#include "ops/operator.h"
+
+namespace dp {
+namespace {
+
+void CheckSame(const std::string& what, const Dims& d, DType t, const std::string& ref, const Dims& rd, DType rt) {
+  DP_ENFORCE_CODE(t == rt, Code::kDType, what, " is ", DTypeName(t), " but ", ref, " is ", DTypeName(rt));
+  DP_ENFORCE_CODE(d == rd, Code::kShape, what, " ", DimsString(d), " does not match ", ref, " ", DimsString(rd));
+}
+
+class BmufUpdateOp final : public Operator {
+ public:
+  explicit BmufUpdateOp(const OpInit& init)
+      : Operator(init),
+        block_lr_(args().Float("block_lr", 1.0)),
+        block_momentum_(args().Float("block_momentum", 0.0)),
+        nesterov_(args().Int("nesterov", 0) != 0) {
+    DP_ENFORCE(block_lr_ > 0, "argument 'block_lr' must be > 0, got ", block_lr_);
+    DP_ENFORCE(block_momentum_ >= 0 && block_momentum_ < 1, "argument 'block_momentum' must be in [0, 1), got ",
+               block_momentum_);
+  }
+
+  void RunOnDevice() final {
+    const Tensor& w = Input(0);
+    for (int i = 1; i < 3; ++i)
+      CheckSame(InputDesc(i), Input(i).dims(), Input(i).dtype(), InputDesc(0), w.dims(), w.dtype());
+    DispatchFloat(w.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const int64_t n = w.numel();
+      T* pw = Output(0)->template mutable_data<T>();
+      T* pg = Output(1)->template mutable_data<T>();
+      T* pd = Output(2)->template mutable_data<T>();
+      const T lr = static_cast<T>(block_lr_), mu = static_cast<T>(block_momentum_);
+      for (int64_t i = 0; i < n; ++i) {
+        const T d = mu * pd[i] + lr * (pw[i] - pg[i]);
+        pd[i] = d;
+        pg[i] += d;
+        pw[i] = nesterov_ ? pg[i] + mu * d : pg[i];
+      }
+    });
+  }
+
+ private:
+  const double block_lr_, block_momentum_;
+  const bool nesterov_;
+};
+
+}  // namespace
+
+DP_OPERATOR_SCHEMA(BmufUpdate)
+    .NumInputs(3)
+    .NumOutputs(3)
+    .EnforceInplace({{0, 0}, {1, 1}, {2, 2}})
+    .Inputs({"W", "Wg", "Delta"})
+    .Outputs({"W", "Wg", "Delta"})
+    .Arg("block_lr", "zeta, the block learning rate; default 1")
+    .Arg("block_momentum", "mu, the block momentum in [0, 1); default 0")
+    .Arg("nesterov", "1: the next block starts from Wg + mu * Delta; default 0")
+    .IdenticalTypeAndShape()
+    .Doc("The BMUF block update: G = W - Wg; Delta = mu Delta + zeta G; Wg += Delta; W = Wg (+ mu Delta).");
+
+DP_REGISTER_CPU_OPERATOR(BmufUpdate, BmufUpdateOp);
+DP_NO_GRADIENT(BmufUpdate);
+
+}  // namespace dp
