@@ -48,6 +48,12 @@ dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* opti
     o.bmuf.nesterov = options->bmuf_nesterov != 0;
     o.bmuf.block_length = options->bmuf_block_length;
   }
+  if (DP_HAS_FIELD(options, computed_params)) {
+    DP_CHECK_ARG(options->computed_params >= DP_COMPUTED_PARAMS_BROADCAST &&
+                     options->computed_params <= DP_COMPUTED_PARAMS_NONE,
+                 "options->computed_params ", options->computed_params, " is not a DP_COMPUTED_PARAMS_* value");
+    o.computed_params = static_cast<dp::ComputedParamsSync>(options->computed_params);
+  }
   auto h = std::make_unique<dp_parallel_model>();
   h->nets = dp::Parallelize(*m, o);
   *out = h.release();

@@ -443,10 +443,14 @@ typedef struct dp_parallel_options {
   double bmuf_block_momentum;  /* mu in [0, 1); negative: 1 - 1/num_devices */
   int32_t bmuf_nesterov;       /* 1: Nesterov's variant */
   int32_t bmuf_block_length;   /* >= 1 local steps per block */
+  int32_t computed_params;     /* DP_COMPUTED_PARAMS_*: BN running statistics after each step's forward */
 } dp_parallel_options;
 
+/* Replica 0's values copied to all (the default), their average, or nothing. */
+enum { DP_COMPUTED_PARAMS_BROADCAST = 0, DP_COMPUTED_PARAMS_AVERAGE = 1, DP_COMPUTED_PARAMS_NONE = 2 };
+
 #define DP_PARALLEL_OPTIONS_INIT \
-  {(uint32_t)sizeof(dp_parallel_options), DP_DEVICE_CPU, NULL, 0, 1048576, 26214400, 0, 1, 0.0, 1, 0, 1.0, -1.0, 1, 8}
+  {(uint32_t)sizeof(dp_parallel_options), DP_DEVICE_CPU, NULL, 0, 1048576, 26214400, 0, 1, 0.0, 1, 0, 1.0, -1.0, 1, 8, DP_COMPUTED_PARAMS_BROADCAST}
 
 /* Builds data-parallel training over the devices of `options`:
  * - init: the model's init net on replica 0, a broadcast of every param and

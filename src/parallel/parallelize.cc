@@ -240,6 +240,18 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
       train.ops.push_back(std::move(add));
       AddExternalInput(train, grad + "_acc");
     });
+  // Computed params (written in place by the replicas' forward ops) kept in step.
+  if (n > 1 && !model.computed_params.empty() && o.computed_params != ComputedParamsSync::kNone) {
+    std::vector<std::string> blobs;
+    for (size_t r = 0; r < n; ++r)
+      for (const auto& b : model.computed_params) blobs.push_back(out.scopes[r] + b);
+    std::vector<std::string> in{kCommBlob};
+    in.insert(in.end(), blobs.begin(), blobs.end());
+    const bool average = o.computed_params == ComputedParamsSync::kAverage;
+    std::vector<Argument> args{MakeArg("num_devices", static_cast<int64_t>(n))};
+    args.push_back(average ? MakeArg("scale", 1.0 / static_cast<double>(n)) : MakeArg("root", int64_t{0}));
+    train.ops.push_back(MakeOperatorDef(average ? "Allreduce" : "Broadcast", in, blobs, std::move(args)));
+  }
   // One Allreduce per bucket; it depends only on its gradients, so the async
   // executor starts it while the rest of backward runs.
   for (const auto& bucket : o.bmuf.enabled ? std::vector<std::vector<std::string>>{} : out.buckets) {

@@ -40,6 +40,11 @@ struct BmufOptions {
   int block_length = 8;          // local steps per block (for the caller's loop), >= 1
 };
 
+// What happens to computed params (BN running statistics) after each step's
+// forward: replica 0's values copied to all (Caffe2's and DDP's default), the
+// replicas' average, or nothing (each replica keeps its own statistics).
+enum class ComputedParamsSync { kBroadcast = 0, kAverage = 1, kNone = 2 };  // = DP_COMPUTED_PARAMS_*
+
 struct ParallelizeOptions {
   DeviceType device_type = DeviceType::kCPU;
   std::vector<int32_t> device_ids;  // one replica per id; distinct, >= 0, at least one
@@ -56,6 +61,7 @@ struct ParallelizeOptions {
   // batch, allreduces, updates and clears the sums). The update equals one
   // step on the K global batches together.
   int accumulate_steps = 1;
+  ComputedParamsSync computed_params = ComputedParamsSync::kBroadcast;
   BmufOptions bmuf;  // instead of a gradient allreduce every step
 };
 

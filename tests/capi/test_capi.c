@@ -1828,6 +1828,9 @@ static void test_parallelize(void) {
     EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "block_momentum");
     o.bmuf = 0;
   }
+  o.computed_params = 3;
+  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "computed_params");
+  o.computed_params = DP_COMPUTED_PARAMS_AVERAGE;
   EXPECT_ERR(dp_parallelize(model, NULL, &untouched), DP_ERR_INVALID_ARGUMENT, "options");
   o.num_devices = 0;
   EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "no devices");

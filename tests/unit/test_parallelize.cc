@@ -271,6 +271,60 @@ TEST_CASE("BMUF: local steps on each replica's shard, then the block update, aga
   ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"BMUF", "accumulat"});
 }
 
+TEST_CASE("computed params (BN running statistics): broadcast from replica 0, averaged, or left alone") {
+  ModelDef m = ModelFromJson(R"({
+  "name": "bn",
+  "init_net": {"ops": [
+    {"type": "XavierFill", "outputs": ["w1"], "args": [{"name": "shape", "ints": [16, 8]}, {"name": "seed", "i": 1}]},
+    {"type": "ConstantFill", "outputs": ["b1"], "args": [{"name": "shape", "ints": [16]}]},
+    {"type": "ConstantFill", "outputs": ["gamma"], "args": [{"name": "shape", "ints": [16]}, {"name": "value", "f": 1}]},
+    {"type": "ConstantFill", "outputs": ["beta"], "args": [{"name": "shape", "ints": [16]}]},
+    {"type": "ConstantFill", "outputs": ["rm"], "args": [{"name": "shape", "ints": [16]}]},
+    {"type": "ConstantFill", "outputs": ["rv"], "args": [{"name": "shape", "ints": [16]}, {"name": "value", "f": 1}]},
+    {"type": "XavierFill", "outputs": ["w2"], "args": [{"name": "shape", "ints": [3, 16]}, {"name": "seed", "i": 2}]},
+    {"type": "ConstantFill", "outputs": ["b2"], "args": [{"name": "shape", "ints": [3]}]}]},
+  "forward_net": {"ops": [
+    {"type": "FC", "inputs": ["data", "w1", "b1"], "outputs": ["h"]},
+    {"type": "SpatialBN", "inputs": ["h", "gamma", "beta", "rm", "rv"], "outputs": ["hn", "rm", "rv", "sm", "sv"]},
+    {"type": "Relu", "inputs": ["hn"], "outputs": ["hn"]},
+    {"type": "FC", "inputs": ["hn", "w2", "b2"], "outputs": ["logits"]},
+    {"type": "SoftmaxWithLoss", "inputs": ["logits", "label"], "outputs": ["softmax", "loss"]}]},
+  "params": ["w1", "b1", "gamma", "beta", "w2", "b2"],
+  "computed_params": ["rm", "rv"],
+  "inputs": ["data", "label"],
+  "losses": ["loss"],
+  "optimizer": {"type": "sgd", "lr": 0.1}})");
+  const int n = 3;
+  auto one_step = [&](ComputedParamsSync sync) {
+    ParallelizeOptions o = Cpus(n);
+    o.computed_params = sync;
+    ParallelNets nets = Parallelize(m, o);
+    auto ws = std::make_shared<Workspace>();
+    Net(std::make_shared<const NetDef>(nets.init), ws).Run();
+    FeedBatch(*ws, 12, 5);
+    Net(std::make_shared<const NetDef>(nets.train), ws).Run();
+    std::map<std::string, std::vector<std::vector<float>>> stats;
+    for (const char* b : {"rm", "rv"})
+      for (const auto& s : nets.scopes) stats[b].push_back(Floats(*ws, s + b));
+    return stats;
+  };
+  auto none = one_step(ComputedParamsSync::kNone);
+  auto broadcast = one_step(ComputedParamsSync::kBroadcast);
+  auto average = one_step(ComputedParamsSync::kAverage);
+  for (const char* b : {"rm", "rv"}) {
+    CAPTURE(b);
+    CHECK(none[b][0] != none[b][1]);  // each replica saw other samples
+    std::vector<float> mean(none[b][0].size(), 0.0f);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < mean.size(); ++i) mean[i] += none[b][static_cast<size_t>(r)][i];
+    for (auto& v : mean) v /= n;
+    for (int r = 0; r < n; ++r) {
+      CHECK(broadcast[b][static_cast<size_t>(r)] == none[b][0]);
+      CHECK(RelErr(average[b][static_cast<size_t>(r)], mean) <= 1e-6);
+    }
+  }
+}
+
 TEST_CASE("parallel nets: replicas under scopes, buckets in backward order, averaged loss") {
   ModelDef m = Mlp(R"({"type": "sgd", "lr": 0.1})");
   ParallelizeOptions o = Cpus(2);
