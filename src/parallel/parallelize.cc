@@ -136,15 +136,11 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
           fill.device = devices[r];
           init.ops.push_back(std::move(fill));
         }
-    std::vector<std::string> replicated;
-    for (const auto* list : {&model.params, &model.computed_params})
-      for (const auto& b : *list)
-        for (const auto& s : out.scopes) replicated.push_back(s + b);
     // Device-major: all of replica 0's blobs, then replica 1's, ...
     std::vector<std::string> major;
-    const size_t per = model.params.size() + model.computed_params.size();
-    for (size_t r = 0; r < n; ++r)
-      for (size_t j = 0; j < per; ++j) major.push_back(replicated[j * n + r]);
+    for (const auto& s : out.scopes)
+      for (const auto* list : {&model.params, &model.computed_params})
+        for (const auto& b : *list) major.push_back(s + b);
     std::vector<std::string> in{kCommBlob};
     in.insert(in.end(), major.begin(), major.end());
     init.ops.push_back(MakeOperatorDef("Broadcast", in, major,
@@ -160,9 +156,9 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
       for (const auto& p : model.params) scoped.push_back(out.scopes[r] + p);
       NetDef per;
       AddOptimizerInit(per, opt, scoped);
-      for (size_t k = 1; k < per.ops.size(); ++k) {  // op 0 is another counter
-        per.ops[k].device = devices[r];
-        init.ops.push_back(per.ops[k]);
+      for (size_t j = 1; j < per.ops.size(); ++j) {  // op 0 is another counter
+        per.ops[j].device = devices[r];
+        init.ops.push_back(per.ops[j]);
       }
     }
   }
@@ -240,8 +236,10 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
       train.ops.push_back(std::move(add));
       AddExternalInput(train, grad + "_acc");
     });
-  // Computed params (written in place by the replicas' forward ops) kept in step.
-  if (n > 1 && !model.computed_params.empty() && o.computed_params != ComputedParamsSync::kNone) {
+  // Computed params (written in place by the replicas' forward ops) kept in
+  // step; BMUF averages them in its block net instead.
+  if (n > 1 && !model.computed_params.empty() && o.computed_params != ComputedParamsSync::kNone &&
+      !o.bmuf.enabled) {
     std::vector<std::string> blobs;
     for (size_t r = 0; r < n; ++r)
       for (const auto& b : model.computed_params) blobs.push_back(out.scopes[r] + b);
