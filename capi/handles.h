@@ -64,6 +64,11 @@ dp_status* StatusFromCurrentException() noexcept;  // call inside a catch block
   DP_ENFORCE_CODE(cond, ::dp::Code::kInvalidArgument, __func__, ": ", __VA_ARGS__)
 #define DP_CHECK_NOT_NULL(p) DP_CHECK_ARG((p) != nullptr, #p " is NULL")
 
+// The model to build from: `model` itself, or with lr != 0 a copy in
+// `storage` whose optimizer's base learning rate is lr (> 0, else
+// kInvalidArgument naming `func`).
+const ModelDef& ModelWithLr(const ModelDef& model, double lr, ModelDef* storage, const char* func);
+
 }  // namespace dp::capi
 
 #define DP_API_BEGIN try {

@@ -25,6 +25,20 @@ dp_netdef* NewNetDef(dp::NetDef def) { return new dp_netdef{std::make_shared<con
 
 }  // namespace
 
+namespace dp::capi {
+
+const ModelDef& ModelWithLr(const ModelDef& model, double lr, ModelDef* storage, const char* func) {
+  if (lr == 0) return model;
+  DP_ENFORCE_CODE(lr > 0, Code::kInvalidArgument, func, ": options->lr must be > 0 (or 0 for the model's), got ", lr);
+  DP_ENFORCE_CODE(model.optimizer.has_value(), Code::kInvalidArgument, func,
+                  ": the model has no optimizer whose lr options->lr could set");
+  *storage = model;
+  storage->optimizer->lr = lr;
+  return *storage;
+}
+
+}  // namespace dp::capi
+
 extern "C" {
 
 dp_status* dp_netdef_add_gradients(const dp_netdef* netdef, const dp_gradient_options* options, dp_netdef** out,
@@ -120,23 +134,17 @@ dp_status* dp_model_build_training(const dp_model* model, const dp_training_opti
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(model);
   dp::TrainingOptions opts;
-  const dp::ModelDef* m = model->def.get();
-  dp::ModelDef overridden;
+  double lr = 0;
   if (options != nullptr) {
     auto has = [&](size_t offset) { return options->struct_size >= offset + sizeof(double); };
     DP_CHECK_ARG(has(offsetof(dp_training_options, loss_scale)), "options->struct_size ", options->struct_size,
                  " is too small");
     DP_CHECK_ARG(options->loss_scale == options->loss_scale, "options->loss_scale is NaN");
     opts.loss_scale = options->loss_scale == 0 ? 1.0 : options->loss_scale;
-    if (has(offsetof(dp_training_options, lr)) && options->lr != 0) {
-      DP_CHECK_ARG(options->lr > 0, "options->lr must be > 0 (or 0 for the model's), got ", options->lr);
-      overridden = *m;
-      DP_CHECK_ARG(overridden.optimizer.has_value(), "the model has no optimizer whose lr options->lr could set");
-      overridden.optimizer->lr = options->lr;
-      m = &overridden;
-    }
+    if (has(offsetof(dp_training_options, lr))) lr = options->lr;
   }
-  dp::TrainingNets nets = dp::BuildTraining(*m, opts);
+  dp::ModelDef overridden;
+  dp::TrainingNets nets = dp::BuildTraining(dp::capi::ModelWithLr(*model->def, lr, &overridden, __func__), opts);
   auto init = std::unique_ptr<dp_netdef>(NewNetDef(std::move(nets.init)));
   auto train = std::unique_ptr<dp_netdef>(NewNetDef(std::move(nets.train)));
   auto eval = std::unique_ptr<dp_netdef>(NewNetDef(std::move(nets.eval)));

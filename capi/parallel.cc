@@ -31,15 +31,6 @@ dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* opti
   o.bucket_bytes = options->bucket_bytes;
   o.uneven_split = options->uneven_split != 0;
   o.fuse = options->fuse != 0;
-  const dp::ModelDef* m = model->def.get();
-  dp::ModelDef overridden;
-  if (DP_HAS_FIELD(options, lr) && options->lr != 0) {
-    DP_CHECK_ARG(options->lr > 0, "options->lr must be > 0 (or 0 for the model's), got ", options->lr);
-    overridden = *m;
-    DP_CHECK_ARG(overridden.optimizer.has_value(), "the model has no optimizer whose lr options->lr could set");
-    overridden.optimizer->lr = options->lr;
-    m = &overridden;
-  }
   if (DP_HAS_FIELD(options, accumulate_steps)) o.accumulate_steps = options->accumulate_steps;
   if (DP_HAS_FIELD(options, bmuf_block_length) && options->bmuf != 0) {
     o.bmuf.enabled = true;
@@ -54,8 +45,11 @@ dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* opti
                  "options->computed_params ", options->computed_params, " is not a DP_COMPUTED_PARAMS_* value");
     o.computed_params = static_cast<dp::ComputedParamsSync>(options->computed_params);
   }
+  dp::ModelDef overridden;
+  const dp::ModelDef& m = dp::capi::ModelWithLr(*model->def, DP_HAS_FIELD(options, lr) ? options->lr : 0.0,
+                                                &overridden, __func__);
   auto h = std::make_unique<dp_parallel_model>();
-  h->nets = dp::Parallelize(*m, o);
+  h->nets = dp::Parallelize(m, o);
   *out = h.release();
   DP_API_END
 }

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <string_view>
+#include <unordered_map>
 
 namespace dp {
 namespace {
@@ -67,6 +69,11 @@ OpSchema& OpSchema::EnforceInplace(std::vector<std::pair<int, int>> pairs) {
   return *this;
 }
 
+OpSchema& OpSchema::EnforceInplaceAll(int shift) {
+  enforce_inplace_shift_ = shift;
+  return *this;
+}
+
 OpSchema& OpSchema::Arg(std::string name, std::string doc, bool required) {
   args_.push_back({std::move(name), std::move(doc), required});
   return *this;
@@ -95,27 +102,34 @@ void OpSchema::Verify(const OperatorDef& op, const std::string& label) const {
     DP_THROW(Code::kInvalidNet, label, ": takes ", Range(min_out_, max_out_), " outputs, got ", nout);
   for (size_t i = 0; i < op.inputs.size(); ++i)
     if (op.inputs[i].empty()) DP_THROW(Code::kInvalidNet, label, ": input ", i, " has an empty blob name");
+  // Hash lookups: collectives list thousands of blobs.
+  std::unordered_map<std::string_view, size_t> first_output;
   for (size_t o = 0; o < op.outputs.size(); ++o) {
     if (op.outputs[o].empty()) DP_THROW(Code::kInvalidNet, label, ": output ", o, " has an empty blob name");
-    for (size_t p = 0; p < o; ++p)
-      if (op.outputs[p] == op.outputs[o])
-        DP_THROW(Code::kInvalidNet, label, ": writes blob '", op.outputs[o], "' twice (outputs ", p, " and ", o, ")");
+    auto [it, fresh] = first_output.emplace(op.outputs[o], o);
+    if (!fresh)
+      DP_THROW(Code::kInvalidNet, label, ": writes blob '", op.outputs[o], "' twice (outputs ", it->second, " and ",
+               o, ")");
   }
-  for (auto [i, o] : enforce_inplace_) {
+  auto check_enforced = [&](int i, int o) {
     if (i < nin && o < nout && op.inputs[i] != op.outputs[o])
       DP_THROW(Code::kInvalidNet, label, ": ", OutputName(o), " must be written in place of ", InputName(i),
                " (blob '", op.inputs[i], "'), got blob '", op.outputs[o], "'");
-  }
-  for (int o = 0; o < nout; ++o) {
-    for (int i = 0; i < nin; ++i) {
-      if (op.inputs[i] != op.outputs[o]) continue;
-      auto match = [&](const std::pair<int, int>& p) { return p.first == i && p.second == o; };
-      bool ok = std::any_of(allow_inplace_.begin(), allow_inplace_.end(), match) ||
-                std::any_of(enforce_inplace_.begin(), enforce_inplace_.end(), match);
-      if (!ok)
-        DP_THROW(Code::kInvalidNet, label, ": blob '", op.outputs[o], "' is both ", InputName(i), " and ",
-                 OutputName(o), ", but this op cannot run in place there");
-    }
+  };
+  for (auto [i, o] : enforce_inplace_) check_enforced(i, o);
+  if (enforce_inplace_shift_ >= 0)
+    for (int o = 0; o < nout; ++o) check_enforced(o + enforce_inplace_shift_, o);
+  for (int i = 0; i < nin; ++i) {
+    auto it = first_output.find(op.inputs[i]);
+    if (it == first_output.end()) continue;
+    const int o = static_cast<int>(it->second);
+    auto match = [&](const std::pair<int, int>& p) { return p.first == i && p.second == o; };
+    bool ok = std::any_of(allow_inplace_.begin(), allow_inplace_.end(), match) ||
+              std::any_of(enforce_inplace_.begin(), enforce_inplace_.end(), match) ||
+              (enforce_inplace_shift_ >= 0 && i == o + enforce_inplace_shift_);
+    if (!ok)
+      DP_THROW(Code::kInvalidNet, label, ": blob '", op.outputs[o], "' is both ", InputName(i), " and ",
+               OutputName(o), ", but this op cannot run in place there");
   }
   for (const auto& spec : args_)
     if (spec.required && op.FindArg(spec.name) == nullptr)

@@ -37,6 +37,9 @@ class OpSchema {
   OpSchema& AllowInplace(std::vector<std::pair<int, int>> pairs);
   // (input, output) pairs that must name the same blob.
   OpSchema& EnforceInplace(std::vector<std::pair<int, int>> pairs);
+  // Every output o must name the same blob as input o + shift, however many
+  // there are (collectives: the tensors after the communicator, in place).
+  OpSchema& EnforceInplaceAll(int shift);
   OpSchema& Arg(std::string name, std::string doc, bool required = false);
   OpSchema& Inputs(std::vector<std::string> names) { input_names_ = std::move(names); return *this; }
   OpSchema& Outputs(std::vector<std::string> names) { output_names_ = std::move(names); return *this; }
@@ -69,6 +72,7 @@ class OpSchema {
   std::string type_, doc_;
   int min_in_ = 0, max_in_ = 0, min_out_ = 0, max_out_ = 0;
   std::vector<std::pair<int, int>> allow_inplace_, enforce_inplace_;
+  int enforce_inplace_shift_ = -1;  // EnforceInplaceAll; -1: none
   std::vector<ArgSpec> args_;
   std::vector<std::string> input_names_, output_names_;
   InferenceFn inference_;

@@ -12,6 +12,11 @@ int CanonicalAxis(int64_t axis, int ndim, const std::string& what, bool allow_en
   return static_cast<int>(a);
 }
 
+void CheckSameDtype(const Tensor& x, const std::string& xd, const Tensor& other, const std::string& od) {
+  DP_ENFORCE_CODE(other.dtype() == x.dtype(), Code::kDType, od, " is ", DTypeName(other.dtype()), " but ", xd, " is ",
+                  DTypeName(x.dtype()), "; they must share a dtype");
+}
+
 int64_t DimProduct(const Dims& dims, int begin, int end) {
   int64_t p = 1;
   for (int i = begin; i < end; ++i) p *= dims[static_cast<size_t>(i)];

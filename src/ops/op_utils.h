@@ -33,6 +33,9 @@ auto DispatchNumeric(DType dtype, const std::string& what, Fn&& fn) {
   }
 }
 
+// kDType naming both tensors unless `other` (described by od) has x's dtype.
+void CheckSameDtype(const Tensor& x, const std::string& xd, const Tensor& other, const std::string& od);
+
 // Normalises a possibly negative axis for a tensor of rank `ndim`;
 // `allow_end` admits axis == ndim (as for "flatten from here").
 int CanonicalAxis(int64_t axis, int ndim, const std::string& what, bool allow_end = false);

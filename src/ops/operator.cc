@@ -92,6 +92,17 @@ std::string Operator::InputDesc(int i) const {
   return StrCat(n, " '", def_.inputs.at(static_cast<size_t>(i)), "'");
 }
 
+Operator::InputInfos Operator::DescribeInputs(int begin, int end) const {
+  InputInfos in;
+  for (int i = begin; i < end; ++i) {
+    const Tensor& t = Input(i);
+    in.names.push_back(InputDesc(i));
+    in.dims.push_back(&t.dims());
+    in.dtypes.push_back(t.dtype());
+  }
+  return in;
+}
+
 std::string Operator::OutputDesc(int i) const {
   const OpSchema* s = schema_;
   std::string n = s ? s->OutputName(static_cast<size_t>(i)) : StrCat("output ", i);

@@ -54,6 +54,14 @@ class Operator {
   Tensor* Output(int i, Dims dims, DType dtype);
   // "input 1 'W'" for messages.
   std::string InputDesc(int i) const;
+  // Descriptions, dims and dtypes of inputs [begin, end): what the checks a
+  // kernel shares with its shape inference take.
+  struct InputInfos {
+    std::vector<std::string> names;
+    std::vector<const Dims*> dims;
+    std::vector<DType> dtypes;
+  };
+  InputInfos DescribeInputs(int begin, int end) const;
   std::string OutputDesc(int i) const;
   const ArgReader& args() const { return args_; }
   DeviceContext& context() const { return *ctx_; }

@@ -25,12 +25,6 @@ constexpr size_t kCopyChunkBytes = size_t{64} << 10;
 // aligned when dp allocated them), so no two threads write the same line.
 constexpr size_t kSliceAlign = 64;
 
-int DefaultThreads(int num_threads, int num_devices_hint) {
-  if (num_threads > 0) return num_threads;
-  const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  return num_devices_hint > 0 ? std::min(num_devices_hint, hw) : hw;
-}
-
 // [lo, hi) of `total` units cut into `parts` slices whose bounds are multiples of `grain`.
 void SliceBounds(int64_t total, int parts, int index, int64_t grain, int64_t* lo, int64_t* hi) {
   int64_t per = (total + parts - 1) / parts;
@@ -84,6 +78,12 @@ void ReduceSlice(const std::vector<CpuCollectives::Segment>& segments, const std
 }
 
 }  // namespace
+
+int CpuCollectives::DefaultThreads(int num_threads, int num_devices_hint) {
+  if (num_threads > 0) return num_threads;
+  const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return num_devices_hint > 0 ? std::min(num_devices_hint, hw) : hw;
+}
 
 CpuCollectives::CpuCollectives(int num_threads, int num_devices_hint)
     : team_(DefaultThreads(num_threads, num_devices_hint)) {}

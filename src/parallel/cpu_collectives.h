@@ -38,6 +38,8 @@ class CpuCollectives {
   // num_threads <= 0: min(num_devices_hint, hardware concurrency) when the
   // hint is positive, else the hardware concurrency; at least 1.
   explicit CpuCollectives(int num_threads = 0, int num_devices_hint = 0);
+  // The team size the constructor picks for these arguments.
+  static int DefaultThreads(int num_threads, int num_devices_hint);
   CpuCollectives(const CpuCollectives&) = delete;
   CpuCollectives& operator=(const CpuCollectives&) = delete;
 

@@ -125,7 +125,7 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
   for (const auto& op : model.init_net.ops) init.ops.push_back(ScopedOp(op, out.scopes[0], devices[0]));
   for (const auto& b : model.init_net.external_inputs) AddExternalInput(init, out.scopes[0] + b);
   init.ops.push_back(MakeOperatorDef("CreateCpuCollectives", {}, {kCommBlob},
-                                     {MakeArg("threads", static_cast<int64_t>(n))}));
+                                     {MakeArg("num_devices", static_cast<int64_t>(n))}));
   if (n > 1) {
     // The other replicas' blobs take shape (zeros like replica 0's), then
     // receive replica 0's values.

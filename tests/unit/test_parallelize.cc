@@ -61,16 +61,23 @@ std::vector<float> Floats(const Workspace& ws, const std::string& name) {
   return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
 }
 
+// A workspace after `init` and `steps` runs of `train` on batches of `batch`
+// (seeds 100, 101, ...).
+std::shared_ptr<Workspace> TrainSteps(const NetDef& init, const NetDef& train, int batch, int steps) {
+  auto ws = std::make_shared<Workspace>();
+  Net(std::make_shared<const NetDef>(init), ws).Run();
+  Net net(std::make_shared<const NetDef>(train), ws);
+  for (int s = 0; s < steps; ++s) {
+    FeedBatch(*ws, batch, static_cast<uint32_t>(100 + s));
+    net.Run();
+  }
+  return ws;
+}
+
 // Params after `steps` one-device steps on batches of `batch`.
 std::map<std::string, std::vector<float>> TrainOneDevice(const ModelDef& m, int batch, int steps) {
   TrainingNets nets = BuildTraining(m);
-  auto ws = std::make_shared<Workspace>();
-  Net(std::make_shared<const NetDef>(nets.init), ws).Run();
-  Net train(std::make_shared<const NetDef>(nets.train), ws);
-  for (int s = 0; s < steps; ++s) {
-    FeedBatch(*ws, batch, static_cast<uint32_t>(100 + s));
-    train.Run();
-  }
+  auto ws = TrainSteps(nets.init, nets.train, batch, steps);
   std::map<std::string, std::vector<float>> out;
   for (const auto& p : m.params) out[p] = Floats(*ws, p);
   return out;
@@ -108,13 +115,7 @@ TEST_CASE("N CPU replicas on a global batch equal one device on it") {
         o.first_bucket_bytes = o.bucket_bytes = bucket;
         ParallelNets nets = Parallelize(m, o);
         CHECK(nets.buckets.size() == (bucket == 64 ? 4u : 1u));
-        auto ws = std::make_shared<Workspace>();
-        Net(std::make_shared<const NetDef>(nets.init), ws).Run();
-        Net train(std::make_shared<const NetDef>(nets.train), ws);
-        for (int s = 0; s < steps; ++s) {
-          FeedBatch(*ws, batch, static_cast<uint32_t>(100 + s));
-          train.Run();
-        }
+        auto ws = TrainSteps(nets.init, nets.train, batch, steps);
         CHECK(ws->GetTensor(kIterBlob).data<int64_t>()[0] == steps);
         for (const auto& p : m.params) {
           CAPTURE(p);

@@ -191,15 +191,8 @@ class SpatialBNOp final : public Operator {
  private:
   void RunOnDevice() override {
     const BnMode mode = ReadMode(args(), static_cast<size_t>(OutputSize()));
-    std::vector<std::string> names;
-    std::vector<const Dims*> dims;
-    std::vector<DType> dtypes;
-    for (int i = 0; i < 5; ++i) {
-      names.push_back(InputDesc(i));
-      dims.push_back(&Input(i).dims());
-      dtypes.push_back(Input(i).dtype());
-    }
-    const BnDims d = CheckForward(names, dims, dtypes, mode.is_test);
+    const InputInfos in = DescribeInputs(0, 5);
+    const BnDims d = CheckForward(in.names, in.dims, in.dtypes, mode.is_test);
     const Tensor& x = Input(0);
     const Dims xdims = x.dims();
     const auto channels = static_cast<size_t>(d.c);
@@ -248,15 +241,8 @@ class SpatialBNGradientOp final : public Operator {
 
  private:
   void RunOnDevice() override {
-    std::vector<std::string> names;
-    std::vector<const Dims*> dims;
-    std::vector<DType> dtypes;
-    for (int i = 0; i < 5; ++i) {
-      names.push_back(InputDesc(i));
-      dims.push_back(&Input(i).dims());
-      dtypes.push_back(Input(i).dtype());
-    }
-    const BnDims d = CheckGradient(names, dims, dtypes);
+    const InputInfos in = DescribeInputs(0, 5);
+    const BnDims d = CheckGradient(in.names, in.dims, in.dtypes);
     const Tensor& x = Input(0);
     const Dims xdims = x.dims();
     const auto channels = static_cast<size_t>(d.c);

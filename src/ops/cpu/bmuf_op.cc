@@ -15,11 +15,6 @@
 namespace dp {
 namespace {
 
-void CheckSame(const std::string& what, const Dims& d, DType t, const std::string& ref, const Dims& rd, DType rt) {
-  DP_ENFORCE_CODE(t == rt, Code::kDType, what, " is ", DTypeName(t), " but ", ref, " is ", DTypeName(rt));
-  DP_ENFORCE_CODE(d == rd, Code::kShape, what, " ", DimsString(d), " does not match ", ref, " ", DimsString(rd));
-}
-
 class BmufUpdateOp final : public Operator {
  public:
   explicit BmufUpdateOp(const OpInit& init)
@@ -34,8 +29,11 @@ class BmufUpdateOp final : public Operator {
 
   void RunOnDevice() final {
     const Tensor& w = Input(0);
-    for (int i = 1; i < 3; ++i)
-      CheckSame(InputDesc(i), Input(i).dims(), Input(i).dtype(), InputDesc(0), w.dims(), w.dtype());
+    for (int i = 1; i < 3; ++i) {
+      CheckSameDtype(w, InputDesc(0), Input(i), InputDesc(i));
+      DP_ENFORCE_CODE(Input(i).dims() == w.dims(), Code::kShape, InputDesc(i), " ", DimsString(Input(i).dims()),
+                      " does not match ", InputDesc(0), " ", DimsString(w.dims()));
+    }
     DispatchFloat(w.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const int64_t n = w.numel();

@@ -12,7 +12,6 @@
 #include <limits>
 #include <memory>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -25,17 +24,7 @@
 namespace dp {
 namespace {
 
-// The schemas list one in-place pair per tensor, so the tensor count has a
-// (generous) bound: a bucket of 16384 tensors over all devices.
-constexpr int kMaxTensors = 1 << 14;
 constexpr int kMaxThreads = 1024;
-
-std::vector<std::pair<int, int>> InplacePairs() {
-  std::vector<std::pair<int, int>> pairs;
-  pairs.reserve(kMaxTensors);
-  for (int i = 0; i < kMaxTensors; ++i) pairs.emplace_back(i + 1, i);
-  return pairs;
-}
 
 // Devices and tensors per device of an op with k tensors; kInvalidArgument
 // when num_devices does not split them.
@@ -57,9 +46,11 @@ class CreateCpuCollectivesOp final : public Operator {
   explicit CreateCpuCollectivesOp(const OpInit& init) : Operator(init) {
     const int64_t threads = args().Int("threads", 0);
     DP_ENFORCE(threads >= 0 && threads <= kMaxThreads, "threads ", threads, " must be in [0, ", kMaxThreads,
-               "] (0: the hardware concurrency)");
-    threads_ = threads > 0 ? static_cast<int>(threads)
-                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+               "] (0: as many as devices, at most the hardware concurrency)");
+    const int64_t devices = args().Int("num_devices", 0);
+    DP_ENFORCE(devices >= 0 && devices <= std::numeric_limits<int>::max(), "num_devices ", devices,
+               " must be >= 0 (0: unknown)");
+    threads_ = CpuCollectives::DefaultThreads(static_cast<int>(threads), static_cast<int>(devices));
   }
 
  private:
@@ -83,7 +74,7 @@ class CollectiveOp : public Operator {
  public:
   explicit CollectiveOp(const OpInit& init) : Operator(init) {
     const int k = OutputSize();
-    // Validation enforces the in-place pairs; the count is checked here.
+    // Validation enforces the in-place pairs (EnforceInplaceAll); the count is checked here.
     DP_ENFORCE_CODE(InputSize() == k + 1, Code::kInvalidNet, label(), ": takes the communicator and k tensors and ",
                     "writes the same k tensors in place, got ", InputSize(), " inputs and ", k, " outputs");
     for (int i = 0; i < k; ++i)
@@ -233,14 +224,16 @@ DP_OPERATOR_SCHEMA(CreateCpuCollectives)
     .NumInputs(0)
     .NumOutputs(1)
     .Outputs({"comm"})
-    .Arg("threads", "threads of the communicator's team; 0 or absent: the hardware concurrency")
+    .Arg("threads", "threads of the communicator's team; 0 or absent: min(num_devices, hardware concurrency), "
+                    "or the hardware concurrency without num_devices")
+    .Arg("num_devices", "replicas the communicator serves (sizes the team when threads is 0)")
     .Doc("Creates a communicator for Allreduce and Broadcast between CPU replicas (kept when it exists with the "
          "same thread count).");
 
 DP_OPERATOR_SCHEMA(Allreduce)
-    .NumInputs(2, kMaxTensors + 1)
-    .NumOutputs(1, kMaxTensors)
-    .EnforceInplace(InplacePairs())
+    .NumInputs(2, std::numeric_limits<int>::max())
+    .NumOutputs(1, std::numeric_limits<int>::max() - 1)
+    .EnforceInplaceAll(1)
     .Inputs({"comm"})
     .Arg("num_devices", "replicas N; the k tensors are N groups of k / N, device-major (default k)")
     .Arg("scale", "multiplies the sum, e.g. 1 / N to average (default 1; float tensors only)")
@@ -248,9 +241,9 @@ DP_OPERATOR_SCHEMA(Allreduce)
     .Doc("Sums tensor j over the devices, in device order, into every device's tensor j, in place.");
 
 DP_OPERATOR_SCHEMA(Broadcast)
-    .NumInputs(2, kMaxTensors + 1)
-    .NumOutputs(1, kMaxTensors)
-    .EnforceInplace(InplacePairs())
+    .NumInputs(2, std::numeric_limits<int>::max())
+    .NumOutputs(1, std::numeric_limits<int>::max() - 1)
+    .EnforceInplaceAll(1)
     .Inputs({"comm"})
     .Arg("num_devices", "replicas N; the k tensors are N groups of k / N, device-major (default k)")
     .Arg("root", "the device whose tensors are copied to the others (default 0)")

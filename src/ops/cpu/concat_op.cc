@@ -100,19 +100,11 @@ class ConcatOp final : public Operator {
 
  private:
   void RunOnDevice() override {
-    std::vector<std::string> names;
-    std::vector<const Dims*> dims;
-    std::vector<DType> dtypes;
+    const InputInfos in = DescribeInputs(0, InputSize());
     std::vector<const char*> src;
-    for (int i = 0; i < InputSize(); ++i) {
-      const Tensor& t = Input(i);
-      names.push_back(InputDesc(i));
-      dims.push_back(&t.dims());
-      dtypes.push_back(t.dtype());
-      src.push_back(static_cast<const char*>(t.raw_data()));
-    }
-    ConcatPlan p = PlanConcat(names, dims, dtypes, args().Int("axis", 1));
-    const DType dtype = dtypes[0];
+    for (int i = 0; i < InputSize(); ++i) src.push_back(static_cast<const char*>(Input(i).raw_data()));
+    ConcatPlan p = PlanConcat(in.names, in.dims, in.dtypes, args().Int("axis", 1));
+    const DType dtype = in.dtypes[0];
     Tensor* y = Output(0, p.out, dtype);
     JoinRows(p, DTypeSize(dtype), src, static_cast<char*>(y->raw_mutable_data()));
     if (OutputSize() > 1) {

@@ -122,11 +122,6 @@ class ColumnScratch {
   std::vector<double> d_;
 };
 
-void CheckSameDtype(const Tensor& x, const std::string& xd, const Tensor& o, const std::string& od) {
-  DP_ENFORCE_CODE(o.dtype() == x.dtype(), Code::kDType, od, " is ", DTypeName(o.dtype()), " but ", xd, " is ",
-                  DTypeName(x.dtype()), "; they must share a dtype");
-}
-
 class ConvOp final : public Operator {
  public:
   using Operator::Operator;

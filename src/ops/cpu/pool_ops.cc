@@ -110,11 +110,6 @@ void CheckLikeY(const OperatorDef& op, size_t i, const char* role, const Dims& d
                   ", the pooled shape of ", XDesc(op, x));
 }
 
-void CheckSameDtype(const Tensor& x, const std::string& xd, const Tensor& o, const std::string& od) {
-  DP_ENFORCE_CODE(o.dtype() == x.dtype(), Code::kDType, od, " is ", DTypeName(o.dtype()), " but ", xd, " is ",
-                  DTypeName(x.dtype()), "; they must share a dtype");
-}
-
 class MaxPoolOp final : public Operator {
  public:
   using Operator::Operator;
