@@ -1,5 +1,6 @@
 // dp_netdef and dp_net.
 #include "capi/handles.h"
+#include "exec/task_graph.h"
 #include "graph/net_format.h"
 #include "graph/net_validate.h"
 
@@ -58,6 +59,14 @@ dp_status* dp_netdef_to_json(const dp_netdef* netdef, dp_buffer** out) {
   DP_CHECK_NOT_NULL(netdef);
   DP_CHECK_NOT_NULL(out);
   *out = NewBuffer(dp::NetDefToJson(*netdef->def));  // std::string keeps a NUL after size()
+  DP_API_END
+}
+
+dp_status* dp_netdef_to_dot(const dp_netdef* netdef, dp_buffer** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(netdef);
+  DP_CHECK_NOT_NULL(out);
+  *out = NewBuffer(dp::NetDefToDot(*netdef->def));
   DP_API_END
 }
 

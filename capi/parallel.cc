@@ -45,6 +45,9 @@ dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* opti
                  "options->computed_params ", options->computed_params, " is not a DP_COMPUTED_PARAMS_* value");
     o.computed_params = static_cast<dp::ComputedParamsSync>(options->computed_params);
   }
+  if (DP_HAS_FIELD(options, nccl)) o.nccl = options->nccl != 0;
+  if (DP_HAS_FIELD(options, shared_model)) o.shared_model = options->shared_model != 0;
+  if (DP_HAS_FIELD(options, sync_bn)) o.sync_bn = options->sync_bn != 0;
   dp::ModelDef overridden;
   const dp::ModelDef& m = dp::capi::ModelWithLr(*model->def, DP_HAS_FIELD(options, lr) ? options->lr : 0.0,
                                                 &overridden, __func__);
@@ -89,6 +92,22 @@ dp_status* dp_parallel_model_block_net(const dp_parallel_model* model, dp_netdef
                   "dp_parallel_model_block_net: the model was parallelized without BMUF");
   *out = new dp_netdef{std::make_shared<const dp::NetDef>(model->nets.block)};
   if (out_block_length != nullptr) *out_block_length = model->nets.block_length;
+  DP_API_END
+}
+
+dp_status* dp_parallel_model_sync_net(const dp_parallel_model* model, dp_netdef** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(out);
+  *out = new dp_netdef{std::make_shared<const dp::NetDef>(model->nets.sync)};
+  DP_API_END
+}
+
+dp_status* dp_parallel_model_sync(const dp_parallel_model* model, dp_workspace* workspace) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(workspace);
+  dp::Net(std::make_shared<const dp::NetDef>(model->nets.sync), workspace->ws).Run();
   DP_API_END
 }
 

@@ -265,6 +265,9 @@ DP_API void dp_buffer_free(dp_buffer* buffer);
  * buffer is NUL-terminated; the size excludes the NUL). */
 DP_API DP_MUST_USE dp_status* dp_netdef_to_buffer(const dp_netdef* netdef, dp_buffer** out);
 DP_API DP_MUST_USE dp_status* dp_netdef_to_json(const dp_netdef* netdef, dp_buffer** out);
+/* The ops and their blob dependencies as Graphviz DOT (what dp_net_dot
+ * shows, without creating the net): each op with its type, name and device. */
+DP_API DP_MUST_USE dp_status* dp_netdef_to_dot(const dp_netdef* netdef, dp_buffer** out);
 
 /* The net's name (may be ""); valid for the definition's lifetime. */
 DP_API const char* dp_netdef_name(const dp_netdef* netdef);
@@ -424,7 +427,7 @@ typedef struct dp_parallel_model dp_parallel_model;
 
 typedef struct dp_parallel_options {
   uint32_t struct_size;       /* sizeof(dp_parallel_options) */
-  int32_t device_type;        /* DP_DEVICE_CPU (CUDA replicas: DP_ERR_UNIMPLEMENTED for now) */
+  int32_t device_type;        /* DP_DEVICE_CPU or DP_DEVICE_CUDA (see dp_parallelize) */
   const int32_t* device_ids;  /* num_devices distinct ids >= 0, one replica each; read during the call */
   size_t num_devices;         /* >= 1 */
   int64_t first_bucket_bytes; /* > 0: the first gradient bucket (small: communication starts early) */
@@ -444,13 +447,23 @@ typedef struct dp_parallel_options {
   int32_t bmuf_nesterov;       /* 1: Nesterov's variant */
   int32_t bmuf_block_length;   /* >= 1 local steps per block */
   int32_t computed_params;     /* DP_COMPUTED_PARAMS_*: BN running statistics after each step's forward */
+  int32_t nccl;                /* CUDA replicas: 1 NCCL collectives, 0 the copy-and-sum tree */
+  /* CPU only: 1 keeps one copy of the params (replica 0's) that every
+   * replica reads; gradients are still summed, and only replica 0 runs the
+   * optimizer. Not with BMUF. */
+  int32_t shared_model;
+  /* 1: every training-mode SpatialBN normalises with the mean and variance
+   * of the whole global batch (statistics allreduced in forward and
+   * backward), as one device would; not with BMUF. */
+  int32_t sync_bn;
 } dp_parallel_options;
 
 /* Replica 0's values copied to all (the default), their average, or nothing. */
 enum { DP_COMPUTED_PARAMS_BROADCAST = 0, DP_COMPUTED_PARAMS_AVERAGE = 1, DP_COMPUTED_PARAMS_NONE = 2 };
 
 #define DP_PARALLEL_OPTIONS_INIT \
-  {(uint32_t)sizeof(dp_parallel_options), DP_DEVICE_CPU, NULL, 0, 1048576, 26214400, 0, 1, 0.0, 1, 0, 1.0, -1.0, 1, 8, DP_COMPUTED_PARAMS_BROADCAST}
+  {(uint32_t)sizeof(dp_parallel_options), DP_DEVICE_CPU, NULL, 0, 1048576, 26214400, 0, 1, 0.0, 1, 0, 1.0, -1.0, 1, 8, \
+   DP_COMPUTED_PARAMS_BROADCAST, 1, 0, 0}
 
 /* Builds data-parallel training over the devices of `options`:
  * - init: the model's init net on replica 0, a broadcast of every param and
@@ -468,7 +481,12 @@ enum { DP_COMPUTED_PARAMS_BROADCAST = 0, DP_COMPUTED_PARAMS_AVERAGE = 1, DP_COMP
  *   other blobs keep the model's names.
  * The replicas stay identical: after every step all hold the params one
  * device would hold after training on the global batch (to float rounding).
- * Bad options give DP_ERR_INVALID_ARGUMENT naming the option. */
+ * With uneven_split each replica's loss weighs its share of the batch, so
+ * this stays exact.
+ * Bad options give DP_ERR_INVALID_ARGUMENT naming the option. CUDA replicas
+ * need a CUDA kernel of every op of the training step: DP_ERR_UNIMPLEMENTED
+ * lists those without one (today the training ops have none), and
+ * DP_ERR_UNAVAILABLE says dp was built without CUDA. */
 DP_API DP_MUST_USE dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* options,
                                              dp_parallel_model** out);
 /* The three nets as new netdefs (any out-parameter may be NULL); all run in
@@ -485,6 +503,16 @@ DP_API DP_MUST_USE dp_status* dp_parallel_model_accumulate_net(const dp_parallel
  * train net), and the block length. DP_ERR_FAILED_PRECONDITION without BMUF. */
 DP_API DP_MUST_USE dp_status* dp_parallel_model_block_net(const dp_parallel_model* model, dp_netdef** out,
                                                           int32_t* out_block_length);
+/* The sync net: replica 0's params, computed params and optimizer state
+ * broadcast to the other replicas, then a barrier of the communicator. Run
+ * it (in the workspace of the other nets, after init) whenever replicas may
+ * have drifted apart, e.g. after feeding one replica's params. */
+DP_API DP_MUST_USE dp_status* dp_parallel_model_sync_net(const dp_parallel_model* model, dp_netdef** out);
+/* Builds the sync net on `workspace` and runs it once: when it returns
+ * DP_OK every replica holds replica 0's state. The workspace must hold the
+ * init net's blobs (DP_ERR_NOT_FOUND naming a missing one otherwise). Not
+ * concurrently with another net on the same workspace. */
+DP_API DP_MUST_USE dp_status* dp_parallel_model_sync(const dp_parallel_model* model, dp_workspace* workspace);
 DP_API size_t dp_parallel_model_num_replicas(const dp_parallel_model* model); /* 0 for NULL */
 /* Replica i's name scope ("cpu_1/"), valid while the model lives; NULL when
  * i is out of range or model is NULL. */

@@ -152,6 +152,13 @@ GradientResult AddGradients(const NetDef& forward, const GradientOptions& option
     seed.args = {MakeArg("value", options.loss_scale)};
     seed.device = producer.device;
     ops.push_back(std::move(seed));
+    if (!options.loss_weight.empty()) {
+      const std::string g = ops.back().outputs[0];
+      OperatorDef weigh = MakeOperatorDef("Mul", {g, options.loss_weight}, {g});
+      weigh.name = loss + "_grad_seed_weight";
+      weigh.device = producer.device;
+      ops.push_back(std::move(weigh));
+    }
     finish(v, producer.device);
   }
 
@@ -217,6 +224,8 @@ GradientResult AddGradients(const NetDef& forward, const GradientOptions& option
     result.ready_after.push_back(it->second);
   }
   for (const auto& g : result.grads) result.net.external_outputs.push_back(g.second);
+  if (!options.loss_weight.empty() && !forward_blobs.count(options.loss_weight))
+    result.net.external_inputs.push_back(options.loss_weight);
   ValidateNet(result.net);
   return result;
 }

@@ -23,6 +23,10 @@ struct GradientOptions {
   std::vector<std::string> wrt;     // external inputs to differentiate; empty: all of them
   std::vector<std::string> stop;    // no gradient flows through these blobs
   double loss_scale = 1.0;          // seed of every loss gradient
+  // If set, a blob (e.g. a scalar) every seed is multiplied by at run time
+  // (Mul, broadcasting): a loss weight known only when the net runs, such as
+  // a replica's share of an unevenly split batch.
+  std::string loss_weight;
 };
 
 struct GradientResult {

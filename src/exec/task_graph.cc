@@ -121,4 +121,10 @@ std::string TaskGraphToDot(const NetDef& net, const TaskGraph& g, const std::vec
   return os.str();
 }
 
+std::string NetDefToDot(const NetDef& net) {
+  std::vector<DeviceOption> devices;
+  for (const auto& op : net.ops) devices.push_back(net.OpDevice(op));
+  return TaskGraphToDot(net, BuildTaskGraph(net, devices), devices);
+}
+
 }  // namespace dp

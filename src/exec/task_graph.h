@@ -34,4 +34,7 @@ TaskGraph BuildTaskGraph(const NetDef& net, const std::vector<DeviceOption>& dev
 // Graphviz DOT of the ops and their dependencies, chains as clusters.
 std::string TaskGraphToDot(const NetDef& net, const TaskGraph& graph, const std::vector<DeviceOption>& devices);
 
+// The same for a net definition alone (ops on their own or the net's device).
+std::string NetDefToDot(const NetDef& net);
+
 }  // namespace dp

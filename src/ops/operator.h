@@ -25,6 +25,13 @@ struct OpInit {
 
 class Operator {
  public:
+  // Names ("input 0 'X'"), dims and dtypes of some inputs (DescribeInputs).
+  struct InputInfos {
+    std::vector<std::string> names;
+    std::vector<const Dims*> dims;
+    std::vector<DType> dtypes;
+  };
+
   explicit Operator(const OpInit& init);
   virtual ~Operator() = default;
   Operator(const Operator&) = delete;
@@ -56,11 +63,6 @@ class Operator {
   std::string InputDesc(int i) const;
   // Descriptions, dims and dtypes of inputs [begin, end): what the checks a
   // kernel shares with its shape inference take.
-  struct InputInfos {
-    std::vector<std::string> names;
-    std::vector<const Dims*> dims;
-    std::vector<DType> dtypes;
-  };
   InputInfos DescribeInputs(int begin, int end) const;
   std::string OutputDesc(int i) const;
   const ArgReader& args() const { return args_; }

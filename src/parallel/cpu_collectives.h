@@ -55,6 +55,11 @@ class CpuCollectives {
   // Copies nbytes from buffers[root] to every other buffer (root's is only read).
   void Broadcast(const std::vector<void*>& buffers, int root, size_t nbytes);
 
+  // Returns once every team thread has met here: no collective issued before
+  // is still running. (All replicas of this communicator live in this
+  // process; a multi-process communicator's barrier also waits for peers.)
+  void Barrier();
+
  private:
   // Threads worth using for `bytes` touched: 1 below kSerialBytes.
   int ThreadsFor(size_t bytes) const;

@@ -12,7 +12,11 @@
 //          gradient bucket, each replica's optimizer update, and the losses
 //          and metrics averaged over replicas under their unscoped names;
 //   eval:  replica 0's params read by the inference-mode forward net, whose
-//          other blobs keep their unscoped names.
+//          other blobs keep their unscoped names;
+//   sync:  replica 0's state broadcast to the others on demand.
+// The replica template (one replica's forward and backward) may contain
+// collectives over "this replica's tensors" (sync BN's statistics): each is
+// merged with its counterparts in the other replicas into one op.
 // Everything added is an operator; the executor overlaps each bucket's
 // Allreduce with the rest of backward through blob dependencies alone.
 #pragma once
@@ -63,12 +67,25 @@ struct ParallelizeOptions {
   int accumulate_steps = 1;
   ComputedParamsSync computed_params = ComputedParamsSync::kBroadcast;
   BmufOptions bmuf;  // instead of a gradient allreduce every step
+  // CPU only: one copy of the params (replica 0's) that every replica reads;
+  // gradients are still summed across replicas, and only replica 0 runs the
+  // optimizer. Saves the replicas' memory and updates; not with BMUF.
+  bool shared_model = false;
+  // Every training-mode SpatialBN normalises with the statistics of the
+  // whole global batch (forward and backward), as one device would.
+  bool sync_bn = false;
+  // CUDA replicas: NCCL (true) or the copy-and-sum tree for the collectives.
+  bool nccl = true;
 };
 
 struct ParallelNets {
   NetDef init, train, eval;
   NetDef accumulate;  // only with accumulate_steps > 1 (no ops otherwise)
   NetDef block;       // only with BMUF: run after every block_length train steps
+  // Re-synchronisation on demand: replica 0's params, computed params and
+  // optimizer state broadcast to the others, then a barrier of the
+  // communicator. Returns (Net::Run) once every replica holds them.
+  NetDef sync;
   int block_length = 0;  // BMUF's block length (0 without BMUF)
   std::vector<std::string> scopes;  // per replica: "cpu_0/", ...
   // Gradient buckets in launch order: each a list of (unscoped) params.
@@ -77,6 +94,8 @@ struct ParallelNets {
 
 // Blob of the in-process communicator the collectives use.
 inline const char* kCommBlob = "parallel/comm";
+// Per replica (scoped), with uneven splits: its share of the global batch.
+inline const char* kBatchShareBlob = "parallel/batch_share";
 
 // Throws kInvalidArgument for bad options (naming them), kInvalidNet for
 // models that cannot be trained (see BuildTraining).

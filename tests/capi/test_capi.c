@@ -1791,6 +1791,57 @@ static void test_parallelize(void) {
   if (!EXPECT_OK(dp_parallel_model_nets(pm, &pinit, &ptrain, &peval)) || !train_five(pinit, ptrain, "cpu_2/w", got))
     goto done;
   for (i = 0; i < 12; ++i) CHECK(near(got[i], want[i], 1e-5));
+  {
+    /* The parallel nets as DOT: the collectives are there. */
+    dp_buffer* dot = NULL;
+    if (EXPECT_OK(dp_netdef_to_dot(ptrain, &dot))) {
+      const char* text = (const char*)dp_buffer_data(dot);
+      CHECK(strncmp(text, "digraph", 7) == 0 && strstr(text, "Allreduce") != NULL && strstr(text, "cpu:3") != NULL);
+    }
+    dp_buffer_free(dot);
+    EXPECT_ERR(dp_netdef_to_dot(NULL, &dot), DP_ERR_INVALID_ARGUMENT, "netdef");
+  }
+  {
+    /* A shared model (one copy of the params, one optimizer) trains alike. */
+    dp_parallel_model* shared = NULL;
+    dp_netdef *sinit = NULL, *strain = NULL;
+    o.shared_model = 1;
+    if (EXPECT_OK(dp_parallelize(model, &o, &shared)) && EXPECT_OK(dp_parallel_model_nets(shared, &sinit, &strain, NULL)) &&
+        train_five(sinit, strain, "cpu_0/w", got))
+      for (i = 0; i < 12; ++i) CHECK(near(got[i], want[i], 1e-5));
+    o.bmuf = 1;
+    EXPECT_ERR2(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "BMUF", "shared model");
+    o.bmuf = 0;
+    o.shared_model = 0;
+    dp_netdef_free(sinit);
+    dp_netdef_free(strain);
+    dp_parallel_model_free(shared);
+  }
+  {
+    /* dp_parallel_model_sync: a drifted replica gets replica 0's params back. */
+    dp_workspace* ws = new_workspace();
+    dp_net* init_net = NULL;
+    dp_tensor *w3 = NULL, *w0 = NULL, *drift = NULL;
+    const int64_t dims[2] = {3, 4};
+    float zeros[12] = {0}, v0[12], v3[12];
+    if (ws != NULL && EXPECT_OK(dp_net_create(ws, pinit, NULL, &init_net)) && EXPECT_OK(dp_net_run(init_net)) &&
+        EXPECT_OK(dp_tensor_create(DP_DTYPE_FLOAT32, dims, 2, zeros, sizeof zeros, &drift)) &&
+        EXPECT_OK(dp_workspace_feed(ws, "cpu_3/w", drift)) && EXPECT_OK(dp_parallel_model_sync(pm, ws)) &&
+        EXPECT_OK(dp_workspace_fetch(ws, "cpu_0/w", &w0)) && EXPECT_OK(dp_workspace_fetch(ws, "cpu_3/w", &w3)) &&
+        EXPECT_OK(dp_tensor_copy_to(w0, v0, sizeof v0)) && EXPECT_OK(dp_tensor_copy_to(w3, v3, sizeof v3)))
+      CHECK(memcmp(v0, v3, sizeof v0) == 0 && v0[0] != 0.0f);
+    EXPECT_ERR(dp_parallel_model_sync(pm, NULL), DP_ERR_INVALID_ARGUMENT, "workspace");
+    dp_tensor_free(drift);
+    dp_tensor_free(w0);
+    dp_tensor_free(w3);
+    dp_net_free(init_net);
+    dp_workspace_free(ws);
+  }
+  {
+    dp_netdef* sync = NULL;
+    if (EXPECT_OK(dp_parallel_model_sync_net(pm, &sync))) CHECK(dp_netdef_num_ops(sync) == 2);  /* Broadcast, Barrier */
+    dp_netdef_free(sync);
+  }
 
   {
     dp_netdef* acc = SENTINEL;
@@ -1844,7 +1895,12 @@ static void test_parallelize(void) {
   o.device_type = 7;
   EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "device_type");
   o.device_type = DP_DEVICE_CUDA;
-  EXPECT_CODE(dp_parallelize(model, &o, &untouched), DP_ERR_UNIMPLEMENTED);
+  {
+    /* Built without CUDA: unavailable; with it: the training ops lack CUDA kernels. */
+    dp_status* st = dp_parallelize(model, &o, &untouched);
+    CHECK(st != NULL && (dp_status_code(st) == DP_ERR_UNAVAILABLE || dp_status_code(st) == DP_ERR_UNIMPLEMENTED));
+    dp_status_free(st);
+  }
   o.device_type = DP_DEVICE_CPU;
   o.device_ids = NULL;
   EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "device_ids");

@@ -16,6 +16,7 @@
 #include "model/model_format.h"
 #include "model/training.h"
 #include "op_test_util.h"
+#include "cuda/cuda_runtime.h"
 #include "parallel/parallelize.h"
 
 using namespace dp;
@@ -42,6 +43,32 @@ ModelDef Mlp(const std::string& optimizer) {
   "inputs": ["data", "label"],
   "losses": ["loss"],
   "metrics": ["accuracy"],
+  "optimizer": )" + optimizer + "}");
+}
+
+// Mlp with SpatialBN (running statistics rm, rv) between the layers.
+ModelDef BnMlp(const std::string& optimizer) {
+  return ModelFromJson(R"({
+  "name": "bn",
+  "init_net": {"ops": [
+    {"type": "XavierFill", "outputs": ["w1"], "args": [{"name": "shape", "ints": [16, 8]}, {"name": "seed", "i": 1}]},
+    {"type": "ConstantFill", "outputs": ["b1"], "args": [{"name": "shape", "ints": [16]}]},
+    {"type": "ConstantFill", "outputs": ["gamma"], "args": [{"name": "shape", "ints": [16]}, {"name": "value", "f": 1}]},
+    {"type": "ConstantFill", "outputs": ["beta"], "args": [{"name": "shape", "ints": [16]}]},
+    {"type": "ConstantFill", "outputs": ["rm"], "args": [{"name": "shape", "ints": [16]}]},
+    {"type": "ConstantFill", "outputs": ["rv"], "args": [{"name": "shape", "ints": [16]}, {"name": "value", "f": 1}]},
+    {"type": "XavierFill", "outputs": ["w2"], "args": [{"name": "shape", "ints": [3, 16]}, {"name": "seed", "i": 2}]},
+    {"type": "ConstantFill", "outputs": ["b2"], "args": [{"name": "shape", "ints": [3]}]}]},
+  "forward_net": {"ops": [
+    {"type": "FC", "inputs": ["data", "w1", "b1"], "outputs": ["h"]},
+    {"type": "SpatialBN", "inputs": ["h", "gamma", "beta", "rm", "rv"], "outputs": ["hn", "rm", "rv", "sm", "sv"]},
+    {"type": "Relu", "inputs": ["hn"], "outputs": ["hn"]},
+    {"type": "FC", "inputs": ["hn", "w2", "b2"], "outputs": ["logits"]},
+    {"type": "SoftmaxWithLoss", "inputs": ["logits", "label"], "outputs": ["softmax", "loss"]}]},
+  "params": ["w1", "b1", "gamma", "beta", "w2", "b2"],
+  "computed_params": ["rm", "rv"],
+  "inputs": ["data", "label"],
+  "losses": ["loss"],
   "optimizer": )" + optimizer + "}");
 }
 
@@ -74,14 +101,16 @@ std::shared_ptr<Workspace> TrainSteps(const NetDef& init, const NetDef& train, i
   return ws;
 }
 
-// Params after `steps` one-device steps on batches of `batch`.
+// Params and computed params after `steps` one-device steps on batches of `batch`.
 std::map<std::string, std::vector<float>> TrainOneDevice(const ModelDef& m, int batch, int steps) {
   TrainingNets nets = BuildTraining(m);
   auto ws = TrainSteps(nets.init, nets.train, batch, steps);
   std::map<std::string, std::vector<float>> out;
-  for (const auto& p : m.params) out[p] = Floats(*ws, p);
+  for (const auto* list : {&m.params, &m.computed_params})
+    for (const auto& p : *list) out[p] = Floats(*ws, p);
   return out;
 }
+
 
 // max |a - b| / (1 + |b|)
 double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
@@ -89,6 +118,16 @@ double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
   double e = 0;
   for (size_t i = 0; i < a.size(); ++i)
     e = std::max(e, std::fabs(double{a[i]} - double{b[i]}) / (1.0 + std::fabs(double{b[i]})));
+  return e;
+}
+
+// Largest RelErr over the params and computed params of replica `scope`
+// against the one-device values.
+double MaxRelErr(const Workspace& ws, const std::string& scope, const ModelDef& m,
+                 std::map<std::string, std::vector<float>>& want) {
+  double e = 0;
+  for (const auto* list : {&m.params, &m.computed_params})
+    for (const auto& p : *list) e = std::max(e, RelErr(Floats(ws, scope + p), want[p]));
   return e;
 }
 
@@ -273,28 +312,7 @@ TEST_CASE("BMUF: local steps on each replica's shard, then the block update, aga
 }
 
 TEST_CASE("computed params (BN running statistics): broadcast from replica 0, averaged, or left alone") {
-  ModelDef m = ModelFromJson(R"({
-  "name": "bn",
-  "init_net": {"ops": [
-    {"type": "XavierFill", "outputs": ["w1"], "args": [{"name": "shape", "ints": [16, 8]}, {"name": "seed", "i": 1}]},
-    {"type": "ConstantFill", "outputs": ["b1"], "args": [{"name": "shape", "ints": [16]}]},
-    {"type": "ConstantFill", "outputs": ["gamma"], "args": [{"name": "shape", "ints": [16]}, {"name": "value", "f": 1}]},
-    {"type": "ConstantFill", "outputs": ["beta"], "args": [{"name": "shape", "ints": [16]}]},
-    {"type": "ConstantFill", "outputs": ["rm"], "args": [{"name": "shape", "ints": [16]}]},
-    {"type": "ConstantFill", "outputs": ["rv"], "args": [{"name": "shape", "ints": [16]}, {"name": "value", "f": 1}]},
-    {"type": "XavierFill", "outputs": ["w2"], "args": [{"name": "shape", "ints": [3, 16]}, {"name": "seed", "i": 2}]},
-    {"type": "ConstantFill", "outputs": ["b2"], "args": [{"name": "shape", "ints": [3]}]}]},
-  "forward_net": {"ops": [
-    {"type": "FC", "inputs": ["data", "w1", "b1"], "outputs": ["h"]},
-    {"type": "SpatialBN", "inputs": ["h", "gamma", "beta", "rm", "rv"], "outputs": ["hn", "rm", "rv", "sm", "sv"]},
-    {"type": "Relu", "inputs": ["hn"], "outputs": ["hn"]},
-    {"type": "FC", "inputs": ["hn", "w2", "b2"], "outputs": ["logits"]},
-    {"type": "SoftmaxWithLoss", "inputs": ["logits", "label"], "outputs": ["softmax", "loss"]}]},
-  "params": ["w1", "b1", "gamma", "beta", "w2", "b2"],
-  "computed_params": ["rm", "rv"],
-  "inputs": ["data", "label"],
-  "losses": ["loss"],
-  "optimizer": {"type": "sgd", "lr": 0.1}})");
+  ModelDef m = BnMlp(R"({"type": "sgd", "lr": 0.1})");
   const int n = 3;
   auto one_step = [&](ComputedParamsSync sync) {
     ParallelizeOptions o = Cpus(n);
@@ -368,7 +386,19 @@ TEST_CASE("parallelize: bad options and batches give clear errors") {
   ExpectError([&] { Parallelize(m, zero); }, Code::kInvalidArgument, {"bucket"});
   ParallelizeOptions gpu = Cpus(2);
   gpu.device_type = DeviceType::kCUDA;
-  ExpectError([&] { Parallelize(m, gpu); }, Code::kUnimplemented, {"CPU"});
+  if (!cuda::BuiltWithCuda())
+    ExpectError([&] { Parallelize(m, gpu); }, Code::kUnavailable, {"without CUDA"});
+  else  // today's CUDA backend lacks the training kernels; the message lists them
+    ExpectError([&] { Parallelize(m, gpu); }, Code::kUnimplemented, {"SoftmaxWithLossGradient"});
+  ParallelizeOptions shared_gpu = gpu;
+  shared_gpu.shared_model = true;
+  ExpectError([&] { Parallelize(m, shared_gpu); }, Code::kInvalidArgument, {"shared model", "CPU"});
+  ParallelizeOptions bmuf_shared = Cpus(2);
+  bmuf_shared.bmuf.enabled = bmuf_shared.shared_model = true;
+  ExpectError([&] { Parallelize(m, bmuf_shared); }, Code::kInvalidArgument, {"BMUF", "shared model"});
+  ParallelizeOptions bmuf_sync = Cpus(2);
+  bmuf_sync.bmuf.enabled = bmuf_sync.sync_bn = true;
+  ExpectError([&] { Parallelize(m, bmuf_sync); }, Code::kInvalidArgument, {"BMUF", "sync BN"});
   ModelDef no_opt = m;
   no_opt.optimizer.reset();
   ExpectError([&] { Parallelize(no_opt, Cpus(2)); }, Code::kInvalidArgument, {"no optimizer"});
@@ -389,4 +419,108 @@ TEST_CASE("parallelize: bad options and batches give clear errors") {
   Net(std::make_shared<const NetDef>(u.train), wu).Run();
   CHECK(wu->GetTensor("cpu_0/data").dims() == Dims{4, 8});
   CHECK(wu->GetTensor("cpu_2/data").dims() == Dims{3, 8});
+}
+
+TEST_CASE("sync BN: N replicas normalise over the global batch, as one device does") {
+  const int batch = 12, steps = 3;
+  ModelDef m = BnMlp(R"({"type": "momentum", "lr": 0.1})");
+  auto want = TrainOneDevice(m, batch, steps);
+  for (int n : {2, 3, 4}) {
+    CAPTURE(n);
+    ParallelizeOptions o = Cpus(n);
+    o.sync_bn = true;
+    ParallelNets nets = Parallelize(m, o);
+    int sync_ops = 0;
+    for (const auto& op : nets.train.ops) sync_ops += op.type == "SyncSpatialBN" || op.type == "SyncSpatialBNGradient";
+    CHECK(sync_ops == 2 * n);
+    auto ws = TrainSteps(nets.init, nets.train, batch, steps);
+    for (const auto& s : nets.scopes) CHECK(MaxRelErr(*ws, s, m, want) <= 1e-5);  // params and running statistics
+
+    // Without sync BN each replica normalises its own shard: another result.
+    ParallelizeOptions local = Cpus(n);
+    ParallelNets lnets = Parallelize(m, local);
+    auto lws = TrainSteps(lnets.init, lnets.train, batch, steps);
+    CHECK(MaxRelErr(*lws, "cpu_0/", m, want) > 1e-3);
+  }
+  // Uneven shards (4, 3, 3 of 10): the statistics count every sample once.
+  auto want10 = TrainOneDevice(m, 10, steps);
+  ParallelizeOptions o = Cpus(3);
+  o.sync_bn = o.uneven_split = true;
+  ParallelNets nets = Parallelize(m, o);
+  auto ws = TrainSteps(nets.init, nets.train, 10, steps);
+  for (const auto& s : nets.scopes) CHECK(MaxRelErr(*ws, s, m, want10) <= 1e-5);
+}
+
+TEST_CASE("uneven split: each replica's loss weighs its share of the batch, exactly") {
+  const int steps = 3;
+  for (const char* opt : {R"({"type": "sgd", "lr": 0.5})", R"({"type": "adam", "lr": 0.02})"}) {
+    CAPTURE(opt);
+    ModelDef m = Mlp(opt);
+    for (int batch : {7, 10}) {
+      auto want = TrainOneDevice(m, batch, steps);
+      for (int n : {2, 3, 4}) {
+        CAPTURE(batch);
+        CAPTURE(n);
+        ParallelizeOptions o = Cpus(n);
+        o.uneven_split = true;
+        ParallelNets nets = Parallelize(m, o);
+        auto ws = TrainSteps(nets.init, nets.train, batch, steps);
+        for (const auto& s : nets.scopes) CHECK(MaxRelErr(*ws, s, m, want) <= 1e-5);
+        // The reported loss is the global batch's mean loss.
+        FeedBatch(*ws, batch, 9);
+        Net(std::make_shared<const NetDef>(nets.eval), ws).Run();
+        const float eval_loss = ws->GetTensor("loss").data<float>()[0];
+        Net(std::make_shared<const NetDef>(nets.train), ws).Run();
+        CHECK(ws->GetTensor("loss").data<float>()[0] == doctest::Approx(eval_loss).epsilon(1e-5));
+      }
+    }
+  }
+}
+
+TEST_CASE("shared model: replicas read replica 0's params, only it runs the optimizer") {
+  const int batch = 12, steps = 3;
+  ModelDef m = BnMlp(R"({"type": "momentum", "lr": 0.1, "nesterov": true})");
+  auto want = TrainOneDevice(m, batch, steps);
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    ParallelizeOptions o = Cpus(n);
+    o.shared_model = o.sync_bn = true;
+    ParallelNets nets = Parallelize(m, o);
+    auto ws = TrainSteps(nets.init, nets.train, batch, steps);
+    CHECK(MaxRelErr(*ws, "cpu_0/", m, want) <= 1e-5);
+    for (int r = 1; r < n; ++r) {
+      const std::string s = nets.scopes[static_cast<size_t>(r)];
+      CHECK_FALSE(ws->HasBlob(s + "w1"));
+      CHECK_FALSE(ws->HasBlob(s + "w1/momentum"));
+      CHECK(Floats(*ws, s + "rm") == Floats(*ws, "cpu_0/rm"));  // computed params stay per replica
+    }
+    int updates = 0;
+    for (const auto& op : nets.train.ops) updates += op.type == "MomentumSGD";
+    CHECK(updates == static_cast<int>(m.params.size()));
+  }
+}
+
+TEST_CASE("sync net: replica 0's params, statistics and optimizer state re-broadcast on demand") {
+  ModelDef m = BnMlp(R"({"type": "adam", "lr": 0.01})");
+  ParallelizeOptions o = Cpus(3);
+  o.computed_params = ComputedParamsSync::kNone;
+  ParallelNets nets = Parallelize(m, o);
+  auto ws = TrainSteps(nets.init, nets.train, 12, 2);
+  const std::vector<std::string> blobs{"w1", "gamma", "rm", "rv", "w1/adam_m", "b2/adam_v"};
+  CHECK(Floats(*ws, "cpu_1/rm") != Floats(*ws, "cpu_0/rm"));  // kNone: the statistics drifted apart
+  // Replica 2 drifts: its params and state are perturbed.
+  for (const auto& b : blobs) {
+    const Tensor& old = ws->GetTensor("cpu_2/" + b);
+    Tensor t(old.dims(), old.dtype());
+    t.CopyFrom(old);
+    for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data<float>()[i] += 0.5f;
+    ws->Feed("cpu_2/" + b, t);
+  }
+  Net(std::make_shared<const NetDef>(nets.sync), ws).Run();
+  CHECK(nets.sync.ops.back().type == "Barrier");
+  for (const auto& b : blobs)
+    for (const char* s : {"cpu_1/", "cpu_2/"}) {
+      CAPTURE(b);
+      CHECK(Floats(*ws, s + b) == Floats(*ws, "cpu_0/" + b));
+    }
 }

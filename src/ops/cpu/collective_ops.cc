@@ -3,6 +3,7 @@
 //   CreateCpuCollectives() -> comm
 //   Allreduce(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place
 //   Broadcast(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place
+//   Barrier(comm)
 // The k tensors are device-major: with num_devices = N and m = k / N, inputs
 // 1..m are device 0's tensors t_0..t_{m-1}, the next m device 1's, and so on.
 // CPU device ids are logical replicas sharing host memory, so the tensors may
@@ -68,6 +69,16 @@ class CreateCpuCollectivesOp final : public Operator {
   int threads_ = 1;
 };
 
+// The communicator a blob (`desc` in messages) holds.
+std::shared_ptr<CpuCollectives> CommOf(const Blob& b, const std::string& desc) {
+  if (b.empty()) DP_THROW(Code::kNotFound, desc, " is empty: create the communicator with CreateCpuCollectives first");
+  if (!b.IsType<CpuCommunicator>())
+    DP_THROW(Code::kDType, desc, " holds ", b.TypeName(), ", not a CPU communicator (CreateCpuCollectives makes one)");
+  auto comm = b.Get<CpuCommunicator>().collectives;
+  DP_ENFORCE_CODE(comm != nullptr, Code::kInternal, desc, " holds a null communicator");
+  return comm;
+}
+
 // Shared by Allreduce and Broadcast: input 0 is the communicator, inputs
 // 1..k are written in place as outputs 0..k-1.
 class CollectiveOp : public Operator {
@@ -88,17 +99,7 @@ class CollectiveOp : public Operator {
   // Input index of device d's tensor j.
   int In(int d, int j) const { return 1 + d * per_device_ + j; }
 
-  std::shared_ptr<CpuCollectives> Comm() const {
-    const Blob* b = input_blobs()[0];
-    if (b->empty())
-      DP_THROW(Code::kNotFound, InputDesc(0), " is empty: create the communicator with CreateCpuCollectives first");
-    if (!b->IsType<CpuCommunicator>())
-      DP_THROW(Code::kDType, InputDesc(0), " holds ", b->TypeName(),
-               ", not a CPU communicator (CreateCpuCollectives makes one)");
-    auto comm = b->Get<CpuCommunicator>().collectives;
-    DP_ENFORCE_CODE(comm != nullptr, Code::kInternal, InputDesc(0), " holds a null communicator");
-    return comm;
-  }
+  std::shared_ptr<CpuCollectives> Comm() const { return CommOf(*input_blobs()[0], InputDesc(0)); }
 
   int num_devices_ = 1;
   int per_device_ = 1;
@@ -186,6 +187,16 @@ class BroadcastOp final : public CollectiveOp {
   const int root_;
 };
 
+// Barrier(comm): returns once no collective issued before it on the
+// communicator is still running.
+class BarrierOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override { CommOf(*input_blobs()[0], InputDesc(0))->Barrier(); }
+};
+
 std::vector<TensorInfo> AllreduceInference(const OperatorDef& op, const ArgReader& args,
                                            const std::vector<TensorInfo>& in) {
   const int k = static_cast<int>(op.outputs.size());
@@ -251,12 +262,21 @@ DP_OPERATOR_SCHEMA(Broadcast)
     .Doc("Copies the root device's tensors into the other devices' tensors, in place, resizing replicas that differ "
          "(so it can initialise them).");
 
+DP_OPERATOR_SCHEMA(Barrier)
+    .NumInputs(1)
+    .NumOutputs(0)
+    .Inputs({"comm"})
+    .Doc("Waits until every collective issued before it on the communicator has finished (with multi-process "
+         "communicators: until every process has reached it).");
+
 DP_REGISTER_CPU_OPERATOR(CreateCpuCollectives, CreateCpuCollectivesOp);
+DP_REGISTER_CPU_OPERATOR(Barrier, BarrierOp);
 DP_REGISTER_CPU_OPERATOR(Allreduce, AllreduceOp);
 DP_REGISTER_CPU_OPERATOR(Broadcast, BroadcastOp);
 DP_NO_GRADIENT(CreateCpuCollectives);
 DP_NO_GRADIENT(Allreduce);
 DP_NO_GRADIENT(Broadcast);
+DP_NO_GRADIENT(Barrier);
 
 }  // namespace
 }  // namespace dp

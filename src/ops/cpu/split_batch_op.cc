@@ -6,6 +6,10 @@
 // the weight of each sample in the averaged loss. With uneven=1 the first
 // (dim0 mod N) parts get one row more; every part must get at least one row.
 // Works for every dtype (rows are copied as bytes).
+//
+// BatchShares(X) -> S_0, ..., S_{N-1}: the float32 scalar share rows_i / rows
+// of each part of the same split: the weight of replica i's mean loss in
+// the global mean loss (exact loss scaling for uneven splits).
 #include <cstring>
 #include <limits>
 
@@ -54,6 +58,24 @@ class SplitBatchOp final : public Operator {
   const bool uneven_;
 };
 
+class BatchSharesOp final : public Operator {
+ public:
+  explicit BatchSharesOp(const OpInit& init) : Operator(init), uneven_(args().Int("uneven", 0) != 0) {}
+
+  void RunOnDevice() final {
+    const Tensor& x = Input(0);
+    const int64_t n = OutputSize();
+    CheckSplit(InputDesc(0), x.dims(), n, uneven_);
+    const int64_t rows = x.dims()[0];
+    for (int64_t i = 0; i < n; ++i)
+      *Output(static_cast<int>(i), {}, DType::kFloat32)->mutable_data<float>() =
+          static_cast<float>(static_cast<double>(PartRows(rows, n, i)) / static_cast<double>(rows));
+  }
+
+ private:
+  const bool uneven_;
+};
+
 std::vector<TensorInfo> InferSplitBatch(const OperatorDef& op, const ArgReader& args,
                                         const std::vector<TensorInfo>& in) {
   const int64_t n = static_cast<int64_t>(op.outputs.size());
@@ -67,6 +89,13 @@ std::vector<TensorInfo> InferSplitBatch(const OperatorDef& op, const ArgReader& 
   return out;
 }
 
+std::vector<TensorInfo> InferBatchShares(const OperatorDef& op, const ArgReader& args,
+                                         const std::vector<TensorInfo>& in) {
+  const int64_t n = static_cast<int64_t>(op.outputs.size());
+  CheckSplit(StrCat("input 0 '", op.inputs[0], "'"), in[0].dims, n, args.Int("uneven", 0) != 0);
+  return std::vector<TensorInfo>(static_cast<size_t>(n), TensorInfo{{}, DType::kFloat32});
+}
+
 }  // namespace
 
 DP_OPERATOR_SCHEMA(SplitBatch)
@@ -78,7 +107,17 @@ DP_OPERATOR_SCHEMA(SplitBatch)
     .ShapeInference(InferSplitBatch)
     .Doc("Cuts X along dim 0 into one contiguous part per output (the data-parallel scatter).");
 
+DP_OPERATOR_SCHEMA(BatchShares)
+    .NumInputs(1)
+    .NumOutputs(1, std::numeric_limits<int>::max())
+    .Inputs({"X"})
+    .Arg("uneven", "as SplitBatch's")
+    .ShapeInference(InferBatchShares)
+    .Doc("The share rows_i / rows of each part of SplitBatch's cut of X, as float32 scalars.");
+
 DP_REGISTER_CPU_OPERATOR(SplitBatch, SplitBatchOp);
+DP_REGISTER_CPU_OPERATOR(BatchShares, BatchSharesOp);
 DP_NO_GRADIENT(SplitBatch);
+DP_NO_GRADIENT(BatchShares);
 
 }  // namespace dp
