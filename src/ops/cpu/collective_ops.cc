@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "autodiff/gradient_registry.h"
+#include "ops/collective_checks.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 #include "parallel/cpu_collectives.h"
@@ -26,21 +27,6 @@ namespace dp {
 namespace {
 
 constexpr int kMaxThreads = 1024;
-
-// Devices and tensors per device of an op with k tensors; kInvalidArgument
-// when num_devices does not split them.
-std::pair<int, int> DeviceSplit(const ArgReader& args, int k) {
-  const int64_t n = args.Int("num_devices", k);
-  DP_ENFORCE(n >= 1 && n <= k && k % n == 0, "num_devices ", n, " must be positive and divide the ", k,
-             " tensors (device-major: each device's tensors in the same order)");
-  return {static_cast<int>(n), static_cast<int>(k / n)};
-}
-
-int RootArg(const ArgReader& args, int n) {
-  const int64_t root = args.Int("root", 0);
-  DP_ENFORCE(root >= 0 && root < n, "root ", root, " is out of range for ", n, " devices");
-  return static_cast<int>(root);
-}
 
 class CreateCpuCollectivesOp final : public Operator {
  public:
@@ -92,7 +78,7 @@ class CollectiveOp : public Operator {
       DP_ENFORCE_CODE(input_blobs()[static_cast<size_t>(i) + 1] == output_blobs()[static_cast<size_t>(i)],
                       Code::kInvalidNet, label(), ": ", OutputDesc(i), " must be written in place of ",
                       InputDesc(i + 1));
-    std::tie(num_devices_, per_device_) = DeviceSplit(args(), k);
+    std::tie(num_devices_, per_device_) = CollectiveDeviceSplit(args(), k);
   }
 
  protected:
@@ -114,23 +100,9 @@ class AllreduceOp final : public CollectiveOp {
     auto comm = Comm();  // held: the blob may be replaced while this runs
     const double scale = args().Float("scale", 1.0);
     const int n = num_devices_, m = per_device_;
-    // Check everything before writing anything.
-    for (int j = 0; j < m; ++j) {
-      const Tensor& first = Input(In(0, j));
-      const DType dt = first.dtype();
-      DP_ENFORCE_CODE(dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kInt32 || dt == DType::kInt64,
-                      Code::kDType, InputDesc(In(0, j)), " is ", first.DebugString(),
-                      "; Allreduce sums float32, float64, int32 or int64");
-      DP_ENFORCE(scale == 1.0 || dt == DType::kFloat32 || dt == DType::kFloat64, "scale ", scale, " needs float ",
-                 "tensors, but ", InputDesc(In(0, j)), " is ", first.DebugString());
-      for (int d = 1; d < n; ++d) {
-        const Tensor& t = Input(In(d, j));
-        DP_ENFORCE_CODE(t.dtype() == dt, Code::kDType, InputDesc(In(d, j)), " is ", t.DebugString(), " but ",
-                        InputDesc(In(0, j)), " is ", first.DebugString());
-        DP_ENFORCE_CODE(t.dims() == first.dims(), Code::kShape, InputDesc(In(d, j)), " has shape ",
-                        DimsString(t.dims()), " but ", InputDesc(In(0, j)), " has ", DimsString(first.dims()));
-      }
-    }
+    CheckAllreduceReplicas(  // everything before writing anything
+        n, m, scale, [&](int d, int j) -> const Tensor& { return Input(In(d, j)); },
+        [&](int d, int j) { return InputDesc(In(d, j)); });
     // One AllreduceSum per dtype (normally one), tensors in order. Writable
     // pointers are taken first: copy-on-write keeps the values, so reading
     // them back afterwards is safe.
@@ -151,7 +123,7 @@ class AllreduceOp final : public CollectiveOp {
 
 class BroadcastOp final : public CollectiveOp {
  public:
-  explicit BroadcastOp(const OpInit& init) : CollectiveOp(init), root_(RootArg(args(), num_devices_)) {}
+  explicit BroadcastOp(const OpInit& init) : CollectiveOp(init), root_(CollectiveRoot(args(), num_devices_)) {}
 
  private:
   void RunOnDevice() override {
@@ -202,7 +174,7 @@ std::vector<TensorInfo> AllreduceInference(const OperatorDef& op, const ArgReade
   const int k = static_cast<int>(op.outputs.size());
   DP_ENFORCE_CODE(static_cast<int>(in.size()) == k + 1, Code::kInvalidNet, "takes the communicator and k tensors, ",
                   "got ", in.size(), " inputs and ", k, " outputs");
-  const auto [n, m] = DeviceSplit(args, k);
+  const auto [n, m] = CollectiveDeviceSplit(args, k);
   for (int j = 0; j < m; ++j) {
     const TensorInfo& first = in[static_cast<size_t>(1 + j)];
     for (int d = 1; d < n; ++d) {
@@ -223,8 +195,8 @@ std::vector<TensorInfo> BroadcastInference(const OperatorDef& op, const ArgReade
   const int k = static_cast<int>(op.outputs.size());
   DP_ENFORCE_CODE(static_cast<int>(in.size()) == k + 1, Code::kInvalidNet, "takes the communicator and k tensors, ",
                   "got ", in.size(), " inputs and ", k, " outputs");
-  const auto [n, m] = DeviceSplit(args, k);
-  const int root = RootArg(args, n);
+  const auto [n, m] = CollectiveDeviceSplit(args, k);
+  const int root = CollectiveRoot(args, n);
   std::vector<TensorInfo> out(static_cast<size_t>(k));
   for (int d = 0; d < n; ++d)
     for (int j = 0; j < m; ++j) out[static_cast<size_t>(d * m + j)] = in[static_cast<size_t>(1 + root * m + j)];

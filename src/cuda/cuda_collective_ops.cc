@@ -1,0 +1,195 @@
+// Collectives between the CUDA replicas of a data-parallel net, through a
+// CudaCollectives communicator held in a blob:
+//   CreateCudaCollectives(device_ids=[...], nccl=1) -> comm
+//   Allreduce(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
+//   Broadcast(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
+// Same graph as the CPU collectives (ops/cpu/collective_ops.cc, which owns the
+// Allreduce and Broadcast schemas): the k tensors are device-major, device d's
+// being on cuda:device_ids[d]. The op runs on one of those devices (normally
+// the first) and issues the whole collective from its stream; see
+// cuda/cuda_collectives.h for the ordering.
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "autodiff/gradient_registry.h"
+#include "cuda/cuda_collectives.h"
+#include "cuda/cuda_context.h"
+#include "ops/collective_checks.h"
+#include "ops/operator.h"
+
+namespace dp {
+namespace {
+
+class CreateCudaCollectivesOp final : public Operator {
+ public:
+  explicit CreateCudaCollectivesOp(const OpInit& init) : Operator(init) {
+    for (int64_t id : args().Ints("device_ids")) {
+      DP_ENFORCE(id >= 0 && id <= std::numeric_limits<int>::max(), "device id ", id, " is not a CUDA ordinal");
+      devices_.push_back(static_cast<int>(id));
+    }
+    const int64_t nccl = args().Int("nccl", 1);
+    DP_ENFORCE(nccl == 0 || nccl == 1, "nccl ", nccl, " must be 1 (NCCL) or 0 (copy-and-sum tree)");
+    nccl_ = nccl == 1;
+    // At net creation, like ops placed on a missing device.
+    CudaCollectives::CheckDevices(devices_, nccl_);
+  }
+
+ private:
+  void RunOnDevice() override {
+    Blob* out = output_blobs()[0];
+    // Keep a communicator of the same devices and mode: NCCL init is slow, and
+    // ops holding it need not notice a re-run of the init net.
+    if (out->IsType<CudaCommunicator>()) {
+      const auto& comm = out->Get<CudaCommunicator>().collectives;
+      if (comm && comm->devices() == devices_ && comm->nccl() == nccl_) return;
+    }
+    auto collectives = std::make_shared<CudaCollectives>(devices_, nccl_);
+    out->Reset(std::make_shared<CudaCommunicator>(CudaCommunicator{std::move(collectives)}));
+  }
+
+  std::vector<int> devices_;
+  bool nccl_ = true;
+};
+
+// Shared by Allreduce and Broadcast: input 0 is the communicator, inputs
+// 1..k are written in place as outputs 0..k-1 (validation enforces the pairs).
+class CudaCollectiveOp : public Operator {
+ public:
+  explicit CudaCollectiveOp(const OpInit& init) : Operator(init) {
+    const int k = OutputSize();
+    DP_ENFORCE_CODE(InputSize() == k + 1, Code::kInvalidNet, label(), ": takes the communicator and k tensors and ",
+                    "writes the same k tensors in place, got ", InputSize(), " inputs and ", k, " outputs");
+    std::tie(num_devices_, per_device_) = CollectiveDeviceSplit(args(), k);
+  }
+
+ protected:
+  // Input index of device d's tensor j.
+  int In(int d, int j) const { return 1 + d * per_device_ + j; }
+
+  CudaContext& cuda_context() const { return static_cast<CudaContext&>(context()); }
+
+  std::shared_ptr<CudaCollectives> Comm() const {
+    const Blob* b = input_blobs()[0];
+    if (b->empty())
+      DP_THROW(Code::kNotFound, InputDesc(0), " is empty: create the communicator with CreateCudaCollectives first");
+    if (!b->IsType<CudaCommunicator>())
+      DP_THROW(Code::kDType, InputDesc(0), " holds ", b->TypeName(),
+               ", not a CUDA communicator (CreateCudaCollectives makes one)");
+    auto comm = b->Get<CudaCommunicator>().collectives;
+    DP_ENFORCE_CODE(comm != nullptr, Code::kInternal, InputDesc(0), " holds a null communicator");
+    DP_ENFORCE(comm->size() == num_devices_, InputDesc(0), " serves ", comm->size(), " devices but num_devices is ",
+               num_devices_);
+    return comm;
+  }
+
+  // Device d's tensor j, which must live on the communicator's device d.
+  // Input() would refuse it: a CUDA op may not address another GPU's tensor
+  // (the schema does not let inputs cross devices), and a collective is the
+  // one op that must, through peer copies or NCCL.
+  const Tensor& Replica(const CudaCollectives& comm, int d, int j) const {
+    const int i = In(d, j);
+    const Blob* b = input_blobs()[static_cast<size_t>(i)];
+    if (b->empty() || (b->IsType<Tensor>() && !b->Get<Tensor>().defined()))
+      DP_THROW(Code::kNotFound, InputDesc(i), " is empty: it was never fed nor produced by an earlier op");
+    if (!b->IsType<Tensor>()) DP_THROW(Code::kDType, InputDesc(i), " holds ", b->TypeName(), ", not a tensor");
+    const Tensor& t = b->Get<Tensor>();
+    const DeviceOption want{DeviceType::kCUDA, comm.devices()[static_cast<size_t>(d)]};
+    DP_ENFORCE(t.device() == want, InputDesc(i), " is on ", DeviceName(t.device()), " but it belongs to device ", d,
+               " of the communicator, ", DeviceName(want), "; add a Copy op to move it");
+    return t;
+  }
+
+  int num_devices_ = 1;
+  int per_device_ = 1;
+};
+
+class CudaAllreduceOp final : public CudaCollectiveOp {
+ public:
+  using CudaCollectiveOp::CudaCollectiveOp;
+
+ private:
+  void RunOnDevice() override {
+    auto comm = Comm();  // held: the blob may be replaced while this runs
+    const double scale = args().Float("scale", 1.0);
+    const int n = num_devices_, m = per_device_;
+    CheckAllreduceReplicas(  // everything before writing anything
+        n, m, scale, [&](int d, int j) -> const Tensor& { return Replica(*comm, d, j); },
+        [&](int d, int j) { return InputDesc(In(d, j)); });
+    std::vector<CudaCollectives::Segment> segments(static_cast<size_t>(m));
+    for (int j = 0; j < m; ++j) {
+      segments[static_cast<size_t>(j)].count = Replica(*comm, 0, j).numel();
+      segments[static_cast<size_t>(j)].dtype = Replica(*comm, 0, j).dtype();
+    }
+    // Writable pointers last: copy-on-write keeps the values and the device.
+    for (int j = 0; j < m; ++j)
+      for (int d = 0; d < n; ++d)
+        segments[static_cast<size_t>(j)].buffers.push_back(Output(In(d, j) - 1)->raw_mutable_data());
+    comm->AllreduceSum(segments, scale, cuda_context());
+  }
+};
+
+class CudaBroadcastOp final : public CudaCollectiveOp {
+ public:
+  explicit CudaBroadcastOp(const OpInit& init)
+      : CudaCollectiveOp(init), root_(CollectiveRoot(args(), num_devices_)) {}
+
+ private:
+  void RunOnDevice() override {
+    auto comm = Comm();
+    const int n = num_devices_, m = per_device_;
+    std::vector<CudaCollectives::Segment> segments(static_cast<size_t>(m));
+    for (int j = 0; j < m; ++j) {
+      const Tensor& src = Replica(*comm, root_, j);
+      CudaCollectives::Segment& seg = segments[static_cast<size_t>(j)];
+      seg.count = src.numel();
+      seg.dtype = src.dtype();
+      seg.buffers.resize(static_cast<size_t>(n));
+      for (int d = 0; d < n; ++d) {
+        if (d == root_) {
+          seg.buffers[static_cast<size_t>(d)] = const_cast<void*>(src.raw_data());  // only read
+          continue;
+        }
+        // Replicas may be uninitialised (empty blob or tensor) or shaped
+        // differently: they become the root's shape on their own GPU. Resize
+        // keeps storage only when nobody else sees it, so nothing is copied
+        // for copy-on-write just to be overwritten.
+        const int o = In(d, j) - 1;
+        const Blob* b = output_blobs()[static_cast<size_t>(o)];
+        DP_ENFORCE_CODE(b->empty() || b->IsType<Tensor>(), Code::kDType, OutputDesc(o), " holds ", b->TypeName(),
+                        ", not a tensor");
+        Tensor* t = Output(o);
+        if (t->defined()) Replica(*comm, d, j);  // rejects a tensor on another device
+        t->Resize(src.dims(), src.dtype(), {DeviceType::kCUDA, comm->devices()[static_cast<size_t>(d)]});
+        seg.buffers[static_cast<size_t>(d)] = t->raw_mutable_data();
+      }
+    }
+    comm->Broadcast(segments, root_, cuda_context());
+  }
+
+  const int root_;
+};
+
+DP_OPERATOR_SCHEMA(CreateCudaCollectives)
+    .NumInputs(0)
+    .NumOutputs(1)
+    .Outputs({"comm"})
+    .Arg("device_ids", "the replicas' CUDA devices, in replica order (distinct GPUs)", /*required=*/true)
+    .Arg("nccl", "1 (default): NCCL group calls; 0: copy-and-sum tree of peer copies (deterministic sum order)")
+    .Doc("Creates a communicator for Allreduce and Broadcast between CUDA replicas (kept when it exists with the "
+         "same devices and mode).");
+
+// A host op that only builds the communicator; registered for CUDA too, so
+// that an init net whose default device is a GPU can hold it.
+DP_REGISTER_CPU_OPERATOR(CreateCudaCollectives, CreateCudaCollectivesOp);
+DP_REGISTER_CUDA_OPERATOR(CreateCudaCollectives, CreateCudaCollectivesOp);
+DP_REGISTER_CUDA_OPERATOR(Allreduce, CudaAllreduceOp);
+DP_REGISTER_CUDA_OPERATOR(Broadcast, CudaBroadcastOp);
+DP_NO_GRADIENT(CreateCudaCollectives);
+
+}  // namespace
+}  // namespace dp

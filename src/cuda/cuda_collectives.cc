@@ -1,0 +1,409 @@
+// CudaCollectives: the communicator's resources, the stream ordering of a
+// call (fork from the caller's stream, join back into it) and the two ways
+// of moving the data (NCCL group calls, or the copy-and-sum tree).
+#include "cuda/cuda_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "core/logging.h"
+#include "cuda/collective_kernels.h"
+#include "cuda/cuda_context.h"
+#include "ops/op_utils.h"
+
+namespace dp {
+namespace cuda {
+
+void ThrowNcclError(ncclResult_t result, const char* expr, const char* file, int line) {
+  // The last error often says which device or transport failed, which the
+  // result code alone does not.
+  const char* last = ncclGetLastError(nullptr);
+  DP_THROW(Code::kInternal, "NCCL error: ", expr, " failed: ", ncclGetErrorString(result),
+           last != nullptr && *last != '\0' ? StrCat(" (", last, ")") : std::string(), " at ", file, ":", line);
+}
+
+}  // namespace cuda
+
+namespace {
+
+// NCCL calls on communicators of the same devices must not be issued from
+// several threads at once (NCCL's thread-safety rules), even for different
+// communicators: one lock for every NCCL communicator of the process.
+std::mutex& NcclMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+// Ends an NCCL group on every path: a failed call inside must not leave the
+// thread in a group, which would swallow every later NCCL call.
+class NcclGroup {
+ public:
+  NcclGroup() { DP_NCCL_CHECK(ncclGroupStart()); }
+  ~NcclGroup() {
+    if (open_) ncclGroupEnd();
+  }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+  void End() {
+    open_ = false;
+    DP_NCCL_CHECK(ncclGroupEnd());
+  }
+
+ private:
+  bool open_ = true;
+};
+
+ncclDataType_t NcclType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat64: return ncclFloat64;
+    case DType::kInt32: return ncclInt32;
+    case DType::kInt64: return ncclInt64;
+    default: DP_THROW(Code::kDType, "NCCL cannot sum ", DTypeName(dtype));
+  }
+}
+
+// Runs fn with `device` current, for teardown: errors are swallowed, since at
+// process exit the runtime may already be gone.
+template <typename Fn>
+void OnDeviceQuietly(int device, Fn fn) noexcept {
+  try {
+    cuda::DeviceGuard guard(device);
+    fn();
+  } catch (...) {
+  }
+  cudaGetLastError();
+}
+
+// Lets peer copies between the devices go straight over NVLink or PCIe rather
+// than through host memory. cudaMemcpyPeerAsync works either way, so a refusal
+// (no P2P between the two, too many peers) only costs speed.
+void EnablePeerAccess(const std::vector<int>& devices) {
+  for (int a : devices) {
+    cuda::DeviceGuard guard(a);
+    for (int b : devices) {
+      int can = 0;
+      if (a == b || cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || can == 0) continue;
+      const cudaError_t err = cudaDeviceEnablePeerAccess(b, 0);
+      if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled)
+        DP_LOG(kDebug, "no peer access from cuda:", a, " to cuda:", b, ": ", cudaGetErrorString(err));
+    }
+  }
+  cudaGetLastError();  // the refusals above are not errors of anything later
+}
+
+// (receiver, sender) positions of the reduce tree over n positions, round by
+// round: in the round of step 2^r, position i (a multiple of 2^(r+1))
+// receives from i + 2^r. Broadcasting walks the pairs backwards.
+std::vector<std::pair<int, int>> TreePairs(int n) {
+  std::vector<std::pair<int, int>> pairs;
+  for (int step = 1; step < n; step *= 2)
+    for (int i = 0; i + step < n; i += 2 * step) pairs.emplace_back(i, i + step);
+  return pairs;
+}
+
+size_t SegmentBytes(const CudaCollectives::Segment& seg) {
+  return static_cast<size_t>(seg.count) * DTypeSize(seg.dtype);
+}
+
+// Where each segment goes in a receiver's scratch buffer, and the total:
+// 256-byte aligned, as the kernels' loads expect of any dtype.
+std::vector<size_t> ScratchOffsets(const std::vector<CudaCollectives::Segment>& segments, size_t* total) {
+  constexpr size_t kAlign = 256;
+  std::vector<size_t> offsets;
+  size_t at = 0;
+  for (const auto& seg : segments) {
+    offsets.push_back(at);
+    at += (SegmentBytes(seg) + kAlign - 1) / kAlign * kAlign;
+  }
+  *total = at;
+  return offsets;
+}
+
+// kInvalidArgument unless every segment has one buffer per device, a count of
+// at least 0 and no null buffer where there is something to move.
+void CheckSegments(const std::vector<CudaCollectives::Segment>& segments, int n, const char* what) {
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const auto& seg = segments[s];
+    DP_ENFORCE(static_cast<int>(seg.buffers.size()) == n, what, ": segment ", s, " has ", seg.buffers.size(),
+               " buffers but the communicator has ", n, " devices");
+    DP_ENFORCE(seg.count >= 0, what, ": segment ", s, " has a negative count ", seg.count);
+    for (int d = 0; d < n && seg.count > 0; ++d)
+      DP_ENFORCE(seg.buffers[static_cast<size_t>(d)] != nullptr, what, ": buffer ", d, " of segment ", s,
+                 " is null but holds ", seg.count, " elements");
+  }
+}
+
+std::string DeviceList(const std::vector<int>& devices) {
+  std::string s;
+  for (int d : devices) s += (s.empty() ? "" : ", ") + DeviceName({DeviceType::kCUDA, d});
+  return s;
+}
+
+}  // namespace
+
+// ---- creation and teardown ---------------------------------------------------
+
+void CudaCollectives::CheckDevices(const std::vector<int>& devices, bool nccl) {
+  DP_ENFORCE(!devices.empty(), "a CUDA communicator needs at least one device");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    DP_ENFORCE(devices[i] >= 0, "device id ", devices[i], " is negative");
+    cuda::CheckDeviceAvailable({DeviceType::kCUDA, devices[i]});
+    for (size_t j = 0; j < i; ++j)
+      DP_ENFORCE(devices[j] != devices[i], "device ", DeviceName({DeviceType::kCUDA, devices[i]}),
+                 " is listed twice in [", DeviceList(devices), "]: each replica needs its own GPU");
+  }
+  if (!nccl) return;
+  // Should two distinct ordinals still be one physical GPU (same UUID), NCCL
+  // would refuse or hang on two ranks of it, while peer copies do not mind.
+  std::vector<cudaUUID_t> uuids(devices.size());
+  for (size_t i = 0; i < devices.size(); ++i) {
+    cudaDeviceProp prop;
+    DP_CUDA_CHECK(cudaGetDeviceProperties(&prop, devices[i]));
+    uuids[i] = prop.uuid;
+    for (size_t j = 0; j < i; ++j)
+      DP_ENFORCE(std::memcmp(&uuids[j], &uuids[i], sizeof(cudaUUID_t)) != 0,
+                 DeviceName({DeviceType::kCUDA, devices[j]}), " and ", DeviceName({DeviceType::kCUDA, devices[i]}),
+                 " are the same physical GPU, which NCCL cannot use as two ranks; create the communicator with ",
+                 "nccl=0 (copy-and-sum tree of peer copies) instead");
+  }
+}
+
+CudaCollectives::CudaCollectives(std::vector<int> devices, bool nccl) : devices_(std::move(devices)), nccl_(nccl) {
+  CheckDevices(devices_, nccl_);
+  try {
+    per_device_.resize(devices_.size());
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      PerDevice& p = per_device_[i];
+      p.device = devices_[i];
+      cuda::DeviceGuard guard(p.device);
+      // Non-blocking: the legacy default stream must not serialise with it.
+      DP_CUDA_CHECK(cudaStreamCreateWithFlags(&p.stream, cudaStreamNonBlocking));
+      for (cudaEvent_t* e : {&p.start, &p.ready, &p.done})
+        DP_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    }
+    if (nccl_) {
+      std::vector<ncclComm_t> comms(devices_.size(), nullptr);
+      int current = 0;
+      DP_CUDA_CHECK(cudaGetDevice(&current));
+      {
+        std::lock_guard<std::mutex> lock(NcclMutex());
+        const ncclResult_t result = ncclCommInitAll(comms.data(), size(), devices_.data());
+        cudaSetDevice(current);  // whatever NCCL left current, the caller gets its own back
+        DP_NCCL_CHECK(result);
+      }
+      for (size_t i = 0; i < comms.size(); ++i) per_device_[i].comm = comms[i];
+    } else {
+      EnablePeerAccess(devices_);
+    }
+  } catch (...) {
+    Release();
+    throw;
+  }
+}
+
+CudaCollectives::~CudaCollectives() { Release(); }
+
+void CudaCollectives::Release() noexcept {
+  // Work still queued on the streams reads the scratch buffers and uses the
+  // comms: let it finish first.
+  for (PerDevice& p : per_device_)
+    if (p.stream != nullptr) OnDeviceQuietly(p.device, [&] { cudaStreamSynchronize(p.stream); });
+  if (nccl_) {
+    std::lock_guard<std::mutex> lock(NcclMutex());
+    for (PerDevice& p : per_device_)
+      if (p.comm != nullptr) OnDeviceQuietly(p.device, [&] { ncclCommDestroy(p.comm); });
+  }
+  for (PerDevice& p : per_device_) {
+    if (p.stream != nullptr) {  // created first: without it there is nothing else
+      OnDeviceQuietly(p.device, [&] {
+        for (cudaEvent_t e : {p.start, p.ready, p.done})
+          if (e != nullptr) cudaEventDestroy(e);
+        cudaStreamDestroy(p.stream);
+      });
+    }
+    p = PerDevice{};  // the scratch storage is freed through dp's CUDA allocator
+  }
+}
+
+// ---- ordering ----------------------------------------------------------------
+
+int CudaCollectives::IndexOf(const CudaContext& ctx) const {
+  const DeviceOption d = ctx.device();
+  const auto it = std::find(devices_.begin(), devices_.end(), d.id);
+  DP_ENFORCE(d.type == DeviceType::kCUDA && it != devices_.end(), "the op runs on ", DeviceName(d),
+             ", which is not one of the communicator's devices [", DeviceList(devices_), "]");
+  return static_cast<int>(it - devices_.begin());
+}
+
+void CudaCollectives::Fork(int index, const CudaContext& ctx) {
+  const PerDevice& caller = per_device_[static_cast<size_t>(index)];
+  {
+    cuda::DeviceGuard guard(caller.device);
+    DP_CUDA_CHECK(cudaEventRecord(caller.start, ctx.stream()));
+  }
+  for (const PerDevice& p : per_device_) {
+    cuda::DeviceGuard guard(p.device);
+    DP_CUDA_CHECK(cudaStreamWaitEvent(p.stream, caller.start, 0));
+  }
+}
+
+void CudaCollectives::Join(const CudaContext& ctx) {
+  for (const PerDevice& p : per_device_) {
+    cuda::DeviceGuard guard(p.device);
+    DP_CUDA_CHECK(cudaEventRecord(p.done, p.stream));
+  }
+  cuda::DeviceGuard guard(ctx.device().id);
+  for (const PerDevice& p : per_device_) DP_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(), p.done, 0));
+}
+
+void CudaCollectives::Handoff(int from, int to) {
+  const PerDevice& f = per_device_[static_cast<size_t>(from)];
+  const PerDevice& t = per_device_[static_cast<size_t>(to)];
+  {
+    cuda::DeviceGuard guard(f.device);
+    DP_CUDA_CHECK(cudaEventRecord(f.ready, f.stream));
+  }
+  cuda::DeviceGuard guard(t.device);
+  DP_CUDA_CHECK(cudaStreamWaitEvent(t.stream, f.ready, 0));
+}
+
+void CudaCollectives::EnsureScratch(int index, size_t nbytes) {
+  PerDevice& p = per_device_[static_cast<size_t>(index)];
+  if (p.scratch != nullptr && p.scratch->nbytes() >= nbytes) return;
+  // Only this device's stream touches its scratch; once it is idle the old
+  // buffer can go. Growth is rare (the largest bucket, once).
+  {
+    cuda::DeviceGuard guard(p.device);
+    DP_CUDA_CHECK(cudaStreamSynchronize(p.stream));
+  }
+  p.scratch.reset();
+  p.scratch = Storage::Allocate({DeviceType::kCUDA, p.device}, nbytes);
+}
+
+// ---- the calls ---------------------------------------------------------------
+
+void CudaCollectives::AllreduceSum(const std::vector<Segment>& segments, double scale, CudaContext& ctx) {
+  CheckSegments(segments, size(), "AllreduceSum");
+  for (const Segment& seg : segments) {
+    const bool is_float = seg.dtype == DType::kFloat32 || seg.dtype == DType::kFloat64;
+    DP_ENFORCE_CODE(is_float || seg.dtype == DType::kInt32 || seg.dtype == DType::kInt64, Code::kDType,
+                    "AllreduceSum supports float32, float64, int32 and int64, got ", DTypeName(seg.dtype));
+    DP_ENFORCE(is_float || scale == 1.0, "AllreduceSum: scale must be 1 for ", DTypeName(seg.dtype), ", got ",
+               scale);
+  }
+  const int caller = IndexOf(ctx);
+  std::lock_guard<std::mutex> lock(mu_);
+  Fork(caller, ctx);
+  if (nccl_) {
+    NcclAllreduce(segments);
+    // Every device scales its own copy of the same sum: still equal bitwise.
+    if (scale != 1.0)
+      for (int d = 0; d < size(); ++d) Scale(segments, scale, d);
+  } else {
+    TreeReduce(segments);
+    if (scale != 1.0) Scale(segments, scale, 0);  // once, before the result goes down the tree
+    TreeBroadcast(segments, 0);
+  }
+  Join(ctx);
+}
+
+void CudaCollectives::Broadcast(const std::vector<Segment>& segments, int root, CudaContext& ctx) {
+  CheckSegments(segments, size(), "Broadcast");
+  DP_ENFORCE(root >= 0 && root < size(), "Broadcast: root ", root, " is out of range for ", size(), " devices");
+  const int caller = IndexOf(ctx);
+  std::lock_guard<std::mutex> lock(mu_);
+  Fork(caller, ctx);
+  if (nccl_) {
+    NcclBroadcast(segments, root);
+  } else {
+    TreeBroadcast(segments, root);
+  }
+  Join(ctx);
+}
+
+void CudaCollectives::NcclAllreduce(const std::vector<Segment>& segments) {
+  std::lock_guard<std::mutex> lock(NcclMutex());
+  NcclGroup group;
+  for (const Segment& seg : segments) {
+    if (seg.count == 0) continue;
+    const ncclDataType_t type = NcclType(seg.dtype);
+    for (size_t d = 0; d < per_device_.size(); ++d)
+      DP_NCCL_CHECK(ncclAllReduce(seg.buffers[d], seg.buffers[d], static_cast<size_t>(seg.count), type, ncclSum,
+                                  per_device_[d].comm, per_device_[d].stream));
+  }
+  group.End();
+}
+
+void CudaCollectives::NcclBroadcast(const std::vector<Segment>& segments, int root) {
+  std::lock_guard<std::mutex> lock(NcclMutex());
+  NcclGroup group;
+  for (const Segment& seg : segments) {
+    if (seg.count == 0) continue;
+    // Bytes: a broadcast does not care about the element type.
+    for (size_t d = 0; d < per_device_.size(); ++d)
+      DP_NCCL_CHECK(ncclBroadcast(seg.buffers[d], seg.buffers[d], SegmentBytes(seg), ncclUint8, root,
+                                  per_device_[d].comm, per_device_[d].stream));
+  }
+  group.End();
+}
+
+void CudaCollectives::TreeReduce(const std::vector<Segment>& segments) {
+  size_t total = 0;
+  const std::vector<size_t> offsets = ScratchOffsets(segments, &total);
+  for (const auto& [to, from] : TreePairs(size())) {
+    EnsureScratch(to, total);
+    Handoff(from, to);  // `from` holds its subtree's sum
+    const PerDevice& t = per_device_[static_cast<size_t>(to)];
+    cuda::DeviceGuard guard(t.device);
+    char* scratch = static_cast<char*>(t.scratch->data());
+    for (size_t s = 0; s < segments.size(); ++s) {
+      const Segment& seg = segments[s];
+      if (seg.count == 0) continue;
+      char* staged = scratch + offsets[s];
+      DP_CUDA_CHECK(cudaMemcpyPeerAsync(staged, t.device, seg.buffers[static_cast<size_t>(from)],
+                                        devices_[static_cast<size_t>(from)], SegmentBytes(seg), t.stream));
+      DispatchNumeric(seg.dtype, "AllreduceSum", [&](auto zero) {
+        using T = decltype(zero);
+        DP_CUDA_CHECK(cuda::LaunchAccumulate<T>(static_cast<T*>(seg.buffers[static_cast<size_t>(to)]),
+                                                reinterpret_cast<const T*>(staged), seg.count, t.stream));
+      });
+    }
+  }
+}
+
+void CudaCollectives::TreeBroadcast(const std::vector<Segment>& segments, int root) {
+  const int n = size();
+  const std::vector<std::pair<int, int>> pairs = TreePairs(n);
+  // The reduce's rounds backwards, so every parent has the value before it
+  // passes it on; positions count from the root.
+  for (auto it = pairs.rbegin(); it != pairs.rend(); ++it) {
+    const int from = (it->first + root) % n;
+    const int to = (it->second + root) % n;
+    Handoff(from, to);
+    const PerDevice& t = per_device_[static_cast<size_t>(to)];
+    cuda::DeviceGuard guard(t.device);
+    for (const Segment& seg : segments) {
+      if (seg.count == 0) continue;
+      DP_CUDA_CHECK(cudaMemcpyPeerAsync(seg.buffers[static_cast<size_t>(to)], t.device,
+                                        seg.buffers[static_cast<size_t>(from)], devices_[static_cast<size_t>(from)],
+                                        SegmentBytes(seg), t.stream));
+    }
+  }
+}
+
+void CudaCollectives::Scale(const std::vector<Segment>& segments, double scale, int index) {
+  const PerDevice& p = per_device_[static_cast<size_t>(index)];
+  cuda::DeviceGuard guard(p.device);
+  for (const Segment& seg : segments) {
+    DispatchFloat(seg.dtype, "AllreduceSum with a scale", [&](auto zero) {
+      using T = decltype(zero);
+      DP_CUDA_CHECK(cuda::LaunchScaleInPlace<T>(static_cast<T*>(seg.buffers[static_cast<size_t>(index)]),
+                                                static_cast<T>(scale), seg.count, p.stream));
+    });
+  }
+}
+
+}  // namespace dp
