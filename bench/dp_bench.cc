@@ -1,12 +1,14 @@
 // dp-bench: benchmarks of the engine, one subcommand per benchmark.
 //   dp-bench executor [--json] [--quick] [--repeats N] [--threads N[,M...]] [--only SHAPES]
-// Future subcommands: training, allreduce. See bench/README.md.
+//   dp-bench allreduce [--json] [--quick] [--repeats N] [--devices N] [--threads T]
+// See bench/README.md.
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 namespace dpbench {
-int ExecutorMain(int argc, char** argv);  // executor_bench.cc
+int ExecutorMain(int argc, char** argv);   // executor_bench.cc
+int AllreduceMain(int argc, char** argv);  // allreduce_bench.cc
 }
 
 namespace {
@@ -26,6 +28,14 @@ void Usage(FILE* out) {
                "                                  (default 2), or a list such as 1,2,4\n"
                "                      --only S    comma-separated shapes: chain,ladder,fanout,\n"
                "                                  tree,random,rerun\n"
+               "  allreduce  in-process CPU allreduce (CpuCollectives) bandwidth per buffer size,\n"
+               "             1 KiB .. 256 MiB, against copy bounds (memcpy, non-temporal,\n"
+               "             in-place) measured alongside\n"
+               "             options: --json      one JSON object per line per buffer size\n"
+               "                      --quick     sizes up to 1 MiB, 3 repeats (smoke run)\n"
+               "                      --repeats N samples per size (default 9)\n"
+               "                      --devices N replicas, i.e. buffers per allreduce (default 2)\n"
+               "                      --threads T communicator team size (default min(N, CPUs))\n"
                "\n"
                "Benchmarks are never tests; run them on a quiet machine (see bench/README.md).\n");
 }
@@ -43,6 +53,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "executor") return dpbench::ExecutorMain(argc - 2, argv + 2);
+  if (cmd == "allreduce") return dpbench::AllreduceMain(argc - 2, argv + 2);
   std::fprintf(stderr, "dp-bench: unknown subcommand '%s'\n\n", cmd.c_str());
   Usage(stderr);
   return 2;

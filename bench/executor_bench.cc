@@ -8,21 +8,15 @@
 // a 32-op net. Net construction and runs are timed separately; measurements of
 // the executors are interleaved (round-robin, rotating the order) so that the
 // noise of a shared VM falls on all of them alike.
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/error.h"
 #include "core/workspace.h"
 #include "exec/net.h"
@@ -162,21 +156,6 @@ NetOptions OptionsFor(const Config& c) {
   o.executor = c.kind;
   o.num_workers = c.workers;
   return o;
-}
-
-struct Stats {
-  double median = 0, min = 0, p90 = 0;
-};
-
-Stats Summarise(std::vector<double> v) {
-  Stats s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  s.median = n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  s.min = v.front();
-  s.p90 = v[std::min(n - 1, static_cast<size_t>(std::ceil(0.9 * static_cast<double>(n))) - 1)];
-  return s;
 }
 
 struct Result {
@@ -370,35 +349,6 @@ std::vector<Result> MeasureRerun(const Options& o, const std::string& shape, std
   SetRatios(rs);
   for (const auto& r : rs) Print(o, r);
   return rs;
-}
-
-int PinToAllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return static_cast<int>(std::thread::hardware_concurrency());
-  // Threads created later (the executors' workers) inherit the mask.
-  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("dp-bench: sched_setaffinity");
-  return CPU_COUNT(&set);
-}
-
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(',', start);
-    if (end == std::string::npos) end = s.size();
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
-bool ParseInt(const char* s, int lo, int hi, int* out) {
-  char* end = nullptr;
-  long v = std::strtol(s, &end, 10);
-  if (end == s || *end != '\0' || v < lo || v > hi) return false;
-  *out = static_cast<int>(v);
-  return true;
 }
 
 int UsageError(const std::string& msg) {

@@ -38,21 +38,13 @@ if [[ ! -x "$train_step" ]]; then
   exit 1
 fi
 
-# Debian's torch is installed for the system interpreter.
-py=${PYTHON:-/usr/bin/python3}
-if ! "$py" -c 'import torch' 2>/dev/null; then
-  echo "python3-torch missing for $py: installing it with apt" >&2
-  sudo=""
-  [[ $(id -u) -ne 0 ]] && sudo="sudo"
-  $sudo apt-get install -y python3-torch || { $sudo apt-get update && $sudo apt-get install -y python3-torch; }
-fi
+# shellcheck source=bench/bench_lib.sh
+source "$here/bench_lib.sh"
+ensure_torch
 
 ncpu=$(nproc)
-echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -m), $ncpu CPUs available, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+machine_header
 echo "# torch $("$py" -c 'import torch; print(torch.__version__)'), rounds $rounds, $steps timed steps per run (20 warm-up)"
-
-field() { grep -o "$1=[0-9.]*" | head -1 | cut -d= -f2; }
-median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
 declare -A results  # key "config/variant" -> newline-separated samples/s
 add() { results[$1]+="$2"$'\n'; }
