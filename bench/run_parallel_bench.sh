@@ -13,7 +13,7 @@
 # Every compute thread gets one core and one BLAS thread
 # (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=1):
 #   dp_1dev   taskset -c 0:   train_step --devices 1 --workers 1
-#   dp_2dev   taskset -c 0,1: train_step --devices 2 --workers 2 (one replica per core)
+#   dp_2dev   taskset -c 0,1: train_step --devices 2 --workers 1 (caller + 1 worker: a thread per core)
 #   ddp_2proc taskset -c 0,1: pytorch_ddp.py --procs 2 (gloo; each process 1 thread, pinned to its own core)
 # and, as references for the ratios:
 #   dp_plain  taskset -c 0:   train_step (the plain training net, no parallelize, simple executor)
@@ -88,7 +88,7 @@ run_py() {  # config cpus script args...
 run_config() {
   case "$1" in
     dp_1dev) run_dp dp_1dev 0 --devices 1 --workers 1 ;;
-    dp_2dev) run_dp dp_2dev 0,1 --devices 2 --workers 2 ;;
+    dp_2dev) run_dp dp_2dev 0,1 --devices 2 --workers 1 ;;
     ddp_2proc) run_py ddp_2proc 0,1 "$here/pytorch_ddp.py" --procs 2 ;;
     dp_plain) run_dp dp_plain 0 ;;
     torch_1) run_py torch_1 0 "$here/pytorch_mlp.py" 1 ;;
@@ -102,7 +102,7 @@ for r in $(seq 1 "$rounds"); do
     run_config "${configs[$(((i + r - 1) % ${#configs[@]}))]}"
   done
   # One traced step (the last of 20 runs), for trace_overlap.py.
-  taskset -c 0,1 "$train_step" --devices 2 --workers 2 --warmup 19 --steps 1 --trace "$tmp/trace_$r.json" >/dev/null
+  taskset -c 0,1 "$train_step" --devices 2 --workers 1 --warmup 19 --steps 1 --trace "$tmp/trace_$r.json" >/dev/null
 done
 
 med() { printf '%s' "${results[$1]}" | median; }

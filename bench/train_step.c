@@ -10,11 +10,13 @@
  * whatever OpenBLAS uses (OPENBLAS_NUM_THREADS).
  *
  *   train_step [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak]
- *              [--devices N] [--workers W] [--trace FILE]
+ *              [--devices N] [--workers W] [--bucket-kb K] [--trace FILE]
  *
  * With --devices N the step is data-parallel over CPU replicas cpu_0..N-1
  * (dp_parallelize; the global batch B is split across them) run by the async
- * executor with W CPU workers (default N; the calling thread helps too).
+ * executor with W CPU workers (default N - 1, at least 1: the calling thread
+ * runs tasks too, so that there is one thread per replica). --bucket-kb sets
+ * both gradient bucket sizes (default: dp_parallelize's 1 MiB first, 25 MiB).
  *
  * Output (one line each, key=value):
  *   train_step model=... batch=256 steps=N median_ms=... samples_per_s=... gflop_per_step=... gflops=...
@@ -112,7 +114,7 @@ int main(int argc, char** argv) {
 #else
   const char* model_path = "bench/nets/mlp_sgd.json";
 #endif
-  long batch = 256, warmup = 20, steps = 100, devices = 0, workers = 0;
+  long batch = 256, warmup = 20, steps = 100, devices = 0, workers = 0, bucket_kb = 0;
   const char* trace = NULL;
   int peak = 0;
   for (int i = 1; i < argc; ++i) {
@@ -132,8 +134,10 @@ int main(int argc, char** argv) {
       trace = argv[++i];
     } else if (i + 1 < argc && strcmp(argv[i], "--workers") == 0) {
       workers = parse_long("--workers", argv[++i], 1, 256);
+    } else if (i + 1 < argc && strcmp(argv[i], "--bucket-kb") == 0) {
+      bucket_kb = parse_long("--bucket-kb", argv[++i], 1, 1L << 20);
     } else {
-      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak] [--devices N] [--workers W] [--trace FILE]\n",
+      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak] [--devices N] [--workers W] [--bucket-kb K] [--trace FILE]\n",
               argv[0]);
       return 2;
     }
@@ -154,9 +158,10 @@ int main(int argc, char** argv) {
     dp_parallel_options popts = DP_PARALLEL_OPTIONS_INIT;
     popts.device_ids = ids;
     popts.num_devices = (size_t)devices;
+    if (bucket_kb > 0) popts.first_bucket_bytes = popts.bucket_bytes = (int64_t)bucket_kb << 10;
     check(dp_parallelize(model, &popts, &parallel), "dp_parallelize");
     check(dp_parallel_model_nets(parallel, &init_def, &train_def, NULL), "dp_parallel_model_nets");
-    nopts.num_workers = (int32_t)(workers > 0 ? workers : devices);
+    nopts.num_workers = (int32_t)(workers > 0 ? workers : (devices > 1 ? devices - 1 : 1));
   }
   nopts.profile = trace != NULL; /* per-op timings of the last run, as Chrome trace JSON */
   check(dp_workspace_create(&ws), "dp_workspace_create");

@@ -40,6 +40,12 @@ namespace {
 // How long a waiting caller spins for the end of a run before sleeping: the
 // tail of a small net takes microseconds, a futex wake-up on a VM about as long.
 constexpr auto kWaitSpinTime = std::chrono::microseconds(20);
+// The same when the CPU workers leave a core for the caller (fewer workers
+// than CPUs): the caller is one of the run's compute threads and keeps
+// looking for queued tasks through the run's gaps (a sleeping thread on a VM
+// can take milliseconds to get its CPU back), sleeping only after this long
+// without one.
+constexpr auto kHelperSpinTime = std::chrono::microseconds(2000);
 
 class AsyncExecutor final : public Executor, public TaskRunner {
  public:
@@ -89,6 +95,7 @@ class AsyncExecutor final : public Executor, public TaskRunner {
       p.workers = std::make_unique<WorkerPool>(workers);
     }
     caller_id_ = pools_[0].workers->size();
+    caller_spin_ = cpu_workers < WorkerPool::UsableCpus() ? kHelperSpinTime : kWaitSpinTime;
   }
 
   ~AsyncExecutor() override {
@@ -188,7 +195,7 @@ class AsyncExecutor final : public Executor, public TaskRunner {
     return static_cast<int>(pools_.size() - 1);
   }
 
-  // Spins until the run is done, for up to kWaitSpinTime after the last task
+  // Spins until the run is done, for up to caller_spin_ after the last task
   // it ran. With `help`, runs that pool's queued tasks (as the caller) once
   // they have stayed queued for WorkerPool::kIdleTakeDelay, like an idle
   // worker: the busy thread that queued them usually runs them sooner, and an
@@ -196,7 +203,7 @@ class AsyncExecutor final : public Executor, public TaskRunner {
   // transfers. False if the run is still going.
   bool SpinUntilDone(WorkerPool* help) {
     using Clock = std::chrono::steady_clock;
-    auto deadline = Clock::now() + kWaitSpinTime;
+    auto deadline = Clock::now() + caller_spin_;
     Clock::time_point first_seen;
     bool seen = false;
     for (;;) {
@@ -212,7 +219,7 @@ class AsyncExecutor final : public Executor, public TaskRunner {
           first_seen = now;
         } else if (now - first_seen >= WorkerPool::kIdleTakeDelay) {
           seen = false;
-          if (help->RunOne(caller_id_)) deadline = Clock::now() + kWaitSpinTime;
+          if (help->RunOne(caller_id_)) deadline = Clock::now() + caller_spin_;
         }
         DP_EXEC_CPU_RELAX();
         continue;
@@ -345,6 +352,7 @@ class AsyncExecutor final : public Executor, public TaskRunner {
   std::vector<int> event_tasks_;  // tasks with an event (reset every run)
   std::vector<Pool> pools_;
   int caller_id_ = 0;
+  std::chrono::microseconds caller_spin_ = kWaitSpinTime;
   RunControl* rc_ = nullptr;
   bool running_ = false;
   FirstError error_;

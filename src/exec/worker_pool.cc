@@ -12,11 +12,12 @@
 namespace dp {
 namespace {
 
-// How long an idle worker spins before sleeping: long enough to catch the next
-// task of a running net (or the next run of a small net run in a loop), short
-// enough not to burn a core between runs. By time, since a pause instruction
-// lasts from a few to ~40 ns depending on the CPU.
-constexpr auto kSpinTime = std::chrono::microseconds(50);
+// How long an idle worker spins before sleeping: long enough to bridge the
+// gaps of a running net (a sleeping thread on a VM can take milliseconds to
+// get its CPU back once woken) and the step between runs of a net run in a
+// loop, short enough that an idle process soon sleeps. By time, since a pause
+// instruction lasts from a few to ~40 ns depending on the CPU.
+constexpr auto kSpinTime = std::chrono::microseconds(1000);
 constexpr int kPausesPerClockCheck = 16;
 // A spin-lock waiter yields its CPU after this many pauses (the holder may
 // have been preempted on an oversubscribed machine).
