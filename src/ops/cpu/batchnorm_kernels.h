@@ -174,4 +174,23 @@ void Store(const std::vector<double>& v, T* out) {
   for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<T>(v[i]);
 }
 
+// Training-mode outputs 1-4 of a BN op: the running statistics folded with
+// the batch's mean and unbiased variance (of `count` values per channel),
+// then saved_mean and saved_inv_std. out[i] is output 1 + i, [C].
+template <typename T>
+void StoreTrainingOutputs(const BnMode& mode, double count, const std::vector<double>& running_mean,
+                          const std::vector<double>& running_var, const std::vector<double>& mean,
+                          const std::vector<double>& var, const std::vector<double>& inv_std, T* const out[4]) {
+  const double unbias = count / (count - 1);
+  std::vector<double> new_mean(mean.size()), new_var(mean.size());
+  for (size_t c = 0; c < mean.size(); ++c) {
+    new_mean[c] = mode.momentum * running_mean[c] + (1 - mode.momentum) * mean[c];
+    new_var[c] = mode.momentum * running_var[c] + (1 - mode.momentum) * var[c] * unbias;
+  }
+  Store(new_mean, out[0]);
+  Store(new_var, out[1]);
+  Store(mean, out[2]);
+  Store(inv_std, out[3]);
+}
+
 }  // namespace dp::bn

@@ -107,17 +107,9 @@ class SyncSpatialBNOp final : public Operator {
       const std::vector<double> running_var = ToDouble(Input(4).template data<T>(), d.c);
       T* yp = Output(0, xdims, x.dtype())->template mutable_data<T>();
       NormalizeChannels(xp, d, mean.data(), inv_std.data(), scale, bias, yp);
-      const double unbias = count / (count - 1);
-      std::vector<double> new_mean(channels), new_var(channels);
-      for (size_t c = 0; c < channels; ++c) {
-        new_mean[c] = mode.momentum * running_mean[c] + (1 - mode.momentum) * mean[c];
-        new_var[c] = mode.momentum * running_var[c] + (1 - mode.momentum) * var[c] * unbias;
-      }
-      const DType dt = x.dtype();
-      Store(new_mean, Output(1, {d.c}, dt)->template mutable_data<T>());
-      Store(new_var, Output(2, {d.c}, dt)->template mutable_data<T>());
-      Store(mean, Output(3, {d.c}, dt)->template mutable_data<T>());
-      Store(inv_std, Output(4, {d.c}, dt)->template mutable_data<T>());
+      T* outs[4];
+      for (int i = 0; i < 4; ++i) outs[i] = Output(1 + i, {d.c}, x.dtype())->template mutable_data<T>();
+      StoreTrainingOutputs(mode, count, running_mean, running_var, mean, var, inv_std, outs);
     });
   }
 };
