@@ -99,7 +99,7 @@ bool IsCollective(const OperatorDef& op) {
 // The nets' builder: where each replica's blobs live and how ops are placed.
 class Builder {
  public:
-  Builder(const ModelDef& model, const ParallelizeOptions& o) : model_(model), o_(o), n_(o.device_ids.size()) {
+  Builder(const ModelDef& model, const ParallelizeOptions& o) : o_(o), n_(o.device_ids.size()) {
     for (int32_t id : o.device_ids) {
       devices_.push_back({o.device_type, id});
       scopes_.push_back(DeviceScope(devices_.back()));
@@ -183,7 +183,6 @@ class Builder {
   }
 
  private:
-  const ModelDef& model_;
   const ParallelizeOptions& o_;
   const size_t n_;
   std::vector<DeviceOption> devices_;
