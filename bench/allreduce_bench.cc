@@ -84,14 +84,6 @@ class Buffers {
   std::vector<void*> ptrs_;
 };
 
-// How many team members CpuCollectives uses for a call touching `bytes` (its
-// private ThreadsFor, rebuilt from the public constants), so that the bound
-// runs with exactly as many threads as the allreduce it is compared with.
-int CollectiveThreads(size_t bytes, int team) {
-  if (bytes < CpuCollectives::kSerialBytes) return 1;
-  return static_cast<int>(std::clamp<size_t>(bytes / CpuCollectives::kMinBytesPerThread, 1, static_cast<size_t>(team)));
-}
-
 // What is timed: the allreduce, then the copies.
 enum Measured { kAllreduce, kMemcpy, kStream, kInPlace, kMeasured };
 constexpr const char* kNames[kMeasured] = {"allreduce", "memcpy", "stream", "inplace"};
@@ -238,7 +230,7 @@ Result MeasureSize(const Options& o, CpuCollectives& comm, CopyBound& bound, siz
   // nor going denormal over thousands of calls, and cost what any sum costs.
   for (int i = 0; i < n; ++i) std::memset(reduce.f(i), 0, bytes);
 
-  const int threads = CollectiveThreads(static_cast<size_t>(n) * bytes, comm.num_threads());
+  const int threads = comm.ThreadsFor(static_cast<size_t>(n) * bytes);
   const std::function<void()> fns[kMeasured] = {
       [&] { comm.AllreduceSum(segments, dp::DType::kFloat32); },
       [&] { bound.Run(kMemcpy, copy.ptrs(), bytes, threads); },

@@ -23,44 +23,26 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-NUM_BATCHES = 4
+from pytorch_mlp import make_batches, make_model, report, timed_steps  # same directory
 
 
 def worker(rank, a, init_file, cpus):
     os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=a.procs)
-    torch.manual_seed(1)  # identical initial params (DDP also broadcasts rank 0's)
-    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                          nn.Linear(512, 10))
-    ddp = nn.parallel.DistributedDataParallel(model)
-    loss_fn = nn.CrossEntropyLoss()
+    ddp = nn.parallel.DistributedDataParallel(make_model())  # seeded: DDP also broadcasts rank 0's params
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     local = a.batch // a.procs
     torch.manual_seed(100 + rank)  # each rank its own shard of random data
-    xs = [torch.rand(local, 1, 28, 28) for _ in range(NUM_BATCHES)]
-    ys = [torch.randint(0, 10, (local,)) for _ in range(NUM_BATCHES)]
-
-    times = []
-    loss = None
+    xs, ys = make_batches(local)
     dist.barrier()
-    for s in range(-a.warmup, a.steps):
-        k = (s + a.warmup) % NUM_BATCHES
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        loss = loss_fn(ddp(xs[k]), ys[k])
-        loss.backward()
-        opt.step()
-        dt = time.perf_counter() - t0
-        if s >= 0:
-            times.append(dt)
+    times, loss = timed_steps(ddp, opt, xs, ys, a.warmup, a.steps)
 
     # A step lasts as long as its slowest rank.
     t = torch.tensor(times, dtype=torch.float64)
@@ -69,13 +51,8 @@ def worker(rank, a, init_file, cpus):
     l = loss.detach().clone()
     dist.all_reduce(l)
     if rank == 0:
-        b = float(local * a.procs)
-        fwd = 2.0 * b * (784 * 512 + 512 * 512 + 512 * 10)
-        flop = fwd + fwd + (fwd - 2.0 * b * 784 * 512)
-        med = statistics.median(t.tolist())
-        print(f"pytorch_ddp procs={a.procs} torch={torch.__version__} batch={int(b)} steps={a.steps} "
-              f"median_ms={med * 1e3:.3f} samples_per_s={b / med:.1f} gflop_per_step={flop * 1e-9:.4f} "
-              f"gflops={flop / med * 1e-9:.2f} last_loss={l.item() / a.procs:.4f}", flush=True)
+        report("pytorch_ddp", f"procs={a.procs}", local * a.procs, a.steps, statistics.median(t.tolist()),
+               l.item() / a.procs)
     dist.destroy_process_group()
 
 

@@ -3,9 +3,12 @@
 // exception into a dp_status. Nothing here is visible outside libdp.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <new>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -63,6 +66,16 @@ dp_status* StatusFromCurrentException() noexcept;  // call inside a catch block
 #define DP_CHECK_ARG(cond, ...) \
   DP_ENFORCE_CODE(cond, ::dp::Code::kInvalidArgument, __func__, ": ", __VA_ARGS__)
 #define DP_CHECK_NOT_NULL(p) DP_CHECK_ARG((p) != nullptr, #p " is NULL")
+
+// A new handle owning `def` (not validated again: transforms' output).
+inline dp_netdef* NewNetDef(NetDef def) { return new dp_netdef{std::make_shared<const NetDef>(std::move(def))}; }
+
+// Whether the caller's option struct (which starts with struct_size) reaches
+// past `field`: older callers pass shorter structs, and only the fields they
+// have are read.
+#define DP_OPTIONS_HAVE(options, field)                                                          \
+  ((options)->struct_size >= offsetof(std::remove_cv_t<std::remove_pointer_t<decltype(options)>>, field) + \
+                                 sizeof((options)->field))
 
 // The model to build from: `model` itself, or with lr != 0 a copy in
 // `storage` whose optimizer's base learning rate is lr (> 0, else

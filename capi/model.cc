@@ -21,8 +21,6 @@ std::vector<std::string> Names(const char* const* names, size_t n, const char* w
 
 dp_model* NewModel(dp::ModelDef m) { return new dp_model{std::make_shared<const dp::ModelDef>(std::move(m))}; }
 
-dp_netdef* NewNetDef(dp::NetDef def) { return new dp_netdef{std::make_shared<const dp::NetDef>(std::move(def))}; }
-
 }  // namespace
 
 namespace dp::capi {
@@ -47,7 +45,7 @@ dp_status* dp_netdef_add_gradients(const dp_netdef* netdef, const dp_gradient_op
   DP_CHECK_NOT_NULL(netdef);
   DP_CHECK_NOT_NULL(options);
   DP_CHECK_NOT_NULL(out);
-  DP_CHECK_ARG(options->struct_size >= offsetof(dp_gradient_options, loss_scale) + sizeof(double),
+  DP_CHECK_ARG(DP_OPTIONS_HAVE(options, loss_scale),
                "options->struct_size ", options->struct_size, " is too small");
   dp::GradientOptions g;
   g.losses = Names(options->losses, options->num_losses, "options->losses");
@@ -63,7 +61,7 @@ dp_status* dp_netdef_add_gradients(const dp_netdef* netdef, const dp_gradient_op
       map->items.push_back(grad);
     }
   }
-  auto def = std::unique_ptr<dp_netdef>(NewNetDef(std::move(r.net)));
+  auto def = std::unique_ptr<dp_netdef>(dp::capi::NewNetDef(std::move(r.net)));
   if (out_grad_map != nullptr) *out_grad_map = map.release();
   *out = def.release();
   DP_API_END
@@ -136,18 +134,17 @@ dp_status* dp_model_build_training(const dp_model* model, const dp_training_opti
   dp::TrainingOptions opts;
   double lr = 0;
   if (options != nullptr) {
-    auto has = [&](size_t offset) { return options->struct_size >= offset + sizeof(double); };
-    DP_CHECK_ARG(has(offsetof(dp_training_options, loss_scale)), "options->struct_size ", options->struct_size,
+    DP_CHECK_ARG(DP_OPTIONS_HAVE(options, loss_scale), "options->struct_size ", options->struct_size,
                  " is too small");
     DP_CHECK_ARG(options->loss_scale == options->loss_scale, "options->loss_scale is NaN");
     opts.loss_scale = options->loss_scale == 0 ? 1.0 : options->loss_scale;
-    if (has(offsetof(dp_training_options, lr))) lr = options->lr;
+    if (DP_OPTIONS_HAVE(options, lr)) lr = options->lr;
   }
   dp::ModelDef overridden;
   dp::TrainingNets nets = dp::BuildTraining(dp::capi::ModelWithLr(*model->def, lr, &overridden, __func__), opts);
-  auto init = std::unique_ptr<dp_netdef>(NewNetDef(std::move(nets.init)));
-  auto train = std::unique_ptr<dp_netdef>(NewNetDef(std::move(nets.train)));
-  auto eval = std::unique_ptr<dp_netdef>(NewNetDef(std::move(nets.eval)));
+  auto init = std::unique_ptr<dp_netdef>(dp::capi::NewNetDef(std::move(nets.init)));
+  auto train = std::unique_ptr<dp_netdef>(dp::capi::NewNetDef(std::move(nets.train)));
+  auto eval = std::unique_ptr<dp_netdef>(dp::capi::NewNetDef(std::move(nets.eval)));
   if (out_init) *out_init = init.release();
   if (out_train) *out_train = train.release();
   if (out_eval) *out_eval = eval.release();

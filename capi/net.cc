@@ -6,9 +6,10 @@
 
 namespace {
 
-dp_netdef* NewNetDef(dp::NetDef def) {
+// Netdefs from outside (buffers, JSON, files) are validated once, here.
+dp_netdef* ValidatedNetDef(dp::NetDef def) {
   dp::ValidateNet(def);
-  return new dp_netdef{std::make_shared<const dp::NetDef>(std::move(def))};
+  return dp::capi::NewNetDef(std::move(def));
 }
 
 dp_buffer* NewBuffer(std::string bytes) { return new dp_buffer{std::move(bytes)}; }
@@ -21,7 +22,7 @@ dp_status* dp_netdef_from_buffer(const void* data, size_t size, dp_netdef** out)
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(data);
   DP_CHECK_NOT_NULL(out);
-  *out = NewNetDef(dp::NetDefFromBuffer(data, size));
+  *out = ValidatedNetDef(dp::NetDefFromBuffer(data, size));
   DP_API_END
 }
 
@@ -29,7 +30,7 @@ dp_status* dp_netdef_from_json(const char* json, size_t size, dp_netdef** out) {
   DP_API_BEGIN
   DP_CHECK_ARG(json != nullptr || size == 0, "json is NULL");
   DP_CHECK_NOT_NULL(out);
-  *out = NewNetDef(dp::NetDefFromJson(std::string_view(json ? json : "", size)));
+  *out = ValidatedNetDef(dp::NetDefFromJson(std::string_view(json ? json : "", size)));
   DP_API_END
 }
 
@@ -39,7 +40,7 @@ dp_status* dp_netdef_from_file(const char* path, dp_netdef** out) {
   DP_CHECK_NOT_NULL(out);
   dp::NetDef def = dp::NetDefFromFile(path);
   try {
-    *out = NewNetDef(std::move(def));
+    *out = ValidatedNetDef(std::move(def));
   } catch (dp::Error& e) {
     throw e.Prepend(dp::StrCat("file '", path, "'"));
   }
@@ -90,24 +91,22 @@ dp_status* dp_net_create(dp_workspace* workspace, const dp_netdef* netdef, const
   DP_CHECK_NOT_NULL(out);
   dp::NetOptions opts;
   if (options != nullptr) {
-    // Read only the fields the caller's struct has (older callers have fewer).
-    auto has = [&](size_t offset) { return options->struct_size >= offset + sizeof(int32_t); };
-    DP_CHECK_ARG(has(offsetof(dp_net_options, executor)), "options->struct_size ", options->struct_size,
+    DP_CHECK_ARG(DP_OPTIONS_HAVE(options, executor), "options->struct_size ", options->struct_size,
                  " is too small");
     DP_CHECK_ARG(options->executor >= DP_EXECUTOR_DEFAULT && options->executor <= DP_EXECUTOR_ASYNC,
                  "unknown executor ", options->executor);
     opts.executor = static_cast<dp::ExecutorKind>(options->executor);
-    if (has(offsetof(dp_net_options, num_workers))) {
+    if (DP_OPTIONS_HAVE(options, num_workers)) {
       DP_CHECK_ARG(options->num_workers >= 0 && options->num_workers <= 1024, "num_workers must be in 0..1024, got ",
                    options->num_workers);
       opts.num_workers = options->num_workers;
     }
-    if (has(offsetof(dp_net_options, streams_per_gpu))) {
+    if (DP_OPTIONS_HAVE(options, streams_per_gpu)) {
       DP_CHECK_ARG(options->streams_per_gpu >= 0 && options->streams_per_gpu <= 64,
                    "streams_per_gpu must be in 0..64, got ", options->streams_per_gpu);
       opts.streams_per_gpu = options->streams_per_gpu == 0 ? 1 : options->streams_per_gpu;
     }
-    if (has(offsetof(dp_net_options, profile))) opts.profile = options->profile != 0;
+    if (DP_OPTIONS_HAVE(options, profile)) opts.profile = options->profile != 0;
   }
   auto net = std::make_unique<dp::Net>(netdef->def, workspace->ws, opts);
   *out = new dp_net{std::move(net)};

@@ -1,16 +1,5 @@
 // dp_parallelize and the data-parallel model handle.
-#include <cstddef>
-
 #include "capi/handles.h"
-
-namespace {
-
-// Whether the caller's struct reaches past the field at `offset` of `size`.
-bool Has(const dp_parallel_options* o, size_t offset, size_t size) { return o->struct_size >= offset + size; }
-
-#define DP_HAS_FIELD(o, field) Has((o), offsetof(dp_parallel_options, field), sizeof((o)->field))
-
-}  // namespace
 
 extern "C" {
 
@@ -19,7 +8,7 @@ dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* opti
   DP_CHECK_NOT_NULL(model);
   DP_CHECK_NOT_NULL(options);
   DP_CHECK_NOT_NULL(out);
-  DP_CHECK_ARG(DP_HAS_FIELD(options, fuse), "options->struct_size ", options->struct_size, " is too small");
+  DP_CHECK_ARG(DP_OPTIONS_HAVE(options, fuse), "options->struct_size ", options->struct_size, " is too small");
   DP_CHECK_ARG(options->device_type == DP_DEVICE_CPU || options->device_type == DP_DEVICE_CUDA,
                "options->device_type ", options->device_type, " is not a device type");
   DP_CHECK_ARG(options->device_ids != nullptr || options->num_devices == 0,
@@ -31,25 +20,25 @@ dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* opti
   o.bucket_bytes = options->bucket_bytes;
   o.uneven_split = options->uneven_split != 0;
   o.fuse = options->fuse != 0;
-  if (DP_HAS_FIELD(options, accumulate_steps)) o.accumulate_steps = options->accumulate_steps;
-  if (DP_HAS_FIELD(options, bmuf_block_length) && options->bmuf != 0) {
+  if (DP_OPTIONS_HAVE(options, accumulate_steps)) o.accumulate_steps = options->accumulate_steps;
+  if (DP_OPTIONS_HAVE(options, bmuf_block_length) && options->bmuf != 0) {
     o.bmuf.enabled = true;
     o.bmuf.block_lr = options->bmuf_block_lr;
     o.bmuf.block_momentum = options->bmuf_block_momentum;
     o.bmuf.nesterov = options->bmuf_nesterov != 0;
     o.bmuf.block_length = options->bmuf_block_length;
   }
-  if (DP_HAS_FIELD(options, computed_params)) {
+  if (DP_OPTIONS_HAVE(options, computed_params)) {
     DP_CHECK_ARG(options->computed_params >= DP_COMPUTED_PARAMS_BROADCAST &&
                      options->computed_params <= DP_COMPUTED_PARAMS_NONE,
                  "options->computed_params ", options->computed_params, " is not a DP_COMPUTED_PARAMS_* value");
     o.computed_params = static_cast<dp::ComputedParamsSync>(options->computed_params);
   }
-  if (DP_HAS_FIELD(options, nccl)) o.nccl = options->nccl != 0;
-  if (DP_HAS_FIELD(options, shared_model)) o.shared_model = options->shared_model != 0;
-  if (DP_HAS_FIELD(options, sync_bn)) o.sync_bn = options->sync_bn != 0;
+  if (DP_OPTIONS_HAVE(options, nccl)) o.nccl = options->nccl != 0;
+  if (DP_OPTIONS_HAVE(options, shared_model)) o.shared_model = options->shared_model != 0;
+  if (DP_OPTIONS_HAVE(options, sync_bn)) o.sync_bn = options->sync_bn != 0;
   dp::ModelDef overridden;
-  const dp::ModelDef& m = dp::capi::ModelWithLr(*model->def, DP_HAS_FIELD(options, lr) ? options->lr : 0.0,
+  const dp::ModelDef& m = dp::capi::ModelWithLr(*model->def, DP_OPTIONS_HAVE(options, lr) ? options->lr : 0.0,
                                                 &overridden, __func__);
   auto h = std::make_unique<dp_parallel_model>();
   h->nets = dp::Parallelize(m, o);
@@ -61,12 +50,9 @@ dp_status* dp_parallel_model_nets(const dp_parallel_model* model, dp_netdef** ou
                                   dp_netdef** out_eval) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(model);
-  auto copy = [](const dp::NetDef& d) {
-    return std::unique_ptr<dp_netdef>(new dp_netdef{std::make_shared<const dp::NetDef>(d)});
-  };
-  auto init = copy(model->nets.init);
-  auto train = copy(model->nets.train);
-  auto eval = copy(model->nets.eval);
+  auto init = std::unique_ptr<dp_netdef>(dp::capi::NewNetDef(model->nets.init));
+  auto train = std::unique_ptr<dp_netdef>(dp::capi::NewNetDef(model->nets.train));
+  auto eval = std::unique_ptr<dp_netdef>(dp::capi::NewNetDef(model->nets.eval));
   if (out_init) *out_init = init.release();
   if (out_train) *out_train = train.release();
   if (out_eval) *out_eval = eval.release();
@@ -80,7 +66,7 @@ dp_status* dp_parallel_model_accumulate_net(const dp_parallel_model* model, dp_n
   DP_ENFORCE_CODE(!model->nets.accumulate.ops.empty(), dp::Code::kFailedPrecondition,
                   "dp_parallel_model_accumulate_net: the model was parallelized without gradient accumulation "
                   "(accumulate_steps 1)");
-  *out = new dp_netdef{std::make_shared<const dp::NetDef>(model->nets.accumulate)};
+  *out = dp::capi::NewNetDef(model->nets.accumulate);
   DP_API_END
 }
 
@@ -90,7 +76,7 @@ dp_status* dp_parallel_model_block_net(const dp_parallel_model* model, dp_netdef
   DP_CHECK_NOT_NULL(out);
   DP_ENFORCE_CODE(!model->nets.block.ops.empty(), dp::Code::kFailedPrecondition,
                   "dp_parallel_model_block_net: the model was parallelized without BMUF");
-  *out = new dp_netdef{std::make_shared<const dp::NetDef>(model->nets.block)};
+  *out = dp::capi::NewNetDef(model->nets.block);
   if (out_block_length != nullptr) *out_block_length = model->nets.block_length;
   DP_API_END
 }
@@ -99,7 +85,7 @@ dp_status* dp_parallel_model_sync_net(const dp_parallel_model* model, dp_netdef*
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(model);
   DP_CHECK_NOT_NULL(out);
-  *out = new dp_netdef{std::make_shared<const dp::NetDef>(model->nets.sync)};
+  *out = dp::capi::NewNetDef(model->nets.sync);
   DP_API_END
 }
 

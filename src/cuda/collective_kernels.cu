@@ -1,29 +1,25 @@
 // The element-wise kernels of the copy-and-sum tree: grid-stride loops over
 // int64_t indices, like kernels.cu.
 #include "cuda/collective_kernels.h"
+#include "cuda/grid.cuh"
 
 namespace dp::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 4096;  // larger n loops inside the kernel
-
-int Blocks(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
+using grid::Blocks;
+using grid::FirstIndex;
+using grid::kThreads;
+using grid::Stride;
 
 template <typename T>
 __global__ void AccumulateKernel(T* dst, const T* src, int64_t n) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+  for (int64_t i = FirstIndex(); i < n; i += Stride())
     dst[i] = dst[i] + src[i];
 }
 
 template <typename T>
 __global__ void ScaleInPlaceKernel(T* x, T scale, int64_t n) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+  for (int64_t i = FirstIndex(); i < n; i += Stride())
     x[i] = x[i] * scale;
 }
 

@@ -65,18 +65,6 @@ ncclDataType_t NcclType(DType dtype) {
   }
 }
 
-// Runs fn with `device` current, for teardown: errors are swallowed, since at
-// process exit the runtime may already be gone.
-template <typename Fn>
-void OnDeviceQuietly(int device, Fn fn) noexcept {
-  try {
-    cuda::DeviceGuard guard(device);
-    fn();
-  } catch (...) {
-  }
-  cudaGetLastError();
-}
-
 // Lets peer copies between the devices go straight over NVLink or PCIe rather
 // than through host memory. cudaMemcpyPeerAsync works either way, so a refusal
 // (no P2P between the two, too many peers) only costs speed.
@@ -210,15 +198,15 @@ void CudaCollectives::Release() noexcept {
   // Work still queued on the streams reads the scratch buffers and uses the
   // comms: let it finish first.
   for (PerDevice& p : per_device_)
-    if (p.stream != nullptr) OnDeviceQuietly(p.device, [&] { cudaStreamSynchronize(p.stream); });
+    if (p.stream != nullptr) cuda::OnDeviceNoThrow(p.device, [&] { cudaStreamSynchronize(p.stream); });
   if (nccl_) {
     std::lock_guard<std::mutex> lock(NcclMutex());
     for (PerDevice& p : per_device_)
-      if (p.comm != nullptr) OnDeviceQuietly(p.device, [&] { ncclCommDestroy(p.comm); });
+      if (p.comm != nullptr) cuda::OnDeviceNoThrow(p.device, [&] { ncclCommDestroy(p.comm); });
   }
   for (PerDevice& p : per_device_) {
     if (p.stream != nullptr) {  // created first: without it there is nothing else
-      OnDeviceQuietly(p.device, [&] {
+      cuda::OnDeviceNoThrow(p.device, [&] {
         for (cudaEvent_t e : {p.start, p.ready, p.done})
           if (e != nullptr) cudaEventDestroy(e);
         cudaStreamDestroy(p.stream);

@@ -8,21 +8,8 @@
 #include "core/storage.h"
 
 namespace dp {
-namespace {
 
-// Runs fn with `device` current and restores the previous device, ignoring
-// every error: for destructors and other paths that must not throw.
-template <typename Fn>
-void OnDeviceNoThrow(int device, Fn fn) noexcept {
-  int previous = -1;
-  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
-                        cudaSetDevice(device) == cudaSuccess;
-  fn();
-  if (switched) cudaSetDevice(previous);
-  cudaGetLastError();
-}
-
-}  // namespace
+using cuda::OnDeviceNoThrow;
 
 // ---- CudaContext ------------------------------------------------------------
 

@@ -45,6 +45,19 @@ class DeviceGuard {
   int previous_ = -1;  // -1: the current device was not changed
 };
 
+// Runs fn with `device` current and restores the previous device, ignoring
+// every error: for destructors and teardown paths that must not throw (at
+// process exit the runtime may already be gone).
+template <typename Fn>
+void OnDeviceNoThrow(int device, Fn fn) noexcept {
+  int previous = -1;
+  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
+                        cudaSetDevice(device) == cudaSuccess;
+  fn();
+  if (switched) cudaSetDevice(previous);
+  cudaGetLastError();
+}
+
 }  // namespace dp::cuda
 
 #define DP_CUDA_CHECK(expr)                                                                 \

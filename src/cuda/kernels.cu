@@ -1,23 +1,15 @@
 // dp's CUDA kernels: elementwise, grid-stride loops (a capped grid of
 // 256-thread blocks covers any n), indices in int64_t.
+#include "cuda/grid.cuh"
 #include "cuda/kernels.h"
 
 namespace dp::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-// Enough blocks to fill any current GPU; larger n loops inside the kernel.
-constexpr int64_t kMaxBlocks = 4096;
-
-int Blocks(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
-
-__device__ __forceinline__ int64_t FirstIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t Stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+using grid::Blocks;
+using grid::FirstIndex;
+using grid::kThreads;
+using grid::Stride;
 
 __global__ void FillKernel(float* y, int64_t n, float value) {
   for (int64_t i = FirstIndex(); i < n; i += Stride()) y[i] = value;

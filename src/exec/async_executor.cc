@@ -24,15 +24,9 @@
 #include <cstdint>
 #include <thread>
 
+#include "core/cpu_relax.h"
 #include "exec/executor.h"
 #include "exec/worker_pool.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define DP_EXEC_CPU_RELAX() _mm_pause()
-#else
-#define DP_EXEC_CPU_RELAX() std::this_thread::yield()
-#endif
 
 namespace dp {
 namespace {
@@ -210,7 +204,7 @@ class AsyncExecutor final : public Executor, public TaskRunner {
       for (int i = 0; i < 16; ++i) {
         if (remaining_.load(std::memory_order_acquire) == 0) return true;
         if (help != nullptr && help->HasQueued()) break;
-        DP_EXEC_CPU_RELAX();
+        CpuRelax();
       }
       const auto now = Clock::now();
       if (help != nullptr && help->HasQueued()) {
@@ -221,7 +215,7 @@ class AsyncExecutor final : public Executor, public TaskRunner {
           seen = false;
           if (help->RunOne(caller_id_)) deadline = Clock::now() + caller_spin_;
         }
-        DP_EXEC_CPU_RELAX();
+        CpuRelax();
         continue;
       }
       seen = false;

@@ -60,10 +60,11 @@ class CpuCollectives {
   // process; a multi-process communicator's barrier also waits for peers.)
   void Barrier();
 
- private:
-  // Threads worth using for `bytes` touched: 1 below kSerialBytes.
+  // Team members a call touching `bytes` (its N buffers together) uses: 1
+  // below kSerialBytes (benchmarks match their bounds to it).
   int ThreadsFor(size_t bytes) const;
 
+ private:
   ThreadTeam team_;
 };
 

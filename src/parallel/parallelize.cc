@@ -213,7 +213,8 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
   const Builder b(model, o);
   const size_t n = b.size();
   const int k = o.accumulate_steps;
-  const bool weighted = o.uneven_split && n > 1 && !o.bmuf.enabled;  // exact shares of uneven batches
+  // Exact shares of uneven batches (a model without inputs has no batch to split).
+  const bool weighted = o.uneven_split && n > 1 && !o.bmuf.enabled && !model.inputs.empty();
   const std::string name = model.name.empty() ? std::string("model") : model.name;
 
   ParallelNets out;
@@ -260,9 +261,10 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
     std::vector<std::string> no_params;
     AddOptimizerInit(state, opt, no_params);  // the iteration counter
     init.ops.insert(init.ops.end(), state.ops.begin(), state.ops.end());
+    const auto params = b.PerReplica(model.params);
     for (size_t r = 0; r < updaters; ++r) {
       NetDef per;
-      AddOptimizerInit(per, opt, b.PerReplica(model.params)[r]);
+      AddOptimizerInit(per, opt, params[r]);
       for (size_t j = 1; j < per.ops.size(); ++j) init.ops.push_back(b.On(r, per.ops[j]));  // op 0: a counter
     }
   }
@@ -303,7 +305,7 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& o) {
       split("SplitBatch", x, x);
       AddExternalInput(net, x);
     }
-    if (weighted) split("BatchShares", model.inputs.at(0), kBatchShareBlob);
+    if (weighted) split("BatchShares", model.inputs.front(), kBatchShareBlob);
     b.AddReplicas(net, tmpl);
     for (const auto& x : model.params) AddExternalInput(net, b.Name(0, x));
     for (size_t r = 0; r < n; ++r)

@@ -245,6 +245,11 @@ const Dims kOdd{37};       // vector body plus a scalar tail for every lane widt
 const Dims kMatrix{3, 5};  // 15 elements, 2-D
 const Dims kLarge{1029};   // many vector iterations
 
+// The init op of an int64 [1] iteration counter "iter" at 0.
+OperatorDef IterInitOp() {
+  return Op("ConstantFill", {}, {"iter"}, {IntsArg("shape", {1}), IntArg("dtype", 6), IntArg("value", 0)});
+}
+
 }  // namespace
 
 // ---- SGD -------------------------------------------------------------------------
@@ -490,8 +495,7 @@ TEST_CASE("Iter increments the counter in place") {
 TEST_CASE("Iter counts from an init net's ConstantFill") {
   auto ws = std::make_shared<Workspace>();
   NetDef init;
-  init.ops.push_back(
-      Op("ConstantFill", {}, {"iter"}, {IntsArg("shape", {1}), IntArg("dtype", 6), IntArg("value", 0)}));
+  init.ops.push_back(IterInitOp());
   Net(std::make_shared<const NetDef>(init), ws).Run();
   NetDef train;
   train.external_inputs = {"iter"};
@@ -604,8 +608,7 @@ TEST_CASE("LearningRate writes float32 by default and float64 on request") {
 TEST_CASE("Iter then LearningRate: the first step sees it = 0") {
   auto ws = std::make_shared<Workspace>();
   NetDef init;
-  init.ops.push_back(
-      Op("ConstantFill", {}, {"iter"}, {IntsArg("shape", {1}), IntArg("dtype", 6), IntArg("value", 0)}));
+  init.ops.push_back(IterInitOp());
   Net(std::make_shared<const NetDef>(init), ws).Run();
   NetDef train;
   train.external_inputs = {"iter"};
@@ -661,8 +664,7 @@ TEST_CASE("Iter + LearningRate(step, warmup) + MomentumSGD from zero state over 
   ws->Feed("w", Make<float>(dims, w0));
   NetDef init;
   init.external_inputs = {"w"};
-  init.ops.push_back(
-      Op("ConstantFill", {}, {"iter"}, {IntsArg("shape", {1}), IntArg("dtype", 6), IntArg("value", 0)}));
+  init.ops.push_back(IterInitOp());
   init.ops.push_back(Op("ConstantFill", {"w"}, {"mom"}, {FloatArg("value", 0.0)}));
   Net(std::make_shared<const NetDef>(init), ws).Run();
 

@@ -174,23 +174,51 @@ void Store(const std::vector<double>& v, T* out) {
   for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<T>(v[i]);
 }
 
-// Training-mode outputs 1-4 of a BN op: the running statistics folded with
-// the batch's mean and unbiased variance (of `count` values per channel),
-// then saved_mean and saved_inv_std. out[i] is output 1 + i, [C].
-template <typename T>
-void StoreTrainingOutputs(const BnMode& mode, double count, const std::vector<double>& running_mean,
-                          const std::vector<double>& running_var, const std::vector<double>& mean,
-                          const std::vector<double>& var, const std::vector<double>& inv_std, T* const out[4]) {
-  const double unbias = count / (count - 1);
-  std::vector<double> new_mean(mean.size()), new_var(mean.size());
-  for (size_t c = 0; c < mean.size(); ++c) {
-    new_mean[c] = mode.momentum * running_mean[c] + (1 - mode.momentum) * mean[c];
-    new_var[c] = mode.momentum * running_var[c] + (1 - mode.momentum) * var[c] * unbias;
+// The forward of SpatialBN and SyncSpatialBN (inputs X, scale, bias,
+// running_mean, running_var; outputs Y and, in training, running_mean,
+// running_var in place, saved_mean, saved_inv_std). They differ only in
+// where the statistics come from: moments(x, running_mean, running_var,
+// mean, var) fills the per-channel mean and biased variance (of the batch,
+// of every replica's batch, or the running ones), over `count` values.
+class BnForwardOp : public Operator {
+ public:
+  using Operator::Operator;
+
+ protected:
+  template <typename Moments>
+  void Forward(const BnMode& mode, const BnDims& d, double count, Moments&& moments) {
+    const Tensor& x = Input(0);
+    const Dims xdims = x.dims();
+    const auto channels = static_cast<size_t>(d.c);
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      // Every input pointer before any Output: Y may be X, and the running
+      // statistics are written in place.
+      const T* xp = x.template data<T>();
+      const T* scale = Input(1).template data<T>();
+      const T* bias = Input(2).template data<T>();
+      const std::vector<double> running_mean = ToDouble(Input(3).template data<T>(), d.c);
+      const std::vector<double> running_var = ToDouble(Input(4).template data<T>(), d.c);
+      std::vector<double> mean(channels), var(channels), inv_std(channels);
+      moments(xp, running_mean, running_var, mean, var);
+      for (size_t c = 0; c < channels; ++c) inv_std[c] = 1.0 / std::sqrt(var[c] + mode.epsilon);
+      NormalizeChannels(xp, d, mean.data(), inv_std.data(), scale, bias,
+                        Output(0, xdims, x.dtype())->template mutable_data<T>());
+      if (mode.is_test) return;
+      // The running statistics take the unbiased variance (as PyTorch does).
+      const double unbias = count / (count - 1);
+      std::vector<double> new_mean(channels), new_var(channels);
+      for (size_t c = 0; c < channels; ++c) {
+        new_mean[c] = mode.momentum * running_mean[c] + (1 - mode.momentum) * mean[c];
+        new_var[c] = mode.momentum * running_var[c] + (1 - mode.momentum) * var[c] * unbias;
+      }
+      const DType dt = x.dtype();
+      Store(new_mean, Output(1, {d.c}, dt)->template mutable_data<T>());
+      Store(new_var, Output(2, {d.c}, dt)->template mutable_data<T>());
+      Store(mean, Output(3, {d.c}, dt)->template mutable_data<T>());
+      Store(inv_std, Output(4, {d.c}, dt)->template mutable_data<T>());
+    });
   }
-  Store(new_mean, out[0]);
-  Store(new_var, out[1]);
-  Store(mean, out[2]);
-  Store(inv_std, out[3]);
-}
+};
 
 }  // namespace dp::bn

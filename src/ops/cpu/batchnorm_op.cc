@@ -25,46 +25,30 @@ using namespace bn;  // NOLINT: the kernels of this op
 
 // ---- Operators ------------------------------------------------------------------
 
-class SpatialBNOp final : public Operator {
+class SpatialBNOp final : public BnForwardOp {
  public:
-  using Operator::Operator;
+  using BnForwardOp::BnForwardOp;
 
  private:
   void RunOnDevice() override {
     const BnMode mode = ReadMode(args(), static_cast<size_t>(OutputSize()));
     const InputInfos in = DescribeInputs(0, 5);
     const BnDims d = CheckForward(in.names, in.dims, in.dtypes, mode.is_test);
-    const Tensor& x = Input(0);
-    const Dims xdims = x.dims();
-    const auto channels = static_cast<size_t>(d.c);
-    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
-      using T = decltype(zero);
-      // Every input pointer before any Output: Y may be X, and the running
-      // statistics are written in place.
-      const T* xp = x.template data<T>();
-      const T* scale = Input(1).template data<T>();
-      const T* bias = Input(2).template data<T>();
-      const std::vector<double> running_mean = ToDouble(Input(3).template data<T>(), d.c);
-      const std::vector<double> running_var = ToDouble(Input(4).template data<T>(), d.c);
-      std::vector<double> mean(channels), var(channels), inv_std(channels);
-      if (mode.is_test) {
-        mean = running_mean;
-        var = running_var;
-      } else {
-        std::vector<double> sum(channels), sumsq(channels), shift(channels);
-        ChannelSums(xp, d, nullptr, sum.data(), nullptr);
-        for (size_t c = 0; c < channels; ++c) shift[c] = sum[c] / d.count();
-        ChannelSums(xp, d, shift.data(), sum.data(), sumsq.data());
-        MomentsFromSums(sum.data(), sumsq.data(), shift.data(), d.c, d.count(), mean.data(), var.data());
-      }
-      for (size_t c = 0; c < channels; ++c) inv_std[c] = 1.0 / std::sqrt(var[c] + mode.epsilon);
-      T* yp = Output(0, xdims, x.dtype())->template mutable_data<T>();
-      NormalizeChannels(xp, d, mean.data(), inv_std.data(), scale, bias, yp);
-      if (mode.is_test) return;
-      T* outs[4];
-      for (int i = 0; i < 4; ++i) outs[i] = Output(1 + i, {d.c}, x.dtype())->template mutable_data<T>();
-      StoreTrainingOutputs(mode, d.count(), running_mean, running_var, mean, var, inv_std, outs);
-    });
+    Forward(mode, d, d.count(),
+            [&](const auto* xp, const std::vector<double>& running_mean, const std::vector<double>& running_var,
+                std::vector<double>& mean, std::vector<double>& var) {
+              if (mode.is_test) {
+                mean = running_mean;
+                var = running_var;
+                return;
+              }
+              const auto channels = static_cast<size_t>(d.c);
+              std::vector<double> sum(channels), sumsq(channels), shift(channels);
+              ChannelSums(xp, d, nullptr, sum.data(), nullptr);
+              for (size_t c = 0; c < channels; ++c) shift[c] = sum[c] / d.count();
+              ChannelSums(xp, d, shift.data(), sum.data(), sumsq.data());
+              MomentsFromSums(sum.data(), sumsq.data(), shift.data(), d.c, d.count(), mean.data(), var.data());
+            });
   }
 };
 

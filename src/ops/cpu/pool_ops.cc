@@ -32,6 +32,12 @@ using conv::PoolShape;
 // reads rows [h0[oh], h1[oh]) and columns [w0[ow], w1[ow]). Kept in the op
 // between runs. With the floor output-size rule a window never reaches past
 // the padded input, so count_include_pad = 1 always divides by kh * kw.
+// Rows [h0, h1) x columns [w0, w1) of an input plane: one output's window,
+// clipped to the plane.
+struct Window {
+  int64_t h0, h1, w0, w1;
+};
+
 struct Spans {
   std::vector<int64_t> h0, h1, w0, w1;
   int64_t full = 1;  // kh * kw
@@ -41,8 +47,17 @@ struct Spans {
     Axis(s.ow, s.win.kw, s.win.sw, s.win.pl, s.w, w0, w1);
     full = s.win.kh * s.win.kw;
   }
-  int64_t Count(int64_t oh, int64_t ow, bool include_pad) const {
-    return include_pad ? full : (h1[oh] - h0[oh]) * (w1[ow] - w0[ow]);
+  // Values an average divides by: the whole window, or its part inside the plane.
+  int64_t Count(const Window& w, bool include_pad) const {
+    return include_pad ? full : (w.h1 - w.h0) * (w.w1 - w.w0);
+  }
+  // f(p, o, window) for every plane p (of N * C) and output o (of oh * ow) in
+  // that plane, in memory order.
+  template <typename F>
+  void ForEachWindow(const PoolShape& s, F&& f) const {
+    for (int64_t p = 0; p < s.n * s.c; ++p)
+      for (int64_t oh = 0; oh < s.oh; ++oh)
+        for (int64_t ow = 0; ow < s.ow; ++ow) f(p, oh * s.ow + ow, Window{h0[oh], h1[oh], w0[ow], w1[ow]});
   }
 
  private:
@@ -58,15 +73,15 @@ struct Spans {
   }
 };
 
-// The maximum of rows [h0, h1) x columns [w0, w1) of a plane (NaN if any is
-// NaN). Branch-free: window maxima of random data are unpredictable.
+// The maximum of a window of a plane (NaN if any is NaN). Branch-free:
+// window maxima of random data are unpredictable.
 template <typename T>
-T WindowMax(const T* plane, int64_t width, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
-  T m = plane[h0 * width + w0];
+T WindowMax(const T* plane, int64_t width, const Window& w) {
+  T m = plane[w.h0 * width + w.w0];
   bool nan = false;
-  for (int64_t ih = h0; ih < h1; ++ih) {
+  for (int64_t ih = w.h0; ih < w.h1; ++ih) {
     const T* row = plane + ih * width;
-    for (int64_t iw = w0; iw < w1; ++iw) {
+    for (int64_t iw = w.w0; iw < w.w1; ++iw) {
       const T v = row[iw];
       nan |= v != v;
       m = v > m ? v : m;
@@ -79,13 +94,13 @@ T WindowMax(const T* plane, int64_t width, int64_t h0, int64_t h1, int64_t w0, i
 // greater values replace it), or the first NaN. Branch-free as WindowMax; a
 // window holding a NaN is scanned again for it.
 template <typename T>
-int64_t WindowArgMax(const T* plane, int64_t width, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
-  int64_t best = h0 * width + w0;
+int64_t WindowArgMax(const T* plane, int64_t width, const Window& w) {
+  int64_t best = w.h0 * width + w.w0;
   T bv = plane[best];
   bool nan = false;
-  for (int64_t ih = h0; ih < h1; ++ih) {
+  for (int64_t ih = w.h0; ih < w.h1; ++ih) {
     const T* row = plane + ih * width;
-    for (int64_t iw = w0; iw < w1; ++iw) {
+    for (int64_t iw = w.w0; iw < w.w1; ++iw) {
       const T v = row[iw];
       nan |= v != v;
       const bool gt = v > bv;
@@ -94,8 +109,8 @@ int64_t WindowArgMax(const T* plane, int64_t width, int64_t h0, int64_t h1, int6
     }
   }
   if (nan) {
-    for (int64_t ih = h0; ih < h1; ++ih)
-      for (int64_t iw = w0; iw < w1; ++iw)
+    for (int64_t ih = w.h0; ih < w.h1; ++ih)
+      for (int64_t iw = w.w0; iw < w.w1; ++iw)
         if (plane[ih * width + iw] != plane[ih * width + iw]) return ih * width + iw;
   }
   return best;
@@ -124,13 +139,9 @@ class MaxPoolOp final : public Operator {
       using T = decltype(zero);
       const T* xp = x.data<T>();
       T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
-      for (int64_t p = 0; p < s.n * s.c; ++p) {
-        const T* plane = xp + p * s.h * s.w;
-        T* yo = yp + p * s.oh * s.ow;
-        for (int64_t oh = 0; oh < s.oh; ++oh)
-          for (int64_t ow = 0; ow < s.ow; ++ow)
-            yo[oh * s.ow + ow] = WindowMax(plane, s.w, sp.h0[oh], sp.h1[oh], sp.w0[ow], sp.w1[ow]);
-      }
+      sp.ForEachWindow(s, [&](int64_t p, int64_t o, const Window& w) {
+        yp[p * s.oh * s.ow + o] = WindowMax(xp + p * s.h * s.w, s.w, w);
+      });
     });
   }
 
@@ -159,14 +170,10 @@ class MaxPoolGradientOp final : public Operator {
       const T* dyp = dy.data<T>();
       T* dxp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
       std::fill(dxp, dxp + x.numel(), T(0));
-      for (int64_t p = 0; p < s.n * s.c; ++p) {
-        const T* plane = xp + p * s.h * s.w;
-        T* dplane = dxp + p * s.h * s.w;
-        const T* dyo = dyp + p * s.oh * s.ow;
-        for (int64_t oh = 0; oh < s.oh; ++oh)
-          for (int64_t ow = 0; ow < s.ow; ++ow)
-            dplane[WindowArgMax(plane, s.w, sp.h0[oh], sp.h1[oh], sp.w0[ow], sp.w1[ow])] += dyo[oh * s.ow + ow];
-      }
+      sp.ForEachWindow(s, [&](int64_t p, int64_t o, const Window& w) {
+        const int64_t plane = p * s.h * s.w;
+        dxp[plane + WindowArgMax(xp + plane, s.w, w)] += dyp[p * s.oh * s.ow + o];
+      });
     });
   }
 
@@ -188,18 +195,13 @@ class AveragePoolOp final : public Operator {
       using T = decltype(zero);
       const T* xp = x.data<T>();
       T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
-      for (int64_t p = 0; p < s.n * s.c; ++p) {
+      sp.ForEachWindow(s, [&](int64_t p, int64_t o, const Window& w) {
         const T* plane = xp + p * s.h * s.w;
-        T* yo = yp + p * s.oh * s.ow;
-        for (int64_t oh = 0; oh < s.oh; ++oh) {
-          for (int64_t ow = 0; ow < s.ow; ++ow) {
-            T acc = 0;
-            for (int64_t ih = sp.h0[oh]; ih < sp.h1[oh]; ++ih)
-              for (int64_t iw = sp.w0[ow]; iw < sp.w1[ow]; ++iw) acc += plane[ih * s.w + iw];
-            yo[oh * s.ow + ow] = acc / static_cast<T>(sp.Count(oh, ow, include_pad));
-          }
-        }
-      }
+        T acc = 0;
+        for (int64_t ih = w.h0; ih < w.h1; ++ih)
+          for (int64_t iw = w.w0; iw < w.w1; ++iw) acc += plane[ih * s.w + iw];
+        yp[p * s.oh * s.ow + o] = acc / static_cast<T>(sp.Count(w, include_pad));
+      });
     });
   }
 
@@ -225,17 +227,12 @@ class AveragePoolGradientOp final : public Operator {
       const T* dyp = dy.data<T>();
       T* dxp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
       std::fill(dxp, dxp + x.numel(), T(0));
-      for (int64_t p = 0; p < s.n * s.c; ++p) {
+      sp.ForEachWindow(s, [&](int64_t p, int64_t o, const Window& w) {
         T* dplane = dxp + p * s.h * s.w;
-        const T* dyo = dyp + p * s.oh * s.ow;
-        for (int64_t oh = 0; oh < s.oh; ++oh) {
-          for (int64_t ow = 0; ow < s.ow; ++ow) {
-            const T g = dyo[oh * s.ow + ow] / static_cast<T>(sp.Count(oh, ow, include_pad));
-            for (int64_t ih = sp.h0[oh]; ih < sp.h1[oh]; ++ih)
-              for (int64_t iw = sp.w0[ow]; iw < sp.w1[ow]; ++iw) dplane[ih * s.w + iw] += g;
-          }
-        }
-      }
+        const T g = dyp[p * s.oh * s.ow + o] / static_cast<T>(sp.Count(w, include_pad));
+        for (int64_t ih = w.h0; ih < w.h1; ++ih)
+          for (int64_t iw = w.w0; iw < w.w1; ++iw) dplane[ih * s.w + iw] += g;
+      });
     });
   }
 

@@ -77,9 +77,9 @@ class SpatialBNStatsOp final : public Operator {
 
 // SyncSpatialBN(X, scale, bias, running_mean, running_var, stats): SpatialBN in
 // training mode with the mean and variance of the allreduced statistics.
-class SyncSpatialBNOp final : public Operator {
+class SyncSpatialBNOp final : public BnForwardOp {
  public:
-  using Operator::Operator;
+  using BnForwardOp::BnForwardOp;
 
  private:
   void RunOnDevice() override {
@@ -93,24 +93,11 @@ class SyncSpatialBNOp final : public Operator {
     const double count = stats[2 * channels];
     DP_ENFORCE_CODE(count > 1, Code::kShape, "training needs more than one value per channel over all replicas, ",
                     "but ", InputDesc(5), " counts ", count);
-    std::vector<double> mean(channels), var(channels), inv_std(channels);
-    MomentsFromSums(stats, stats + channels, nullptr, d.c, count, mean.data(), var.data());
-    for (size_t c = 0; c < channels; ++c) inv_std[c] = 1.0 / std::sqrt(var[c] + mode.epsilon);
-    const Tensor& x = Input(0);
-    const Dims xdims = x.dims();
-    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
-      using T = decltype(zero);
-      const T* xp = x.template data<T>();
-      const T* scale = Input(1).template data<T>();
-      const T* bias = Input(2).template data<T>();
-      const std::vector<double> running_mean = ToDouble(Input(3).template data<T>(), d.c);
-      const std::vector<double> running_var = ToDouble(Input(4).template data<T>(), d.c);
-      T* yp = Output(0, xdims, x.dtype())->template mutable_data<T>();
-      NormalizeChannels(xp, d, mean.data(), inv_std.data(), scale, bias, yp);
-      T* outs[4];
-      for (int i = 0; i < 4; ++i) outs[i] = Output(1 + i, {d.c}, x.dtype())->template mutable_data<T>();
-      StoreTrainingOutputs(mode, count, running_mean, running_var, mean, var, inv_std, outs);
-    });
+    Forward(mode, d, count,
+            [&](const auto*, const std::vector<double>&, const std::vector<double>&, std::vector<double>& mean,
+                std::vector<double>& var) {
+              MomentsFromSums(stats, stats + channels, nullptr, d.c, count, mean.data(), var.data());
+            });
   }
 };
 
