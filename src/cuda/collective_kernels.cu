@@ -6,10 +6,7 @@
 namespace dp::cuda {
 namespace {
 
-using grid::Blocks;
-using grid::FirstIndex;
-using grid::kThreads;
-using grid::Stride;
+using namespace grid;  // NOLINT: the launch geometry every kernel here shares
 
 template <typename T>
 __global__ void AccumulateKernel(T* dst, const T* src, int64_t n) {

@@ -6,10 +6,7 @@
 namespace dp::cuda {
 namespace {
 
-using grid::Blocks;
-using grid::FirstIndex;
-using grid::kThreads;
-using grid::Stride;
+using namespace grid;  // NOLINT: the launch geometry every kernel here shares
 
 __global__ void FillKernel(float* y, int64_t n, float value) {
   for (int64_t i = FirstIndex(); i < n; i += Stride()) y[i] = value;
