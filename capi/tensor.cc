@@ -142,6 +142,21 @@ dp_status* dp_workspace_create(dp_workspace** out) {
   DP_API_END
 }
 
+dp_status* dp_workspace_create_with_options(const dp_workspace_options* options, dp_workspace** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(out);
+  dp::WorkspaceOptions o;
+  if (options != nullptr) {
+    DP_CHECK_ARG(DP_OPTIONS_HAVE(options, max_bytes), "options->struct_size ", options->struct_size,
+                 " is too small");
+    o.max_bytes = options->max_bytes;
+  }
+  auto h = std::make_unique<dp_workspace>();
+  h->ws = std::make_shared<dp::Workspace>(o);
+  *out = h.release();
+  DP_API_END
+}
+
 void dp_workspace_free(dp_workspace* workspace) { delete workspace; }
 
 dp_status* dp_workspace_feed(dp_workspace* workspace, const char* name, const dp_tensor* tensor) {

@@ -6,13 +6,22 @@
  * It uses only the public C API. The batch is a synthetic, deterministic set
  * of 28x28 images in [0, 1]; the training sample reads the real data.
  *
+ * It checks what it prints (the meson test sample_mlp_forward relies on it):
+ * "prob" is float32 [batch, 10] and every row is a distribution, each value
+ * in [0, 1] and the row summing to 1 within 1e-5. Otherwise it says what is
+ * wrong and exits 1.
+ *
  *   mlp_forward [--nets DIR] [--batch N]
  */
 #include <dp/dp.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define NUM_CLASSES 10   /* Fashion-MNIST: the MLP's last layer */
+#define SUM_TOLERANCE 1e-5
 
 /* Prints a failed status and exits; frees it either way. */
 static void check(dp_status* s, const char* what) {
@@ -82,7 +91,17 @@ int main(int argc, char** argv) {
   check(dp_workspace_fetch(ws, "prob", &prob), "fetching 'prob'");
   const int64_t* pd = dp_tensor_dims(prob);
   const float* p = dp_tensor_data(prob);
+  if (dp_tensor_dtype(prob) != DP_DTYPE_FLOAT32 || dp_tensor_ndim(prob) != 2 || pd[0] != batch ||
+      pd[1] != NUM_CLASSES || p == NULL) {
+    fprintf(stderr, "mlp_forward: FAILED: 'prob' should be float32 [%ld, %d], got dtype %d with %zu dims", batch,
+            NUM_CLASSES, (int)dp_tensor_dtype(prob), dp_tensor_ndim(prob));
+    for (size_t i = 0; i < dp_tensor_ndim(prob); ++i) fprintf(stderr, "%s%lld", i ? ", " : " [", (long long)pd[i]);
+    fprintf(stderr, "%s\n", dp_tensor_ndim(prob) ? "]" : "");
+    return 1;
+  }
   printf("prob: float32[%lld, %lld]\n", (long long)pd[0], (long long)pd[1]);
+  int bad = 0;
+  double worst = 0; /* largest |row sum - 1| */
   for (int64_t r = 0; r < pd[0]; ++r) {
     int64_t best = 0;
     double sum = 0;
@@ -90,11 +109,29 @@ int main(int argc, char** argv) {
     for (int64_t c = 0; c < pd[1]; ++c) {
       float v = p[r * pd[1] + c];
       printf(" %.3f", v);
+      if (!(v >= 0.0f && v <= 1.0f)) { /* also NaN */
+        fprintf(stderr, "mlp_forward: FAILED: prob[%lld, %lld] = %g is not in [0, 1]\n", (long long)r, (long long)c,
+                (double)v);
+        ++bad;
+      }
       sum += v;
       if (v > p[r * pd[1] + best]) best = c;
     }
     printf("  -> class %lld (sum %.4f)\n", (long long)best, sum);
+    double err = fabs(sum - 1.0);
+    if (!(err <= SUM_TOLERANCE)) {
+      fprintf(stderr, "mlp_forward: FAILED: row %lld of prob sums to %.9f, not 1 within %g\n", (long long)r, sum,
+              SUM_TOLERANCE);
+      ++bad;
+    }
+    if (err > worst || err != err) worst = err;
   }
+  if (bad) {
+    fprintf(stderr, "mlp_forward: FAILED: %d check(s) of 'prob' failed\n", bad);
+    return 1;
+  }
+  printf("ok: prob is [%ld, %d], every value in [0, 1], every row sums to 1 (largest |sum - 1| = %.2g)\n", batch,
+         NUM_CLASSES, worst);
 
   dp_tensor_free(prob);
   dp_net_free(mlp);

@@ -8,6 +8,7 @@ packages=(
   flatbuffers-compiler libflatbuffers-dev doctest-dev
   libgloo-dev libopenblas-dev zlib1g-dev
   dataset-fashion-mnist
+  clang libclang-rt-14-dev   # the sanitizer build and libFuzzer (tools/test.sh, tools/fuzz.sh)
 )
 
 missing=()

@@ -2,10 +2,15 @@
 # README's test command: builds and tests both configurations,
 #   build      default (-Dcuda=auto: CUDA compiled and linked when the toolkit exists)
 #   build-cpu  -Dcuda=disabled (CPU only)
+# then the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
+# (clang, recovery off), with the fuzz targets built and each fuzzed for a
+# bounded time (DP_FUZZ_SECONDS, default 40),
+#   build-san  CC=clang -Dcuda=disabled -Db_sanitize=address,undefined -Dfuzz=true
 # then the unit tests that drive threads (async, exec, core, collectives,
 # parallelize) under ThreadSanitizer,
 #   build-tsan -Dcuda=disabled -Db_sanitize=thread (only those tests' targets are built)
-# and ends with one line "N passed, N failed" over all three.
+# and ends with one line "N passed, N failed, N skipped" over all of them
+# (a fuzz finding counts as a failed test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +28,25 @@ for c in "${configs[@]}"; do
   echo "== $dir: built in $(( $(date +%s) - start )) s (options: ${opts:-default})"
   meson test -C "$dir" --print-errorlogs --num-processes 2 || status=1
 done
+
+# ASan + UBSan over every unit, C API, sample and fuzz-replay test, then
+# each fuzz target for a bounded time. Any report aborts its process.
+san_dir=build-san
+san_opts="-Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized -Dfuzz=true
+  -Dbench=false -Dc_args=-fno-sanitize-recover=all -Dcpp_args=-fno-sanitize-recover=all"
+if [ ! -f "$san_dir/build.ninja" ]; then
+  # shellcheck disable=SC2086
+  CC=clang CXX=clang++ meson setup "$san_dir" $san_opts >/dev/null
+fi
+start=$(date +%s)
+ninja -C "$san_dir" >/dev/null
+echo "== $san_dir: built in $(( $(date +%s) - start )) s (options: CC=clang $(echo $san_opts))"
+export ASAN_OPTIONS="abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+# The package checks (exported symbols, install) are the plain builds' job:
+# a sanitizer runtime changes what a shared library imports.
+meson test -C "$san_dir" --no-rebuild --print-errorlogs --num-processes 2 --no-suite package || status=1
+tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-40}" || status=1
 
 # ThreadSanitizer over the tests that drive threads: the async executor, its
 # worker pools and nets, the in-process collectives and data-parallel training
@@ -53,9 +77,19 @@ fi
 meson test -C "$tsan_dir" --no-rebuild "${tsan_wrapper[@]}" --print-errorlogs --num-processes 2 "${tsan_tests[@]}" ||
   status=1
 
-python3 - "${configs[@]%%:*}" "$tsan_dir" <<'PY'
-import json, sys
+python3 - "${configs[@]%%:*}" "$san_dir" "$tsan_dir" <<'PY'
+import json, os, sys
 passed = failed = skipped = 0
+# tools/fuzz.sh leaves one line per target: "<name> ok|failed".
+fuzz = os.path.join(sys.argv[-2], "fuzz-results.txt")
+if os.path.exists(fuzz):
+    for line in open(fuzz):
+        if line.split()[1:2] == ["ok"]:
+            passed += 1
+        else:
+            failed += 1
+else:
+    failed += 1
 for d in sys.argv[1:]:
     with open(f"{d}/meson-logs/testlog.json") as f:
         for line in f:

@@ -208,7 +208,36 @@ DP_API void dp_tensor_free(dp_tensor* tensor);
  * is freed (nets keep it alive). */
 typedef struct dp_workspace dp_workspace;
 
+/* A workspace with default options (no memory limit); the same as
+ * dp_workspace_create_with_options(NULL, out). Free it with
+ * dp_workspace_free. */
 DP_API DP_MUST_USE dp_status* dp_workspace_create(dp_workspace** out);
+
+typedef struct dp_workspace_options {
+  uint32_t struct_size; /* sizeof(dp_workspace_options) */
+  uint64_t max_bytes;   /* cap on the bytes the workspace's blobs may hold; 0 = unlimited */
+} dp_workspace_options;
+
+/* All-zero fields (with struct_size set) are the defaults. */
+#define DP_WORKSPACE_OPTIONS_INIT {(uint32_t)sizeof(dp_workspace_options), 0}
+
+/* Creates a workspace; `options` may be NULL (defaults) and is only read
+ * during the call. Free the workspace with dp_workspace_free. Any thread.
+ * DP_ERR_INVALID_ARGUMENT if options->struct_size is too small for max_bytes.
+ *
+ * max_bytes counts the memory dp allocates for the workspace's blobs: every
+ * op output (on every device), including the copy an op makes before writing
+ * a blob whose memory is shared. It counts from allocation until the memory
+ * is freed: when its blob is overwritten with a different size or cleared,
+ * or, for a tensor fetched with dp_workspace_fetch, once that tensor is
+ * freed too. Tensors fed with dp_workspace_feed are the caller's allocations
+ * and do not count, nor does scratch memory an op uses only while it runs.
+ * An op whose output would take the count past max_bytes fails with
+ * DP_ERR_OUT_OF_MEMORY naming the net, the op, the output blob, the limit
+ * and the bytes asked; the net and the workspace stay usable. */
+DP_API DP_MUST_USE dp_status* dp_workspace_create_with_options(const dp_workspace_options* options,
+                                                               dp_workspace** out);
+
 DP_API void dp_workspace_free(dp_workspace* workspace);
 
 /* Makes blob `name` hold the tensor's contents, without copying: the blob

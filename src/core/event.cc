@@ -43,7 +43,11 @@ void CpuEvent::SetFinished(const std::string& error) {
     std::lock_guard<std::mutex> lock(mu_);
     if (status_ == EventStatus::kSuccess || status_ == EventStatus::kFailed) return;  // first wins
     status_ = error.empty() ? EventStatus::kSuccess : EventStatus::kFailed;
-    error_ = error;
+    try {
+      error_ = error;
+    } catch (...) {
+      // Out of memory for the message: waiters still wake (and see the failure).
+    }
   }
   cv_.notify_all();
 }

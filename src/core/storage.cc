@@ -27,7 +27,49 @@ CpuAllocator g_cpu_allocator;
 std::array<std::atomic<Allocator*>, kNumDeviceTypes> g_allocators{&g_cpu_allocator, nullptr};
 std::array<std::atomic<CopyFn>, kNumDeviceTypes> g_copies{nullptr, nullptr};
 
+// Library storage alive per device type, and the peak (see MemoryStats).
+struct alignas(64) Counters {
+  std::atomic<uint64_t> allocated{0};
+  std::atomic<uint64_t> peak{0};
+};
+std::array<Counters, kNumDeviceTypes> g_stats;
+
+void CountAllocation(DeviceType type, size_t n) {
+  Counters& c = g_stats[static_cast<size_t>(type)];
+  const uint64_t now = c.allocated.fetch_add(n, std::memory_order_relaxed) + n;
+  uint64_t peak = c.peak.load(std::memory_order_relaxed);
+  while (now > peak && !c.peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+void CountFree(DeviceType type, size_t n) {
+  g_stats[static_cast<size_t>(type)].allocated.fetch_sub(n, std::memory_order_relaxed);
+}
+
 }  // namespace
+
+void MemoryBudget::Charge(size_t n) {
+  if (limit_ == 0) {
+    used_.fetch_add(n, std::memory_order_relaxed);
+    return;
+  }
+  uint64_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (n > limit_ || used > limit_ - n)
+      DP_THROW(Code::kOutOfMemory, "the workspace's memory limit of ", limit_, " bytes is exceeded: ", n,
+               " bytes asked with ", used, " bytes in use");
+  } while (!used_.compare_exchange_weak(used, used + n, std::memory_order_relaxed));
+}
+
+MemoryStats GetMemoryStats(DeviceType type) {
+  const Counters& c = g_stats[static_cast<size_t>(type)];
+  return {c.allocated.load(std::memory_order_relaxed), c.peak.load(std::memory_order_relaxed)};
+}
+
+void ResetPeakMemory(DeviceType type) {
+  Counters& c = g_stats[static_cast<size_t>(type)];
+  c.peak.store(c.allocated.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
 
 Allocator* GetAllocator(DeviceType type) {
   Allocator* a = g_allocators[static_cast<size_t>(type)].load(std::memory_order_acquire);
@@ -58,9 +100,23 @@ void CopyBytes(size_t n, const void* src, DeviceOption src_device, void* dst, De
   fn(n, src, src_device, dst, dst_device, ctx);
 }
 
-std::shared_ptr<Storage> Storage::Allocate(DeviceOption device, size_t nbytes) {
-  void* p = GetAllocator(device.type)->Allocate(device, nbytes);
-  return std::shared_ptr<Storage>(new Storage(device, p, nbytes, Kind::kLibrary, {}));
+std::shared_ptr<Storage> Storage::Allocate(DeviceOption device, size_t nbytes,
+                                           std::shared_ptr<MemoryBudget> budget) {
+  Allocator* allocator = GetAllocator(device.type);
+  if (budget) budget->Charge(nbytes);
+  void* p = nullptr;
+  Storage* raw = nullptr;
+  try {
+    p = allocator->Allocate(device, nbytes);
+    raw = new Storage(device, p, nbytes, Kind::kLibrary, {});
+  } catch (...) {
+    if (p != nullptr) allocator->Free(device, p);
+    if (budget) budget->Release(nbytes);
+    throw;
+  }
+  CountAllocation(device.type, nbytes);
+  raw->budget_ = std::move(budget);
+  return std::shared_ptr<Storage>(raw);  // if this throws, it deletes raw: ~Storage undoes all of the above
 }
 
 std::shared_ptr<Storage> Storage::Borrow(DeviceOption device, void* data, size_t nbytes) {
@@ -76,6 +132,8 @@ Storage::~Storage() {
   switch (kind_) {
     case Kind::kLibrary:
       if (data_ != nullptr) g_allocators[static_cast<size_t>(device_.type)].load()->Free(device_, data_);
+      CountFree(device_.type, nbytes_);
+      if (budget_) budget_->Release(nbytes_);
       break;
     case Kind::kAdopted:
       if (deleter_.fn != nullptr) deleter_.fn(data_, deleter_.user_data);

@@ -3,9 +3,16 @@
 // borrowed (never freed) or transferred (freed once through the caller's
 // deleter). dp never writes into caller-supplied memory: a tensor that must
 // be written gets fresh storage instead (see Tensor::Resize).
+//
+// Storage that dp allocates may be charged to a MemoryBudget (a workspace's
+// cap on the bytes its blobs hold): the bytes are reserved before the
+// allocation, which fails with kOutOfMemory when they would pass the limit,
+// and given back when the storage is freed.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "core/device.h"
@@ -13,6 +20,36 @@
 namespace dp {
 
 inline constexpr size_t kCpuAlignment = 64;
+
+// Bytes charged against an optional limit (0 = unlimited), shared by the
+// storage allocated on its behalf; thread-safe (atomics only).
+class MemoryBudget {
+ public:
+  explicit MemoryBudget(uint64_t limit = 0) : limit_(limit) {}
+  MemoryBudget(const MemoryBudget&) = delete;
+  MemoryBudget& operator=(const MemoryBudget&) = delete;
+
+  uint64_t limit() const { return limit_; }
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  // Reserves n bytes; throws kOutOfMemory (naming the limit, the bytes asked
+  // and the bytes in use) when they would pass the limit.
+  void Charge(size_t n);
+  void Release(size_t n) noexcept { used_.fetch_sub(n, std::memory_order_relaxed); }
+
+ private:
+  const uint64_t limit_;
+  std::atomic<uint64_t> used_{0};
+};
+
+// Bytes of dp-allocated storage alive per device type (all devices of the
+// type together), and the most alive at once since the last ResetPeakMemory.
+// Caller-supplied (borrowed or adopted) memory is not counted.
+struct MemoryStats {
+  uint64_t allocated = 0;
+  uint64_t peak = 0;
+};
+MemoryStats GetMemoryStats(DeviceType type);
+void ResetPeakMemory(DeviceType type);  // peak := allocated now
 
 // Raw allocation per device type; CUDA registers its own when built.
 class Allocator {
@@ -32,7 +69,10 @@ struct ExternalDeleter {
 
 class Storage {
  public:
-  static std::shared_ptr<Storage> Allocate(DeviceOption device, size_t nbytes);
+  // With a budget, the bytes are charged to it first (kOutOfMemory when over
+  // its limit) and released when the storage is freed.
+  static std::shared_ptr<Storage> Allocate(DeviceOption device, size_t nbytes,
+                                           std::shared_ptr<MemoryBudget> budget = nullptr);
   static std::shared_ptr<Storage> Borrow(DeviceOption device, void* data, size_t nbytes);
   static std::shared_ptr<Storage> Adopt(DeviceOption device, void* data, size_t nbytes,
                                         ExternalDeleter deleter);
@@ -44,6 +84,8 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   DeviceOption device() const { return device_; }
   bool library_owned() const { return kind_ == Kind::kLibrary; }
+  // The budget this storage is charged to (nullptr: none).
+  const std::shared_ptr<MemoryBudget>& budget() const { return budget_; }
 
  private:
   enum class Kind { kLibrary, kBorrowed, kAdopted };
@@ -54,6 +96,7 @@ class Storage {
   size_t nbytes_;
   Kind kind_;
   ExternalDeleter deleter_;
+  std::shared_ptr<MemoryBudget> budget_;  // charged nbytes_ (library storage only)
 };
 
 // Copies n bytes between any two devices. With a context, CUDA copies are

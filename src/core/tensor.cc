@@ -66,7 +66,24 @@ void Tensor::Resize(Dims dims, DType dtype, DeviceOption device) {
                SameMemory(storage_->device(), device) && storage_->nbytes() >= need &&
                // Do not pin a large block for a much smaller tensor.
                storage_->nbytes() <= 2 * need + 4096;
-  if (!reuse) storage_ = Storage::Allocate(device, need);
+  if (!reuse) {
+    // Memory nobody else sees goes back before the new block is taken, so
+    // that a tensor changing size never holds both (a budget counts them).
+    // If the allocation then fails, the tensor is left empty.
+    if (storage_ && storage_.use_count() == 1 && storage_->library_owned()) {
+      storage_.reset();
+      try {
+        storage_ = Storage::Allocate(device, need, budget_);
+      } catch (...) {
+        dims_.clear();
+        numel_ = 0;
+        dtype_ = DType::kUndefined;
+        throw;
+      }
+    } else {
+      storage_ = Storage::Allocate(device, need, budget_);
+    }
+  }
   dims_ = std::move(dims);
   numel_ = numel;
   dtype_ = dtype;
@@ -91,7 +108,7 @@ void Tensor::CopyFrom(const Tensor& src, DeviceContext* ctx) {
 void* Tensor::raw_mutable_data() {
   if (storage_ && !(storage_.use_count() == 1 && storage_->library_owned())) {
     // Copy-on-write: somebody else sees this memory, or the caller owns it.
-    auto fresh = Storage::Allocate(device_, nbytes());
+    auto fresh = Storage::Allocate(device_, nbytes(), budget_);
     CopyBytes(nbytes(), storage_->data(), device_, fresh->data(), device_);
     storage_ = std::move(fresh);
   }

@@ -8,6 +8,11 @@
 //
 // Kernel rule that follows: write outputs only from input pointers, never by
 // reading back an output buffer (it may be fresh memory after Resize).
+//
+// A tensor may carry a MemoryBudget (a workspace's, set by Operator::Output):
+// the storage it allocates from then on (Resize, CopyFrom, copy-on-write) is
+// charged to it. Copies of the tensor carry the same budget; ShareData keeps
+// the tensor's own.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +51,9 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel_) * DTypeSize(dtype_); }
   DeviceOption device() const { return device_; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
+  // The budget that new storage of this tensor is charged to (nullptr: none).
+  const std::shared_ptr<MemoryBudget>& budget() const { return budget_; }
+  void set_budget(std::shared_ptr<MemoryBudget> budget) { budget_ = std::move(budget); }
 
   // Shape and dtype of the next write; see the class comment for sharing.
   void Resize(Dims dims, DType dtype, DeviceOption device);
@@ -53,8 +61,12 @@ class Tensor {
   void ResizeLike(const Tensor& other) { Resize(other.dims_, other.dtype_, other.device_); }
   // New shape over the same elements and storage (metadata only).
   void Reshape(Dims dims);
-  // Becomes a view of other's storage with other's shape.
-  void ShareData(const Tensor& other) { *this = other; }
+  // Becomes a view of other's storage with other's shape (keeps its budget).
+  void ShareData(const Tensor& other) {
+    std::shared_ptr<MemoryBudget> budget = budget_;
+    *this = other;
+    budget_ = std::move(budget);
+  }
   // Deep copy (any devices; asynchronous on ctx's stream for CUDA).
   void CopyFrom(const Tensor& src, DeviceContext* ctx = nullptr);
 
@@ -81,6 +93,7 @@ class Tensor {
   DType dtype_ = DType::kUndefined;
   DeviceOption device_;
   std::shared_ptr<Storage> storage_;
+  std::shared_ptr<MemoryBudget> budget_;
 };
 
 }  // namespace dp

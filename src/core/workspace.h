@@ -3,6 +3,14 @@
 // are not synchronised (the executor orders ops that touch the same blob).
 // Blob addresses are stable for the workspace's lifetime: operators keep
 // Blob pointers, so blobs are never removed, only cleared.
+//
+// Memory: the workspace's MemoryBudget counts the bytes of the storage that
+// ops allocate for its blobs (Operator::Output charges every output tensor,
+// including copy-on-write copies), from when it is allocated until it is
+// freed (the blob is overwritten or cleared and no fetched tensor shares it).
+// Tensors fed from outside are the caller's allocations and do not count.
+// With WorkspaceOptions::max_bytes > 0 an allocation that would pass the
+// limit fails with kOutOfMemory instead (the op's error).
 #pragma once
 
 #include <map>
@@ -17,9 +25,14 @@
 
 namespace dp {
 
+struct WorkspaceOptions {
+  uint64_t max_bytes = 0;  // cap on the bytes counted by budget(); 0 = unlimited
+};
+
 class Workspace {
  public:
-  Workspace() = default;
+  explicit Workspace(WorkspaceOptions options = {})
+      : budget_(std::make_shared<MemoryBudget>(options.max_bytes)) {}
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
 
@@ -34,7 +47,11 @@ class Workspace {
   void Feed(const std::string& name, const Tensor& tensor);
   const Tensor& GetTensor(const std::string& name) const;  // kNotFound / kDType
 
+  // What op outputs are charged to (never null; limit 0 = unlimited).
+  const std::shared_ptr<MemoryBudget>& budget() const { return budget_; }
+
  private:
+  const std::shared_ptr<MemoryBudget> budget_;
   mutable std::shared_mutex mu_;
   std::map<std::string, std::unique_ptr<Blob>, std::less<>> blobs_;
 };

@@ -178,8 +178,10 @@ DP_OPERATOR_SCHEMA(CreateCudaCollectives)
     .NumInputs(0)
     .NumOutputs(1)
     .Outputs({"comm"})
-    .Arg("device_ids", "the replicas' CUDA devices, in replica order (distinct GPUs)", /*required=*/true)
-    .Arg("nccl", "1 (default): NCCL group calls; 0: copy-and-sum tree of peer copies (deterministic sum order)")
+    .Arg("device_ids", ArgKind::kInts, "the replicas' CUDA devices, in replica order (distinct GPUs)",
+         /*required=*/true)
+    .Arg("nccl", ArgKind::kInt,
+         "1 (default): NCCL group calls; 0: copy-and-sum tree of peer copies (deterministic sum order)")
     .Doc("Creates a communicator for Allreduce and Broadcast between CUDA replicas (kept when it exists with the "
          "same devices and mode).");
 

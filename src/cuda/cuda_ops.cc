@@ -145,7 +145,7 @@ class FcOp final : public CudaOperator {
     DP_CUDA_CHECK(cuda::LaunchBroadcastRows(bp, yp, m, n, stream()));
     if (m == 0 || n == 0 || k == 0) return;  // Y = b (or empty); cuBLAS rejects zero sizes
     const float one = 1.0f;
-    const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+    const int mi = BlasInt(m, "M"), ni = BlasInt(n, "N"), ki = BlasInt(k, "K");
     DP_CUBLAS_CHECK(cublasSgemm(cuda_context().cublas(), CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ki, &one, wp, ki, xp,
                                 ki, &one, yp, ni));
     if (relu_) DP_CUDA_CHECK(cuda::LaunchRelu(yp, yp, m * n, stream()));

@@ -32,6 +32,12 @@ constexpr TypeInfo kTypes[] = {
 constexpr int kMaxDims = 64;                      // as the C API's tensors
 constexpr unsigned kChunk = 1u << 24;             // bytes per gzread call
 constexpr size_t kWidenChunkElems = size_t{1} << 20;
+// Data whose size the file cannot vouch for (gzip, pipes) is buffered in
+// chunks as it arrives: the first of kFirstStreamChunk bytes, each next one
+// twice as large up to kStreamChunk (powers of two, so every chunk holds
+// whole elements).
+constexpr size_t kFirstStreamChunk = size_t{1} << 16;
+constexpr size_t kStreamChunk = size_t{1} << 20;
 
 // Owns a gzFile; closes it on every path.
 class GzReader {
@@ -102,7 +108,8 @@ class GzReader {
   gzFile f_;
 };
 
-GzReader Open(const std::string& path) {
+// Opens the file; *st receives its stat.
+GzReader Open(const std::string& path, struct stat* st_out) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
@@ -120,6 +127,7 @@ GzReader Open(const std::string& path) {
     ::close(fd);
     DP_THROW(Code::kIo, "IDX file '", path, "' is a directory");
   }
+  *st_out = st;
   errno = 0;
   gzFile f = gzdopen(fd, "rb");
   if (f == nullptr) {
@@ -162,10 +170,114 @@ void SwapInPlace(void* data, size_t n, size_t size) {
            " bytes but only ", got, " follow");
 }
 
+// Widens n int8 / big-endian int16 elements to int32.
+void Widen(const TypeInfo& type, const unsigned char* src, size_t n, int32_t* out) {
+  if (type.file_size == 1) {
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<int8_t>(src[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      out[i] = static_cast<int16_t>(static_cast<uint16_t>((src[2 * i] << 8) | src[2 * i + 1]));
+  }
+}
+
+// Stores n elements in file layout at src as elements [first, first + n) of
+// the tensor's data.
+void Store(const TypeInfo& type, const unsigned char* src, size_t n, void* data, uint64_t first) {
+  const size_t out_size = DTypeSize(type.dtype);
+  auto* dst = static_cast<unsigned char*>(data) + first * out_size;
+  if (type.file_size == out_size) {
+    std::memcpy(dst, src, n * out_size);
+    SwapInPlace(dst, n, out_size);
+  } else {
+    Widen(type, src, n, reinterpret_cast<int32_t*>(dst));
+  }
+}
+
+// Memory for the file's data: a tensor, or a chunk of the streamed data.
+// Sizes that do not fit are parse errors; a failed allocation is out of
+// memory, naming the file.
+Tensor NewTensor(const std::string& path, const Dims& dims, DType dtype) {
+  try {
+    return Tensor(dims, dtype);
+  } catch (Error& e) {
+    if (e.code() == Code::kShape) DP_THROW(Code::kParse, "IDX file '", path, "': ", e.message());
+    throw e.Prepend(StrCat("IDX file '", path, "'"));
+  }
+}
+
+std::shared_ptr<Storage> NewChunk(const std::string& path, size_t nbytes) {
+  try {
+    return Storage::Allocate({}, nbytes);
+  } catch (Error& e) {
+    throw e.Prepend(StrCat("IDX file '", path, "'"));
+  }
+}
+
+// Reads elements [first, numel) of the data straight into the tensor.
+void ReadRest(GzReader& in, const std::string& path, const TypeInfo& type, Tensor& t, uint64_t first,
+              uint64_t numel) {
+  if (first >= numel) return;
+  const uint64_t file_bytes = numel * type.file_size;
+  const size_t out_size = DTypeSize(type.dtype);
+  if (type.file_size == out_size) {
+    auto* dst = static_cast<unsigned char*>(t.raw_mutable_data()) + first * out_size;
+    const uint64_t want = (numel - first) * type.file_size;
+    const size_t got = in.Read(dst, want, "data");
+    if (got < want) Truncated(path, file_bytes, first * type.file_size + got);
+    SwapInPlace(dst, numel - first, out_size);
+    return;
+  }
+  // int8 / int16, widened to int32 a chunk at a time.
+  auto* out = static_cast<int32_t*>(t.raw_mutable_data());
+  std::vector<unsigned char> buf(std::min<uint64_t>(numel - first, kWidenChunkElems) * type.file_size);
+  for (uint64_t done = first; done < numel;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(numel - done, kWidenChunkElems));
+    size_t want = n * type.file_size;
+    size_t got = in.Read(buf.data(), want, "data");
+    if (got < want) Truncated(path, file_bytes, done * type.file_size + got);
+    Widen(type, buf.data(), n, out + done);
+    done += n;
+  }
+}
+
+// For data the file's size cannot vouch for (gzip, pipes): reads it in
+// chunks as it arrives until at least half of it is there (all of it when it
+// is small), then allocates the tensor, moves the chunks into it and returns
+// how many elements it holds. A file announcing more than it has so costs
+// memory in proportion to what it has: the tensor is allocated only once
+// half of its data arrived, and the chunks grow only as bytes arrive.
+uint64_t ReadBuffered(GzReader& in, const std::string& path, const TypeInfo& type, const Dims& dims,
+                      uint64_t numel, Tensor* t) {
+  const uint64_t file_bytes = numel * type.file_size;
+  std::vector<std::pair<std::shared_ptr<Storage>, size_t>> chunks;  // chunk, bytes in it
+  uint64_t buffered = 0;
+  size_t chunk_size = kFirstStreamChunk;
+  while (buffered < file_bytes - file_bytes / 2) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk_size, file_bytes - buffered));
+    chunk_size = std::min(2 * chunk_size, kStreamChunk);
+    std::shared_ptr<Storage> chunk = NewChunk(path, want);
+    const size_t got = in.Read(chunk->data(), want, "data");
+    buffered += got;
+    if (got < want) Truncated(path, file_bytes, buffered);
+    chunks.emplace_back(std::move(chunk), got);
+  }
+  *t = NewTensor(path, dims, type.dtype);
+  void* data = t->raw_mutable_data();
+  uint64_t first = 0;
+  for (auto& [chunk, bytes] : chunks) {
+    const size_t n = bytes / type.file_size;  // whole elements: chunks are multiples of every size
+    Store(type, static_cast<const unsigned char*>(chunk->data()), n, data, first);
+    first += n;
+    chunk.reset();
+  }
+  return first;
+}
+
 }  // namespace
 
 Tensor ReadIdx(const std::string& path) {
-  GzReader in = Open(path);
+  struct stat st;
+  GzReader in = Open(path, &st);
 
   unsigned char magic[4];
   size_t got = in.Read(magic, 4, "header");
@@ -204,39 +316,22 @@ Tensor ReadIdx(const std::string& path) {
     DP_THROW(Code::kParse, "IDX file '", path, "': ", type->name, DimsString(dims), " needs ", numel * out_size,
              " bytes, more than the ", kMaxIdxBytes, "-byte limit");
 
-  Tensor t;
-  try {
-    t = Tensor(dims, type->dtype);
-  } catch (Error& e) {
-    if (e.code() != Code::kShape) throw;  // out of memory stays what it is
-    DP_THROW(Code::kParse, "IDX file '", path, "': ", e.message());
-  }
   const uint64_t file_bytes = numel * type->file_size;
-  if (numel > 0) {
-    void* dst = t.raw_mutable_data();
-    if (type->file_size == out_size) {
-      got = in.Read(dst, file_bytes, "data");
-      if (got < file_bytes) Truncated(path, file_bytes, got);
-      SwapInPlace(dst, numel, out_size);
-    } else {
-      // int8 / int16, widened to int32 a chunk at a time.
-      auto* out = static_cast<int32_t*>(dst);
-      std::vector<unsigned char> buf(std::min<uint64_t>(numel, kWidenChunkElems) * type->file_size);
-      uint64_t done = 0;
-      while (done < numel) {
-        size_t n = static_cast<size_t>(std::min<uint64_t>(numel - done, kWidenChunkElems));
-        size_t want = n * type->file_size;
-        got = in.Read(buf.data(), want, "data");
-        if (got < want) Truncated(path, file_bytes, done * type->file_size + got);
-        if (type->file_size == 1) {
-          for (size_t i = 0; i < n; ++i) out[done + i] = static_cast<int8_t>(buf[i]);
-        } else {
-          for (size_t i = 0; i < n; ++i)
-            out[done + i] = static_cast<int16_t>(static_cast<uint16_t>((buf[2 * i] << 8) | buf[2 * i + 1]));
-        }
-        done += n;
-      }
-    }
+  Tensor t;
+  if (numel == 0) {
+    t = NewTensor(path, dims, type->dtype);
+  } else if (in.direct() && S_ISREG(st.st_mode)) {
+    // A plain file: its size tells whether the data is all there before
+    // any memory is taken for it.
+    const uint64_t header_bytes = 4 + dim_bytes.size();
+    const uint64_t size = st.st_size > 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    const uint64_t follow = size > header_bytes ? size - header_bytes : 0;
+    if (follow < file_bytes) Truncated(path, file_bytes, follow);
+    t = NewTensor(path, dims, type->dtype);
+    ReadRest(in, path, *type, t, 0, numel);
+  } else {
+    uint64_t first = ReadBuffered(in, path, *type, dims, numel, &t);
+    ReadRest(in, path, *type, t, first, numel);
   }
 
   unsigned char extra[4096];

@@ -22,6 +22,10 @@ inline constexpr uint64_t kMaxIdxBytes = uint64_t{4} << 30;
 
 // Reads an IDX file into a new CPU tensor of the file's dims. Compression is
 // detected from the contents (zlib's gzread reads plain files unchanged).
+// Memory follows the file's real size, whatever its header claims: a plain
+// file's size is checked against the header before the tensor is allocated;
+// gzip data (and data from a pipe) is buffered in chunks as it arrives, and
+// the tensor is allocated once half of the announced data is there.
 // Errors are dp::Error whose message names the file:
 //   kNotFound  the file does not exist;
 //   kIo        it cannot be opened or read (permissions, a directory, I/O);

@@ -19,9 +19,14 @@
 //
 // Errors: the first error (or cancellation) is kept; every task that starts
 // afterwards is skipped, so the run always drains and the net stays usable.
+// Nothing may escape a worker thread (std::terminate): whatever an op throws
+// (std::bad_alloc included) is caught as the run's error, and queueing never
+// allocates on a worker, since each pool's ring is reserved for all of its
+// tasks when the executor is created.
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
+#include <string>
 #include <thread>
 
 #include "core/cpu_relax.h"
@@ -40,6 +45,11 @@ constexpr auto kWaitSpinTime = std::chrono::microseconds(20);
 // can take milliseconds to get its CPU back), sleeping only after this long
 // without one.
 constexpr auto kHelperSpinTime = std::chrono::microseconds(2000);
+
+const std::string& SkippedMessage() {
+  static const std::string* m = new std::string("skipped after an earlier error");
+  return *m;
+}
 
 class AsyncExecutor final : public Executor, public TaskRunner {
  public:
@@ -83,10 +93,18 @@ class AsyncExecutor final : public Executor, public TaskRunner {
         if (Event* ev = tasks_[static_cast<size_t>(p)].event.get()) wait_events_.push_back(ev);
       tasks_[t].waits_end = static_cast<uint32_t>(wait_events_.size());
     }
-    // Threads last: everything they read is built.
-    for (auto& p : pools_) {
+    // Threads last: everything they read is built. Each task is queued at
+    // most once per run and a run ends with the queues empty, so a pool's
+    // ring never needs more room than its tasks: reserved here, on the
+    // creating thread (where std::bad_alloc becomes the creation's error),
+    // so that queueing on a worker never allocates and cannot fail.
+    std::vector<size_t> pool_tasks(pools_.size(), 0);
+    for (const Task& task : tasks_) ++pool_tasks[static_cast<size_t>(task.pool)];
+    for (size_t i = 0; i < pools_.size(); ++i) {
+      Pool& p = pools_[i];
       int workers = p.type == DeviceType::kCPU ? cpu_workers : streams;
       p.workers = std::make_unique<WorkerPool>(workers);
+      p.workers->Reserve(pool_tasks[i]);
     }
     caller_id_ = pools_[0].workers->size();
     caller_spin_ = cpu_workers < WorkerPool::UsableCpus() ? kHelperSpinTime : kWaitSpinTime;
@@ -289,7 +307,14 @@ class AsyncExecutor final : public Executor, public TaskRunner {
           error_.Record(std::current_exception());
         }
       }
-      if (t.event && !recorded) t.event->SetFinished("skipped after an earlier error");
+      if (t.event && !recorded) {
+        // Nothing may escape a worker thread (it would terminate the process).
+        try {
+          t.event->SetFinished(SkippedMessage());
+        } catch (...) {
+          error_.Record(std::current_exception());
+        }
+      }
       // Schedule ready children: keep one of this pool for this thread.
       int next = -1;
       size_t num_ready = 0;

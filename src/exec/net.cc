@@ -1,6 +1,7 @@
 #include "exec/net.h"
 
 #include <iomanip>
+#include <new>
 #include <set>
 #include <sstream>
 
@@ -97,7 +98,12 @@ void Net::BeginRun() {
     }
   control_.cancel.store(false, std::memory_order_relaxed);
   if (profile_) {
-    timings_.assign(ops_.size(), OpTiming{});
+    try {
+      timings_.assign(ops_.size(), OpTiming{});
+    } catch (...) {
+      running_.store(false);
+      throw;
+    }
     control_.timings = &timings_;
   } else {
     control_.timings = nullptr;
@@ -111,6 +117,8 @@ void Net::EndRun() {
     executor_->Finish();
   } catch (Error& e) {
     throw e.Prepend(label_);
+  } catch (const std::bad_alloc&) {
+    DP_THROW(Code::kOutOfMemory, label_, ": out of memory");
   }
 }
 
@@ -121,12 +129,19 @@ void Net::Run() {
     executor_->Run(&control_);
   } catch (Error& e) {
     throw e.Prepend(label_);
+  } catch (const std::bad_alloc&) {
+    DP_THROW(Code::kOutOfMemory, label_, ": out of memory");
   }
 }
 
 void Net::RunAsync() {
   BeginRun();
-  executor_->Start(&control_);
+  try {
+    executor_->Start(&control_);
+  } catch (...) {
+    running_.store(false);
+    throw;
+  }
 }
 
 bool Net::Wait(std::chrono::milliseconds timeout) {

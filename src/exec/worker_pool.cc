@@ -1,13 +1,16 @@
 #include "exec/worker_pool.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
+#include <system_error>
 
 #if defined(__linux__)
 #include <sched.h>
 #endif
 
 #include "core/cpu_relax.h"
+#include "core/error.h"
 
 namespace dp {
 namespace {
@@ -53,26 +56,50 @@ WorkerPool::WorkerPool(int num_workers, std::function<void(int)> on_start, int m
     : max_spinners_(max_spinners >= 0 ? max_spinners : UsableCpus() - 1), on_start_(std::move(on_start)) {
   ring_.resize(64);
   num_threads_ = static_cast<size_t>(std::max(0, num_workers));
-  threads_.reserve(static_cast<size_t>(num_workers));
-  for (int w = 0; w < num_workers; ++w) threads_.emplace_back([this, w] { Loop(w); });
+  threads_.reserve(num_threads_);
+  try {
+    for (int w = 0; w < num_workers; ++w) threads_.emplace_back([this, w] { Loop(w); });
+  } catch (const std::system_error& e) {
+    Stop();
+    DP_THROW(Code::kUnavailable, "cannot start worker thread ", threads_.size() + 1, " of ", num_workers, ": ",
+             e.what());
+  } catch (...) {
+    Stop();
+    throw;
+  }
 }
 
-WorkerPool::~WorkerPool() {
+WorkerPool::~WorkerPool() { Stop(); }
+
+void WorkerPool::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
   for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void WorkerPool::Grow(size_t capacity) {
+  std::vector<Job> bigger(capacity);
+  for (size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) & (ring_.size() - 1)];
+  ring_.swap(bigger);
+  head_ = 0;
+}
+
+void WorkerPool::Reserve(size_t jobs) {
+  std::lock_guard<SpinLock> lock(qlock_);
+  if (jobs > ring_.size()) Grow(std::bit_ceil(jobs));
+}
+
+size_t WorkerPool::capacity() {
+  std::lock_guard<SpinLock> lock(qlock_);
+  return ring_.size();
 }
 
 void WorkerPool::Enqueue(const Job& job) {
-  if (count_ == ring_.size()) {
-    std::vector<Job> bigger(ring_.size() * 2);
-    for (size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) & (ring_.size() - 1)];
-    ring_.swap(bigger);
-    head_ = 0;
-  }
+  if (count_ == ring_.size()) Grow(ring_.size() * 2);
   ring_[(head_ + count_) & (ring_.size() - 1)] = job;
   ++count_;
 }

@@ -1,5 +1,7 @@
 // A fixed set of threads serving one device. Jobs are (runner, task) pairs in
-// a ring buffer that only grows, so queueing allocates nothing once warm; the
+// a ring buffer that only grows, so queueing allocates nothing once warm (or
+// once Reserve made room for every job that can be queued at once: then a
+// push never allocates, so it cannot fail on a worker thread); the
 // ring is guarded by a spin lock (its critical sections are a few stores, and a
 // contended std::mutex would put threads to sleep in the kernel). A thread
 // takes a batch of jobs at a time when many are queued (at most 1/(2 x threads)
@@ -45,12 +47,17 @@ class TaskRunner {
 class WorkerPool {
  public:
   // `on_start(worker)` runs first on each worker thread (to bind a device).
-  // `max_spinners` < 0: one fewer than the usable CPUs.
+  // `max_spinners` < 0: one fewer than the usable CPUs. A thread that cannot
+  // be started gives kUnavailable (the threads already started are joined).
   WorkerPool(int num_workers, std::function<void(int)> on_start = {}, int max_spinners = -1);
   ~WorkerPool();  // finishes queued jobs, then joins
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
+  // Makes room for `jobs` queued jobs, so that pushes allocate nothing while
+  // at most that many are queued (std::bad_alloc here, on the calling thread).
+  void Reserve(size_t jobs);
+  // Beyond the reserved room a push grows the ring (may throw std::bad_alloc).
   void Push(TaskRunner* runner, int task);
   // Queues several jobs of one runner under one lock.
   void Push(TaskRunner* runner, const int* tasks, size_t n);
@@ -60,6 +67,8 @@ class WorkerPool {
   // Whether jobs are queued (a hint: no lock).
   bool HasQueued() const { return queued_.load(std::memory_order_acquire) > 0; }
   int size() const { return static_cast<int>(threads_.size()); }
+  // Jobs the ring holds before a push must grow it.
+  size_t capacity();
 
   // CPUs this process may run on (its affinity mask), at least 1.
   static int UsableCpus();
@@ -83,10 +92,12 @@ class WorkerPool {
     std::atomic<bool> locked_{false};
   };
 
+  void Stop();  // stops and joins the threads
   void Loop(int worker);
   size_t TryPop(Job* jobs);  // up to kMaxBatch jobs
   void RunJobs(const Job* jobs, size_t n, int worker);
   void Enqueue(const Job& job);  // qlock_ held
+  void Grow(size_t capacity);    // qlock_ held; capacity a power of two > ring_.size()
   void Wake(int n);              // up to n sleepers not already woken
 
   // Three cache lines: the queue (taken by threads that push and pop), the

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <flatbuffers/flatbuffers.h>
 
@@ -11,6 +12,14 @@
 #include "net_generated.h"
 
 namespace dp {
+
+// Text from a verified buffer: the verifier checked its bounds, not its
+// encoding. kParse unless UTF-8 without NUL bytes (names cross the C API as C
+// strings and are printed as JSON); `where` and `what` name it ("net 'x' op
+// 3 (FC)", "input 1"). A missing string is empty.
+std::string TextFromFb(const flatbuffers::String* s, const std::string& where, const char* what);
+std::vector<std::string> TextsFromFb(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v,
+                                     const std::string& where, const char* what);
 
 // `where` prefixes error messages ("model: forward_net").
 NetDef NetDefFromFb(const fb::NetDef& net, const std::string& where);

@@ -8,6 +8,7 @@
 
 #include <flatbuffers/idl.h>
 
+#include "core/utf8.h"
 #include "graph/net_fb.h"
 #include "net_generated.h"
 #include "net_schema_text.h"
@@ -17,16 +18,25 @@ namespace {
 
 namespace fb = ::dp::fb;
 
-std::vector<std::string> Strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
-  std::vector<std::string> out;
-  if (v != nullptr) {
-    out.reserve(v->size());
-    for (const auto* s : *v) out.push_back(s->str());
-  }
-  return out;
+std::vector<std::string> Strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v,
+                                 const std::string& where, const char* what) {
+  return TextsFromFb(v, where, what);
 }
 
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+std::string Str(const flatbuffers::String* s, const std::string& where, const char* what) {
+  return TextFromFb(s, where, what);
+}
+
+// The verifier checks a vector's length field but not that 8-byte elements
+// are 8-aligned: a hostile (still valid) buffer may place them at 4 mod 8, and
+// reading them through Vector<T>'s accessors would be undefined behaviour.
+template <typename T>
+std::vector<T> ScalarsBytewise(const flatbuffers::Vector<T>& v) {
+  std::vector<T> out(v.size());
+  if (!out.empty()) std::memcpy(out.data(), v.Data(), out.size() * sizeof(T));
+  for (T& x : out) x = flatbuffers::EndianScalar(x);
+  return out;
+}
 
 DeviceOption Device(const fb::DeviceOption* d, const std::string& where) {
   DeviceOption out;
@@ -43,15 +53,15 @@ NetDef FromFb(const fb::NetDef& n, const std::string& where);
 
 Argument ArgFromFb(const fb::Argument& a, const std::string& where) {
   Argument out;
-  out.name = a.name()->str();
+  out.name = Str(a.name(), where, "an argument name");
   std::string at = StrCat(where, ": argument '", out.name, "'");
   int set = 0;
   if (a.f()) { out.value = *a.f(); ++set; }
   if (a.i()) { out.value = *a.i(); ++set; }
-  if (a.s()) { out.value = a.s()->str(); ++set; }
-  if (a.floats()) { out.value = std::vector<double>(a.floats()->begin(), a.floats()->end()); ++set; }
-  if (a.ints()) { out.value = std::vector<int64_t>(a.ints()->begin(), a.ints()->end()); ++set; }
-  if (a.strings()) { out.value = Strings(a.strings()); ++set; }
+  if (a.s()) { out.value = Str(a.s(), at, "the string"); ++set; }
+  if (a.floats()) { out.value = ScalarsBytewise(*a.floats()); ++set; }
+  if (a.ints()) { out.value = ScalarsBytewise(*a.ints()); ++set; }
+  if (a.strings()) { out.value = Strings(a.strings(), at, "string"); ++set; }
   if (a.net()) { out.value = std::make_shared<const NetDef>(FromFb(*a.net(), at)); ++set; }
   if (a.nets()) {
     std::vector<std::shared_ptr<const NetDef>> nets;
@@ -70,28 +80,29 @@ NetDef FromFb(const fb::NetDef& n, const std::string& where) {
     DP_THROW(Code::kParse, where, ": net schema version ", n.schema_version(), " is not supported (this dp reads 1..",
              NetDef::kSchemaVersion, ")");
   NetDef out;
-  out.name = Str(n.name());
+  out.name = Str(n.name(), where, "the net name");
   std::string net_where = StrCat(where, out.name.empty() ? "" : StrCat(" net '", out.name, "'"));
   if (n.ops() != nullptr) {
     out.ops.reserve(n.ops()->size());
     size_t index = 0;
     for (const auto* o : *n.ops()) {
       OperatorDef op;
-      op.type = o->type()->str();
-      op.name = Str(o->name());
+      std::string at_index = StrCat(net_where, " op ", index);
+      op.type = Str(o->type(), at_index, "the op type");
+      op.name = Str(o->name(), at_index, "the op name");
       std::string op_where = StrCat(net_where, " ", OpLabel(op, index++));
-      op.inputs = Strings(o->inputs());
-      op.outputs = Strings(o->outputs());
-      op.control_inputs = Strings(o->control_inputs());
-      op.engine = Str(o->engine());
+      op.inputs = Strings(o->inputs(), op_where, "input");
+      op.outputs = Strings(o->outputs(), op_where, "output");
+      op.control_inputs = Strings(o->control_inputs(), op_where, "control input");
+      op.engine = Str(o->engine(), op_where, "the engine");
       if (o->device() != nullptr) op.device = Device(o->device(), op_where);
       if (o->args() != nullptr)
         for (const auto* a : *o->args()) op.args.push_back(ArgFromFb(*a, op_where));
       out.ops.push_back(std::move(op));
     }
   }
-  out.external_inputs = Strings(n.external_inputs());
-  out.external_outputs = Strings(n.external_outputs());
+  out.external_inputs = Strings(n.external_inputs(), net_where, "external input");
+  out.external_outputs = Strings(n.external_outputs(), net_where, "external output");
   switch (n.executor()) {
     case fb::ExecutorKind::Default: out.executor = ExecutorKind::kDefault; break;
     case fb::ExecutorKind::Simple: out.executor = ExecutorKind::kSimple; break;
@@ -186,6 +197,26 @@ void LoadSchema(flatbuffers::Parser& parser) {
 }
 
 }  // namespace
+
+std::string TextFromFb(const flatbuffers::String* s, const std::string& where, const char* what) {
+  if (s == nullptr) return {};
+  std::string_view text = s->string_view();
+  size_t bad = FindInvalidUtf8(text);
+  if (bad != std::string_view::npos)
+    DP_THROW(Code::kParse, where, ": ", what, " is not UTF-8 without NUL bytes (byte ", bad, " of ", text.size(),
+             " is 0x", std::hex, static_cast<int>(static_cast<unsigned char>(text[bad])), ")");
+  return std::string(text);
+}
+
+std::vector<std::string> TextsFromFb(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v,
+                                     const std::string& where, const char* what) {
+  std::vector<std::string> out;
+  if (v == nullptr) return out;
+  out.reserve(v->size());
+  for (flatbuffers::uoffset_t i = 0; i < v->size(); ++i)
+    out.push_back(TextFromFb(v->Get(i), where, StrCat(what, " ", i).c_str()));
+  return out;
+}
 
 NetDef NetDefFromFb(const fb::NetDef& net, const std::string& where) { return FromFb(net, where); }
 flatbuffers::Offset<fb::NetDef> NetDefToFb(flatbuffers::FlatBufferBuilder& builder, const NetDef& net) {

@@ -16,16 +16,9 @@
 namespace dp {
 namespace {
 
-std::vector<std::string> Strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
-  std::vector<std::string> out;
-  if (v != nullptr)
-    for (const auto* s : *v) out.push_back(s->str());
-  return out;
-}
-
-OptimizerDef OptimizerFromFb(const fb::Optimizer& o) {
+OptimizerDef OptimizerFromFb(const fb::Optimizer& o, const std::string& where) {
   OptimizerDef d;
-  d.type = o.type()->str();
+  d.type = TextFromFb(o.type(), where, "the optimizer type");
   d.lr = o.lr();
   d.momentum = o.momentum();
   d.nesterov = o.nesterov();
@@ -33,7 +26,8 @@ OptimizerDef OptimizerFromFb(const fb::Optimizer& o) {
   d.beta2 = o.beta2();
   d.epsilon = o.epsilon();
   d.weight_decay = o.weight_decay();
-  if (o.lr_policy() != nullptr && o.lr_policy()->size() > 0) d.lr_policy = o.lr_policy()->str();
+  if (o.lr_policy() != nullptr && o.lr_policy()->size() > 0)
+    d.lr_policy = TextFromFb(o.lr_policy(), where, "the optimizer's lr_policy");
   d.gamma = o.gamma();
   d.stepsize = o.stepsize();
   d.power = o.power();
@@ -69,16 +63,16 @@ ModelDef ModelFromBuffer(const void* data, size_t size) {
     DP_THROW(Code::kParse, "model buffer of ", size, " bytes failed FlatBuffers verification (truncated or corrupt)");
   const fb::ModelDef& f = *fb::GetModelDef(bytes);
   ModelDef m;
-  m.name = f.name() ? f.name()->str() : std::string();
+  m.name = TextFromFb(f.name(), "model", "the name");
   const std::string where = m.name.empty() ? std::string("model") : StrCat("model '", m.name, "'");
   m.init_net = NetDefFromFb(*f.init_net(), where + ": init_net");
   m.forward_net = NetDefFromFb(*f.forward_net(), where + ": forward_net");
-  m.params = Strings(f.params());
-  m.computed_params = Strings(f.computed_params());
-  m.inputs = Strings(f.inputs());
-  m.losses = Strings(f.losses());
-  m.metrics = Strings(f.metrics());
-  if (f.optimizer() != nullptr) m.optimizer = OptimizerFromFb(*f.optimizer());
+  m.params = TextsFromFb(f.params(), where, "param");
+  m.computed_params = TextsFromFb(f.computed_params(), where, "computed param");
+  m.inputs = TextsFromFb(f.inputs(), where, "input");
+  m.losses = TextsFromFb(f.losses(), where, "loss");
+  m.metrics = TextsFromFb(f.metrics(), where, "metric");
+  if (f.optimizer() != nullptr) m.optimizer = OptimizerFromFb(*f.optimizer(), where);
   CompleteAndValidateModel(m);
   return m;
 }

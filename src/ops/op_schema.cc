@@ -7,6 +7,7 @@
 #include <memory>
 #include <string_view>
 #include <unordered_map>
+#include <variant>
 
 namespace dp {
 namespace {
@@ -22,7 +23,73 @@ std::string Range(int min, int max) {
   return StrCat(min, " to ", max);
 }
 
+// Edits (insertions, deletions, substitutions, swaps of neighbours) turning a
+// into b: optimal string alignment, so "scael" is one edit from "scale".
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// The declared name closest to `given` if it is a near miss: at most 2 edits,
+// and at most one for names under 6 characters (short names are all close to
+// each other). Ties go to the first declared. nullptr when none is close.
+const std::string* ClosestName(const std::string& given, const std::vector<std::string>& declared) {
+  const size_t limit = std::min<size_t>(2, std::max<size_t>(1, given.size() / 3));
+  const std::string* best = nullptr;
+  size_t best_distance = limit + 1;
+  for (const auto& name : declared) {
+    // The distance is at least the length difference; checking that first
+    // also keeps a huge name from costing a huge table.
+    const size_t diff = given.size() > name.size() ? given.size() - name.size() : name.size() - given.size();
+    if (diff >= best_distance) continue;
+    const size_t d = EditDistance(given, name);
+    if (d < best_distance) {
+      best = &name;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
 }  // namespace
+
+const char* ArgKindName(ArgKind kind) {
+  switch (kind) {
+    case ArgKind::kFloat: return "a float";
+    case ArgKind::kInt: return "an int";
+    case ArgKind::kString: return "a string";
+    case ArgKind::kFloats: return "a list of floats";
+    case ArgKind::kInts: return "a list of ints";
+    case ArgKind::kStrings: return "a list of strings";
+    case ArgKind::kNet: return "a net";
+    case ArgKind::kNets: return "a list of nets";
+  }
+  return "an unknown kind";
+}
+
+bool ArgKindAccepts(ArgKind kind, const Argument::Value& value) {
+  switch (kind) {
+    case ArgKind::kFloat:
+      return std::holds_alternative<double>(value) || std::holds_alternative<int64_t>(value);
+    case ArgKind::kInt: return std::holds_alternative<int64_t>(value);
+    case ArgKind::kString: return std::holds_alternative<std::string>(value);
+    case ArgKind::kFloats:
+      return std::holds_alternative<std::vector<double>>(value) || std::holds_alternative<std::vector<int64_t>>(value);
+    case ArgKind::kInts: return std::holds_alternative<std::vector<int64_t>>(value);
+    case ArgKind::kStrings: return std::holds_alternative<std::vector<std::string>>(value);
+    case ArgKind::kNet: return std::holds_alternative<std::shared_ptr<const NetDef>>(value);
+    case ArgKind::kNets: return std::holds_alternative<std::vector<std::shared_ptr<const NetDef>>>(value);
+  }
+  return false;
+}
 
 OpSchema& OpSchemaRegistry::New(const std::string& type) {
   auto& slot = Schemas()[type];
@@ -74,9 +141,15 @@ OpSchema& OpSchema::EnforceInplaceAll(int shift) {
   return *this;
 }
 
-OpSchema& OpSchema::Arg(std::string name, std::string doc, bool required) {
-  args_.push_back({std::move(name), std::move(doc), required});
+OpSchema& OpSchema::Arg(std::string name, ArgKind kind, std::string doc, bool required) {
+  args_.push_back({std::move(name), kind, std::move(doc), required});
   return *this;
+}
+
+const OpSchema::ArgSpec* OpSchema::FindArg(const std::string& name) const {
+  for (const auto& spec : args_)
+    if (spec.name == name) return &spec;
+  return nullptr;
 }
 
 OpSchema& OpSchema::IdenticalTypeAndShape() {
@@ -131,9 +204,40 @@ void OpSchema::Verify(const OperatorDef& op, const std::string& label) const {
       DP_THROW(Code::kInvalidNet, label, ": blob '", op.outputs[o], "' is both ", InputName(i), " and ",
                OutputName(o), ", but this op cannot run in place there");
   }
+  VerifyArgs(op, label);
   for (const auto& spec : args_)
     if (spec.required && op.FindArg(spec.name) == nullptr)
       DP_THROW(Code::kInvalidNet, label, ": missing required argument '", spec.name, "' (", spec.doc, ")");
+}
+
+void OpSchema::VerifyArgs(const OperatorDef& op, const std::string& label) const {
+  // Hash lookups: a hostile net may give one op thousands of arguments.
+  std::unordered_map<std::string_view, size_t> first;
+  for (size_t i = 0; i < op.args.size(); ++i) {
+    const Argument& a = op.args[i];
+    // A second value would be silently ignored (FindArg returns the first).
+    auto [it, fresh] = first.emplace(a.name, i);
+    if (!fresh)
+      DP_THROW(Code::kInvalidArgument, label, ": argument '", a.name, "' is given twice (arguments ", it->second,
+               " and ", i, ")");
+    const ArgSpec* spec = FindArg(a.name);
+    if (spec == nullptr)
+      DP_THROW(Code::kInvalidArgument, label, ": unknown argument '", a.name, "' (", UnknownArgHint(a.name), ")");
+    if (!ArgKindAccepts(spec->kind, a.value))
+      DP_THROW(Code::kInvalidArgument, label, ": argument '", a.name, "' must be ", ArgKindName(spec->kind), ", got ",
+               a.KindName());
+  }
+}
+
+std::string OpSchema::UnknownArgHint(const std::string& name) const {
+  if (args_.empty()) return StrCat(type_, " takes no arguments");
+  std::vector<std::string> names;
+  for (const auto& spec : args_) names.push_back(spec.name);
+  std::string hint;
+  if (const std::string* close = ClosestName(name, names)) hint = StrCat("did you mean '", *close, "'? ");
+  hint += StrCat(type_, " takes: ");
+  for (size_t i = 0; i < names.size(); ++i) hint += StrCat(i == 0 ? "" : ", ", names[i]);
+  return hint;
 }
 
 std::vector<TensorInfo> OpSchema::InferShapes(const OperatorDef& op, const std::string& label,

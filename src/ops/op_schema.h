@@ -1,6 +1,7 @@
 // OpSchema: what an operator type accepts, independent of device. Nets are
-// validated against schemas when loaded (arity, in-place rules, required
-// arguments) and shapes can be inferred through them before anything runs.
+// validated against schemas when loaded (arity, in-place rules, argument names
+// and kinds, required arguments) and shapes can be inferred through them
+// before anything runs.
 #pragma once
 
 #include <functional>
@@ -14,6 +15,16 @@
 #include "graph/net_def.h"
 
 namespace dp {
+
+// The kind of value an argument holds. Compatibility follows ArgReader, which
+// the kernels read through: a float argument also takes an int, floats take
+// ints; every other kind takes only itself.
+enum class ArgKind { kFloat, kInt, kString, kFloats, kInts, kStrings, kNet, kNets };
+
+// "a float", "a list of ints", ...: ArgReader's words, for messages.
+const char* ArgKindName(ArgKind kind);
+// Whether an argument holding `value` may be declared as `kind`.
+bool ArgKindAccepts(ArgKind kind, const Argument::Value& value);
 
 // What shape inference knows about a blob.
 struct TensorInfo {
@@ -40,7 +51,8 @@ class OpSchema {
   // Every output o must name the same blob as input o + shift, however many
   // there are (collectives: the tensors after the communicator, in place).
   OpSchema& EnforceInplaceAll(int shift);
-  OpSchema& Arg(std::string name, std::string doc, bool required = false);
+  // Every argument an op of this type may carry; any other is rejected.
+  OpSchema& Arg(std::string name, ArgKind kind, std::string doc, bool required = false);
   OpSchema& Inputs(std::vector<std::string> names) { input_names_ = std::move(names); return *this; }
   OpSchema& Outputs(std::vector<std::string> names) { output_names_ = std::move(names); return *this; }
   OpSchema& Doc(std::string doc) { doc_ = std::move(doc); return *this; }
@@ -61,14 +73,29 @@ class OpSchema {
   std::string InputName(size_t i) const;   // "X" or "input 3"
   std::string OutputName(size_t i) const;
 
-  // Throws kInvalidNet naming `label` on any violation.
+  struct ArgSpec {
+    std::string name;
+    ArgKind kind;
+    std::string doc;
+    bool required;
+  };
+  const std::vector<ArgSpec>& args() const { return args_; }
+  const ArgSpec* FindArg(const std::string& name) const;
+
+  // Throws naming `label` on any violation: kInvalidArgument for arguments
+  // (see VerifyArgs), kInvalidNet for the rest.
   void Verify(const OperatorDef& op, const std::string& label) const;
+  // Each argument declared, of a compatible kind and given once; kInvalidArgument
+  // naming the op and the argument (with a "did you mean" for near misses).
+  void VerifyArgs(const OperatorDef& op, const std::string& label) const;
   // Output infos; unknown outputs when there is no inference function or an input is unknown.
   std::vector<TensorInfo> InferShapes(const OperatorDef& op, const std::string& label,
                                       const std::vector<TensorInfo>& inputs) const;
 
  private:
-  struct ArgSpec { std::string name, doc; bool required; };
+  // "did you mean 'x'? T takes: a, b" for an undeclared name.
+  std::string UnknownArgHint(const std::string& name) const;
+
   std::string type_, doc_;
   int min_in_ = 0, max_in_ = 0, min_out_ = 0, max_out_ = 0;
   std::vector<std::pair<int, int>> allow_inplace_, enforce_inplace_;

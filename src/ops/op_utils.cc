@@ -19,7 +19,11 @@ void CheckSameDtype(const Tensor& x, const std::string& xd, const Tensor& other,
 
 int64_t DimProduct(const Dims& dims, int begin, int end) {
   int64_t p = 1;
-  for (int i = begin; i < end; ++i) p *= dims[static_cast<size_t>(i)];
+  // Checked: a shape with a zero dim is valid however large its other dims,
+  // so a product of some of them may not fit.
+  for (int i = begin; i < end; ++i)
+    if (__builtin_mul_overflow(p, dims[static_cast<size_t>(i)], &p))
+      DP_THROW(Code::kShape, "dims ", begin, "..", end - 1, " of ", DimsString(dims), " hold more elements than int64 can count");
   return p;
 }
 
@@ -53,7 +57,8 @@ Dims ReshapeDims(const Dims& in, const std::vector<int64_t>& shape, const std::s
       continue;
     }
     if (out[i] < 0) DP_THROW(Code::kShape, what, ": shape ", DimsString(shape), " has a negative entry");
-    known *= out[i];
+    if (__builtin_mul_overflow(known, out[i], &known))
+      DP_THROW(Code::kShape, what, ": shape ", DimsString(shape), " has more elements than int64 can count");
   }
   int64_t total = NumElements(in);
   if (infer >= 0) {
@@ -83,8 +88,9 @@ FcDims ComputeFcDims(const OperatorDef& op, const Dims& x, const Dims& w, const 
              " expects ", wk, " (W is [N, K])");
   if (NumElements(b) != d.n)
     DP_THROW(Code::kShape, bn, DimsString(b), " must have N = ", d.n, " elements to match ", wn, DimsString(w));
-  if (d.m > INT32_MAX || d.n > INT32_MAX || d.k > INT32_MAX)
-    DP_THROW(Code::kShape, "FC sizes M = ", d.m, ", N = ", d.n, ", K = ", d.k, " exceed the BLAS int range");
+  BlasInt(d.m, "M (rows of ", xn, DimsString(x), " flattened at axis ", axis, ")");
+  BlasInt(d.k, "K (features per row of ", xn, DimsString(x), ")");
+  BlasInt(d.n, "N (rows of ", wn, DimsString(w), ")");
   d.out.assign(x.begin(), x.begin() + axis);
   d.out.push_back(d.n);
   return d;

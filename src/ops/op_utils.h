@@ -3,6 +3,8 @@
 // its schema's inference can never disagree.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -50,10 +52,23 @@ Dims BroadcastDims(const Dims& a, const Dims& b, const std::string& what);
 // the input's dim at that position).
 Dims ReshapeDims(const Dims& in, const std::vector<int64_t>& shape, const std::string& what);
 
+// BLAS and cuBLAS take int sizes and leading dimensions: a tensor's int64
+// size passed to them goes through BlasInt, which returns it as an int or
+// throws kShape when it does not fit, naming it by `what` (streamed, built
+// only on failure: BlasInt(k, "K of X '", name, "'")) and the limit. Never a
+// silent wrap.
+inline constexpr int64_t kBlasIntMax = std::numeric_limits<int>::max();
+template <typename... What>
+int BlasInt(int64_t v, const What&... what) {
+  if (v < 0 || v > kBlasIntMax) [[unlikely]]
+    DP_THROW(Code::kShape, what..., " = ", v, " does not fit BLAS's int (at most ", kBlasIntMax, ")");
+  return static_cast<int>(v);
+}
+
 // FC: X flattened to [M, K] at `axis`, W [N, K] flattened at `axis_w`, b [N];
 // Y has X's dims before axis, then N. Shared by every FC kernel and the
 // schema's shape inference; `op` names the blobs in messages. M, N and K
-// must fit BLAS's int.
+// must fit BLAS's int (BlasInt).
 struct FcDims {
   int64_t m, k, n;
   Dims out;

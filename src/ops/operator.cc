@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <new>
+#include <stdexcept>
+#include <typeinfo>
 
 namespace dp {
 namespace {
@@ -26,7 +29,8 @@ Operator::Operator(const OpInit& init)
       index_(init.index),
       device_(init.device),
       label_(OpLabel(init.def, init.index)),
-      args_(def_, std::string()) {
+      args_(def_, std::string()),
+      budget_(init.ws->budget()) {
   for (const auto& name : def_.inputs) inputs_.push_back(init.ws->CreateBlob(name));
   for (const auto& name : def_.outputs) outputs_.push_back(init.ws->CreateBlob(name));
 }
@@ -52,6 +56,13 @@ void Operator::Run(DeviceContext& ctx) {
       throw e.Prepend(StrCat(label_, " on ", DeviceName(device_)));
     } catch (const std::bad_alloc&) {
       DP_THROW(Code::kOutOfMemory, label_, " on ", DeviceName(device_), ": out of memory");
+    } catch (const std::length_error& e) {  // a container asked for more than it can hold
+      DP_THROW(Code::kOutOfMemory, label_, " on ", DeviceName(device_), ": out of memory (", e.what(), ")");
+    } catch (const std::exception& e) {
+      DP_THROW(Code::kInternal, label_, " on ", DeviceName(device_), ": internal error: ",
+               DemangledTypeName(typeid(e)), ": ", e.what());
+    } catch (...) {
+      DP_THROW(Code::kInternal, label_, " on ", DeviceName(device_), ": internal error: unknown exception");
     }
   };
   // Caller-supplied input memory is never written, so an in-place op's output
@@ -129,13 +140,33 @@ const Tensor& Operator::Input(int i) const {
 
 Tensor* Operator::Output(int i) {
   DP_ENFORCE_CODE(i >= 0 && i < OutputSize(), Code::kInternal, "output index ", i, " out of range");
-  return outputs_[static_cast<size_t>(i)]->GetMutable<Tensor>();
+  Tensor* t = outputs_[static_cast<size_t>(i)]->GetMutable<Tensor>();
+  if (t->budget() != budget_) t->set_budget(budget_);
+  return t;
 }
 
 Tensor* Operator::Output(int i, Dims dims, DType dtype) {
   Tensor* t = Output(i);
-  t->Resize(std::move(dims), dtype, device_);
+  try {
+    t->Resize(std::move(dims), dtype, device_);
+  } catch (Error& e) {
+    if (e.code() == Code::kOutOfMemory) throw e.Prepend(OutputDesc(i));
+    throw;
+  }
   return t;
+}
+
+void* Operator::ScratchBytes(size_t bytes) {
+  if (scratch_.nbytes() < bytes) {
+    scratch_.set_budget(budget_);
+    try {
+      scratch_.Resize({static_cast<int64_t>(bytes)}, DType::kUInt8, device_);
+    } catch (Error& e) {
+      if (e.code() == Code::kOutOfMemory) throw e.Prepend(StrCat("scratch memory of ", bytes, " bytes"));
+      throw;
+    }
+  }
+  return scratch_.raw_mutable_data();
 }
 
 void OperatorRegistry::Register(DeviceType device, const std::string& key, OperatorFactory factory) {

@@ -38,7 +38,9 @@ class Operator {
   Operator& operator=(const Operator&) = delete;
 
   // Runs the kernel on ctx. Errors come out as dp::Error whose message starts
-  // with this op's label and device.
+  // with this op's label and device, whatever the kernel threw:
+  // std::bad_alloc and std::length_error become kOutOfMemory, other
+  // exceptions kInternal.
   void Run(DeviceContext& ctx);
 
   const OperatorDef& def() const { return def_; }
@@ -55,10 +57,25 @@ class Operator {
   int OutputSize() const { return static_cast<int>(outputs_.size()); }
   // Input i as a tensor; kNotFound if never fed or produced, kDType if not a tensor.
   const Tensor& Input(int i) const;
-  // Output i as a tensor (created empty when the blob holds nothing).
+  // Output i as a tensor (created empty when the blob holds nothing). Its
+  // allocations (Resize, CopyFrom, copy-on-write) are charged to the
+  // workspace's budget.
   Tensor* Output(int i);
-  // Output i resized on this op's device.
+  // Output i resized on this op's device; kOutOfMemory naming the output when
+  // the workspace's limit (or the device) refuses the memory.
   Tensor* Output(int i, Dims dims, DType dtype);
+  // Scratch memory the op keeps across runs (an op never runs concurrently
+  // with itself), at least n elements of T, on the op's device. Charged to
+  // the workspace's budget like outputs: scratch sized from input shapes and
+  // arguments (im2col columns) must not escape the cap. kOutOfMemory naming
+  // the op when refused.
+  template <typename T>
+  T* Scratch(int64_t n) {
+    size_t bytes;
+    if (n < 0 || __builtin_mul_overflow(static_cast<uint64_t>(n), sizeof(T), &bytes))
+      DP_THROW(Code::kOutOfMemory, "scratch of ", n, " elements of ", sizeof(T), " bytes does not fit in memory");
+    return static_cast<T*>(ScratchBytes(bytes));
+  }
   // "input 1 'W'" for messages.
   std::string InputDesc(int i) const;
   // Descriptions, dims and dtypes of inputs [begin, end): what the checks a
@@ -77,6 +94,10 @@ class Operator {
   const ArgReader args_;
   std::vector<Blob*> inputs_;
   std::vector<Blob*> outputs_;
+  void* ScratchBytes(size_t bytes);
+
+  std::shared_ptr<MemoryBudget> budget_;  // the workspace's
+  Tensor scratch_;                        // Scratch(); grows, never shrinks
   DeviceContext* ctx_ = nullptr;
 };
 

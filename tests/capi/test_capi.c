@@ -1157,10 +1157,27 @@ static void test_netdef_invalid_nets(void) {
   /* External output nobody writes. */
   EXPECT_BAD_JSON("{\"external_inputs\":[\"x\"],\"external_outputs\":[\"nobody\"]}", DP_ERR_INVALID_NET, "'nobody'",
                   NULL);
-  /* Nested nets are validated too, and errors say where. */
+  /* No operator takes a nested net yet, so nested validation (test_netdef) cannot be reached from C: the op's
+   * schema refuses the argument first. */
   EXPECT_BAD_JSON("{\"ops\":[{\"type\":\"ConstantFill\",\"outputs\":[\"y\"],\"args\":[{\"name\":\"body\","
                   "\"net\":{\"ops\":[{\"type\":\"Nope\",\"outputs\":[\"q\"]}]}}]}]}",
-                  DP_ERR_INVALID_NET, "'body'", "Nope");
+                  DP_ERR_INVALID_ARGUMENT, "unknown argument 'body'", "ConstantFill");
+}
+
+/* Arguments are checked against the op's schema when a net is loaded: a
+ * misspelt one used to load and be ignored (a Scale by "scael" scaled by 1). */
+static void test_netdef_unknown_args(void) {
+  EXPECT_BAD_JSON("{\"external_inputs\":[\"x\"],\"ops\":[{\"type\":\"Scale\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                  "\"args\":[{\"name\":\"scael\",\"f\":2}]}]}",
+                  DP_ERR_INVALID_ARGUMENT, "unknown argument 'scael'", "did you mean 'scale'");
+  /* Of the wrong kind. */
+  EXPECT_BAD_JSON("{\"external_inputs\":[\"x\"],\"ops\":[{\"type\":\"Scale\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                  "\"args\":[{\"name\":\"scale\",\"ints\":[2]}]}]}",
+                  DP_ERR_INVALID_ARGUMENT, "'scale'", "must be a float, got ints");
+  /* Given twice. */
+  EXPECT_BAD_JSON("{\"external_inputs\":[\"x\"],\"ops\":[{\"type\":\"Scale\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                  "\"args\":[{\"name\":\"scale\",\"f\":2},{\"name\":\"scale\",\"f\":3}]}]}",
+                  DP_ERR_INVALID_ARGUMENT, "'scale'", "twice");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2037,6 +2054,88 @@ static void test_read_idx(void) {
   remove(path);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Memory: workspace limits, IDX headers announcing more than the file has   */
+/* ------------------------------------------------------------------------ */
+
+/* Runs the MLP of kInitJson / kMlpJson in a workspace capped at max_bytes
+ * (0: unlimited) with a 256-row batch: its first FC output h is [256, 8],
+ * 8192 bytes. */
+static void run_mlp_with_limit(uint64_t max_bytes) {
+  dp_workspace_options options = DP_WORKSPACE_OPTIONS_INIT;
+  dp_workspace* ws = NULL;
+  dp_net *init = NULL, *mlp = NULL;
+  float* data = (float*)calloc(256 * 4, sizeof(float));
+  const int64_t big[2] = {256, 4}, small[2] = {2, 4};
+  dp_status* st;
+  options.max_bytes = max_bytes;
+  if (!CHECK(data != NULL) || !EXPECT_OK(dp_workspace_create_with_options(&options, &ws))) {
+    free(data);
+    return;
+  }
+  init = new_net(ws, kInitJson);
+  mlp = new_net(ws, kMlpJson);
+  if (init != NULL && mlp != NULL && EXPECT_OK(dp_net_run(init)) && feed_floats(ws, "data", big, 2, data)) {
+    st = dp_net_run(mlp);
+    if (max_bytes == 0) {
+      EXPECT_OK(st);
+    } else {
+      /* Names the net, the op, the output blob, the limit and the bytes asked. */
+      CHECK(strstr(dp_status_message(st), "8192") != NULL);
+      CHECK(strstr(dp_status_message(st), "mlp") != NULL);
+      EXPECT_ERR3(st, DP_ERR_OUT_OF_MEMORY, "op 0 (FC 'fc1')", "'h'", "4096");
+      /* The workspace and the net stay usable: a small batch fits. */
+      if (feed_floats(ws, "data", small, 2, data)) EXPECT_OK(dp_net_run(mlp));
+    }
+  }
+  dp_net_free(mlp);
+  dp_net_free(init);
+  dp_workspace_free(ws);
+  free(data);
+}
+
+static void test_workspace_memory_limit(void) {
+  dp_workspace_options options = DP_WORKSPACE_OPTIONS_INIT;
+  dp_workspace* ws = NULL;
+  CHECK(options.struct_size == sizeof(dp_workspace_options) && options.max_bytes == 0);
+  if (EXPECT_OK(dp_workspace_create_with_options(NULL, &ws))) dp_workspace_free(ws);
+  ws = NULL;
+  if (EXPECT_OK(dp_workspace_create_with_options(&options, &ws))) dp_workspace_free(ws);
+  ws = (dp_workspace*)SENTINEL;
+  options.struct_size = 4;
+  EXPECT_ERR(dp_workspace_create_with_options(&options, &ws), DP_ERR_INVALID_ARGUMENT, "struct_size");
+  EXPECT_ERR(dp_workspace_create_with_options(NULL, NULL), DP_ERR_INVALID_ARGUMENT, "out");
+  CHECK(ws == (dp_workspace*)SENTINEL);
+  run_mlp_with_limit(4096);
+  run_mlp_with_limit(0);
+}
+
+static void test_read_idx_huge_header(void) {
+  /* float32 [1027423552]: the header announces 4,109,694,208 bytes, 320 follow. */
+  unsigned char plain[328];
+  unsigned char gz[sizeof plain + 23];
+  size_t gz_size;
+  char path[1200];
+  dp_tensor* t = (dp_tensor*)SENTINEL;
+  memset(plain, 0x41, sizeof plain);
+  plain[0] = 0;
+  plain[1] = 0;
+  plain[2] = 0x0D;
+  plain[3] = 1;
+  plain[4] = 0x3D; /* 1027423552 = 0x3D3D3D40 */
+  plain[5] = 0x3D;
+  plain[6] = 0x3D;
+  plain[7] = 0x40;
+  tmp_path(path, sizeof path, "huge_header.idx");
+  CHECK(write_file(path, plain, sizeof plain));
+  EXPECT_ERR3(dp_read_idx(path, &t), DP_ERR_DATA_LOSS, path, "4109694208", "only 320 follow");
+  gz_size = gzip_stored(plain, sizeof plain, gz);
+  CHECK(write_file(path, gz, gz_size));
+  EXPECT_ERR3(dp_read_idx(path, &t), DP_ERR_DATA_LOSS, path, "4109694208", "truncated");
+  CHECK(t == (dp_tensor*)SENTINEL);
+  remove(path);
+}
+
 typedef struct {
   const char* name;
   void (*fn)(void);
@@ -2065,6 +2164,7 @@ static const test_case kTests[] = {
     {"netdef_truncated_json", test_netdef_truncated_json},
     {"netdef_bad_json", test_netdef_bad_json},
     {"netdef_invalid_nets", test_netdef_invalid_nets},
+    {"netdef_unknown_args", test_netdef_unknown_args},
     {"net_mlp", test_net_mlp},
     {"net_borrowed_input_not_written", test_net_borrowed_input_not_written},
     {"net_options", test_net_options},
@@ -2077,6 +2177,8 @@ static const test_case kTests[] = {
     {"model_errors", test_model_errors},
     {"parallelize", test_parallelize},
     {"read_idx", test_read_idx},
+    {"workspace_memory_limit", test_workspace_memory_limit},
+    {"read_idx_huge_header", test_read_idx_huge_header},
 };
 
 int main(void) {

@@ -40,7 +40,9 @@ double Scalar(const Workspace& ws, const std::string& name) { return ws.GetTenso
 void CheckNetGradients(const NetDef& forward, const GradientResult& res, const Feeds& feeds,
                        const std::vector<std::string>& losses, double scale = 1.0) {
   auto ws = Run(res.net, feeds);
-  for (const auto& [param, grad] : res.grads) {
+  for (const auto& entry : res.grads) {
+    const std::string& param = entry.first;  // no structured binding: clang 14 cannot capture one
+    const std::string& grad = entry.second;
     CAPTURE(param);
     const Tensor& g = ws->GetTensor(grad);
     Tensor x;

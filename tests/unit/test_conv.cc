@@ -778,9 +778,53 @@ TEST_CASE("pooling errors have the right code and name the blob") {
                   Code::kInvalidArgument, {"pad"});
     ExpectOpError(Op(type, {"img"}, {"Y"}, {IntArg("global_pooling", 1), IntArg("kernel", 2)}),
                   {{"img", t({1, 1, 4, 4})}}, Code::kInvalidArgument, {"global_pooling"});
-    ExpectOpError(Op(type, {"img"}, {"Y"}, {IntArg("kernel", 2), IntArg("dilation", 2)}), {{"img", t({1, 1, 4, 4})}},
-                  Code::kInvalidArgument, {"dilation"});
+    // Not a pooling argument: validation rejects it when the net is created.
+    ExpectBuildError({Op(type, {"img"}, {"Y"}, {IntArg("kernel", 2), IntArg("dilation", 2)})},
+                     {{"img", t({1, 1, 4, 4})}}, Code::kInvalidArgument, {"unknown argument 'dilation'"});
+    ExpectInferError({Op(type, {"img"}, {"Y"}, {IntArg("kernel", 2), IntArg("dilation", 2)})},
+                     {{"img", t({1, 1, 4, 4})}}, Code::kInvalidArgument, {"dilation"});
     ExpectOpError(Op(type, {"img"}, {"Y"}, {IntArg("kernel", 2)}), {{"img", t({1, 1, 4, 4}, DType::kInt64)}},
                   Code::kDType, {"'img'"});
   }
+}
+
+// Fuzzing found these: sizes from arguments and from zero-element tensors
+// reached allocations and int64 arithmetic unchecked.
+TEST_CASE("Conv's im2col scratch is charged to the workspace's memory limit") {
+  // X [1, 1, 64, 64] (16 KiB), W [1, 1, 9, 9], pad 2: the column matrix is
+  // 81 x 60 * 60 floats (~1.1 MiB), far more than X, W and Y together.
+  Feeds f = {{"x", Make<float>({1, 1, 64, 64}, Random<float>(64 * 64, 1))},
+             {"w", Make<float>({1, 1, 9, 9}, Random<float>(81, 2))}};
+  auto def = std::make_shared<const NetDef>(MakeNet({Op("Conv", {"x", "w"}, {"y"}, {IntArg("pad", 2)})}, f));
+  WorkspaceOptions wo;
+  wo.max_bytes = 256 * 1024;
+  auto ws = std::make_shared<Workspace>(wo);
+  for (const auto& [name, t] : f) ws->Feed(name, t);
+  Net net(def, ws);
+  ExpectError([&] { net.Run(); }, Code::kOutOfMemory, {"op 0 (Conv)", "scratch memory of", "262144"});
+  // Without the limit the same net runs; the scratch is counted while the op keeps it.
+  auto free_ws = std::make_shared<Workspace>();
+  for (const auto& [name, t] : f) free_ws->Feed(name, t);
+  Net free_net(def, free_ws);
+  free_net.Run();
+  CHECK(free_ws->budget()->used() >= 81 * 60 * 60 * sizeof(float));
+}
+
+TEST_CASE("pooling with an empty output and huge other dims reserves nothing and runs") {
+  // X [0, 1, 2^40, 1]: no elements, but 2^40 output rows.
+  Tensor x({0, 1, int64_t{1} << 40, 1}, DType::kFloat32);
+  for (const char* type : {"MaxPool", "AveragePool"}) {
+    CAPTURE(type);
+    auto ws = RunOp(Op(type, {"x"}, {"y"}, {IntArg("kernel", 1)}), {{"x", x}});
+    CHECK(ws->GetTensor("y").dims() == Dims{0, 1, int64_t{1} << 40, 1});
+  }
+}
+
+TEST_CASE("window sums that overflow int64 are shape errors, not undefined behaviour") {
+  Tensor x({0, 1, std::numeric_limits<int64_t>::max() - 1, 1}, DType::kFloat32);
+  ExpectRunError({Op("MaxPool", {"x"}, {"y"}, {IntArg("kernel", 16), IntArg("pad", 8)})}, {{"x", x}}, Code::kShape,
+                 {"more than int64 can count"});
+  Tensor w({0, 1, int64_t{1} << 62, 1}, DType::kFloat32);
+  ExpectRunError({Op("Conv", {"x", "w"}, {"y"}, {IntArg("dilation", 4)})}, {{"x", x}, {"w", w}}, Code::kShape,
+                 {"more than int64 can count"});
 }

@@ -324,3 +324,106 @@ TEST_CASE("error codes have stable names") {
   e.Prepend("outer");
   CHECK(e.message() == "outer: inner");
 }
+
+// Memory accounting (issue 10): the per-device statistics of dp's storage,
+// and the budgets that cap what a workspace's blobs hold.
+TEST_CASE("memory statistics count dp's storage, not caller memory") {
+  ResetPeakMemory(DeviceType::kCPU);
+  const MemoryStats start = GetMemoryStats(DeviceType::kCPU);
+  CHECK(start.peak == start.allocated);
+  {
+    Tensor a({1000}, DType::kFloat32);
+    CHECK(GetMemoryStats(DeviceType::kCPU).allocated == start.allocated + 4000);
+    Tensor b({500}, DType::kFloat64);
+    CHECK(GetMemoryStats(DeviceType::kCPU).allocated == start.allocated + 8000);
+    float buf[16] = {};
+    Tensor borrowed = Tensor::FromStorage({16}, DType::kFloat32, Storage::Borrow({}, buf, sizeof buf));
+    CHECK(GetMemoryStats(DeviceType::kCPU).allocated == start.allocated + 8000);
+  }
+  MemoryStats end = GetMemoryStats(DeviceType::kCPU);
+  CHECK(end.allocated == start.allocated);
+  CHECK(end.peak == start.allocated + 8000);
+  ResetPeakMemory(DeviceType::kCPU);
+  CHECK(GetMemoryStats(DeviceType::kCPU).peak == start.allocated);
+}
+
+TEST_CASE("a budget charges a tensor's storage, refuses past its limit and gets the bytes back") {
+  auto budget = std::make_shared<MemoryBudget>(10000);
+  Tensor t;
+  t.set_budget(budget);
+  t.Resize({1000}, DType::kFloat32);
+  CHECK(budget->used() == 4000);
+  CHECK(t.storage()->budget() == budget);
+  // Growing gives the old block back before taking the new one.
+  t.Resize({2000}, DType::kFloat32);
+  CHECK(budget->used() == 8000);
+  try {
+    t.Resize({3000}, DType::kFloat32);
+    FAIL("12000 bytes fit under a 10000-byte limit");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kOutOfMemory);
+    CHECK_MESSAGE(e.message().find("10000") != std::string::npos, e.message());
+    CHECK_MESSAGE(e.message().find("12000") != std::string::npos, e.message());
+  }
+  CHECK_FALSE(t.defined());  // its old block went back first; it is left empty
+  CHECK(budget->used() == 0);
+  t.Resize({1000}, DType::kFloat32);
+  CHECK(budget->used() == 4000);
+
+  // Copy-on-write copies are charged too; copies carry the budget.
+  Tensor shared = t;
+  CHECK(shared.budget() == budget);
+  t.mutable_data<float>()[0] = 1;
+  CHECK(budget->used() == 8000);
+  shared = Tensor();
+  CHECK(budget->used() == 4000);
+  // ShareData views another tensor's storage but keeps its own budget.
+  Tensor other({10}, DType::kFloat32);
+  Tensor view;
+  view.set_budget(budget);
+  view.ShareData(other);
+  CHECK(view.budget() == budget);
+  CHECK(view.raw_data() == other.raw_data());
+  CHECK(budget->used() == 4000);  // other's storage is not the budget's
+  // A refused copy-on-write leaves the tensor as it was.
+  MemoryBudget* raw = budget.get();
+  Tensor big;
+  big.set_budget(budget);
+  big.Resize({1500}, DType::kFloat32);  // 6000: 10000 in use
+  Tensor big_copy = big;
+  CHECK_THROWS_AS(big.mutable_data<float>(), Error);
+  CHECK(big.raw_data() == big_copy.raw_data());
+  CHECK(raw->used() == 10000);
+  t = Tensor();
+  big = Tensor();
+  big_copy = Tensor();
+  CHECK(raw->used() == 0);
+  // Storage outlives the tensor's budget handle: the bytes still go back.
+  {
+    Tensor keep;
+    keep.set_budget(budget);
+    keep.Resize({10}, DType::kFloat32);
+    budget.reset();
+    keep.set_budget(nullptr);
+    CHECK(raw == keep.storage()->budget().get());
+  }
+}
+
+TEST_CASE("an unlimited budget counts; a workspace's budget has its limit") {
+  auto budget = std::make_shared<MemoryBudget>();
+  Tensor t;
+  t.set_budget(budget);
+  t.Resize({1 << 20}, DType::kUInt8);
+  CHECK(budget->limit() == 0);
+  CHECK(budget->used() == (1u << 20));
+  Workspace unlimited;
+  CHECK(unlimited.budget() != nullptr);
+  CHECK(unlimited.budget()->limit() == 0);
+  WorkspaceOptions o;
+  o.max_bytes = 12345;
+  Workspace capped(o);
+  CHECK(capped.budget()->limit() == 12345);
+  // Fed tensors are the caller's: they do not count.
+  capped.Feed("x", Tensor({100}, DType::kFloat32));
+  CHECK(capped.budget()->used() == 0);
+}

@@ -2,10 +2,12 @@
 // trips; malformed, truncated and corrupt files give the documented codes
 // with the path in the message; the Fashion-MNIST files load.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <csignal>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -16,8 +18,10 @@
 #include <iterator>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/storage.h"
 #include "data/idx_reader.h"
 
 using namespace dp;
@@ -398,4 +402,117 @@ TEST_CASE("Fashion-MNIST loads") {
     CHECK(max == 255);
     CHECK(nonzero > images.numel() / 3);
   }
+}
+
+// Issue 10: a header may announce far more data than the file holds (a
+// 328-byte file claiming 4.1 GB); reading it must cost memory in proportion
+// to the file, not to the claim.
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// Runs f and returns how far the CPU storage peak rose above what was
+// allocated before; checks that everything f allocated was freed again.
+template <typename F>
+uint64_t PeakGrowth(F f) {
+  const uint64_t before = GetMemoryStats(DeviceType::kCPU).allocated;
+  ResetPeakMemory(DeviceType::kCPU);
+  f();
+  const MemoryStats after = GetMemoryStats(DeviceType::kCPU);
+  CHECK(after.allocated == before);
+  return after.peak - before;
+}
+
+// Writes `b` through a FIFO (a file whose size says nothing) while f reads it.
+template <typename F>
+void ThroughFifo(const std::string& name, const Bytes& b, F f) {
+  static int count = 0;
+  std::string path = Tmp().Path(name + "." + std::to_string(count++));
+  REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+  std::thread writer([&] {
+    int fd = ::open(path.c_str(), O_WRONLY);
+    if (fd < 0) return;
+    size_t off = 0;
+    while (off < b.size()) {
+      ssize_t n = ::write(fd, b.data() + off, b.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    ::close(fd);
+  });
+  f(path);
+  writer.join();
+}
+
+}  // namespace
+
+TEST_CASE("IDX: a header announcing more than the file holds allocates nothing like it") {
+  std::signal(SIGPIPE, SIG_IGN);  // a FIFO reader that gives up early must not kill the test
+  // float32 [1027423552]: 4,109,694,208 bytes announced, 320 present (328 bytes in all).
+  Bytes f32 = Header(0x0D, {1027423552});
+  f32.resize(f32.size() + 320, 0x41);
+  REQUIRE(f32.size() == 328);
+  // int8 [1000000000]: 1 GB announced, 4 GB once widened to int32; 1000 bytes present.
+  Bytes i8 = Header(0x09, {1000000000});
+  i8.resize(i8.size() + 1000, 1);
+  for (const Bytes* b : {&f32, &i8}) {
+    const std::string want = b == &f32 ? "4109694208" : "1000000000";
+    for (const auto& path : WriteBoth(b == &f32 ? "huge_f32.idx" : "huge_i8.idx", *b)) {
+      CAPTURE(path);
+      uint64_t grew = PeakGrowth([&] { ExpectError(path, Code::kDataLoss, "truncated: the header announces " + want); });
+      CHECK_MESSAGE(grew < 2 * kMiB, "reading a ", b->size(), "-byte file took ", grew, " bytes");
+    }
+    ThroughFifo("huge_fifo.idx", *b, [&](const std::string& path) {
+      uint64_t grew = PeakGrowth([&] { ExpectError(path, Code::kDataLoss, "truncated"); });
+      CHECK_MESSAGE(grew < 2 * kMiB, "reading a ", b->size(), "-byte FIFO took ", grew, " bytes");
+    });
+  }
+  // The message gives the bytes that do follow.
+  for (const auto& path : WriteBoth("huge_f32_msg.idx", f32))
+    ExpectError(path, Code::kDataLoss, "4109694208 bytes but only 320 follow");
+}
+
+TEST_CASE("IDX: data buffered in chunks (gzip, FIFO) reads the same as a plain file") {
+  std::signal(SIGPIPE, SIG_IGN);
+  // Sizes around the chunk sizes (64 KiB doubling to 1 MiB) and the half of
+  // the data after which the rest is read in place.
+  for (uint32_t n : {1u, 16383u, 16384u, 16385u, 300000u, (1u << 20) + 3}) {
+    CAPTURE(n);
+    Bytes bf = Header(0x0D, {n});
+    std::vector<float> wantf(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      wantf[i] = static_cast<float>(i) * 0.5f - 7.0f;
+      PutBE(bf, FloatBits(wantf[i]), 4);
+    }
+    for (const auto& path : WriteBoth("chunks_f32.idx", bf)) CHECK(Values<float>(ReadIdx(path)) == wantf);
+    ThroughFifo("chunks_f32.fifo", bf, [&](const std::string& path) { CHECK(Values<float>(ReadIdx(path)) == wantf); });
+
+    Bytes b8 = Header(0x09, {n});
+    std::vector<int32_t> want8(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      want8[i] = static_cast<int8_t>(i * 2654435761u >> 24);
+      PutBE(b8, static_cast<uint8_t>(want8[i]), 1);
+    }
+    for (const auto& path : WriteBoth("chunks_i8.idx", b8)) CHECK(Values<int32_t>(ReadIdx(path)) == want8);
+
+    Bytes bd = Header(0x0E, {n / 2 + 1});
+    std::vector<double> wantd(n / 2 + 1);
+    for (uint32_t i = 0; i < wantd.size(); ++i) {
+      wantd[i] = static_cast<double>(i) * -1.25;
+      PutBE(bd, DoubleBits(wantd[i]), 8);
+    }
+    for (const auto& path : WriteBoth("chunks_f64.idx", bd)) CHECK(Values<double>(ReadIdx(path)) == wantd);
+  }
+  // A gzip file's buffering costs at most half of the tensor on top of it.
+  Bytes b = Header(0x08, {8u << 20});
+  b.resize(b.size() + (8u << 20), 3);
+  std::string gz = Tmp().Path("eight_mib.idx.gz");
+  WriteGz(gz, b);
+  uint64_t grew = PeakGrowth([&] { CHECK(ReadIdx(gz).numel() == (8 << 20)); });
+  CHECK(grew >= 8 * kMiB);
+  CHECK(grew <= 12 * kMiB + kMiB);
+  // A plain file costs only its tensor.
+  std::string plain = Tmp().Path("eight_mib.idx");
+  WritePlain(plain, b);
+  CHECK(PeakGrowth([&] { CHECK(ReadIdx(plain).numel() == (8 << 20)); }) == 8 * kMiB);
 }

@@ -4,9 +4,16 @@
 
 #include <atomic>
 #include <cmath>
+#include <initializer_list>
+#include <limits>
+#include <new>
+#include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "exec/net.h"
+#include "exec/worker_pool.h"
 #include "graph/net_format.h"
 
 using namespace dp;
@@ -242,4 +249,179 @@ TEST_CASE("ConstantFill refuses values its integer dtype cannot hold") {
   CHECK(ws->GetTensor("y").data<int64_t>()[0] == -9007199254740993LL);
   fill(R"({"name":"value","f":-2.0})", 5);
   CHECK(ws->GetTensor("y").data<int32_t>()[0] == -2);
+}
+
+// Issue 10: a workspace memory limit, and exceptions of any type from ops.
+namespace {
+
+const ExecutorKind kBothExecutors[] = {ExecutorKind::kSimple, ExecutorKind::kAsync};
+
+NetOptions WithExecutor(ExecutorKind kind) {
+  NetOptions o;
+  o.executor = kind;
+  o.num_workers = 2;
+  return o;
+}
+
+void ExpectMessageHas(const Error& e, std::initializer_list<const char*> needles) {
+  for (const char* n : needles) CHECK_MESSAGE(e.message().find(n) != std::string::npos, "lacks \"", n, "\": ", e.message());
+}
+
+}  // namespace
+
+TEST_CASE("a workspace's memory limit: outputs past it are kOutOfMemory naming op and blob; bytes come back") {
+  for (ExecutorKind kind : kBothExecutors) {
+    CAPTURE(static_cast<int>(kind));
+    WorkspaceOptions wo;
+    wo.max_bytes = 64 * 1024;
+    auto ws = std::make_shared<Workspace>(wo);
+    const MemoryBudget& budget = *ws->budget();
+    Net init(Parse(kInit), ws, WithExecutor(kind));
+    init.Run();
+    CHECK(budget.used() == 48 + 12);  // w [3, 4] and b [3] float32
+    Net main(Parse(kMain), ws, WithExecutor(kind));
+    ws->Feed("x", Floats({2, 4}, {1, 2, 3, 4, -1, -2, -3, -4}));  // the caller's: not counted
+    main.Run();
+    CHECK(budget.used() == 60 + 24 + 24);  // + y [2, 3] and p [2, 3]
+
+    // An FC output of 20000 x 3 floats (240000 bytes) does not fit.
+    ws->Feed("x", Tensor({20000, 4}, DType::kFloat32));
+    try {
+      main.Run();
+      FAIL("a 240000-byte output fit under a 65536-byte limit");
+    } catch (const Error& e) {
+      CHECK(e.code() == Code::kOutOfMemory);
+      ExpectMessageHas(e, {"net 'main'", "op 0 (FC 'fc')", "Y 'y'", "65536", "240000"});
+    }
+    CHECK(budget.used() == 60 + 24);  // y went back before the refused allocation; p stays
+
+    // The workspace and the net stay usable.
+    ws->Feed("x", Floats({4, 4}, std::vector<float>(16, 1.0f)));
+    main.Run();
+    CHECK(ws->GetTensor("p").dims() == Dims{4, 3});
+    CHECK(budget.used() == 60 + 48 + 48);
+    // A fetched tensor keeps its bytes counted until it is gone. (y, the
+    // net's sole owner of its block, keeps its 48 bytes for 24: within the
+    // slack Resize allows before it reallocates.)
+    Tensor fetched = ws->GetTensor("p");
+    ws->Feed("x", Floats({2, 4}, {1, 2, 3, 4, -1, -2, -3, -4}));
+    main.Run();
+    CHECK(budget.used() == 60 + 48 + 24 + 48);
+    fetched = Tensor();
+    CHECK(budget.used() == 60 + 48 + 24);
+    // Clearing (or overwriting by a feed) gives a blob's bytes back.
+    ws->GetBlob("p")->Clear();
+    CHECK(budget.used() == 60 + 48);
+    ws->Feed("y", Tensor({1}, DType::kFloat32));
+    CHECK(budget.used() == 60);
+
+    // The limit counts what the workspace holds, whichever net allocates it.
+    Net big(Parse(R"({"name":"fills","ops":[
+      {"type":"ConstantFill","name":"small","outputs":["s"],"args":[{"name":"shape","ints":[1000]}]},
+      {"type":"ConstantFill","name":"huge","outputs":["h"],"args":[{"name":"shape","ints":[100000]}]}]})"),
+            ws, WithExecutor(kind));
+    try {
+      big.Run();
+      FAIL("a 400000-byte fill fit under a 65536-byte limit");
+    } catch (const Error& e) {
+      CHECK(e.code() == Code::kOutOfMemory);
+      ExpectMessageHas(e, {"net 'fills'", "op 1 (ConstantFill 'huge')", "'h'", "65536", "400000"});
+    }
+    CHECK(budget.used() <= 60 + 4000);
+  }
+}
+
+TEST_CASE("without a limit the same nets run and the workspace still counts its bytes") {
+  auto ws = std::make_shared<Workspace>();
+  Net init(Parse(kInit), ws);
+  init.Run();
+  Net main(Parse(kMain), ws);
+  ws->Feed("x", Floats({20000, 4}, std::vector<float>(80000, 0.5f)));
+  main.Run();
+  CHECK(ws->budget()->limit() == 0);
+  CHECK(ws->budget()->used() == 60 + 2 * 240000);
+}
+
+namespace {
+
+// Ops that throw what kernels should never throw, but might.
+template <int kWhat>
+class TestThrowOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    if constexpr (kWhat == 0) throw std::bad_alloc();
+    if constexpr (kWhat == 1) throw std::runtime_error("boom");
+    if constexpr (kWhat == 2) std::vector<double>().reserve(std::numeric_limits<size_t>::max());  // length_error
+    if constexpr (kWhat == 3) throw 42;
+  }
+};
+DP_OPERATOR_SCHEMA(TestThrow0).NumInputs(0).NumOutputs(1).Doc("test only: throws std::bad_alloc");
+DP_OPERATOR_SCHEMA(TestThrow1).NumInputs(0).NumOutputs(1).Doc("test only: throws std::runtime_error");
+DP_OPERATOR_SCHEMA(TestThrow2).NumInputs(0).NumOutputs(1).Doc("test only: throws std::length_error");
+DP_OPERATOR_SCHEMA(TestThrow3).NumInputs(0).NumOutputs(1).Doc("test only: throws an int");
+DP_REGISTER_CPU_OPERATOR(TestThrow0, TestThrowOp<0>);
+DP_REGISTER_CPU_OPERATOR(TestThrow1, TestThrowOp<1>);
+DP_REGISTER_CPU_OPERATOR(TestThrow2, TestThrowOp<2>);
+DP_REGISTER_CPU_OPERATOR(TestThrow3, TestThrowOp<3>);
+
+}  // namespace
+
+TEST_CASE("whatever an op throws becomes that op's error on both executors; the net stays usable") {
+  struct Case {
+    int what;
+    Code code;
+    const char* needle;
+  };
+  for (ExecutorKind kind : kBothExecutors)
+    for (Case c : {Case{0, Code::kOutOfMemory, "out of memory"}, Case{1, Code::kInternal, "boom"},
+                   Case{2, Code::kOutOfMemory, "out of memory"}, Case{3, Code::kInternal, "unknown exception"}}) {
+      CAPTURE(static_cast<int>(kind));
+      CAPTURE(c.what);
+      auto ws = std::make_shared<Workspace>();
+      // Independent ops, so that the async executor runs the thrower on a worker.
+      std::string json = R"({"name":"t","ops":[)";
+      for (int i = 0; i < 8; ++i)
+        json += StrCat(R"({"type":"ConstantFill","outputs":["f)", i, R"("],"args":[{"name":"shape","ints":[4]}]},)");
+      json += StrCat(R"({"type":"TestThrow)", c.what, R"(","name":"thrower","outputs":["y"]}]})");
+      Net net(Parse(json.c_str()), ws, WithExecutor(kind));
+      for (int run = 0; run < 3; ++run) {
+        try {
+          net.Run();
+          FAIL("the thrower did not fail");
+        } catch (const Error& e) {
+          CHECK(e.code() == c.code);
+          ExpectMessageHas(e, {"net 't'", StrCat("op 8 (TestThrow", c.what, " 'thrower') on cpu:0").c_str(), c.needle});
+        }
+      }
+      // Asynchronous runs report it through Wait.
+      net.RunAsync();
+      try {
+        net.Wait();
+        FAIL("the thrower did not fail");
+      } catch (const Error& e) {
+        CHECK(e.code() == c.code);
+      }
+    }
+}
+
+TEST_CASE("a worker pool's reserved ring is not grown by pushes within it") {
+  struct Counter final : TaskRunner {
+    std::atomic<int> runs{0};
+    void RunTask(int, int) override { ++runs; }
+  } counter;
+  WorkerPool pool(2);
+  pool.Reserve(1000);
+  CHECK(pool.capacity() == 1024);
+  std::vector<int> tasks(1000);
+  pool.Push(&counter, tasks.data(), tasks.size());
+  CHECK(pool.capacity() == 1024);
+  while (pool.RunOne(pool.size())) {
+  }
+  while (counter.runs.load() < 1000) std::this_thread::yield();
+  pool.Push(&counter, tasks.data(), tasks.size());
+  CHECK(pool.capacity() == 1024);
+  while (counter.runs.load() < 2000) std::this_thread::yield();
 }

@@ -3,11 +3,15 @@
 // Alias): finite differences in float64 against the registered makers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "autodiff/gradient_registry.h"
+#include "ops/op_schema.h"
+#include "ops/operator.h"
 #include "gradient_checker.h"
 #include "op_test_util.h"
 
@@ -117,18 +121,136 @@ TEST_CASE("Sum, Alias, Reshape, Flatten gradients") {
   CheckGradient(Op("Flatten", {"a"}, {"y"}), {{"a", RandomT({2, 3, 2}, 57)}});
 }
 
-TEST_CASE("every registered maker's type has a kernel, and so do the gradient ops it emits") {
-  // A checker that cannot fail on an empty registry is no checker.
-  auto types = GradientRegistry::TypesWithMakers();
-  CHECK(types.size() >= 12);
-  for (const auto& t : types) {
-    CAPTURE(t);
-    CHECK(OperatorRegistry::Has(DeviceType::kCPU, t));
+// ---- every maker against the registries ---------------------------------------
+
+namespace {
+
+// A maker that emits an op type with neither schema nor kernel, for a forward
+// type with a schema but no kernel: what the registry check below must catch
+// (and what it skips when checking the real makers).
+constexpr const char* kBrokenForwardType = "GradOpsTestBrokenForward";
+DP_OPERATOR_SCHEMA(GradOpsTestBrokenForward).NumInputs(1).NumOutputs(1);
+DP_SIMPLE_GRADIENT(GradOpsTestBrokenForward,
+                   { return {MakeOp("GradOpsTestNoSuchGradient", {I(0), GO(0)}, {GI(0)})}; });
+
+// What is wrong with the maker of `type` and the gradient ops it emits: the
+// forward type must have a schema and a CPU kernel; the maker is asked for
+// gradients of forward ops of every arity its schema allows (from the minimum
+// up to a few more inputs and outputs), with every input's gradient wanted and
+// the output gradients flowing from all outputs, from the first only or from
+// the last only. Requests it refuses with a dp::Error (SoftmaxWithLoss with a
+// gradient through its softmax output, Dropout in training without its mask)
+// are skipped, but it must accept one and emit something. Every emitted op's
+// type must have a schema and a CPU kernel, the op must pass its schema
+// (arity, in-place rules, required arguments), and it may read only the
+// forward op's blobs, the flowing output gradients and what earlier emitted
+// ops wrote. `emitted` collects the emitted types.
+std::vector<std::string> MakerProblems(const std::string& type, std::set<std::string>* emitted) {
+  std::vector<std::string> problems;
+  const OpSchema* schema = OpSchemaRegistry::Find(type);
+  if (!OperatorRegistry::Has(DeviceType::kCPU, type)) problems.push_back(type + " has no CPU kernel");
+  if (schema == nullptr) {
+    problems.push_back(type + " has a gradient maker but no schema");
+    return problems;
   }
-  for (const char* t : {"FCGradient", "ReluGradient", "SoftmaxGradient", "SoftmaxWithLossGradient",
-                        "AveragedLossGradient", "SumReduceLike", "ReshapeLike", "Alias"})
-    CHECK(OperatorRegistry::Has(DeviceType::kCPU, t));
+  const int max_in = std::min(schema->max_inputs(), schema->min_inputs() + 3);
+  const int max_out = std::min(schema->max_outputs(), std::max(1, schema->min_outputs()) + 5);
+  int accepted = 0;
+  for (int nin = schema->min_inputs(); nin <= max_in; ++nin) {
+    for (int nout = std::max(1, schema->min_outputs()); nout <= max_out; ++nout) {
+      for (int flow = 0; flow < 3; ++flow) {  // all outputs, the first, the last
+        OperatorDef fwd;
+        fwd.type = type;
+        std::vector<std::string> input_grads, output_grads;
+        for (int i = 0; i < nin; ++i) {
+          fwd.inputs.push_back(StrCat("in", i));
+          input_grads.push_back(StrCat("in", i, "_grad"));
+        }
+        for (int o = 0; o < nout; ++o) {
+          fwd.outputs.push_back(StrCat("out", o));
+          const bool flows = flow == 0 || (flow == 1 && o == 0) || (flow == 2 && o == nout - 1);
+          output_grads.push_back(flows ? StrCat("out", o, "_grad") : std::string());
+        }
+        const std::string label = StrCat(type, " with ", nin, " inputs, ", nout, " outputs, gradients from ",
+                                          flow == 0 ? "all outputs" : flow == 1 ? "output 0" : "the last output");
+        // (Only the arity follows the schema: the blob names are all distinct,
+        // also where it enforces in-place outputs; makers do not care.)
+        std::vector<OperatorDef> ops;
+        try {
+          GradientRequest req{fwd, label, output_grads, input_grads};
+          ops = GradientRegistry::Create(req)->Get();
+        } catch (const Error&) {
+          continue;  // a request this maker refuses
+        }
+        ++accepted;
+        std::set<std::string> readable(fwd.inputs.begin(), fwd.inputs.end());
+        readable.insert(fwd.outputs.begin(), fwd.outputs.end());
+        for (const auto& g : output_grads)
+          if (!g.empty()) readable.insert(g);
+        for (const OperatorDef& op : ops) {
+          const std::string where = StrCat(label, ": emits ", op.type);
+          emitted->insert(op.type);
+          const OpSchema* gs = OpSchemaRegistry::Find(op.type);
+          if (gs == nullptr) problems.push_back(where + ", which has no schema");
+          if (!OperatorRegistry::Has(DeviceType::kCPU, op.type))
+            problems.push_back(where + ", which has no CPU kernel");
+          if (gs != nullptr) {
+            try {
+              gs->Verify(op, where);
+            } catch (const Error& e) {
+              problems.push_back(e.message());
+            }
+          }
+          for (const auto& in : op.inputs)
+            if (readable.count(in) == 0) problems.push_back(StrCat(where, " reading '", in, "', which nothing wrote"));
+          readable.insert(op.outputs.begin(), op.outputs.end());
+        }
+        if (ops.empty()) problems.push_back(label + ": emits no op although every input's gradient is wanted");
+      }
+    }
+  }
+  if (accepted == 0) problems.push_back(type + ": its maker refused every request");
+  return problems;
+}
+
+}  // namespace
+
+TEST_CASE("every registered maker's type has a kernel, and so do the gradient ops it emits") {
+  // Derived from the registries: every type with a maker, every op type its
+  // maker emits. A checker that cannot fail on an empty registry is no checker.
+  const std::vector<std::string> types = GradientRegistry::TypesWithMakers();
+  CHECK(types.size() >= 12);
+  std::set<std::string> emitted;
+  for (const auto& type : types) {
+    if (type == kBrokenForwardType) continue;
+    CAPTURE(type);
+    for (const auto& problem : MakerProblems(type, &emitted)) FAIL_CHECK(problem);
+  }
+  // The derivation found the gradient ops (a few that must be among them).
+  for (const char* t : {"FCGradient", "ReluGradient", "SoftmaxWithLossGradient", "SumReduceLike", "ReshapeLike",
+                        "ConvGradient"})
+    CHECK_MESSAGE(emitted.count(t) == 1, t);
+  std::string list;
+  for (const auto& t : emitted) list += " " + t;
+  MESSAGE((types.size() - 1), " gradient makers emit ", emitted.size(), " op types:", list);
   CHECK(GradientRegistry::Kind("Accuracy") == GradientKind::kNone);
   CHECK(GradientRegistry::Kind("ConstantFill") == GradientKind::kStop);
   CHECK(GradientRegistry::Kind("NoSuchOp") == GradientKind::kUnknown);
+}
+
+TEST_CASE("the maker check reports an emitted op type without schema or kernel") {
+  std::set<std::string> emitted;
+  const std::vector<std::string> problems = MakerProblems(kBrokenForwardType, &emitted);
+  CHECK(emitted == std::set<std::string>{"GradOpsTestNoSuchGradient"});
+  auto reported = [&](const std::string& needle) {
+    return std::any_of(problems.begin(), problems.end(),
+                       [&](const std::string& p) { return p.find(needle) != std::string::npos; });
+  };
+  CHECK(reported("GradOpsTestBrokenForward has no CPU kernel"));
+  CHECK(reported("emits GradOpsTestNoSuchGradient, which has no schema"));
+  CHECK(reported("emits GradOpsTestNoSuchGradient, which has no CPU kernel"));
+  std::set<std::string> none;
+  CHECK(MakerProblems("GradOpsTestNoSchema", &none) ==
+        std::vector<std::string>{"GradOpsTestNoSchema has no CPU kernel",
+                                 "GradOpsTestNoSchema has a gradient maker but no schema"});
 }

@@ -7,11 +7,16 @@
 #include <fstream>
 
 #include "graph/net_format.h"
+#include "net_generated.h"
 #include "graph/net_validate.h"
+#include "ops/op_schema.h"
 
 using namespace dp;
 
 namespace {
+
+// No real operator takes a nested net yet.
+DP_OPERATOR_SCHEMA(TestNetdefNested).NumInputs(0).NumOutputs(0, 1).Arg("body", ArgKind::kNet, "a nested net");
 
 // Expects fn to throw a dp::Error with `code` whose message contains each needle.
 template <typename Fn>
@@ -179,7 +184,8 @@ TEST_CASE("truncated, garbage and corrupted buffers never crash") {
         try {
           ValidateNet(n);
         } catch (const Error& e) {
-          CHECK(e.code() == Code::kInvalidNet);
+          // kInvalidArgument: a flipped argument name or kind.
+          CHECK((e.code() == Code::kInvalidNet || e.code() == Code::kInvalidArgument));
         }
       } catch (const Error& e) {
         CHECK(e.code() == Code::kParse);
@@ -216,7 +222,7 @@ TEST_CASE("validation errors name the op index, type and blob") {
   ExpectError([&] { validate(R"({"ops":[{"type":"Relu","inputs":[""],"outputs":["y"]}]})"); }, Code::kInvalidNet,
               {"empty blob name"});
   // Nested nets are validated too, and the error says where.
-  ExpectError([&] { validate(R"({"ops":[{"type":"ConstantFill","outputs":["y"],
+  ExpectError([&] { validate(R"({"ops":[{"type":"TestNetdefNested","outputs":["y"],
                   "args":[{"name":"body","net":{"name":"inner","ops":[{"type":"Nope"}]}}]}]})"); },
               Code::kInvalidNet, {"argument 'body'", "net 'inner'", "Nope"});
   // Legal: in-place where allowed, inputs fed, outputs produced.
@@ -258,4 +264,73 @@ TEST_CASE("typed argument access") {
   ExpectError([&] { a.Int("f"); }, Code::kInvalidArgument, {"op 0 (X)", "'f'", "an int", "float"});
   ExpectError([&] { a.Int("missing"); }, Code::kInvalidArgument, {"missing required argument 'missing'"});
   ExpectError([&] { a.Strings("l"); }, Code::kInvalidArgument, {"list of strings"});
+}
+
+// Regression (fuzzing, UBSan): the FlatBuffers verifier accepts an int64 or
+// double vector whose elements sit at 4 mod 8; reading them through the
+// vector's accessors was a misaligned load. Under UBSan (tools/test.sh) the
+// old code fails this test; everywhere it checks the values read.
+TEST_CASE("8-byte argument vectors at 4 mod 8 in an accepted buffer are read correctly") {
+  const int64_t ints[] = {3, -1, int64_t{1} << 40};
+  const double floats[] = {0.5, -2.25};
+  bool ints_misaligned = false, floats_misaligned = false;
+  for (int pad = 0; pad < 2; ++pad) {
+    flatbuffers::FlatBufferBuilder b;
+    // Vectors aligned only to 4, as a hostile writer may lay them out.
+    auto raw_vector = [&](const void* data, size_t n) {
+      if (pad) b.PushElement<uint32_t>(0);
+      b.StartVector(n, sizeof(uint32_t));
+      b.PushBytes(static_cast<const uint8_t*>(data), n * 8);
+      return b.EndVector(n);
+    };
+    auto ints_vec = flatbuffers::Offset<flatbuffers::Vector<int64_t>>(raw_vector(ints, 3));
+    auto floats_vec = flatbuffers::Offset<flatbuffers::Vector<double>>(raw_vector(floats, 2));
+    auto a0 = fb::CreateArgument(b, b.CreateString("shape"), flatbuffers::nullopt, flatbuffers::nullopt, 0, 0,
+                                 ints_vec);
+    auto a1 = fb::CreateArgument(b, b.CreateString("values"), flatbuffers::nullopt, flatbuffers::nullopt, 0,
+                                 floats_vec);
+    auto op = fb::CreateOperatorDef(b, b.CreateString("Reshape"), 0, 0, 0,
+                                    b.CreateVector(std::vector<flatbuffers::Offset<fb::Argument>>{a0, a1}));
+    fb::FinishNetDefBuffer(b, fb::CreateNetDef(b, 1, 0, b.CreateVector(std::vector{op})));
+    // An 8-aligned copy: the offset inside the buffer decides the alignment.
+    std::vector<uint64_t> buf((b.GetSize() + 7) / 8);
+    std::memcpy(buf.data(), b.GetBufferPointer(), b.GetSize());
+    const auto* base = reinterpret_cast<const uint8_t*>(buf.data());
+    const auto* args = fb::GetNetDef(base)->ops()->Get(0)->args();
+    const auto offset = [&](const uint8_t* p) { return static_cast<size_t>(p - base) % 8; };
+    ints_misaligned |= offset(args->Get(0)->ints()->Data()) == 4;
+    floats_misaligned |= offset(args->Get(1)->floats()->Data()) == 4;
+
+    NetDef net = NetDefFromBuffer(buf.data(), b.GetSize());
+    REQUIRE(net.ops.size() == 1);
+    CHECK(std::get<std::vector<int64_t>>(net.ops[0].args.at(0).value) == std::vector<int64_t>{3, -1, int64_t{1} << 40});
+    CHECK(std::get<std::vector<double>>(net.ops[0].args.at(1).value) == std::vector<double>{0.5, -2.25});
+  }
+  // Otherwise the test would prove nothing.
+  CHECK(ints_misaligned);
+  CHECK(floats_misaligned);
+}
+
+// Regression (fuzzing): a binary net whose names were not UTF-8 loaded, and
+// then could not be printed as JSON. Names are UTF-8 without NUL bytes.
+TEST_CASE("binary nets with names that are not UTF-8 without NUL are parse errors naming the string") {
+  const std::string bad[] = {std::string("a\xff", 2), std::string("a\0b", 3), "\xc0\xaf" /* overlong */,
+                             "\xed\xa0\x80" /* surrogate */, "\xf4\x90\x80\x80" /* past U+10FFFF */, "\xe2\x82"};
+  for (const std::string& name : bad) {
+    CAPTURE(name.size());
+    flatbuffers::FlatBufferBuilder b;
+    auto op = fb::CreateOperatorDef(b, b.CreateString("Relu"), 0, b.CreateVectorOfStrings({"x"}),
+                                    b.CreateVectorOfStrings({"y", name}));
+    fb::FinishNetDefBuffer(b, fb::CreateNetDef(b, 1, 0, b.CreateVector(std::vector{op})));
+    ExpectError([&] { NetDefFromBuffer(b.GetBufferPointer(), b.GetSize()); }, Code::kParse,
+                {"op 0 (Relu)", "output 1 is not UTF-8"});
+  }
+  // Well-formed multi-byte names are fine and survive JSON.
+  flatbuffers::FlatBufferBuilder b;
+  const std::string name = "w\xc3\xa4rme_\xe6\x97\xa5_\xf0\x9f\x98\x80";
+  auto op = fb::CreateOperatorDef(b, b.CreateString("Relu"), 0, b.CreateVectorOfStrings({"x"}),
+                                  b.CreateVectorOfStrings({name}));
+  fb::FinishNetDefBuffer(b, fb::CreateNetDef(b, 1, 0, b.CreateVector(std::vector{op})));
+  NetDef net = NetDefFromBuffer(b.GetBufferPointer(), b.GetSize());
+  CHECK(NetDefFromJson(NetDefToJson(net)).ops.at(0).outputs.at(0) == name);
 }

@@ -122,9 +122,10 @@ DP_OPERATOR_SCHEMA(SpatialBN)
     .EnforceInplace({{3, 1}, {4, 2}})
     .Inputs({"X", "scale", "bias", "running_mean", "running_var"})
     .Outputs({"Y", "running_mean", "running_var", "saved_mean", "saved_inv_std"})
-    .Arg("epsilon", "added to the variance; default 1e-5")
-    .Arg("momentum", "running = momentum * running + (1 - momentum) * batch statistic; default 0.9")
-    .Arg("is_test", "1: normalise with the running statistics, 1 output; 0 (default): training, 5 outputs")
+    .Arg("epsilon", ArgKind::kFloat, "added to the variance; default 1e-5")
+    .Arg("momentum", ArgKind::kFloat, "running = momentum * running + (1 - momentum) * batch statistic; default 0.9")
+    .Arg("is_test", ArgKind::kInt,
+         "1: normalise with the running statistics, 1 output; 0 (default): training, 5 outputs")
     .ShapeInference(InferSpatialBN)
     .Doc("Batch normalisation of X [N, C, spatial...] per channel C; running statistics updated in place.");
 

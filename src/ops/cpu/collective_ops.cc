@@ -207,9 +207,10 @@ DP_OPERATOR_SCHEMA(CreateCpuCollectives)
     .NumInputs(0)
     .NumOutputs(1)
     .Outputs({"comm"})
-    .Arg("threads", "threads of the communicator's team; 0 or absent: min(num_devices, hardware concurrency), "
-                    "or the hardware concurrency without num_devices")
-    .Arg("num_devices", "replicas the communicator serves (sizes the team when threads is 0)")
+    .Arg("threads", ArgKind::kInt,
+         "threads of the communicator's team; 0 or absent: min(num_devices, hardware concurrency), or the hardware "
+         "concurrency without num_devices")
+    .Arg("num_devices", ArgKind::kInt, "replicas the communicator serves (sizes the team when threads is 0)")
     .Doc("Creates a communicator for Allreduce and Broadcast between CPU replicas (kept when it exists with the "
          "same thread count).");
 
@@ -218,8 +219,8 @@ DP_OPERATOR_SCHEMA(Allreduce)
     .NumOutputs(1, std::numeric_limits<int>::max() - 1)
     .EnforceInplaceAll(1)
     .Inputs({"comm"})
-    .Arg("num_devices", "replicas N; the k tensors are N groups of k / N, device-major (default k)")
-    .Arg("scale", "multiplies the sum, e.g. 1 / N to average (default 1; float tensors only)")
+    .Arg("num_devices", ArgKind::kInt, "replicas N; the k tensors are N groups of k / N, device-major (default k)")
+    .Arg("scale", ArgKind::kFloat, "multiplies the sum, e.g. 1 / N to average (default 1; float tensors only)")
     .ShapeInference(AllreduceInference)
     .Doc("Sums tensor j over the devices, in device order, into every device's tensor j, in place.");
 
@@ -228,8 +229,8 @@ DP_OPERATOR_SCHEMA(Broadcast)
     .NumOutputs(1, std::numeric_limits<int>::max() - 1)
     .EnforceInplaceAll(1)
     .Inputs({"comm"})
-    .Arg("num_devices", "replicas N; the k tensors are N groups of k / N, device-major (default k)")
-    .Arg("root", "the device whose tensors are copied to the others (default 0)")
+    .Arg("num_devices", ArgKind::kInt, "replicas N; the k tensors are N groups of k / N, device-major (default k)")
+    .Arg("root", ArgKind::kInt, "the device whose tensors are copied to the others (default 0)")
     .ShapeInference(BroadcastInference)
     .Doc("Copies the root device's tensors into the other devices' tensors, in place, resizing replicas that differ "
          "(so it can initialise them).");

@@ -35,13 +35,13 @@ using conv::ConvShape;
 
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+  cblas_sgemm(CblasRowMajor, ta, tb, BlasInt(m, "GEMM M"), BlasInt(n, "GEMM N"), BlasInt(k, "GEMM K"), 1.0f, a,
+              BlasInt(lda, "GEMM lda"), b, BlasInt(ldb, "GEMM ldb"), beta, c, BlasInt(ldc, "GEMM ldc"));
 }
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+  cblas_dgemm(CblasRowMajor, ta, tb, BlasInt(m, "GEMM M"), BlasInt(n, "GEMM N"), BlasInt(k, "GEMM K"), 1.0, a,
+              BlasInt(lda, "GEMM lda"), b, BlasInt(ldb, "GEMM ldb"), beta, c, BlasInt(ldc, "GEMM ldc"));
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }  // a >= 0, b > 0
@@ -101,27 +101,6 @@ void Col2Im(const ConvShape& s, const T* col, T* dx) {
   });
 }
 
-// Column scratch kept across runs (an op instance never runs concurrently
-// with itself), one per dtype.
-class ColumnScratch {
- public:
-  template <typename T>
-  T* Get(int64_t n) {
-    std::vector<T>& v = Vec<T>();
-    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
-    return v.data();
-  }
-
- private:
-  template <typename T>
-  std::vector<T>& Vec() {
-    if constexpr (std::is_same_v<T, float>) return f_;
-    else return d_;
-  }
-  std::vector<float> f_;
-  std::vector<double> d_;
-};
-
 class ConvOp final : public Operator {
  public:
   using Operator::Operator;
@@ -143,7 +122,7 @@ class ConvOp final : public Operator {
       T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
       const int64_t K = s.k(), ohw = s.out_hw(), chw = s.c * s.in_hw();
       const bool direct = s.pointwise();
-      T* col = direct ? nullptr : scratch_.Get<T>(K * ohw);
+      T* col = direct ? nullptr : Scratch<T>(K * ohw);
       for (int64_t n = 0; n < s.n; ++n) {
         T* yn = yp + n * s.m * ohw;
         if (bp) {
@@ -166,7 +145,6 @@ class ConvOp final : public Operator {
     });
   }
 
-  ColumnScratch scratch_;
 };
 
 // no_bias and the output count of a ConvGradient op: whether it writes db and dX.
@@ -226,7 +204,7 @@ class ConvGradientOp final : public Operator {
       }
       if (K == 0 || s.mg == 0) return;
       const bool direct = s.pointwise();
-      T* col = direct ? nullptr : scratch_.Get<T>(2 * K * ohw);
+      T* col = direct ? nullptr : Scratch<T>(2 * K * ohw);
       T* dcol = direct ? nullptr : col + K * ohw;
       for (int64_t n = 0; n < s.n; ++n) {
         for (int64_t g = 0; g < s.group; ++g) {
@@ -251,7 +229,6 @@ class ConvGradientOp final : public Operator {
     });
   }
 
-  ColumnScratch scratch_;
 };
 
 // The forward op's arguments for its gradient op, with no_bias set.
@@ -295,11 +272,11 @@ DP_OPERATOR_SCHEMA(Conv)
     .Inputs({"X", "W", "b"})
     .Outputs({"Y"})
     DP_CONV_WINDOW_SCHEMA_ARGS
-    .Arg("kernel", "kernel size (both axes), or kernel_h and kernel_w; default: W's spatial dims")
-    .Arg("dilation", "kernel dilation (both axes), or dilation_h / dilation_w; default 1")
-    .Arg("dilation_h", "vertical dilation")
-    .Arg("dilation_w", "horizontal dilation")
-    .Arg("group", "channel groups: C and M must be divisible by it; default 1")
+    .Arg("kernel", ArgKind::kInt, "kernel size (both axes), or kernel_h and kernel_w; default: W's spatial dims")
+    .Arg("dilation", ArgKind::kInt, "kernel dilation (both axes), or dilation_h / dilation_w; default 1")
+    .Arg("dilation_h", ArgKind::kInt, "vertical dilation")
+    .Arg("dilation_w", ArgKind::kInt, "horizontal dilation")
+    .Arg("group", ArgKind::kInt, "channel groups: C and M must be divisible by it; default 1")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       CheckInferDtypes(op, in);
       ConvShape s = conv::ComputeConvShape(op, args, in[0].dims, in[1].dims, in.size() > 2 ? &in[2].dims : nullptr);
@@ -313,12 +290,12 @@ DP_OPERATOR_SCHEMA(ConvGradient)
     .Inputs({"X", "W", "dY"})
     .Outputs({"dW", "db or dX", "dX"})
     DP_CONV_WINDOW_SCHEMA_ARGS
-    .Arg("kernel", "as Conv")
-    .Arg("dilation", "as Conv")
-    .Arg("dilation_h", "as Conv")
-    .Arg("dilation_w", "as Conv")
-    .Arg("group", "as Conv")
-    .Arg("no_bias", "1: the forward op had no bias, so there is no db output; default 0")
+    .Arg("kernel", ArgKind::kInt, "as Conv")
+    .Arg("dilation", ArgKind::kInt, "as Conv")
+    .Arg("dilation_h", ArgKind::kInt, "as Conv")
+    .Arg("dilation_w", ArgKind::kInt, "as Conv")
+    .Arg("group", ArgKind::kInt, "as Conv")
+    .Arg("no_bias", ArgKind::kInt, "1: the forward op had no bias, so there is no db output; default 0")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       CheckInferDtypes(op, in);
       ConvGradOutputs o = GradOutputs(op, args);

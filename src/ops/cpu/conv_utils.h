@@ -8,7 +8,6 @@
 #pragma once
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,22 +16,23 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "graph/net_def.h"
+#include "ops/op_utils.h"
 
 // Schema documentation of the window arguments common to Conv and pooling,
 // as a chain of OpSchema calls: DP_OPERATOR_SCHEMA(X).NumInputs(1) DP_CONV_WINDOW_SCHEMA_ARGS ...
 // ("kernel" itself is documented per op).
-#define DP_CONV_WINDOW_SCHEMA_ARGS                                                    \
-  .Arg("kernel_h", "kernel height (with kernel_w)")                                   \
-      .Arg("kernel_w", "kernel width (with kernel_h)")                                \
-      .Arg("stride", "stride (both axes), or stride_h / stride_w; default 1")         \
-      .Arg("stride_h", "vertical stride")                                             \
-      .Arg("stride_w", "horizontal stride")                                           \
-      .Arg("pad", "zero padding on every side, or pad_t / pad_l / pad_b / pad_r; default 0") \
-      .Arg("pad_t", "top padding")                                                    \
-      .Arg("pad_l", "left padding")                                                   \
-      .Arg("pad_b", "bottom padding")                                                 \
-      .Arg("pad_r", "right padding")                                                  \
-      .Arg("order", "layout; only 'NCHW'")
+#define DP_CONV_WINDOW_SCHEMA_ARGS                                                                                    \
+  .Arg("kernel_h", ::dp::ArgKind::kInt, "kernel height (with kernel_w)")                                              \
+      .Arg("kernel_w", ::dp::ArgKind::kInt, "kernel width (with kernel_h)")                                           \
+      .Arg("stride", ::dp::ArgKind::kInt, "stride (both axes), or stride_h / stride_w; default 1")                    \
+      .Arg("stride_h", ::dp::ArgKind::kInt, "vertical stride")                                                        \
+      .Arg("stride_w", ::dp::ArgKind::kInt, "horizontal stride")                                                      \
+      .Arg("pad", ::dp::ArgKind::kInt, "zero padding on every side, or pad_t / pad_l / pad_b / pad_r; default 0")     \
+      .Arg("pad_t", ::dp::ArgKind::kInt, "top padding")                                                               \
+      .Arg("pad_l", ::dp::ArgKind::kInt, "left padding")                                                              \
+      .Arg("pad_b", ::dp::ArgKind::kInt, "bottom padding")                                                            \
+      .Arg("pad_r", ::dp::ArgKind::kInt, "right padding")                                                             \
+      .Arg("order", ::dp::ArgKind::kString, "layout; only 'NCHW'")
 
 namespace dp::conv {
 
@@ -43,12 +43,26 @@ struct Window {
   int64_t dh = 1, dw = 1;                  // dilation
 };
 
-inline int64_t DilatedExtent(int64_t k, int64_t d) { return d * (k - 1) + 1; }
+// Sizes from arguments and dims (a zero-element tensor may have any other
+// dim) are checked: their sums and products must not overflow.
+inline int64_t DilatedExtent(int64_t k, int64_t d) {
+  int64_t e;
+  if (__builtin_mul_overflow(d, k - 1, &e) || __builtin_add_overflow(e, 1, &e))
+    DP_THROW(Code::kShape, "kernel ", k, " with dilation ", d, " spans more than int64 can count");
+  return e;
+}
+
+inline int64_t Padded(int64_t in, int64_t p0, int64_t p1) {
+  int64_t out;
+  if (__builtin_add_overflow(in, p0, &out) || __builtin_add_overflow(out, p1, &out))
+    DP_THROW(Code::kShape, "size ", in, " padded by ", p0, " and ", p1, " is more than int64 can count");
+  return out;
+}
 
 // The one output-size rule; the caller has checked that the dilated kernel
 // fits in the padded input (so the result is >= 1).
 inline int64_t OutSize(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t d) {
-  return (in + p0 + p1 - DilatedExtent(k, d)) / s + 1;
+  return (Padded(in, p0, p1) - DilatedExtent(k, d)) / s + 1;
 }
 
 // `name` (both axes) or `name_h` / `name_w`. Giving both forms is an error;
@@ -124,11 +138,6 @@ inline std::string BlobDesc(const char* role, const OperatorDef& op, size_t i, c
   return StrCat(role, " '", op.inputs[i], "' ", DimsString(dims));
 }
 
-// BLAS takes int sizes.
-inline void CheckFitsInt(int64_t v, const std::string& what) {
-  DP_ENFORCE_CODE(v <= INT_MAX, Code::kShape, what, " (", v, ") does not fit BLAS's int");
-}
-
 // Conv: X [N, C, H, W], W [M, C/group, kh, kw], optional b [M] -> Y [N, M, OH, OW].
 struct ConvShape {
   int64_t n = 0, c = 0, h = 0, w = 0;  // X
@@ -179,9 +188,10 @@ inline ConvShape ComputeConvShape(const OperatorDef& op, const ArgReader& a, con
   }
   const Window& k = s.win;
   const int64_t eh = DilatedExtent(k.kh, k.dh), ew = DilatedExtent(k.kw, k.dw);
-  DP_ENFORCE_CODE(eh <= s.h + k.pt + k.pb && ew <= s.w + k.pl + k.pr, Code::kShape, "kernel ", k.kh, "x", k.kw,
+  DP_ENFORCE_CODE(eh <= Padded(s.h, k.pt, k.pb) && ew <= Padded(s.w, k.pl, k.pr), Code::kShape, "kernel ", k.kh,
+                  "x", k.kw,
                   " (dilated extent ", eh, "x", ew, ") of ", wn, " is larger than ", xn, " padded to ",
-                  s.h + k.pt + k.pb, "x", s.w + k.pl + k.pr);
+                  Padded(s.h, k.pt, k.pb), "x", Padded(s.w, k.pl, k.pr));
   if (b != nullptr) {
     const std::string bn = BlobDesc("b", op, 2, *b);
     DP_ENFORCE_CODE(b->size() == 1 && (*b)[0] == s.m, Code::kShape, bn, " must be [M] with M = ", s.m,
@@ -190,9 +200,10 @@ inline ConvShape ComputeConvShape(const OperatorDef& op, const ArgReader& a, con
   s.oh = OutSize(s.h, k.kh, k.sh, k.pt, k.pb, k.dh);
   s.ow = OutSize(s.w, k.kw, k.sw, k.pl, k.pr, k.dw);
   s.y = Dims{s.n, s.m, s.oh, s.ow};
-  CheckFitsInt(s.k(), "C/group * kh * kw");
-  CheckFitsInt(s.out_hw(), "OH * OW");
-  CheckFitsInt(s.mg, "M/group");
+  // The GEMMs' sizes (BLAS takes ints), checked here so that inference rejects them too.
+  BlasInt(s.k(), "C/group * kh * kw");
+  BlasInt(s.out_hw(), "OH * OW");
+  BlasInt(s.mg, "M/group");
   return s;
 }
 
@@ -232,8 +243,9 @@ inline PoolShape ComputePoolShape(const OperatorDef& op, const ArgReader& a, con
   DP_ENFORCE_CODE(k.pt < k.kh && k.pb < k.kh && k.pl < k.kw && k.pr < k.kw, Code::kInvalidArgument,
                   "pads (top ", k.pt, ", left ", k.pl, ", bottom ", k.pb, ", right ", k.pr,
                   ") must be smaller than the kernel ", k.kh, "x", k.kw);
-  DP_ENFORCE_CODE(k.kh <= s.h + k.pt + k.pb && k.kw <= s.w + k.pl + k.pr, Code::kShape, "kernel ", k.kh, "x", k.kw,
-                  " is larger than ", xn, " padded to ", s.h + k.pt + k.pb, "x", s.w + k.pl + k.pr);
+  DP_ENFORCE_CODE(k.kh <= Padded(s.h, k.pt, k.pb) && k.kw <= Padded(s.w, k.pl, k.pr), Code::kShape, "kernel ", k.kh,
+                  "x", k.kw,
+                  " is larger than ", xn, " padded to ", Padded(s.h, k.pt, k.pb), "x", Padded(s.w, k.pl, k.pr));
   s.oh = OutSize(s.h, k.kh, k.sh, k.pt, k.pb, 1);
   s.ow = OutSize(s.w, k.kw, k.sw, k.pl, k.pr, 1);
   s.y = Dims{s.n, s.c, s.oh, s.ow};

@@ -245,7 +245,7 @@ DP_OPERATOR_SCHEMA(Scale)
     .AllowInplace({{0, 0}})
     .Inputs({"X"})
     .Outputs({"Y"})
-    .Arg("scale", "the factor; default 1")
+    .Arg("scale", ArgKind::kFloat, "the factor; default 1")
     .IdenticalTypeAndShape()
     .Doc("Y = scale * X.");
 

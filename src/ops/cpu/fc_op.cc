@@ -62,7 +62,7 @@ class FcOp final : public Operator {
       T* yp = Output(0, d.out, x.dtype())->template mutable_data<T>();
       for (int64_t i = 0; i < d.m; ++i) std::copy(bp, bp + d.n, yp + i * d.n);
       if (d.m > 0 && d.n > 0 && d.k > 0)
-        Gemm(static_cast<int>(d.m), static_cast<int>(d.n), static_cast<int>(d.k), xp, wp, yp);
+        Gemm(BlasInt(d.m, "M"), BlasInt(d.n, "N"), BlasInt(d.k, "K"), xp, wp, yp);
       // Fused activation: one pass over Y while it is still in cache.
       if (relu_) {
         const int64_t n = d.m * d.n;
@@ -96,7 +96,7 @@ class FcGradientOp final : public Operator {
     FcDims d = ComputeFcDims(def(), x.dims(), w.dims(), BiasDimsFor(w.dims(), axis_w), args().Int("axis", 1), axis_w);
     DP_ENFORCE_CODE(dy.dims() == d.out, Code::kShape, InputDesc(2), " has shape ", DimsString(dy.dims()),
                     " but the forward output has ", DimsString(d.out));
-    const int m = static_cast<int>(d.m), n = static_cast<int>(d.n), k = static_cast<int>(d.k);
+    const int m = BlasInt(d.m, "M"), n = BlasInt(d.n, "N"), k = BlasInt(d.k, "K");
     const bool relu = FcActivationIsRelu(args());
     DP_ENFORCE_CODE(relu == (InputSize() == 4), Code::kInvalidArgument,
                     relu ? "with activation \"relu\" the forward output Y is input 3"
@@ -148,9 +148,9 @@ DP_OPERATOR_SCHEMA(FC)
     .NumOutputs(1)
     .Inputs({"X", "W", "b"})
     .Outputs({"Y"})
-    .Arg("axis", "X is flattened to [prod(dims[:axis]), prod(dims[axis:])]; default 1")
-    .Arg("axis_w", "W is flattened likewise; default 1")
-    .Arg("activation", "\"none\" (default) or \"relu\", applied to Y in the GEMM's epilogue")
+    .Arg("axis", ArgKind::kInt, "X is flattened to [prod(dims[:axis]), prod(dims[axis:])]; default 1")
+    .Arg("axis_w", ArgKind::kInt, "W is flattened likewise; default 1")
+    .Arg("activation", ArgKind::kString, "\"none\" (default) or \"relu\", applied to Y in the GEMM's epilogue")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       FcDims d = ComputeFcDims(op, in[0].dims, in[1].dims, in[2].dims, args.Int("axis", 1), args.Int("axis_w", 1));
       return std::vector<TensorInfo>{{d.out, in[0].dtype}};
@@ -162,9 +162,9 @@ DP_OPERATOR_SCHEMA(FCGradient)
     .NumOutputs(2, 3)
     .Inputs({"X", "W", "dY", "Y"})
     .Outputs({"dW", "db", "dX"})
-    .Arg("axis", "as the forward FC")
-    .Arg("axis_w", "as the forward FC")
-    .Arg("activation", "as the forward FC; with \"relu\", input 3 is the forward output Y")
+    .Arg("axis", ArgKind::kInt, "as the forward FC")
+    .Arg("axis_w", ArgKind::kInt, "as the forward FC")
+    .Arg("activation", ArgKind::kString, "as the forward FC; with \"relu\", input 3 is the forward output Y")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       const Dims& w = in[1].dims;
       const int64_t axis_w = args.Int("axis_w", 1);

@@ -163,23 +163,35 @@ std::vector<TensorInfo> InferFill(const OperatorDef& op, const ArgReader& args, 
   return {TensorInfo{in[0].dims, dtype}};
 }
 
-#define DP_FILL_SCHEMA(Type, doc)                                                      \
-  DP_OPERATOR_SCHEMA(Type)                                                             \
-      .NumInputs(0, 1)                                                                 \
-      .NumOutputs(1)                                                                   \
-      .AllowInplace({{0, 0}})                                                          \
-      .Inputs({"like"})                                                                \
-      .Outputs({"Y"})                                                                  \
-      .Arg("shape", "output dims (without input)")                                     \
-      .Arg("dtype", "DP_DTYPE_* of the output; default: the input's, else float32")                       \
-      .Arg("input_as_shape", "1: input 0 is a 1-D int64 tensor of dims")               \
-      .ShapeInference(InferFill)                                                       \
+#define DP_FILL_SCHEMA(Type, doc)                                                                   \
+  DP_OPERATOR_SCHEMA(Type)                                                                          \
+      .NumInputs(0, 1)                                                                              \
+      .NumOutputs(1)                                                                                \
+      .AllowInplace({{0, 0}})                                                                       \
+      .Inputs({"like"})                                                                             \
+      .Outputs({"Y"})                                                                               \
+      .Arg("shape", ArgKind::kInts, "output dims (without input)")                                  \
+      .Arg("dtype", ArgKind::kInt, "DP_DTYPE_* of the output; default: the input's, else float32")  \
+      .Arg("input_as_shape", ArgKind::kInt, "1: input 0 is a 1-D int64 tensor of dims")             \
+      .ShapeInference(InferFill)                                                                    \
       .Doc(doc)
 
-DP_FILL_SCHEMA(ConstantFill, "Fills with `value` (default 0).").Arg("value", "the constant");
-DP_FILL_SCHEMA(UniformFill, "Uniform in [min, max), seeded.").Arg("min", "").Arg("max", "").Arg("seed", "");
-DP_FILL_SCHEMA(GaussianFill, "Normal(mean, std), seeded.").Arg("mean", "").Arg("std", "").Arg("seed", "");
-DP_FILL_SCHEMA(XavierFill, "Uniform in +-sqrt(3/fan_in), seeded.").Arg("seed", "");
+// The seed of the random fills; by default a hash of the output name.
+#define DP_FILL_SEED_ARG .Arg("seed", ArgKind::kInt, "seed of the random stream; default a hash of the output's name")
+
+DP_FILL_SCHEMA(ConstantFill, "Fills with `value` (default 0).")
+    .Arg("value", ArgKind::kFloat, "the constant; an int fills integer outputs exactly");
+DP_FILL_SCHEMA(UniformFill, "Uniform in [min, max), seeded.")
+    .Arg("min", ArgKind::kFloat, "lower bound; default 0")
+    .Arg("max", ArgKind::kFloat, "upper bound; default 1")
+    DP_FILL_SEED_ARG;
+DP_FILL_SCHEMA(GaussianFill, "Normal(mean, std), seeded.")
+    .Arg("mean", ArgKind::kFloat, "default 0")
+    .Arg("std", ArgKind::kFloat, "standard deviation, >= 0; default 1")
+    DP_FILL_SEED_ARG;
+DP_FILL_SCHEMA(XavierFill, "Uniform in +-sqrt(3/fan_in), seeded.") DP_FILL_SEED_ARG;
+
+#undef DP_FILL_SEED_ARG
 
 DP_REGISTER_CPU_OPERATOR(ConstantFill, ConstantFillOp);
 DP_REGISTER_CPU_OPERATOR(UniformFill, UniformFillOp);

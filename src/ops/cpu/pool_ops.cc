@@ -42,10 +42,15 @@ struct Spans {
   std::vector<int64_t> h0, h1, w0, w1;
   int64_t full = 1;  // kh * kw
 
+  // Call once Y (forward) or dY (gradient) exists: the spans are then no
+  // larger than a tensor already in memory. An empty Y needs none (its other
+  // dims may be huge).
   void Build(const PoolShape& s) {
-    Axis(s.oh, s.win.kh, s.win.sh, s.win.pt, s.h, h0, h1);
-    Axis(s.ow, s.win.kw, s.win.sw, s.win.pl, s.w, w0, w1);
-    full = s.win.kh * s.win.kw;
+    const bool empty = NumElements(s.y) == 0;
+    Axis(empty ? 0 : s.oh, s.win.kh, s.win.sh, s.win.pt, s.h, h0, h1);
+    Axis(empty ? 0 : s.ow, s.win.kw, s.win.sw, s.win.pl, s.w, w0, w1);
+    if (__builtin_mul_overflow(s.win.kh, s.win.kw, &full))
+      DP_THROW(Code::kShape, "a ", s.win.kh, "x", s.win.kw, " pooling window holds more elements than int64 can count");
   }
   // Values an average divides by: the whole window, or its part inside the plane.
   int64_t Count(const Window& w, bool include_pad) const {
@@ -55,6 +60,7 @@ struct Spans {
   // that plane, in memory order.
   template <typename F>
   void ForEachWindow(const PoolShape& s, F&& f) const {
+    if (h0.empty() || w0.empty()) return;
     for (int64_t p = 0; p < s.n * s.c; ++p)
       for (int64_t oh = 0; oh < s.oh; ++oh)
         for (int64_t ow = 0; ow < s.ow; ++ow) f(p, oh * s.ow + ow, Window{h0[oh], h1[oh], w0[ow], w1[ow]});
@@ -133,12 +139,12 @@ class MaxPoolOp final : public Operator {
   void RunOnDevice() override {
     const Tensor& x = Input(0);
     const PoolShape s = conv::ComputePoolShape(def(), args(), x.dims());
-    spans_.Build(s);
     const Spans& sp = spans_;
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
       T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
+      spans_.Build(s);
       sp.ForEachWindow(s, [&](int64_t p, int64_t o, const Window& w) {
         yp[p * s.oh * s.ow + o] = WindowMax(xp + p * s.h * s.w, s.w, w);
       });
@@ -189,12 +195,12 @@ class AveragePoolOp final : public Operator {
     const Tensor& x = Input(0);
     const PoolShape s = conv::ComputePoolShape(def(), args(), x.dims());
     const bool include_pad = args().Int("count_include_pad", 0) != 0;
-    spans_.Build(s);
     const Spans& sp = spans_;
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
       T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
+      spans_.Build(s);
       sp.ForEachWindow(s, [&](int64_t p, int64_t o, const Window& w) {
         const T* plane = xp + p * s.h * s.w;
         T acc = 0;
@@ -264,10 +270,12 @@ std::vector<TensorInfo> InferPoolGrad(const OperatorDef& op, const ArgReader& ar
   return {in[0]};
 }
 
-#define DP_POOL_ARGS                                                                     \
-  DP_CONV_WINDOW_SCHEMA_ARGS                                                             \
-      .Arg("kernel", "window size (both axes), or kernel_h and kernel_w; required unless global_pooling") \
-      .Arg("global_pooling", "1: the window is the whole plane [H, W] (no kernel, stride or pad); default 0")
+#define DP_POOL_ARGS                                                                                \
+  DP_CONV_WINDOW_SCHEMA_ARGS                                                                        \
+      .Arg("kernel", ArgKind::kInt,                                                                 \
+           "window size (both axes), or kernel_h and kernel_w; required unless global_pooling")     \
+      .Arg("global_pooling", ArgKind::kInt,                                                         \
+           "1: the window is the whole plane [H, W] (no kernel, stride or pad); default 0")
 
 DP_OPERATOR_SCHEMA(MaxPool)
     .NumInputs(1)
@@ -293,8 +301,8 @@ DP_OPERATOR_SCHEMA(AveragePool)
     .Inputs({"X"})
     .Outputs({"Y"})
     DP_POOL_ARGS
-    .Arg("count_include_pad", "1: divide by kh * kw, pads included; default 0: by the number of elements of X in "
-                              "the window")
+    .Arg("count_include_pad", ArgKind::kInt,
+         "1: divide by kh * kw, pads included; default 0: by the number of elements of X in the window")
     .ShapeInference(InferPool)
     .Doc("Average pooling, NCHW.");
 
@@ -304,7 +312,7 @@ DP_OPERATOR_SCHEMA(AveragePoolGradient)
     .Inputs({"X", "dY"})
     .Outputs({"dX"})
     DP_POOL_ARGS
-    .Arg("count_include_pad", "as AveragePool")
+    .Arg("count_include_pad", ArgKind::kInt, "as AveragePool")
     .ShapeInference(InferPoolGrad)
     .Doc("Gradient of AveragePool: each dY spread evenly over its window (divided as the forward op).");
 

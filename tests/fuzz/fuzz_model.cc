@@ -1,0 +1,63 @@
+// Fuzz target: a model definition from outside (binary, or JSON with
+// DP_FUZZ_JSON); then its one-device training nets are built, created and
+// run for one step with small inputs, and it is parallelized over two CPU
+// replicas.
+#include "tests/fuzz/fuzz_util.h"
+
+namespace {
+
+using namespace dp::fuzz;
+
+void TrainOneStep(const dp_model* model, const uint8_t* data, size_t size) {
+  dp_netdef* init = nullptr;
+  dp_netdef* train = nullptr;
+  dp_netdef* eval = nullptr;
+  if (!Ok(dp_model_build_training(model, nullptr, &init, &train, &eval))) return;
+  dp_workspace* ws = CappedWorkspace();
+  if (CreateAndRun(ws, init)) {
+    FeedSmallInputs(ws, model->def->inputs, data, size);
+    if (CreateAndRun(ws, train)) CreateAndRun(ws, eval);
+  }
+  dp_workspace_free(ws);
+  dp_netdef_free(eval);
+  dp_netdef_free(train);
+  dp_netdef_free(init);
+}
+
+void ParallelizeOverTwoCpus(const dp_model* model) {
+  const int32_t ids[] = {0, 1};
+  dp_parallel_options o = DP_PARALLEL_OPTIONS_INIT;
+  o.device_ids = ids;
+  o.num_devices = 2;
+  o.uneven_split = 1;
+  dp_parallel_model* pm = nullptr;
+  if (!Ok(dp_parallelize(model, &o, &pm))) return;
+  dp_netdef* nets[3] = {nullptr, nullptr, nullptr};
+  MustSucceed(dp_parallel_model_nets(pm, &nets[0], &nets[1], &nets[2]), "reading a parallel model's nets");
+  for (dp_netdef* n : nets) {
+    CheckNetRoundTrip(n);
+    dp_netdef_free(n);
+  }
+  dp_parallel_model_free(pm);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  dp_model* model = nullptr;
+#ifdef DP_FUZZ_JSON
+  if (!Ok(dp_model_from_json(reinterpret_cast<const char*>(data), size, &model))) return 0;
+#else
+  if (!Ok(dp_model_from_buffer(data, size, &model))) return 0;
+#endif
+  dp_buffer* b = nullptr;
+  MustSucceed(dp_model_to_buffer(model, &b), "serialising an accepted model");
+  dp_model* again = nullptr;
+  MustSucceed(dp_model_from_buffer(dp_buffer_data(b), dp_buffer_size(b), &again), "reloading a written model");
+  dp_model_free(again);
+  dp_buffer_free(b);
+  TrainOneStep(model, data, size);
+  ParallelizeOverTwoCpus(model);
+  dp_model_free(model);
+  return 0;
+}

@@ -1,0 +1,113 @@
+// What the fuzz targets share: drive the public C API as an embedder would,
+// in a workspace with a memory cap (so that hostile shapes end in
+// DP_ERR_OUT_OF_MEMORY, not in the fuzzer's malloc limit), and check the
+// API's own promises. A broken promise aborts: libFuzzer reports it as a
+// finding with its input.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "capi/handles.h"  // to read a definition's external inputs
+#include "dp/dp.h"
+
+namespace dp::fuzz {
+
+// Small enough that no op of a fuzzed net can run for long either.
+constexpr uint64_t kWorkspaceBytes = 1u << 20;
+
+[[noreturn]] inline void Broken(const char* what, const char* detail = "") {
+  std::fprintf(stderr, "dp fuzz: broken promise: %s %s\n", what, detail);
+  std::abort();
+}
+
+// True on success; a failure must carry a known code and a message.
+inline bool Ok(dp_status* s) {
+  if (s == nullptr) return true;
+  const int32_t code = dp_status_code(s);
+  const char* msg = dp_status_message(s);
+  if (code <= 0 || msg == nullptr || msg[0] == '\0' || std::string(dp_code_name(code)).empty())
+    Broken("a failed call returned a status without a code or message");
+  dp_status_free(s);
+  return false;
+}
+
+// A call that must succeed on what the library itself produced.
+inline void MustSucceed(dp_status* s, const char* what) {
+  if (s != nullptr) Broken(what, dp_status_message(s));
+}
+
+inline dp_workspace* CappedWorkspace() {
+  dp_workspace_options o = DP_WORKSPACE_OPTIONS_INIT;
+  o.max_bytes = kWorkspaceBytes;
+  dp_workspace* ws = nullptr;
+  MustSucceed(dp_workspace_create_with_options(&o, &ws), "creating a workspace");
+  return ws;
+}
+
+// Feeds each name a small tensor: int32 labels for names that look like
+// labels, float32 [2, 8] otherwise, with values from `seed` bytes.
+inline void FeedSmallInputs(dp_workspace* ws, const std::vector<std::string>& names, const uint8_t* seed,
+                            size_t seed_size) {
+  for (size_t n = 0; n < names.size(); ++n) {
+    const bool label = names[n].find("label") != std::string::npos;
+    const int64_t dims_f[] = {2, 8};
+    const int64_t dims_l[] = {2};
+    float f[16];
+    int32_t l[2];
+    for (size_t i = 0; i < 16; ++i) {
+      uint8_t b = seed_size ? seed[(n * 16 + i) % seed_size] : 0;
+      f[i] = static_cast<float>(b) / 64.0f - 2.0f;
+      if (i < 2) l[i] = b % 4;
+    }
+    dp_tensor* t = nullptr;
+    MustSucceed(label ? dp_tensor_create(DP_DTYPE_INT32, dims_l, 1, l, sizeof l, &t)
+                      : dp_tensor_create(DP_DTYPE_FLOAT32, dims_f, 2, f, sizeof f, &t),
+                "creating an input tensor");
+    Ok(dp_workspace_feed(ws, names[n].c_str(), t));
+    dp_tensor_free(t);
+  }
+}
+
+// Creates and runs `def` in `ws` (twice: re-runs take another path), then
+// fetches its outputs. Returns whether the runs succeeded.
+inline bool CreateAndRun(dp_workspace* ws, const dp_netdef* def) {
+  dp_net* net = nullptr;
+  if (!Ok(dp_net_create(ws, def, nullptr, &net))) return false;
+  bool ok = Ok(dp_net_run(net)) && Ok(dp_net_run(net));
+  for (const std::string& name : def->def->external_outputs) {
+    dp_tensor* t = nullptr;
+    if (Ok(dp_workspace_fetch(ws, name.c_str(), &t))) dp_tensor_free(t);
+  }
+  dp_net_free(net);
+  return ok;
+}
+
+// What the library writes, it reads back to the same bytes.
+inline void CheckNetRoundTrip(const dp_netdef* def) {
+  dp_buffer* b1 = nullptr;
+  MustSucceed(dp_netdef_to_buffer(def, &b1), "serialising an accepted net");
+  dp_netdef* again = nullptr;
+  MustSucceed(dp_netdef_from_buffer(dp_buffer_data(b1), dp_buffer_size(b1), &again), "reloading a written net");
+  dp_buffer* b2 = nullptr;
+  MustSucceed(dp_netdef_to_buffer(again, &b2), "serialising a reloaded net");
+  if (dp_buffer_size(b1) != dp_buffer_size(b2) ||
+      std::memcmp(dp_buffer_data(b1), dp_buffer_data(b2), dp_buffer_size(b1)) != 0)
+    Broken("a net written, read and written again changed");
+  dp_buffer* json = nullptr;
+  MustSucceed(dp_netdef_to_json(def, &json), "printing an accepted net as JSON");
+  dp_netdef* from_json = nullptr;
+  MustSucceed(dp_netdef_from_json(static_cast<const char*>(dp_buffer_data(json)), dp_buffer_size(json), &from_json),
+              "reloading a net's JSON");
+  dp_netdef_free(from_json);
+  dp_buffer_free(json);
+  dp_buffer_free(b2);
+  dp_netdef_free(again);
+  dp_buffer_free(b1);
+}
+
+}  // namespace dp::fuzz

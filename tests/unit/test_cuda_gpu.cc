@@ -1,0 +1,338 @@
+// CUDA backend on one GPU (built with DP_TEST_NEEDS_GPUS=1: gpu_main.cc skips
+// the whole executable, exit 77, when no CUDA device is visible, so no case
+// here skips itself): copies between host and device, the CUDA kernels
+// against the CPU ones, what they reject, events and streams. The peer copy
+// between two GPUs is in test_cuda_multi_gpu.
+#include <doctest/doctest.h>
+
+#if defined(DP_WITH_CUDA) && DP_WITH_CUDA
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/context.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/storage.h"
+#include "core/tensor.h"
+#include "core/workspace.h"
+#include "cuda/cuda_context.h"
+#include "cuda/kernels.h"
+#include "exec/net.h"
+#include "graph/net_def.h"
+#include "ops/operator.h"
+
+namespace {
+
+using dp::Code;
+using dp::DeviceOption;
+using dp::DeviceType;
+using dp::DType;
+using dp::Tensor;
+
+const DeviceOption kCpu{DeviceType::kCPU, 0};
+const DeviceOption kGpu0{DeviceType::kCUDA, 0};
+
+bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Runs fn, which must throw dp::Error with `code`; returns the message.
+template <typename Fn>
+std::string ExpectError(Code code, Fn&& fn) {
+  try {
+    fn();
+  } catch (const dp::Error& e) {
+    CHECK_MESSAGE(e.code() == code, "got code ", std::string(dp::CodeName(e.code())), ": ", e.message());
+    return e.message();
+  }
+  FAIL("expected a dp::Error with code ", std::string(dp::CodeName(code)));
+  return {};
+}
+
+dp::OperatorDef MakeOp(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                       std::vector<dp::Argument> args = {}, std::optional<DeviceOption> device = std::nullopt) {
+  dp::OperatorDef op;
+  op.type = std::move(type);
+  op.inputs = std::move(inputs);
+  op.outputs = std::move(outputs);
+  op.args = std::move(args);
+  op.device = device;
+  return op;
+}
+
+Tensor RandomTensor(dp::Dims dims, uint32_t seed) {
+  Tensor t(std::move(dims), DType::kFloat32);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  float* p = t.mutable_data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  return t;
+}
+
+Tensor ToHost(const Tensor& t) {
+  Tensor host;  // default device: cpu:0
+  host.CopyFrom(t);
+  return host;
+}
+
+// Runs `op` once with every op of the net on `device`: the inputs are fed on
+// the CPU as "<name>_host" and moved to the device by Copy ops. Returns the
+// op's output 0, copied to the CPU.
+Tensor RunOp(const dp::OperatorDef& op, DeviceOption device, const std::vector<std::pair<std::string, Tensor>>& inputs) {
+  auto def = std::make_shared<dp::NetDef>();
+  def->name = "test_" + op.type + "_on_" + dp::DeviceName(device);
+  def->device = device;
+  auto ws = std::make_shared<dp::Workspace>();
+  for (const auto& [name, value] : inputs) {
+    ws->Feed(name + "_host", value);
+    def->external_inputs.push_back(name + "_host");
+    def->ops.push_back(MakeOp("Copy", {name + "_host"}, {name}));
+  }
+  def->ops.push_back(op);
+  dp::Net net(def, ws);
+  net.Run();  // finishes the device work
+  const Tensor& out = ws->GetTensor(op.outputs.at(0));
+  CHECK(out.device() == device);
+  return ToHost(out);
+}
+
+// Relative to max(|expected|, 1), so values near zero compare absolutely.
+void CheckClose(const Tensor& actual, const Tensor& expected, double tolerance = 1e-5) {
+  REQUIRE(actual.dtype() == DType::kFloat32);
+  REQUIRE(actual.dims() == expected.dims());
+  const float* a = actual.data<float>();
+  const float* e = expected.data<float>();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < actual.numel(); ++i) {
+    double err = std::abs(static_cast<double>(a[i]) - e[i]);
+    if (!(err <= tolerance * std::max(1.0, std::abs(static_cast<double>(e[i]))))) {
+      if (bad++ < 5) MESSAGE("element ", i, ": got ", a[i], ", expected ", e[i]);
+    }
+  }
+  CHECK_MESSAGE(bad == 0, bad, " of ", actual.numel(), " elements differ");
+}
+
+// The op on cuda:0 against the same op on the CPU.
+void CheckSameAsCpu(const dp::OperatorDef& op, const std::vector<std::pair<std::string, Tensor>>& inputs) {
+  Tensor gpu = RunOp(op, kGpu0, inputs);
+  Tensor cpu = RunOp(op, kCpu, inputs);
+  CheckClose(gpu, cpu);
+}
+
+}  // namespace
+
+TEST_CASE("GPU: host -> device -> host round trip") {
+  Tensor host = RandomTensor({3, 1000}, 1);
+  SUBCASE("synchronous") {
+    Tensor dev({3, 1000}, DType::kFloat32, kGpu0);
+    dev.CopyFrom(host);
+    Tensor dev2({1}, DType::kFloat32, kGpu0);
+    dev2.CopyFrom(dev);  // device -> device
+    CheckClose(ToHost(dev2), host, 0.0);
+  }
+  SUBCASE("asynchronous on a context's stream") {
+    auto ctx = dp::CreateContext(kGpu0);
+    CHECK(ctx->IsAsync());
+    ctx->SwitchToDevice();
+    Tensor dev({3, 1000}, DType::kFloat32, kGpu0);
+    Tensor dev2({3, 1000}, DType::kFloat32, kGpu0);
+    Tensor back(host.dims(), DType::kFloat32);
+    dp::CopyBytes(host.nbytes(), host.raw_data(), kCpu, dev.raw_mutable_data(), kGpu0, ctx.get());
+    dp::CopyBytes(dev.nbytes(), dev.raw_data(), kGpu0, dev2.raw_mutable_data(), kGpu0, ctx.get());
+    dp::CopyBytes(dev2.nbytes(), dev2.raw_data(), kGpu0, back.raw_mutable_data(), kCpu, ctx.get());
+    ctx->FinishDeviceComputation();
+    CheckClose(back, host, 0.0);
+  }
+  SUBCASE("zero bytes") {
+    Tensor empty({0, 4}, DType::kFloat32, kGpu0);
+    CHECK(empty.raw_data() == nullptr);
+    CHECK(ToHost(empty).numel() == 0);
+  }
+}
+
+TEST_CASE("GPU: CUDA ops match the CPU ops") {
+  SUBCASE("ConstantFill from shape") {
+    CheckSameAsCpu(MakeOp("ConstantFill", {}, {"y"}, {{"shape", std::vector<int64_t>{7, 33}}, {"value", 2.5}}), {});
+  }
+  SUBCASE("ConstantFill like an input") {
+    CheckSameAsCpu(MakeOp("ConstantFill", {"x"}, {"y"}, {{"value", -1.0}}), {{"x", RandomTensor({4, 5}, 2)}});
+  }
+  SUBCASE("ConstantFill with input_as_shape") {
+    Tensor shape({2}, DType::kInt64);
+    shape.mutable_data<int64_t>()[0] = 3;
+    shape.mutable_data<int64_t>()[1] = 9;
+    CheckSameAsCpu(MakeOp("ConstantFill", {"s"}, {"y"}, {{"input_as_shape", int64_t{1}}, {"value", 4.0}}),
+                   {{"s", shape}});
+  }
+  SUBCASE("Copy") { CheckSameAsCpu(MakeOp("Copy", {"x"}, {"y"}), {{"x", RandomTensor({17, 3}, 3)}}); }
+  SUBCASE("Relu") { CheckSameAsCpu(MakeOp("Relu", {"x"}, {"y"}), {{"x", RandomTensor({100, 37}, 4)}}); }
+  SUBCASE("Relu in place") { CheckSameAsCpu(MakeOp("Relu", {"x"}, {"x"}), {{"x", RandomTensor({1000}, 5)}}); }
+  SUBCASE("Add") {
+    CheckSameAsCpu(MakeOp("Add", {"a", "b"}, {"c"}), {{"a", RandomTensor({9, 11}, 6)}, {"b", RandomTensor({9, 11}, 7)}});
+  }
+  SUBCASE("Add in place") {
+    CheckSameAsCpu(MakeOp("Add", {"a", "b"}, {"a"}), {{"a", RandomTensor({300}, 8)}, {"b", RandomTensor({300}, 9)}});
+  }
+  SUBCASE("Scale") {
+    CheckSameAsCpu(MakeOp("Scale", {"x"}, {"y"}, {{"scale", -0.75}}), {{"x", RandomTensor({2, 3, 4}, 10)}});
+  }
+  SUBCASE("FC") {
+    CheckSameAsCpu(MakeOp("FC", {"x", "w", "b"}, {"y"}),
+                   {{"x", RandomTensor({5, 7}, 11)}, {"w", RandomTensor({3, 7}, 12)}, {"b", RandomTensor({3}, 13)}});
+  }
+  SUBCASE("FC, larger, with a flattened input") {
+    CheckSameAsCpu(MakeOp("FC", {"x", "w", "b"}, {"y"}), {{"x", RandomTensor({64, 4, 32}, 14)},
+                                                          {"w", RandomTensor({48, 128}, 15)},
+                                                          {"b", RandomTensor({48}, 16)}});
+  }
+  SUBCASE("FC with K = 0 gives the bias") {
+    CheckSameAsCpu(MakeOp("FC", {"x", "w", "b"}, {"y"}),
+                   {{"x", RandomTensor({4, 0}, 17)}, {"w", RandomTensor({3, 0}, 18)}, {"b", RandomTensor({3}, 19)}});
+  }
+}
+
+TEST_CASE("GPU: CUDA ops reject what they do not support") {
+  SUBCASE("Add with broadcasting") {
+    std::string msg = ExpectError(Code::kUnimplemented, [&] {
+      RunOp(MakeOp("Add", {"a", "b"}, {"c"}), kGpu0, {{"a", RandomTensor({4, 3}, 1)}, {"b", RandomTensor({3}, 2)}});
+    });
+    CHECK_MESSAGE(Contains(msg, "broadcast"), msg);
+  }
+  SUBCASE("ConstantFill of int64") {
+    std::string msg = ExpectError(Code::kDType, [&] {
+      RunOp(MakeOp("ConstantFill", {}, {"y"},
+                   {{"shape", std::vector<int64_t>{2}}, {"dtype", static_cast<int64_t>(DType::kInt64)}}),
+            kGpu0, {});
+    });
+    CHECK_MESSAGE(Contains(msg, "float32"), msg);
+  }
+  SUBCASE("FC with mismatched widths names the blobs") {
+    std::string msg = ExpectError(Code::kShape, [&] {
+      RunOp(MakeOp("FC", {"data", "w", "b"}, {"y"}), kGpu0,
+            {{"data", RandomTensor({3, 5}, 1)}, {"w", RandomTensor({8, 4}, 2)}, {"b", RandomTensor({8}, 3)}});
+    });
+    CHECK_MESSAGE(Contains(msg, "'data'"), msg);
+    CHECK_MESSAGE(Contains(msg, "'w'"), msg);
+  }
+  SUBCASE("an input on the CPU") {
+    auto def = std::make_shared<dp::NetDef>();
+    def->device = kGpu0;
+    def->external_inputs = {"x"};
+    def->ops.push_back(MakeOp("Relu", {"x"}, {"y"}));
+    auto ws = std::make_shared<dp::Workspace>();
+    ws->Feed("x", RandomTensor({4}, 3));
+    dp::Net net(def, ws);
+    std::string msg = ExpectError(Code::kInvalidArgument, [&] { net.Run(); });
+    CHECK_MESSAGE(Contains(msg, "Copy"), msg);
+  }
+}
+
+TEST_CASE("GPU: CudaEvent orders two contexts") {
+  dp::CudaContext producer(kGpu0), consumer(kGpu0);
+  producer.SwitchToDevice();
+  const int64_t n = int64_t{1} << 24;
+  Tensor a({n}, DType::kFloat32, kGpu0), b({n}, DType::kFloat32, kGpu0);
+  float* ap = a.mutable_data<float>();
+  float* bp = b.mutable_data<float>();
+
+  // A slow producer, so that an unordered consumer would read unfinished data.
+  REQUIRE(dp::cuda::LaunchFill(ap, n, 3.0f, producer.stream()) == cudaSuccess);
+  for (int i = 0; i < 20; ++i) REQUIRE(dp::cuda::LaunchScale(ap, 1.0f, ap, n, producer.stream()) == cudaSuccess);
+  auto event = producer.CreateEvent();
+  CHECK(event->device() == kGpu0);
+  CHECK(event->Query() == dp::EventStatus::kInitialized);
+  event->Record(producer);
+  event->Wait(consumer);  // the consumer's stream waits; the host goes on
+  REQUIRE(dp::cuda::LaunchScale(ap, 2.0f, bp, n, consumer.stream()) == cudaSuccess);
+  consumer.FinishDeviceComputation();
+  CHECK(event->Query() == dp::EventStatus::kSuccess);
+  CHECK(event->Finish(std::chrono::milliseconds(0)));
+
+  Tensor host = ToHost(b);
+  const float* h = host.data<float>();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += h[i] != 6.0f;
+  CHECK(wrong == 0);
+
+  SUBCASE("a host waiter blocks until the GPU passes the event") {
+    event->Reset();
+    REQUIRE(dp::cuda::LaunchFill(ap, n, 1.0f, producer.stream()) == cudaSuccess);
+    event->Record(producer);
+    dp::CpuContext cpu;
+    event->Wait(cpu);
+    CHECK(event->Query() == dp::EventStatus::kSuccess);
+  }
+  SUBCASE("Finish with a timeout") {
+    event->Reset();
+    CHECK_FALSE(event->Finish(std::chrono::milliseconds(5)));  // never recorded
+    event->Record(producer);
+    CHECK(event->Finish(std::chrono::seconds(60)));
+    CHECK(event->Query() == dp::EventStatus::kSuccess);
+  }
+  SUBCASE("an error set from the host reaches the waiters") {
+    event->Reset();
+    event->SetFinished("producer failed");
+    CHECK(event->Query() == dp::EventStatus::kFailed);
+    CHECK(event->ErrorMessage() == "producer failed");
+    std::string msg = ExpectError(Code::kFailedPrecondition, [&] { event->Wait(consumer); });
+    CHECK(Contains(msg, "producer failed"));
+    ExpectError(Code::kFailedPrecondition, [&] { event->Finish(); });
+    event->SetFinished();  // first wins
+    CHECK(event->Query() == dp::EventStatus::kFailed);
+  }
+  SUBCASE("finished from the host without recording") {
+    event->Reset();
+    event->SetFinished();
+    CHECK(event->Query() == dp::EventStatus::kSuccess);
+    CHECK_NOTHROW(event->Wait(consumer));
+    CHECK(event->Finish());
+  }
+  SUBCASE("recording twice or on a CPU context is a bug") {
+    event->Reset();
+    event->Record(producer);
+    ExpectError(Code::kInternal, [&] { event->Record(producer); });
+    event->Reset();
+    dp::CpuContext cpu;
+    ExpectError(Code::kInternal, [&] { event->Record(cpu); });
+  }
+  producer.FinishDeviceComputation();
+}
+
+TEST_CASE("GPU: FinishDeviceComputation waits for the stream") {
+  auto ctx = dp::CreateContext(kGpu0);
+  auto& cuda_ctx = static_cast<dp::CudaContext&>(*ctx);
+  ctx->SwitchToDevice();
+  const int64_t n = int64_t{1} << 24;
+  Tensor a({n}, DType::kFloat32, kGpu0);
+  float* ap = a.mutable_data<float>();
+  REQUIRE(dp::cuda::LaunchFill(ap, n, 1.0f, cuda_ctx.stream()) == cudaSuccess);
+  for (int i = 0; i < 10; ++i) REQUIRE(dp::cuda::LaunchScale(ap, 1.5f, ap, n, cuda_ctx.stream()) == cudaSuccess);
+  ctx->FinishDeviceComputation();
+  CHECK(cudaStreamQuery(cuda_ctx.stream()) == cudaSuccess);
+  CHECK(cuda_ctx.cublas() != nullptr);
+  CHECK(cuda_ctx.cublas() == cuda_ctx.cublas());  // created once
+}
+
+TEST_CASE("GPU: Copy in place moves a tensor from another device onto the op's device") {
+  // The op runs on the CPU; its input (and, in place, its output blob) holds a GPU tensor.
+  Tensor host = RandomTensor({2, 3}, 122);
+  Tensor dev({2, 3}, DType::kFloat32, kGpu0);
+  dev.CopyFrom(host);
+  auto def = std::make_shared<dp::NetDef>();
+  def->external_inputs = {"x"};
+  def->ops.push_back(MakeOp("Copy", {"x"}, {"x"}));
+  auto ws = std::make_shared<dp::Workspace>();
+  ws->Feed("x", dev);
+  dp::Net(def, ws).Run();
+  const Tensor& out = ws->GetTensor("x");
+  CHECK(out.device() == kCpu);
+  CheckClose(out, host, 0.0);
+}
+
+#endif  // DP_WITH_CUDA

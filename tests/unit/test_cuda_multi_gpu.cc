@@ -1,0 +1,188 @@
+// Two or more GPUs (built with DP_TEST_NEEDS_GPUS=2: gpu_main.cc skips the
+// whole executable, exit 77, with fewer CUDA devices visible): a peer copy
+// between devices, and the CUDA collectives over 2..4 GPUs (as many as are
+// visible) in NCCL and copy-and-sum tree modes: sums for the four dtypes,
+// several tensors per call and a scale (integer-valued data, so every sum
+// order is exact; the tree's fixed order also bitwise on random floats),
+// Broadcast into uninitialised replicas, errors naming the blobs, and a
+// multi-device net whose producers and consumers run on each GPU's own
+// stream (the event ordering end to end).
+#include <doctest/doctest.h>
+
+#if defined(DP_WITH_CUDA) && DP_WITH_CUDA
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/device.h"
+#include "core/tensor.h"
+#include "core/workspace.h"
+#include "cuda/cuda_collectives.h"
+#include "exec/net.h"
+#include "graph/net_def.h"
+#include "cuda_collectives_test_util.h"
+#include "op_test_util.h"
+
+using namespace dp;
+using namespace dp::testing;
+
+namespace {
+
+TEST_CASE("GPU: a tensor copies between two devices") {
+  const DeviceOption gpu0{kCuda, 0}, gpu1{kCuda, 1};
+  const std::vector<float> values = Random<float>(3 * 1000, 1);
+  Tensor dev0 = OnGpu<float>(0, {3, 1000}, values);
+  Tensor dev1({1}, DType::kFloat32, gpu1);
+  dev1.CopyFrom(dev0);  // device -> device: resized, on its own device
+  CHECK(dev0.device() == gpu0);
+  CHECK(dev1.device() == gpu1);
+  CHECK(dev1.dims() == Dims{3, 1000});
+  CHECK(HostValues<float>(dev1) == values);
+  // And back, into a tensor on the first device.
+  Tensor back({7}, DType::kFloat32, gpu0);
+  back.CopyFrom(dev1);
+  CHECK(back.device() == gpu0);
+  CHECK(HostValues<float>(back) == values);
+}
+
+TEST_CASE_TEMPLATE("GPU: Allreduce sums 2..4 GPUs' tensors in both modes", T, float, double, int32_t, int64_t) {
+  for (const auto& devices : DeviceSets()) {
+    for (bool nccl : {true, false}) {
+      for (double scale : std::is_integral_v<T> ? std::vector<double>{1.0} : std::vector<double>{1.0, 0.5}) {
+        CAPTURE(devices.size());
+        CAPTURE(nccl);
+        CAPTURE(scale);
+        CheckAllreduce<T>(devices, nccl, SeveralTensors(), scale, IntValued<T>, true);
+      }
+    }
+  }
+}
+
+TEST_CASE("GPU: the tree sums in its fixed order; NCCL leaves every replica equal") {
+  auto real = [](int64_t n, uint32_t seed) { return Random<float>(n, seed, -1.0, 1.0); };
+  for (const auto& devices : DeviceSets()) {
+    CAPTURE(devices.size());
+    CheckAllreduce<float>(devices, false, {{100003}}, 1.0 / static_cast<double>(devices.size()), real, true);
+    CheckAllreduce<float>(devices, true, {{100003}}, 1.0 / static_cast<double>(devices.size()), real, false);
+  }
+}
+
+TEST_CASE("GPU: Broadcast copies the root's tensors into uninitialised and misshaped replicas") {
+  for (const auto& devices : DeviceSets()) {
+    for (bool nccl : {true, false}) {
+      CAPTURE(devices.size());
+      CAPTURE(nccl);
+      const int n = static_cast<int>(devices.size());
+      const int root = n - 1;
+      auto ws = WithComm(devices, nccl);
+      const std::vector<float> w = Random<float>(6, 3);
+      const std::vector<int64_t> b = {7, -8, 9, 1 << 30};
+      std::vector<std::string> blobs;
+      for (int d = 0; d < n; ++d) {
+        const int dev = devices[static_cast<size_t>(d)];
+        blobs.push_back(Scoped(dev, "w"));
+        blobs.push_back(Scoped(dev, "b"));
+        if (d == root) {
+          ws->Feed(blobs[blobs.size() - 2], OnGpu<float>(dev, {2, 3}, w));
+          ws->Feed(blobs.back(), OnGpu<int64_t>(dev, {4}, b));
+        } else if (d == 0) {
+          ws->Feed(blobs[blobs.size() - 2], OnGpu<float>(dev, {5}, Random<float>(5, 9)));  // misshaped
+          ws->Feed(blobs.back(), Tensor());                                                // empty tensor
+        }  // the others: never fed at all
+      }
+      RunNet(ws, {Collective("Broadcast", blobs, n, devices[0], {IntArg("root", root)})});
+      for (int d = 0; d < n; ++d) {
+        CAPTURE(d);
+        const Tensor& tw = ws->GetTensor(blobs[static_cast<size_t>(2 * d)]);
+        const Tensor& tb = ws->GetTensor(blobs[static_cast<size_t>(2 * d + 1)]);
+        CHECK(tw.device() == DeviceOption{kCuda, devices[static_cast<size_t>(d)]});  // on its own GPU
+        CHECK(tb.device() == DeviceOption{kCuda, devices[static_cast<size_t>(d)]});
+        CHECK(tw.dims() == Dims{2, 3});
+        CHECK(HostValues<float>(tw) == w);
+        CHECK(HostValues<int64_t>(tb) == b);
+      }
+    }
+  }
+}
+
+TEST_CASE("GPU: collective errors between GPUs name the blobs") {
+  for (bool nccl : {true, false}) {
+    CAPTURE(nccl);
+    auto ws = WithComm({0, 1}, nccl);
+    ws->Feed("cuda_0/w", OnGpu<float>(0, {2}, {1, 2}));
+    ws->Feed("cuda_1/w", OnGpu<float>(1, {3}, {1, 2, 3}));
+    ws->Feed("cuda_1/i", OnGpu<int32_t>(1, {2}, {1, 2}));
+    ws->Feed("cuda_1/on0", OnGpu<float>(0, {2}, {1, 2}));
+    auto run = [&](const std::string& type, std::vector<std::string> blobs) {
+      RunNet(ws, {Collective(type, blobs, 2, 0)});
+    };
+    ExpectError([&] { run("Allreduce", {"cuda_0/w", "cuda_1/w"}); }, Code::kShape,
+                {"Allreduce", "'cuda_1/w'", "[3]", "'cuda_0/w'", "[2]"});
+    ExpectError([&] { run("Allreduce", {"cuda_0/w", "cuda_1/i"}); }, Code::kDType,
+                {"'cuda_1/i'", "int32", "'cuda_0/w'"});
+    // A replica's tensor on the wrong GPU, for either op.
+    ExpectError([&] { run("Allreduce", {"cuda_0/w", "cuda_1/on0"}); }, Code::kInvalidArgument,
+                {"'cuda_1/on0'", "is on cuda:0", "device 1 of the communicator, cuda:1"});
+    ExpectError([&] { run("Broadcast", {"cuda_0/w", "cuda_1/on0"}); }, Code::kInvalidArgument,
+                {"'cuda_1/on0'", "cuda:1"});
+    // Nothing was written by the failed runs.
+    CHECK(HostValues<float>(ws->GetTensor("cuda_0/w")) == std::vector<float>{1, 2});
+    // The op on a GPU that the communicator does not serve.
+    auto one = WithComm({1}, nccl);
+    one->Feed("x", OnGpu<float>(1, {2}, {1, 2}));
+    ExpectError([&] { RunNet(one, {Collective("Allreduce", {"x"}, 1, 0)}); }, Code::kInvalidArgument,
+                {"runs on cuda:0", "not one of the communicator's devices [cuda:1]"});
+  }
+}
+
+TEST_CASE("GPU: Allreduce in a multi-GPU net waits for every producer and precedes every consumer") {
+  // Each GPU fills and rescales its own gradient on its stream (slow enough
+  // that an unordered collective would read unfinished data), the collective
+  // runs on the first GPU's stream, and every GPU scales the result on its
+  // own stream. The async executor joins the streams through events only.
+  const int64_t numel = int64_t{1} << 22;
+  for (const auto& devices : DeviceSets()) {
+    for (bool nccl : {true, false}) {
+      CAPTURE(devices.size());
+      CAPTURE(nccl);
+      const int n = static_cast<int>(devices.size());
+      auto ws = WithComm(devices, nccl);
+      auto dev = [&](int d) { return DeviceOption{kCuda, devices[static_cast<size_t>(d)]}; };
+      auto blob = [&](int d, const std::string& name) { return Scoped(dev(d).id, name); };
+      std::vector<OperatorDef> ops;
+      std::vector<std::string> grads;
+      for (int d = 0; d < n; ++d) {
+        grads.push_back(blob(d, "g"));
+        ops.push_back(OnDevice(
+            Op("ConstantFill", {}, {grads.back()}, {IntsArg("shape", {numel}), FloatArg("value", d + 1)}), dev(d)));
+        for (int k = 0; k < 8; ++k)
+          ops.push_back(OnDevice(Op("Scale", {grads.back()}, {grads.back()}, {FloatArg("scale", 1.0)}), dev(d)));
+      }
+      ops.push_back(Collective("Allreduce", grads, n, devices[0]));
+      for (int d = 0; d < n; ++d)
+        ops.push_back(OnDevice(Op("Scale", {blob(d, "g")}, {blob(d, "out")}, {FloatArg("scale", 2.0)}), dev(d)));
+      auto def = std::make_shared<NetDef>();
+      def->ops = std::move(ops);
+      def->external_inputs = {"comm"};
+      Net net(def, ws);
+      const float want = static_cast<float>(n * (n + 1));  // 2 * (1 + ... + n)
+      for (int run = 0; run < 3; ++run) {  // events and streams are reused
+        CAPTURE(run);
+        net.Run();
+        for (int d = 0; d < n; ++d) {
+          const std::vector<float> out = HostValues<float>(ws->GetTensor(blob(d, "out")));
+          const auto wrong = std::count_if(out.begin(), out.end(), [&](float v) { return v != want; });
+          CHECK_MESSAGE(wrong == 0, wrong, " elements on device ", d, " differ from ", want);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+#endif  // DP_WITH_CUDA
