@@ -227,11 +227,13 @@ typedef struct dp_workspace_options {
  *
  * max_bytes counts the memory dp allocates for the workspace's blobs: every
  * op output (on every device), including the copy an op makes before writing
- * a blob whose memory is shared. It counts from allocation until the memory
- * is freed: when its blob is overwritten with a different size or cleared,
- * or, for a tensor fetched with dp_workspace_fetch, once that tensor is
- * freed too. Tensors fed with dp_workspace_feed are the caller's allocations
- * and do not count, nor does scratch memory an op uses only while it runs.
+ * a blob whose memory is shared, and the scratch memory ops of nets in the
+ * workspace keep between runs (Conv's column matrix). It counts from
+ * allocation until the memory is freed: when its blob is overwritten with a
+ * different size or cleared, or, for a tensor fetched with
+ * dp_workspace_fetch, once that tensor is freed too; scratch until its net is
+ * freed. Tensors fed with dp_workspace_feed are the caller's allocations and
+ * do not count.
  * An op whose output would take the count past max_bytes fails with
  * DP_ERR_OUT_OF_MEMORY naming the net, the op, the output blob, the limit
  * and the bytes asked; the net and the workspace stay usable. */
@@ -314,9 +316,9 @@ typedef struct dp_net_options {
   int32_t executor;        /* DP_EXECUTOR_*; DEFAULT takes the definition's, else ASYNC for nets
                               spanning several devices and SIMPLE otherwise */
   int32_t num_workers;     /* CPU worker threads of the async executor; 0 takes the definition's,
-                              else the number of cores */
+                              else the number of cores; at most 1024 (INVALID_ARGUMENT past it) */
   /* --- since 0.1: --- */
-  int32_t streams_per_gpu; /* CUDA workers, each with its own stream, per GPU; 0 means 1 */
+  int32_t streams_per_gpu; /* CUDA workers, each with its own stream, per GPU; 0 means 1; at most 1024 */
   int32_t profile;         /* 1: record per-op timings of every run (see dp_net_trace_json) */
 } dp_net_options;
 

@@ -7,8 +7,9 @@
 // Memory: the workspace's MemoryBudget counts the bytes of the storage that
 // ops allocate for its blobs (Operator::Output charges every output tensor,
 // including copy-on-write copies), from when it is allocated until it is
-// freed (the blob is overwritten or cleared and no fetched tensor shares it).
-// Tensors fed from outside are the caller's allocations and do not count.
+// freed (the blob is overwritten or cleared and no fetched tensor shares it),
+// and the scratch ops keep between runs (Operator::Scratch, until the op is
+// destroyed). Tensors fed from outside are the caller's allocations and do not count.
 // With WorkspaceOptions::max_bytes > 0 an allocation that would pass the
 // limit fails with kOutOfMemory instead (the op's error).
 #pragma once

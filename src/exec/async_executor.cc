@@ -54,6 +54,10 @@ const std::string& SkippedMessage() {
 class AsyncExecutor final : public Executor, public TaskRunner {
  public:
   AsyncExecutor(const std::vector<std::unique_ptr<Operator>>& ops, const TaskGraph& graph, AsyncOptions options) {
+    DP_ENFORCE_CODE(options.cpu_workers <= AsyncOptions::kMaxWorkers, Code::kInvalidArgument, "num_workers ",
+                    options.cpu_workers, " is more than the ", AsyncOptions::kMaxWorkers, " a net may start");
+    DP_ENFORCE_CODE(options.streams_per_gpu <= AsyncOptions::kMaxWorkers, Code::kInvalidArgument, "streams_per_gpu ",
+                    options.streams_per_gpu, " is more than the ", AsyncOptions::kMaxWorkers, " a net may start");
     int cpu_workers = options.cpu_workers > 0 ? options.cpu_workers
                                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     int streams = std::max(1, options.streams_per_gpu);

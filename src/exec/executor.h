@@ -68,8 +68,11 @@ class Executor {
 };
 
 struct AsyncOptions {
-  int cpu_workers = 0;       // 0: hardware concurrency
-  int streams_per_gpu = 1;   // CUDA workers (each with its own stream) per device
+  // Past this a count is a mistake (or hostile input), not a plan: each
+  // worker is a thread with its own stack.
+  static constexpr int kMaxWorkers = 1024;
+  int cpu_workers = 0;       // 0: hardware concurrency; at most kMaxWorkers
+  int streams_per_gpu = 1;   // CUDA workers (each with its own stream) per device; at most kMaxWorkers
 };
 
 // ops outlive the executor (both belong to the Net).

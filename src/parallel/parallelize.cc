@@ -54,15 +54,18 @@ void CheckOptions(const ParallelizeOptions& o) {
 }
 
 // Bytes of each param as the init net makes it; -1 where shape inference
-// cannot tell (such a gradient gets a bucket of its own).
+// cannot tell, or the count would not fit in int64 (such a gradient gets a
+// bucket of its own; the init net will not make it anyway).
 std::map<std::string, int64_t> ParamBytes(const ModelDef& model) {
   std::map<std::string, int64_t> bytes;
   auto shapes = InferNetShapes(model.init_net, {});
   for (const auto& p : model.params) {
     auto it = shapes.find(p);
-    bytes[p] = it != shapes.end() && it->second.known()
-                   ? NumElements(it->second.dims) * static_cast<int64_t>(DTypeSize(it->second.dtype))
-                   : -1;
+    int64_t b = -1;
+    if (it != shapes.end() && it->second.known() &&
+        __builtin_mul_overflow(NumElements(it->second.dims), static_cast<int64_t>(DTypeSize(it->second.dtype)), &b))
+      b = -1;
+    bytes[p] = b;
   }
   return bytes;
 }
@@ -81,7 +84,7 @@ std::vector<std::vector<std::string>> MakeBuckets(const GradientResult& g, const
     const std::string& param = g.grads[k].first;
     const int64_t b = bytes.at(param);
     const int64_t cap = buckets.size() <= 1 ? o.first_bucket_bytes : o.bucket_bytes;
-    const bool fits = !buckets.empty() && b >= 0 && filled >= 0 && filled + b <= cap;
+    const bool fits = !buckets.empty() && b >= 0 && filled >= 0 && b <= cap - filled;  // no overflow
     if (!fits) {
       buckets.emplace_back();
       filled = 0;

@@ -828,3 +828,13 @@ TEST_CASE("window sums that overflow int64 are shape errors, not undefined behav
   ExpectRunError({Op("Conv", {"x", "w"}, {"y"}, {IntArg("dilation", 4)})}, {{"x", x}, {"w", w}}, Code::kShape,
                  {"more than int64 can count"});
 }
+
+TEST_CASE("pooling an input with H or W = 0 is a shape error (its padded windows hold no element)") {
+  // Pads smaller than the kernel still let a 3-wide window fit 0 + 2 + 2.
+  Tensor x({1, 1, 0, 4}, DType::kFloat32);
+  for (const char* type : {"MaxPool", "AveragePool"}) {
+    CAPTURE(type);
+    ExpectRunError({Op(type, {"x"}, {"y"}, {IntArg("kernel", 3), IntArg("pad", 2)})}, {{"x", x}}, Code::kShape,
+                   {"H and W > 0"});
+  }
+}

@@ -25,6 +25,7 @@
 #include "exec/net.h"
 #include "graph/net_def.h"
 #include "ops/operator.h"
+#include "tests/unit/cuda_test_util.h"
 
 #if defined(DP_WITH_CUDA) && DP_WITH_CUDA
 #define DP_TEST_CUDA 1
@@ -39,34 +40,7 @@ using dp::DeviceOption;
 using dp::DeviceType;
 using dp::DType;
 using dp::Tensor;
-
-const DeviceOption kCpu{DeviceType::kCPU, 0};
-
-bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-// Runs fn, which must throw dp::Error with `code`; returns the message.
-template <typename Fn>
-std::string ExpectError(Code code, Fn&& fn) {
-  try {
-    fn();
-  } catch (const dp::Error& e) {
-    CHECK_MESSAGE(e.code() == code, "got code ", std::string(dp::CodeName(e.code())), ": ", e.message());
-    return e.message();
-  }
-  FAIL("expected a dp::Error with code ", std::string(dp::CodeName(code)));
-  return {};
-}
-
-dp::OperatorDef MakeOp(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
-                       std::vector<dp::Argument> args = {}, std::optional<DeviceOption> device = std::nullopt) {
-  dp::OperatorDef op;
-  op.type = std::move(type);
-  op.inputs = std::move(inputs);
-  op.outputs = std::move(outputs);
-  op.args = std::move(args);
-  op.device = device;
-  return op;
-}
+using namespace dp::cuda_test;
 
 }  // namespace
 

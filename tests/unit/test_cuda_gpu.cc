@@ -28,6 +28,7 @@
 #include "exec/net.h"
 #include "graph/net_def.h"
 #include "ops/operator.h"
+#include "tests/unit/cuda_test_util.h"
 
 namespace {
 
@@ -36,35 +37,9 @@ using dp::DeviceOption;
 using dp::DeviceType;
 using dp::DType;
 using dp::Tensor;
+using namespace dp::cuda_test;
 
-const DeviceOption kCpu{DeviceType::kCPU, 0};
 const DeviceOption kGpu0{DeviceType::kCUDA, 0};
-
-bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-// Runs fn, which must throw dp::Error with `code`; returns the message.
-template <typename Fn>
-std::string ExpectError(Code code, Fn&& fn) {
-  try {
-    fn();
-  } catch (const dp::Error& e) {
-    CHECK_MESSAGE(e.code() == code, "got code ", std::string(dp::CodeName(e.code())), ": ", e.message());
-    return e.message();
-  }
-  FAIL("expected a dp::Error with code ", std::string(dp::CodeName(code)));
-  return {};
-}
-
-dp::OperatorDef MakeOp(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
-                       std::vector<dp::Argument> args = {}, std::optional<DeviceOption> device = std::nullopt) {
-  dp::OperatorDef op;
-  op.type = std::move(type);
-  op.inputs = std::move(inputs);
-  op.outputs = std::move(outputs);
-  op.args = std::move(args);
-  op.device = device;
-  return op;
-}
 
 Tensor RandomTensor(dp::Dims dims, uint32_t seed) {
   Tensor t(std::move(dims), DType::kFloat32);

@@ -425,3 +425,25 @@ TEST_CASE("a worker pool's reserved ring is not grown by pushes within it") {
   CHECK(pool.capacity() == 1024);
   while (counter.runs.load() < 2000) std::this_thread::yield();
 }
+
+// Regression (fuzzing): a net asking for 2^31 - 1 workers reserved room for
+// that many threads (16 GB) before starting any.
+TEST_CASE("worker counts past the limit are INVALID_ARGUMENT, not a process-sized allocation") {
+  auto def = Parse(R"({"name":"n","executor":"Async","num_workers":2147483647,"ops":[
+    {"type":"ConstantFill","outputs":["a"],"args":[{"name":"shape","ints":[2]}]}]})");
+  auto ws = std::make_shared<Workspace>();
+  try {
+    Net net(def, ws);
+    FAIL("a net with 2147483647 workers was created");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kInvalidArgument);
+    ExpectMessageHas(e, {"num_workers 2147483647", "1024"});
+  }
+  NetOptions o;
+  o.executor = ExecutorKind::kAsync;
+  o.streams_per_gpu = 1025;
+  CHECK_THROWS_AS(Net(def, ws, o), Error);
+  o.streams_per_gpu = 1;
+  o.num_workers = AsyncOptions::kMaxWorkers;  // the limit itself is allowed
+  CHECK_NOTHROW(Net(def, ws, o));
+}

@@ -59,6 +59,14 @@ inline int64_t Padded(int64_t in, int64_t p0, int64_t p1) {
   return out;
 }
 
+// a * b * ...; kShape naming `what` when it does not fit in int64.
+inline int64_t CheckedProduct(std::initializer_list<int64_t> factors, const char* what) {
+  int64_t p = 1;
+  for (int64_t f : factors)
+    if (__builtin_mul_overflow(p, f, &p)) DP_THROW(Code::kShape, what, " is more than int64 can count");
+  return p;
+}
+
 // The one output-size rule; the caller has checked that the dilated kernel
 // fits in the padded input (so the result is >= 1).
 inline int64_t OutSize(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t d) {
@@ -200,9 +208,12 @@ inline ConvShape ComputeConvShape(const OperatorDef& op, const ArgReader& a, con
   s.oh = OutSize(s.h, k.kh, k.sh, k.pt, k.pb, k.dh);
   s.ow = OutSize(s.w, k.kw, k.sw, k.pl, k.pr, k.dw);
   s.y = Dims{s.n, s.m, s.oh, s.ow};
+  // Checked once here (with an empty X, W or Y the other dims may be
+  // anything), so that k(), in_hw() and out_hw() cannot overflow later.
+  CheckedProduct({s.c, s.h, s.w}, "C * H * W of X");
   // The GEMMs' sizes (BLAS takes ints), checked here so that inference rejects them too.
-  BlasInt(s.k(), "C/group * kh * kw");
-  BlasInt(s.out_hw(), "OH * OW");
+  BlasInt(CheckedProduct({s.cg, k.kh, k.kw}, "C/group * kh * kw"), "C/group * kh * kw");
+  BlasInt(CheckedProduct({s.oh, s.ow}, "OH * OW"), "OH * OW");
   BlasInt(s.mg, "M/group");
   return s;
 }
@@ -232,13 +243,14 @@ inline PoolShape ComputePoolShape(const OperatorDef& op, const ArgReader& a, con
     for (const char* n : {"kernel", "kernel_h", "kernel_w", "stride", "stride_h", "stride_w", "pad", "pad_t", "pad_l",
                           "pad_b", "pad_r"})
       DP_ENFORCE_CODE(!a.Has(n), Code::kInvalidArgument, "global_pooling takes no '", n, "' argument");
-    DP_ENFORCE_CODE(s.h > 0 && s.w > 0, Code::kShape, xn, ": global pooling needs H and W > 0");
     s.win.kh = s.h;
     s.win.kw = s.w;
   } else {
     DP_ENFORCE_CODE(kernel.has_value(), Code::kInvalidArgument,
                     "pooling needs 'kernel' (or 'kernel_h' and 'kernel_w', or global_pooling = 1)");
   }
+  // With H or W = 0 every padded window would hold no element: no max, no mean.
+  DP_ENFORCE_CODE(s.h > 0 && s.w > 0, Code::kShape, xn, ": pooling needs H and W > 0");
   const Window& k = s.win;
   DP_ENFORCE_CODE(k.pt < k.kh && k.pb < k.kh && k.pl < k.kw && k.pr < k.kw, Code::kInvalidArgument,
                   "pads (top ", k.pt, ", left ", k.pl, ", bottom ", k.pb, ", right ", k.pr,
