@@ -23,7 +23,8 @@ int64_t DimProduct(const Dims& dims, int begin, int end) {
   // so a product of some of them may not fit.
   for (int i = begin; i < end; ++i)
     if (__builtin_mul_overflow(p, dims[static_cast<size_t>(i)], &p))
-      DP_THROW(Code::kShape, "dims ", begin, "..", end - 1, " of ", DimsString(dims), " hold more elements than int64 can count");
+      DP_THROW(Code::kShape, "dims ", begin, "..", end - 1, " of ", DimsString(dims),
+               " hold more elements than int64 can count");
   return p;
 }
 

@@ -28,7 +28,8 @@ void WriteFile(const std::string& path, const uint8_t* data, size_t size, bool g
     return;
   }
   FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr || (size > 0 && std::fwrite(data, 1, size, f) != size)) dp::fuzz::Broken("cannot write", path.c_str());
+  if (f == nullptr || (size > 0 && std::fwrite(data, 1, size, f) != size))
+    dp::fuzz::Broken("cannot write", path.c_str());
   std::fclose(f);
 }
 
