@@ -85,8 +85,9 @@ enum {
   DP_ERR_UNAVAILABLE = 7,         /* device or feature not present */
   DP_ERR_CANCELLED = 8,
   DP_ERR_TIMEOUT = 9,
-  DP_ERR_DATA_LOSS = 10,          /* corrupted data detected (checksums) */
-  DP_ERR_OUT_OF_MEMORY = 11,
+  DP_ERR_DATA_LOSS = 10,          /* corrupted or truncated data (a gzip stream's CRC, an IDX file
+                                     shorter than its header says) */
+  DP_ERR_OUT_OF_MEMORY = 11,      /* the device, or a workspace's max_bytes, refused memory */
   DP_ERR_FAILED_PRECONDITION = 12,/* call not valid in this state */
   DP_ERR_IO = 13,                 /* file system error */
   DP_ERR_PARSE = 14,              /* malformed FlatBuffer or JSON */
