@@ -31,6 +31,7 @@ Operator::Operator(const OpInit& init)
       label_(OpLabel(init.def, init.index)),
       args_(def_, std::string()),
       budget_(init.ws->budget()) {
+  scratch_.set_budget(budget_);
   for (const auto& name : def_.inputs) inputs_.push_back(init.ws->CreateBlob(name));
   for (const auto& name : def_.outputs) outputs_.push_back(init.ws->CreateBlob(name));
 }
@@ -158,7 +159,6 @@ Tensor* Operator::Output(int i, Dims dims, DType dtype) {
 
 void* Operator::ScratchBytes(size_t bytes) {
   if (scratch_.nbytes() < bytes) {
-    scratch_.set_budget(budget_);
     try {
       scratch_.Resize({static_cast<int64_t>(bytes)}, DType::kUInt8, device_);
     } catch (Error& e) {
