@@ -33,8 +33,8 @@
 #include "bench_util.h"
 #include "core/dtype.h"
 #include "core/error.h"
-#include "parallel/cpu_collectives.h"
-#include "parallel/thread_team.h"
+#include "comm/cpu_collectives.h"
+#include "comm/thread_team.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

@@ -3,7 +3,7 @@
 
 #include "autodiff/add_gradients.h"
 #include "capi/handles.h"
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 #include "model/model_format.h"
 #include "model/training.h"
 

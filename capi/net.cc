@@ -1,8 +1,8 @@
 // dp_netdef and dp_net.
 #include "capi/handles.h"
-#include "exec/task_graph.h"
+#include "graph/task_graph.h"
 #include "graph/net_format.h"
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 
 namespace {
 

@@ -4,8 +4,8 @@
 #include <map>
 #include <set>
 
-#include "autodiff/gradient_registry.h"
-#include "graph/net_validate.h"
+#include "ops/gradient_registry.h"
+#include "ops/net_validate.h"
 
 namespace dp {
 namespace {

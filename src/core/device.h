@@ -29,4 +29,14 @@ const char* DeviceTypeName(DeviceType t);
 // without CUDA, when no driver is installed, or when no GPU is visible.
 int DeviceCount(DeviceType t);
 
+// Whether this build of dp has a backend for the type: one registered a
+// counter at load time (cuda/ does in CUDA builds; the CPU is built in).
+// With DeviceCount it tells "built without CUDA" from "no GPU or driver".
+bool DeviceTypeCompiledIn(DeviceType t);
+
+// The backend of a device type registers, at load time, how to count its
+// devices. The counter is only called when somebody asks, never at load time.
+using DeviceCounter = int (*)();
+void RegisterDeviceCounter(DeviceType t, DeviceCounter count);
+
 }  // namespace dp

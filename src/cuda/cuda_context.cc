@@ -284,6 +284,7 @@ struct Registrations {
     RegisterAllocator(DeviceType::kCUDA, &g_cuda_allocator);
     RegisterCopy(DeviceType::kCUDA, &CudaCopy);
     RegisterContextFactory(DeviceType::kCUDA, &MakeCudaContext);
+    RegisterDeviceCounter(DeviceType::kCUDA, &cuda::DeviceCount);
   }
 } g_registrations;
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/context.h"
-#include "exec/task_graph.h"
+#include "graph/task_graph.h"
 #include "ops/operator.h"
 
 namespace dp {

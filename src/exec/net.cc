@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "core/logging.h"
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 
 namespace dp {
 namespace {

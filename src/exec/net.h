@@ -11,7 +11,7 @@
 
 #include "core/workspace.h"
 #include "exec/executor.h"
-#include "exec/task_graph.h"
+#include "graph/task_graph.h"
 #include "graph/net_def.h"
 #include "ops/operator.h"
 

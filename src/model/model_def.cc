@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 
 namespace dp {
 namespace {

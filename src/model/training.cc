@@ -4,9 +4,9 @@
 #include <map>
 #include <set>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "graph/fusion.h"
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 
 namespace dp {
 

@@ -3,7 +3,7 @@
 // measure the scheduling machinery, not kernels). Device-generic.
 #include <limits>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/operator.h"
 
 namespace dp {

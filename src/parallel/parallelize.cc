@@ -6,9 +6,8 @@
 #include <set>
 
 #include "autodiff/add_gradients.h"
-#include "autodiff/gradient_registry.h"
-#include "cuda/cuda_runtime.h"
-#include "graph/net_validate.h"
+#include "ops/gradient_registry.h"
+#include "ops/net_validate.h"
 #include "model/training.h"
 #include "ops/operator.h"
 #include "parallel/sync_bn.h"
@@ -196,7 +195,7 @@ class Builder {
 // CUDA replicas run every op of the template on their device: all must have
 // CUDA kernels.
 void CheckKernels(const NetDef& tmpl, DeviceType type) {
-  DP_ENFORCE_CODE(type != DeviceType::kCUDA || cuda::BuiltWithCuda(), Code::kUnavailable,
+  DP_ENFORCE_CODE(DeviceTypeCompiledIn(type), Code::kUnavailable,
                   "parallelize: CUDA replicas requested, but dp was built without CUDA");
   std::set<std::string> missing;
   for (const auto& op : tmpl.ops)

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "exec/net.h"

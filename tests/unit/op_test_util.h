@@ -23,7 +23,7 @@
 #include "core/workspace.h"
 #include "exec/net.h"
 #include "graph/net_def.h"
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 
 namespace dp::testing {
 

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "exec/net.h"
-#include "exec/task_graph.h"
+#include "graph/task_graph.h"
 #include "exec/worker_pool.h"
 #include "ops/operator.h"
 

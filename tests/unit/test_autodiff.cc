@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "autodiff/add_gradients.h"
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "core/workspace.h"
 #include "exec/net.h"
 #include "graph/fusion.h"

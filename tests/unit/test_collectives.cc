@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "exec/net.h"
@@ -27,8 +27,8 @@
 #include "ops/op_schema.h"
 #include "ops/operator.h"
 #include "op_test_util.h"
-#include "parallel/cpu_collectives.h"
-#include "parallel/thread_team.h"
+#include "comm/cpu_collectives.h"
+#include "comm/thread_team.h"
 
 using namespace dp;
 using namespace dp::testing;

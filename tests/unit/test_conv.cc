@@ -22,12 +22,12 @@
 #include <utility>
 #include <vector>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "exec/net.h"
 #include "graph/net_def.h"
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 #include "gradient_checker.h"
 #include "ops/op_schema.h"
 #include "ops/operator.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "core/device.h"
 #include "cuda/cuda_runtime.h"
 #include "ops/op_schema.h"
@@ -24,7 +24,7 @@
 #include "op_test_util.h"
 
 #if defined(DP_WITH_CUDA) && DP_WITH_CUDA
-#include "cuda/cuda_collectives.h"
+#include "comm/cuda_collectives.h"
 #define DP_TEST_CUDA 1
 #else
 #define DP_TEST_CUDA 0

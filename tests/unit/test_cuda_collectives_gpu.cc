@@ -14,7 +14,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
-#include "cuda/cuda_collectives.h"
+#include "comm/cuda_collectives.h"
 #include "cuda_collectives_test_util.h"
 #include "op_test_util.h"
 

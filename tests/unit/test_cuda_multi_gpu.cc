@@ -21,7 +21,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
-#include "cuda/cuda_collectives.h"
+#include "comm/cuda_collectives.h"
 #include "exec/net.h"
 #include "graph/net_def.h"
 #include "cuda_collectives_test_util.h"

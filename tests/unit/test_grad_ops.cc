@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_schema.h"
 #include "ops/operator.h"
 #include "gradient_checker.h"

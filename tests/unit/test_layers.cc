@@ -20,13 +20,13 @@
 #include <vector>
 
 #include "autodiff/add_gradients.h"
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "core/storage.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "exec/net.h"
 #include "graph/net_def.h"
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 #include "gradient_checker.h"
 #include "op_test_util.h"
 #include "ops/op_schema.h"

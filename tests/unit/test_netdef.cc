@@ -8,7 +8,7 @@
 
 #include "graph/net_format.h"
 #include "net_generated.h"
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 #include "ops/op_schema.h"
 
 using namespace dp;

@@ -12,7 +12,7 @@
 
 #include "graph/net_def.h"
 #include "graph/net_format.h"
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 #include "ops/op_schema.h"
 #include "op_test_util.h"
 

@@ -29,7 +29,7 @@
 #include "core/workspace.h"
 #include "exec/net.h"
 #include "graph/net_def.h"
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 #include "ops/op_schema.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"

@@ -21,13 +21,13 @@
 #include <utility>
 #include <vector>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "core/storage.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "exec/net.h"
 #include "graph/net_def.h"
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 #include "ops/op_schema.h"
 #include "ops/operator.h"
 #include "op_test_util.h"

@@ -1,7 +1,7 @@
 // Accuracy: the fraction of samples whose label is among the top_k scores.
 // Ties count against the sample (a score equal to the label's, at a lower
 // index, ranks above it), so results do not depend on sort stability.
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 

@@ -4,7 +4,7 @@
 // through which the autodiff transform lets no gradient flow.
 #include <cmath>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 

@@ -15,7 +15,7 @@
 #include <cmath>
 #include <vector>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/cpu/batchnorm_kernels.h"
 
 namespace dp {

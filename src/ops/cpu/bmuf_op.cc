@@ -8,7 +8,7 @@
 //   starts from the look-ahead point).
 // Every replica runs the same update on the same values, so replicas stay
 // identical without another broadcast.
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <limits>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 

@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/cpu/conv_utils.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"

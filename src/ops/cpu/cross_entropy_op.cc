@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 

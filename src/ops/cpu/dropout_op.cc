@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "core/random.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"

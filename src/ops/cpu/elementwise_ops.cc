@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 

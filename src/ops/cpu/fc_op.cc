@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 

@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "core/random.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"

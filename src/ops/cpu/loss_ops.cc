@@ -1,7 +1,7 @@
 // AveragedLoss: the mean of all elements of X, as a scalar.
 #include <algorithm>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 

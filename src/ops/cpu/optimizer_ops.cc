@@ -24,7 +24,7 @@
 #include <immintrin.h>
 #endif
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 

@@ -18,7 +18,7 @@
 #include <limits>
 #include <vector>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/cpu/conv_utils.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"

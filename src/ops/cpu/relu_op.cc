@@ -1,6 +1,6 @@
 // Relu: Y = max(X, 0), elementwise; may run in place. Its gradient reads Y
 // (not X), so an in-place Relu keeps its gradient computable.
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 

@@ -1,6 +1,6 @@
 // Reshape and Flatten change only metadata: the output shares the input's
 // storage (copy-on-write keeps that safe; see core/tensor.h).
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 

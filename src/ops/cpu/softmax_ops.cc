@@ -3,7 +3,7 @@
 // numerical stability (log-sum-exp with the row maximum subtracted).
 #include <cmath>
 
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 

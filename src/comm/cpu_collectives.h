@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "parallel/thread_team.h"
+#include "comm/thread_team.h"
 
 namespace dp {
 

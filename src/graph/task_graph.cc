@@ -1,4 +1,4 @@
-#include "exec/task_graph.h"
+#include "graph/task_graph.h"
 
 #include <algorithm>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "autodiff/gradient_registry.h"
+#include "ops/gradient_registry.h"
 
 #include <cstdio>
 #include <cstdlib>

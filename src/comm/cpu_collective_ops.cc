@@ -17,11 +17,11 @@
 #include <utility>
 #include <vector>
 
-#include "autodiff/gradient_registry.h"
-#include "ops/collective_checks.h"
+#include "ops/gradient_registry.h"
+#include "comm/collective_checks.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
-#include "parallel/cpu_collectives.h"
+#include "comm/cpu_collectives.h"
 
 namespace dp {
 namespace {

@@ -1,4 +1,4 @@
-#include "graph/net_validate.h"
+#include "ops/net_validate.h"
 
 #include <set>
 #include <unordered_map>

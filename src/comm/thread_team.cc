@@ -1,4 +1,4 @@
-#include "parallel/thread_team.h"
+#include "comm/thread_team.h"
 
 #include <chrono>
 #include <utility>

@@ -3,11 +3,11 @@
 //   CreateCudaCollectives(device_ids=[...], nccl=1) -> comm
 //   Allreduce(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
 //   Broadcast(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
-// Same graph as the CPU collectives (ops/cpu/collective_ops.cc, which owns the
+// Same graph as the CPU collectives (comm/cpu_collective_ops.cc, which owns the
 // Allreduce and Broadcast schemas): the k tensors are device-major, device d's
 // being on cuda:device_ids[d]. The op runs on one of those devices (normally
 // the first) and issues the whole collective from its stream; see
-// cuda/cuda_collectives.h for the ordering.
+// comm/cuda_collectives.h for the ordering.
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
-#include "autodiff/gradient_registry.h"
-#include "cuda/cuda_collectives.h"
+#include "ops/gradient_registry.h"
+#include "comm/cuda_collectives.h"
 #include "cuda/cuda_context.h"
-#include "ops/collective_checks.h"
+#include "comm/collective_checks.h"
 #include "ops/operator.h"
 
 namespace dp {

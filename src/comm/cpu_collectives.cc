@@ -1,4 +1,4 @@
-#include "parallel/cpu_collectives.h"
+#include "comm/cpu_collectives.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,7 +1,7 @@
 // CudaCollectives: the communicator's resources, the stream ordering of a
 // call (fork from the caller's stream, join back into it) and the two ways
 // of moving the data (NCCL group calls, or the copy-and-sum tree).
-#include "cuda/cuda_collectives.h"
+#include "comm/cuda_collectives.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "core/logging.h"
-#include "cuda/collective_kernels.h"
+#include "comm/collective_kernels.h"
 #include "cuda/cuda_context.h"
 #include "ops/op_utils.h"
 

@@ -1,6 +1,6 @@
 // The element-wise kernels of the copy-and-sum tree: grid-stride loops over
 // int64_t indices, like kernels.cu.
-#include "cuda/collective_kernels.h"
+#include "comm/collective_kernels.h"
 #include "cuda/grid.cuh"
 
 namespace dp::cuda {
