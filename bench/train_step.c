@@ -13,10 +13,10 @@
  *              [--devices N] [--workers W] [--bucket-kb K] [--trace FILE]
  *
  * With --devices N the step is data-parallel over CPU replicas cpu_0..N-1
- * (dp_parallelize; the global batch B is split across them) run by the async
+ * (dp_model_parallelize; the global batch B is split across them) run by the async
  * executor with W CPU workers (default N - 1, at least 1: the calling thread
  * runs tasks too, so that there is one thread per replica). --bucket-kb sets
- * both gradient bucket sizes (default: dp_parallelize's 1 MiB first, 25 MiB).
+ * both gradient bucket sizes (default: dp_model_parallelize's 1 MiB first, 25 MiB).
  *
  * Output (one line each, key=value):
  *   train_step model=... batch=256 steps=N median_ms=... samples_per_s=... gflop_per_step=... gflops=...
@@ -40,7 +40,8 @@
 
 static void check(dp_status* s, const char* what) {
   if (s == NULL) return;
-  fprintf(stderr, "train_step: %s failed: [%s] %s\n", what, dp_code_name(dp_status_code(s)), dp_status_message(s));
+  fprintf(stderr, "train_step: %s failed: [%s] %s\n", what, dp_status_code_name(dp_status_code(s)),
+          dp_status_message(s));
   dp_status_free(s);
   exit(1);
 }
@@ -159,7 +160,7 @@ int main(int argc, char** argv) {
     popts.device_ids = ids;
     popts.num_devices = (size_t)devices;
     if (bucket_kb > 0) popts.first_bucket_bytes = popts.bucket_bytes = (int64_t)bucket_kb << 10;
-    check(dp_parallelize(model, &popts, &parallel), "dp_parallelize");
+    check(dp_model_parallelize(model, &popts, &parallel), "dp_model_parallelize");
     check(dp_parallel_model_nets(parallel, &init_def, &train_def, NULL), "dp_parallel_model_nets");
     nopts.num_workers = (int32_t)(workers > 0 ? workers : (devices > 1 ? devices - 1 : 1));
   }

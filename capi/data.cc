@@ -1,10 +1,10 @@
-// dp_read_idx: IDX files (the MNIST format) into tensors.
+// dp_tensor_from_idx_file: IDX files (the MNIST format) into tensors.
 #include "capi/handles.h"
 #include "data/idx_reader.h"
 
 extern "C" {
 
-dp_status* dp_read_idx(const char* path, dp_tensor** out) {
+dp_status* dp_tensor_from_idx_file(const char* path, dp_tensor** out) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(path);
   DP_CHECK_NOT_NULL(out);

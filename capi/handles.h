@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -70,12 +72,53 @@ dp_status* StatusFromCurrentException() noexcept;  // call inside a catch block
 // A new handle owning `def` (not validated again: transforms' output).
 inline dp_netdef* NewNetDef(NetDef def) { return new dp_netdef{std::make_shared<const NetDef>(std::move(def))}; }
 
+// The end of `field` in the caller's option struct type: struct_size must
+// reach it for the field to be read.
+#define DP_OPTIONS_END(options, field) \
+  (offsetof(std::remove_cv_t<std::remove_pointer_t<decltype(options)>>, field) + sizeof((options)->field))
+
 // Whether the caller's option struct (which starts with struct_size) reaches
 // past `field`: older callers pass shorter structs, and only the fields they
-// have are read.
-#define DP_OPTIONS_HAVE(options, field)                                                          \
-  ((options)->struct_size >= offsetof(std::remove_cv_t<std::remove_pointer_t<decltype(options)>>, field) + \
-                                 sizeof((options)->field))
+// have are read; the others keep their defaults (zero means default).
+#define DP_OPTIONS_HAVE(options, field) ((options)->struct_size >= DP_OPTIONS_END(options, field))
+
+inline const char* OptionsName(const dp_workspace_options*) { return "dp_workspace_options"; }
+inline const char* OptionsName(const dp_net_options*) { return "dp_net_options"; }
+inline const char* OptionsName(const dp_gradient_options*) { return "dp_gradient_options"; }
+inline const char* OptionsName(const dp_training_options*) { return "dp_training_options"; }
+inline const char* OptionsName(const dp_parallel_options*) { return "dp_parallel_options"; }
+
+// Checks the caller's struct_size: at least `min_size` (the struct's leading,
+// required fields; kInvalidArgument otherwise), and when it is larger than
+// this library's struct, the bytes past it (newer fields) must all be zero,
+// i.e. their defaults (kUnimplemented otherwise: an option this library
+// does not have).
+template <class T>
+void CheckOptionsSize(const T* options, size_t min_size, const char* func) {
+  const uint32_t size = options->struct_size;
+  DP_ENFORCE_CODE(size >= min_size, Code::kInvalidArgument, func, ": options->struct_size ", size,
+                  " is too small (at least ", min_size, " bytes; set it to sizeof(", OptionsName(options), "))");
+  if (size <= sizeof(T)) return;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(options);
+  for (size_t i = sizeof(T); i < size; ++i)
+    DP_ENFORCE_CODE(bytes[i] == 0, Code::kUnimplemented, func, ": options->struct_size ", size,
+                    " is larger than this library's ", OptionsName(options), " (", sizeof(T), " bytes) and byte ", i,
+                    " is not zero: it sets an option this version of dp does not have");
+}
+
+// Checks struct_size (see CheckOptionsSize); `min_field` is the last field
+// every caller must have.
+#define DP_CHECK_OPTIONS_SIZE(options, min_field) \
+  ::dp::capi::CheckOptionsSize((options), DP_OPTIONS_END(options, min_field), __func__)
+
+// dp_*_options_init: zero-fills the caller's struct_size bytes and sets
+// struct_size; nothing for NULL or a size that cannot hold struct_size.
+template <class T>
+void InitOptions(T* options, size_t struct_size) noexcept {
+  if (options == nullptr || struct_size < sizeof(uint32_t) || struct_size > UINT32_MAX) return;
+  std::memset(static_cast<void*>(options), 0, struct_size);
+  options->struct_size = static_cast<uint32_t>(struct_size);
+}
 
 // The model to build from: `model` itself, or with lr != 0 a copy in
 // `storage` whose optimizer's base learning rate is lr (> 0, else

@@ -39,14 +39,21 @@ const ModelDef& ModelWithLr(const ModelDef& model, double lr, ModelDef* storage,
 
 extern "C" {
 
+void dp_gradient_options_init(dp_gradient_options* options, size_t struct_size) {
+  dp::capi::InitOptions(options, struct_size);
+}
+
+void dp_training_options_init(dp_training_options* options, size_t struct_size) {
+  dp::capi::InitOptions(options, struct_size);
+}
+
 dp_status* dp_netdef_add_gradients(const dp_netdef* netdef, const dp_gradient_options* options, dp_netdef** out,
                                    dp_string_list** out_grad_map) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(netdef);
   DP_CHECK_NOT_NULL(options);
   DP_CHECK_NOT_NULL(out);
-  DP_CHECK_ARG(DP_OPTIONS_HAVE(options, loss_scale),
-               "options->struct_size ", options->struct_size, " is too small");
+  DP_CHECK_OPTIONS_SIZE(options, loss_scale);
   dp::GradientOptions g;
   g.losses = Names(options->losses, options->num_losses, "options->losses");
   g.wrt = Names(options->wrt, options->num_wrt, "options->wrt");
@@ -134,8 +141,7 @@ dp_status* dp_model_build_training(const dp_model* model, const dp_training_opti
   dp::TrainingOptions opts;
   double lr = 0;
   if (options != nullptr) {
-    DP_CHECK_ARG(DP_OPTIONS_HAVE(options, loss_scale), "options->struct_size ", options->struct_size,
-                 " is too small");
+    DP_CHECK_OPTIONS_SIZE(options, loss_scale);
     DP_CHECK_ARG(options->loss_scale == options->loss_scale, "options->loss_scale is NaN");
     opts.loss_scale = options->loss_scale == 0 ? 1.0 : options->loss_scale;
     if (DP_OPTIONS_HAVE(options, lr)) lr = options->lr;

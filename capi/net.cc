@@ -83,6 +83,10 @@ size_t dp_netdef_num_ops(const dp_netdef* netdef) { return netdef ? netdef->def-
 
 void dp_netdef_free(dp_netdef* netdef) { delete netdef; }
 
+void dp_net_options_init(dp_net_options* options, size_t struct_size) {
+  dp::capi::InitOptions(options, struct_size);
+}
+
 dp_status* dp_net_create(dp_workspace* workspace, const dp_netdef* netdef, const dp_net_options* options,
                          dp_net** out) {
   DP_API_BEGIN
@@ -91,8 +95,7 @@ dp_status* dp_net_create(dp_workspace* workspace, const dp_netdef* netdef, const
   DP_CHECK_NOT_NULL(out);
   dp::NetOptions opts;
   if (options != nullptr) {
-    DP_CHECK_ARG(DP_OPTIONS_HAVE(options, executor), "options->struct_size ", options->struct_size,
-                 " is too small");
+    DP_CHECK_OPTIONS_SIZE(options, executor);
     DP_CHECK_ARG(options->executor >= DP_EXECUTOR_DEFAULT && options->executor <= DP_EXECUTOR_ASYNC,
                  "unknown executor ", options->executor);
     opts.executor = static_cast<dp::ExecutorKind>(options->executor);

@@ -1,32 +1,73 @@
-// dp_parallelize and the data-parallel model handle.
+// dp_model_parallelize, its options and the data-parallel model handle.
+#include <cmath>
+#include <numeric>
+
 #include "capi/handles.h"
+#include "core/device.h"
 
 extern "C" {
 
-dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* options, dp_parallel_model** out) {
+void dp_parallel_options_init(dp_parallel_options* options, size_t struct_size) {
+  dp::capi::InitOptions(options, struct_size);
+}
+
+dp_status* dp_model_parallelize(const dp_model* model, const dp_parallel_options* options,
+                                dp_parallel_model** out) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(model);
   DP_CHECK_NOT_NULL(options);
   DP_CHECK_NOT_NULL(out);
-  DP_CHECK_ARG(DP_OPTIONS_HAVE(options, fuse), "options->struct_size ", options->struct_size, " is too small");
+  DP_CHECK_OPTIONS_SIZE(options, no_fuse);
+  // Zero means default throughout: the C struct's zeros map to the engine's
+  // defaults here (dp::ParallelizeOptions keeps its own).
   DP_CHECK_ARG(options->device_type == DP_DEVICE_CPU || options->device_type == DP_DEVICE_CUDA,
                "options->device_type ", options->device_type, " is not a device type");
   DP_CHECK_ARG(options->device_ids != nullptr || options->num_devices == 0,
                "options->device_ids is NULL but options->num_devices is ", options->num_devices);
+  DP_CHECK_ARG(options->device_ids == nullptr || options->num_devices > 0,
+               "options->device_ids is set but options->num_devices is 0: no devices (leave device_ids NULL "
+               "for every device)");
+  DP_CHECK_ARG(options->first_bucket_bytes >= 0, "options->first_bucket_bytes must be >= 0 (0: 1 MiB), got ",
+               options->first_bucket_bytes);
+  DP_CHECK_ARG(options->bucket_bytes >= 0, "options->bucket_bytes must be >= 0 (0: 25 MiB), got ",
+               options->bucket_bytes);
   dp::ParallelizeOptions o;
   o.device_type = static_cast<dp::DeviceType>(options->device_type);
-  o.device_ids.assign(options->device_ids, options->device_ids + options->num_devices);
-  o.first_bucket_bytes = options->first_bucket_bytes;
-  o.bucket_bytes = options->bucket_bytes;
+  if (options->device_ids != nullptr) {
+    o.device_ids.assign(options->device_ids, options->device_ids + options->num_devices);
+  } else {
+    // The default device set: every device of the type (CPU: one, cpu:0).
+    const int count = dp::DeviceCount(o.device_type);
+    DP_ENFORCE_CODE(count > 0, dp::Code::kUnavailable, __func__, ": options->device_ids is NULL (every ",
+                    dp::DeviceTypeName(o.device_type), " device), but ",
+                    dp::DeviceTypeCompiledIn(o.device_type) ? "no such device is visible"
+                                                            : "dp was built without it");
+    o.device_ids.resize(static_cast<size_t>(count));
+    std::iota(o.device_ids.begin(), o.device_ids.end(), 0);
+  }
+  if (options->first_bucket_bytes != 0) o.first_bucket_bytes = options->first_bucket_bytes;
+  if (options->bucket_bytes != 0) o.bucket_bytes = options->bucket_bytes;
   o.uneven_split = options->uneven_split != 0;
-  o.fuse = options->fuse != 0;
-  if (DP_OPTIONS_HAVE(options, accumulate_steps)) o.accumulate_steps = options->accumulate_steps;
+  o.fuse = options->no_fuse == 0;
+  if (DP_OPTIONS_HAVE(options, accumulate_steps)) {
+    DP_CHECK_ARG(options->accumulate_steps >= 0, "options->accumulate_steps must be >= 0 (0: 1), got ",
+                 options->accumulate_steps);
+    if (options->accumulate_steps != 0) o.accumulate_steps = options->accumulate_steps;
+  }
   if (DP_OPTIONS_HAVE(options, bmuf_block_length) && options->bmuf != 0) {
     o.bmuf.enabled = true;
-    o.bmuf.block_lr = options->bmuf_block_lr;
-    o.bmuf.block_momentum = options->bmuf_block_momentum;
-    o.bmuf.nesterov = options->bmuf_nesterov != 0;
-    o.bmuf.block_length = options->bmuf_block_length;
+    const double lr = options->bmuf_block_lr;
+    DP_CHECK_ARG(lr >= 0, "options->bmuf_block_lr must be > 0 (0: 1.0), got ", lr);
+    if (lr != 0) o.bmuf.block_lr = lr;
+    // The engine's block_momentum: negative = 1 - 1/N, else mu itself.
+    const double mu = options->bmuf_block_momentum;
+    DP_CHECK_ARG(!std::isnan(mu) && mu < 1,
+                 "options->bmuf_block_momentum must be < 1 (0: 1 - 1/replicas, negative: none), got ", mu);
+    o.bmuf.block_momentum = mu == 0 ? -1.0 : (mu < 0 ? 0.0 : mu);
+    o.bmuf.nesterov = options->bmuf_no_nesterov == 0;
+    DP_CHECK_ARG(options->bmuf_block_length >= 0, "options->bmuf_block_length must be >= 0 (0: 8), got ",
+                 options->bmuf_block_length);
+    if (options->bmuf_block_length != 0) o.bmuf.block_length = options->bmuf_block_length;
   }
   if (DP_OPTIONS_HAVE(options, computed_params)) {
     DP_CHECK_ARG(options->computed_params >= DP_COMPUTED_PARAMS_BROADCAST &&
@@ -34,7 +75,12 @@ dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* opti
                  "options->computed_params ", options->computed_params, " is not a DP_COMPUTED_PARAMS_* value");
     o.computed_params = static_cast<dp::ComputedParamsSync>(options->computed_params);
   }
-  if (DP_OPTIONS_HAVE(options, nccl)) o.nccl = options->nccl != 0;
+  if (DP_OPTIONS_HAVE(options, cuda_collectives)) {
+    DP_CHECK_ARG(options->cuda_collectives == DP_CUDA_COLLECTIVES_NCCL ||
+                     options->cuda_collectives == DP_CUDA_COLLECTIVES_TREE,
+                 "options->cuda_collectives ", options->cuda_collectives, " is not a DP_CUDA_COLLECTIVES_* value");
+    o.nccl = options->cuda_collectives == DP_CUDA_COLLECTIVES_NCCL;
+  }
   if (DP_OPTIONS_HAVE(options, shared_model)) o.shared_model = options->shared_model != 0;
   if (DP_OPTIONS_HAVE(options, sync_bn)) o.sync_bn = options->sync_bn != 0;
   dp::ModelDef overridden;

@@ -47,12 +47,12 @@ void dp_status_free(dp_status* status) {
   if (status != &dp::capi::g_out_of_memory) delete status;
 }
 
-const char* dp_code_name(int32_t code) {
+const char* dp_status_code_name(int32_t code) {
   if (code < 0 || code > static_cast<int32_t>(dp::Code::kDType)) return "UNKNOWN";
   return dp::CodeName(static_cast<dp::Code>(code));
 }
 
-void dp_set_log_callback(dp_log_callback callback, void* user_data, int32_t min_level) {
+void dp_log_set_callback(dp_log_callback callback, void* user_data, int32_t min_level) {
   if (min_level < DP_LOG_DEBUG) min_level = DP_LOG_DEBUG;
   if (min_level > DP_LOG_ERROR) min_level = DP_LOG_ERROR;
   dp::SetLogSink(callback, user_data, static_cast<dp::LogLevel>(min_level));

@@ -142,13 +142,16 @@ dp_status* dp_workspace_create(dp_workspace** out) {
   DP_API_END
 }
 
+void dp_workspace_options_init(dp_workspace_options* options, size_t struct_size) {
+  dp::capi::InitOptions(options, struct_size);
+}
+
 dp_status* dp_workspace_create_with_options(const dp_workspace_options* options, dp_workspace** out) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(out);
   dp::WorkspaceOptions o;
   if (options != nullptr) {
-    DP_CHECK_ARG(DP_OPTIONS_HAVE(options, max_bytes), "options->struct_size ", options->struct_size,
-                 " is too small");
+    DP_CHECK_OPTIONS_SIZE(options, max_bytes);
     o.max_bytes = options->max_bytes;
   }
   auto h = std::make_unique<dp_workspace>();

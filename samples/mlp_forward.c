@@ -26,7 +26,8 @@
 /* Prints a failed status and exits; frees it either way. */
 static void check(dp_status* s, const char* what) {
   if (s == NULL) return;
-  fprintf(stderr, "mlp_forward: %s failed: [%s] %s\n", what, dp_code_name(dp_status_code(s)), dp_status_message(s));
+  fprintf(stderr, "mlp_forward: %s failed: [%s] %s\n", what, dp_status_code_name(dp_status_code(s)),
+          dp_status_message(s));
   dp_status_free(s);
   exit(1);
 }

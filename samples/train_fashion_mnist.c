@@ -2,10 +2,10 @@
  * train_fashion_mnist: trains a classifier on Fashion-MNIST with dp's public
  * C API only.
  *
- * It reads the IDX files (dp_read_idx), loads a model definition
+ * It reads the IDX files (dp_tensor_from_idx_file), loads a model definition
  * (samples/nets/fashion_mlp.json or fashion_cnn.json), derives the training
  * nets (dp_model_build_training: init, one training step, evaluation; with
- * --devices, dp_parallelize: data parallelism over N replicas), then
+ * --devices, dp_model_parallelize: data parallelism over N replicas), then
  * for each epoch shuffles the training set, runs one step per batch (the last
  * partial batch is dropped) and evaluates the whole test set.
  *
@@ -87,7 +87,7 @@ static void die(const char* fmt, const char* arg) {
 /* Prints a failed status and exits; frees it either way. */
 static void check(dp_status* s, const char* what) {
   if (s == NULL) return;
-  fprintf(stderr, "train_fashion_mnist: %s failed: [%s] %s\n", what, dp_code_name(dp_status_code(s)),
+  fprintf(stderr, "train_fashion_mnist: %s failed: [%s] %s\n", what, dp_status_code_name(dp_status_code(s)),
           dp_status_message(s));
   dp_status_free(s);
   app_free();
@@ -147,7 +147,7 @@ static size_t load_split(const char* dir, const char* split, int slot, float** o
   snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte.gz", dir, split);
   snprintf(what, sizeof what, "reading the Fashion-MNIST images '%s' (see --data; Debian: dataset-fashion-mnist)",
            path);
-  check(dp_read_idx(path, &app.raw[slot]), what);
+  check(dp_tensor_from_idx_file(path, &app.raw[slot]), what);
   const dp_tensor* images = app.raw[slot];
   const int64_t* d = dp_tensor_dims(images);
   if (dp_tensor_dtype(images) != DP_DTYPE_UINT8 || dp_tensor_ndim(images) != 3 || d[1] != 28 || d[2] != 28)
@@ -157,7 +157,7 @@ static size_t load_split(const char* dir, const char* split, int slot, float** o
   snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte.gz", dir, split);
   snprintf(what, sizeof what, "reading the Fashion-MNIST labels '%s' (see --data; Debian: dataset-fashion-mnist)",
            path);
-  check(dp_read_idx(path, &app.raw[slot + 1]), what);
+  check(dp_tensor_from_idx_file(path, &app.raw[slot + 1]), what);
   const dp_tensor* labels = app.raw[slot + 1];
   int32_t ldt = dp_tensor_dtype(labels);
   if ((ldt != DP_DTYPE_UINT8 && ldt != DP_DTYPE_INT32) || dp_tensor_ndim(labels) != 1 ||
@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
   long epochs = 3, batch = 64, limit = 0;
   unsigned long long seed = 1;
   double lr = 0, min_acc = -1;
-  int32_t device_type = -1; /* -1: one device, no dp_parallelize */
+  int32_t device_type = -1; /* -1: one device, no dp_model_parallelize */
   long num_devices = 0;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
@@ -411,7 +411,7 @@ int main(int argc, char** argv) {
     popts.device_ids = ids;
     popts.num_devices = (size_t)num_devices;
     popts.lr = lr;
-    check(dp_parallelize(app.model, &popts, &app.parallel), "dp_parallelize");
+    check(dp_model_parallelize(app.model, &popts, &app.parallel), "dp_model_parallelize");
     check(dp_parallel_model_nets(app.parallel, &app.init_def, &app.train_def, &app.eval_def),
           "dp_parallel_model_nets");
     printf("data parallel over %zu replicas (%s ... %s)\n", dp_parallel_model_num_replicas(app.parallel),

@@ -23,9 +23,37 @@
  * Threads. Unless a function says otherwise it may be called from any thread,
  *   and concurrently on different handles. Per-object rules are given below.
  *
- * Options structs begin with struct_size (set it with the matching *_INIT
- *   macro or sizeof) and only ever grow at the end, so old callers keep
- *   working with newer libraries.
+ * Names. Every function is dp_<object>_<verb>[_<detail>], where <object> is
+ *   the handle type or subsystem it acts on (status, log, device, dtype,
+ *   tensor, workspace, string_list, buffer, netdef, net, model,
+ *   parallel_model, ...); accessors name the property instead of a verb
+ *   (dp_tensor_dims). Constructors are dp_<object>_create[_<detail>] or
+ *   dp_<object>_from_<source>; destructors dp_<object>_free. The library-wide
+ *   queries dp_version and dp_version_number are the only exceptions.
+ *   Constants are DP_<GROUP>_<NAME>, types dp_<object>.
+ *
+ * Options structs. Each begins with uint32_t struct_size, the size of the
+ *   caller's struct, and only ever grows at the end (a new field never goes
+ *   into the tail padding of the struct it extends). Zero means default: a
+ *   struct whose bytes are all zero except struct_size asks for every
+ *   default, so every field's default is 0 (flags that default to on are
+ *   named for turning them off: no_fuse; enums have their default as 0).
+ *   Fill one in any of three equivalent ways:
+ *     dp_net_options o = DP_NET_OPTIONS_INIT;          (C)
+ *     dp_net_options_init(&o, sizeof o);               (any language)
+ *     memset(&o, 0, sizeof o); o.struct_size = sizeof o;
+ *   The library reads only the fields that lie wholly within struct_size;
+ *   the others take their defaults, so a caller compiled against an older
+ *   header keeps working with a newer library. A struct_size larger than
+ *   the library knows is accepted when the extra bytes are all zero (the
+ *   newer fields' defaults), and gives DP_ERR_UNIMPLEMENTED otherwise.
+ *   A struct_size too small for a struct's leading fields (documented per
+ *   struct) gives DP_ERR_INVALID_ARGUMENT. Options are only read during the
+ *   call; the library keeps no pointer into them.
+ *
+ * Versions. Everything declared in 0.1.0 is the baseline; a declaration
+ *   (function, field, constant) added later says "Since 0.N." in its
+ *   comment.
  */
 #ifndef DP_DP_H_
 #define DP_DP_H_
@@ -33,12 +61,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(_WIN32)
+/* DP_API marks the exported functions. The library's own sources are built
+ * with DP_BUILDING_LIBRARY defined (capi/meson.build): on Windows they export
+ * (dllexport) and every consumer imports (dllimport); on ELF and Mach-O the
+ * library is built with hidden visibility and DP_API makes the API
+ * visible. */
+#if defined(_WIN32) || defined(__CYGWIN__)
+#if defined(DP_BUILDING_LIBRARY)
 #define DP_API __declspec(dllexport)
+#else
+#define DP_API __declspec(dllimport)
+#endif
 #elif defined(__GNUC__)
 #define DP_API __attribute__((visibility("default")))
 #else
 #define DP_API
+#endif
+
+/* The body of the *_INIT macros: struct_size set, every other field zero
+ * (the defaults). C gets a designated initializer, which -Wextra's
+ * -Wmissing-field-initializers accepts; in C++ prefer `T o{};
+ * o.struct_size = sizeof o;` or the dp_*_options_init functions when
+ * compiling with -Wextra. */
+#if defined(__cplusplus)
+#define DP_OPTIONS_INIT_(T) {(uint32_t)sizeof(T)}
+#else
+#define DP_OPTIONS_INIT_(T) {.struct_size = (uint32_t)sizeof(T)}
 #endif
 
 #if defined(__GNUC__)
@@ -105,7 +153,7 @@ DP_API const char* dp_status_message(const dp_status* status);
 /* Releases a status. Accepts NULL. */
 DP_API void dp_status_free(dp_status* status);
 /* Name of a code: "INVALID_ARGUMENT". Static string; "UNKNOWN" if unknown. */
-DP_API const char* dp_code_name(int32_t code);
+DP_API const char* dp_status_code_name(int32_t code);
 
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                   */
@@ -122,7 +170,7 @@ typedef void (*dp_log_callback)(void* user_data, int32_t level, const char* mess
 /* Routes messages of `min_level` and above to `callback` (NULL restores the
  * default: stderr). The default minimum level is DP_LOG_WARNING. Process
  * wide; `user_data` must stay valid until the callback is replaced. */
-DP_API void dp_set_log_callback(dp_log_callback callback, void* user_data, int32_t min_level);
+DP_API void dp_log_set_callback(dp_log_callback callback, void* user_data, int32_t min_level);
 
 /* ------------------------------------------------------------------------ */
 /* Devices                                                                   */
@@ -133,8 +181,53 @@ enum { DP_DEVICE_CPU = 0, DP_DEVICE_CUDA = 1 };
 /* Number of devices of a type. DP_DEVICE_CPU reports 1 (CPU devices are
  * logical: replicas cpu_0, cpu_1, ... all share the host). DP_DEVICE_CUDA
  * reports 0, successfully, when dp was built without CUDA, no driver is
- * installed or no GPU is visible. Unknown types give DP_ERR_INVALID_ARGUMENT. */
+ * installed or no GPU is visible; dp_build_info_get tells these apart
+ * (dp_build_info.cuda and .cuda_driver_version). Unknown types give
+ * DP_ERR_INVALID_ARGUMENT. */
 DP_API DP_MUST_USE dp_status* dp_device_count(int32_t device_type, int32_t* out_count);
+
+/* A device field that is not set (dp_opdef_device_type of an op that runs on
+ * its net's default device). */
+enum { DP_DEVICE_NONE = -1 };
+
+/* ------------------------------------------------------------------------ */
+/* Build information                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* How the loaded library was built, and the CUDA driver it found. Filled by
+ * dp_build_info_get: set struct_size to sizeof(dp_build_info); the library
+ * writes only the fields that lie within struct_size (older callers pass
+ * shorter structs, newer ones longer: the fields it does not know stay as
+ * they were) and never writes struct_size. Strings are static: valid for
+ * the life of the process, never freed; "" when not applicable. Versions are
+ * integers as the libraries encode them; 0 when dp was built without CUDA.
+ *
+ * Telling the cases apart for DP_DEVICE_CUDA: cuda == 0: built without CUDA
+ * (dp_device_count reports 0); cuda == 1 and cuda_driver_version == 0: no
+ * driver; a driver but dp_device_count 0: no GPU visible. */
+typedef struct dp_build_info {
+  uint32_t struct_size;         /* set by the caller: sizeof(dp_build_info) */
+  const char* version;          /* dp_version(): "0.1.0" */
+  int32_t cuda;                 /* 1: built with CUDA (runtime, cuBLAS, NCCL), 0: CPU only */
+  int32_t cuda_runtime_version; /* CUDART_VERSION compiled against: 1000 major + 10 minor (13000) */
+  int32_t cuda_driver_version;  /* CUDA version of the installed driver, found at run time, same
+                                   encoding; 0 when there is none (or built without CUDA) */
+  int32_t cublas_version;       /* CUBLAS_VERSION compiled against: 10000 major + 100 minor + patch */
+  int32_t nccl_version;         /* NCCL_VERSION_CODE compiled against: 10000 major + 100 minor + patch */
+  const char* cuda_archs;       /* SM architectures with device code, comma separated ("80,90"); PTX
+                                   of the last one is embedded too. "" without CUDA */
+  const char* blas;             /* the CPU BLAS library: "OpenBLAS" */
+  const char* blas_config;      /* its build configuration (openblas_get_config()), e.g.
+                                   "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64" */
+  const char* compiler;         /* the C++ compiler: "gcc 12.2.0" */
+  const char* build_type;       /* meson's buildtype: "release", "debug", "debugoptimized", ... */
+} dp_build_info;
+
+/* Fills *out (see dp_build_info). Any thread. DP_ERR_INVALID_ARGUMENT when
+ * out is NULL or out->struct_size is smaller than sizeof(uint32_t). The
+ * first call in a process may take a moment in a CUDA build (it asks the
+ * driver for its version); it never fails for want of a driver or GPU. */
+DP_API DP_MUST_USE dp_status* dp_build_info_get(dp_build_info* out);
 
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
@@ -214,13 +307,27 @@ typedef struct dp_workspace dp_workspace;
  * dp_workspace_free. */
 DP_API DP_MUST_USE dp_status* dp_workspace_create(dp_workspace** out);
 
+/* Zero means default for every field (see "Options structs" above);
+ * struct_size must reach at least max_bytes. */
 typedef struct dp_workspace_options {
   uint32_t struct_size; /* sizeof(dp_workspace_options) */
   uint64_t max_bytes;   /* cap on the bytes the workspace's blobs may hold; 0 = unlimited */
 } dp_workspace_options;
 
-/* All-zero fields (with struct_size set) are the defaults. */
-#define DP_WORKSPACE_OPTIONS_INIT {(uint32_t)sizeof(dp_workspace_options), 0}
+/* Every field its default: dp_workspace_options o = DP_WORKSPACE_OPTIONS_INIT; */
+#define DP_WORKSPACE_OPTIONS_INIT DP_OPTIONS_INIT_(dp_workspace_options)
+
+/* Fills in the defaults for callers that cannot use the macro (bindings):
+ * zero-fills the first `struct_size` bytes of *options and sets
+ * options->struct_size to struct_size. Pass sizeof of the struct as the
+ * caller knows it: the size is passed rather than taken from this library's
+ * header, so that a caller built against an older header (smaller struct)
+ * is never written past its end, and one built against a newer header gets
+ * its newer fields zeroed too. Does nothing when options is NULL or
+ * struct_size < sizeof(uint32_t). Never fails; any thread. The same holds
+ * for dp_net_options_init, dp_gradient_options_init,
+ * dp_training_options_init and dp_parallel_options_init. */
+DP_API void dp_workspace_options_init(dp_workspace_options* options, size_t struct_size);
 
 /* Creates a workspace; `options` may be NULL (defaults) and is only read
  * during the call. Free the workspace with dp_workspace_free. Any thread.
@@ -306,24 +413,137 @@ DP_API const char* dp_netdef_name(const dp_netdef* netdef);
 DP_API size_t dp_netdef_num_ops(const dp_netdef* netdef);
 DP_API void dp_netdef_free(dp_netdef* netdef);
 
+/* --- Introspection of a definition ---------------------------------------
+ * What a net holds, without parsing its FlatBuffer: external inputs and
+ * outputs, default device and executor settings, and its ops, each with its
+ * type, name, blobs, device, engine and arguments.
+ *
+ * Ops (dp_opdef) and arguments (dp_argdef) are borrowed, read-only views
+ * into a dp_netdef. A dp_netdef never changes after creation, so every view
+ * and every string, array or view a getter returns stays valid, unchanged,
+ * until the dp_netdef it came from is freed (not after), and may be read
+ * from any number of threads at once. Views are never freed by the caller.
+ *
+ * Getter contract. The getters of counts, names and views cannot fail and
+ * return no status: a NULL handle gives 0 for counts and kinds, "" for the
+ * object's own strings (name, type, engine), NULL for indexed items and
+ * views, DP_DEVICE_NONE for device fields; an index out of range gives NULL.
+ * The getters of argument values (dp_argdef_get_*) can fail and return a
+ * status: DP_ERR_INVALID_ARGUMENT for a NULL argument or out-parameter or an
+ * argument of another kind (kinds are never converted: an INT argument is not
+ * read as FLOAT), DP_ERR_OUT_OF_RANGE for an element index past the end;
+ * out-parameters are then left untouched. */
+
+/* External inputs: blobs the caller feeds (or an earlier net wrote). */
+DP_API size_t dp_netdef_num_external_inputs(const dp_netdef* netdef);
+DP_API const char* dp_netdef_external_input(const dp_netdef* netdef, size_t i);
+/* External outputs: blobs the caller reads. */
+DP_API size_t dp_netdef_num_external_outputs(const dp_netdef* netdef);
+DP_API const char* dp_netdef_external_output(const dp_netdef* netdef, size_t i);
+/* The default device of ops that set none (DP_DEVICE_CPU, 0 unless the
+ * definition says otherwise); DP_DEVICE_NONE for NULL. */
+DP_API int32_t dp_netdef_device_type(const dp_netdef* netdef);
+DP_API int32_t dp_netdef_device_id(const dp_netdef* netdef);
+/* The executor the definition asks for (DP_EXECUTOR_*, see dp_net_options)
+ * and its CPU worker count (0: the executor's default). */
+DP_API int32_t dp_netdef_executor(const dp_netdef* netdef);
+DP_API int32_t dp_netdef_num_workers(const dp_netdef* netdef);
+
+/* An operator of a definition: a borrowed view (see above). */
+typedef struct dp_opdef dp_opdef;
+
+/* Op i, 0 <= i < dp_netdef_num_ops, in run order; NULL if out of range. */
+DP_API const dp_opdef* dp_netdef_op(const dp_netdef* netdef, size_t i);
+/* The op's type ("FC"), name ("" when unnamed) and engine (kernel variant,
+ * "" for the default). */
+DP_API const char* dp_opdef_type(const dp_opdef* op);
+DP_API const char* dp_opdef_name(const dp_opdef* op);
+DP_API const char* dp_opdef_engine(const dp_opdef* op);
+/* Input, output and control-input blob names (control inputs: blobs that
+ * must be written before the op runs, without being read by it). */
+DP_API size_t dp_opdef_num_inputs(const dp_opdef* op);
+DP_API const char* dp_opdef_input(const dp_opdef* op, size_t i);
+DP_API size_t dp_opdef_num_outputs(const dp_opdef* op);
+DP_API const char* dp_opdef_output(const dp_opdef* op, size_t i);
+DP_API size_t dp_opdef_num_control_inputs(const dp_opdef* op);
+DP_API const char* dp_opdef_control_input(const dp_opdef* op, size_t i);
+/* The device the op sets (DP_DEVICE_CPU / DP_DEVICE_CUDA and its id), or
+ * DP_DEVICE_NONE for both when it sets none: it then runs on its net's
+ * default device (dp_netdef_device_type / _id). */
+DP_API int32_t dp_opdef_device_type(const dp_opdef* op);
+DP_API int32_t dp_opdef_device_id(const dp_opdef* op);
+
+/* An argument of an op: a borrowed view (see above). */
+typedef struct dp_argdef dp_argdef;
+
+/* The kinds of value an argument holds. Values are never 0 (0 is what
+ * dp_argdef_kind returns for NULL). New kinds may be added. */
+enum {
+  DP_ARG_FLOAT = 1,   /* double */
+  DP_ARG_INT = 2,     /* int64_t */
+  DP_ARG_STRING = 3,  /* UTF-8 string */
+  DP_ARG_FLOATS = 4,  /* list of double */
+  DP_ARG_INTS = 5,    /* list of int64_t */
+  DP_ARG_STRINGS = 6, /* list of strings */
+  DP_ARG_NET = 7,     /* a nested net definition */
+  DP_ARG_NETS = 8     /* a list of nested net definitions */
+};
+
+DP_API size_t dp_opdef_num_args(const dp_opdef* op);
+/* Argument i in the definition's order; NULL if out of range. */
+DP_API const dp_argdef* dp_opdef_arg(const dp_opdef* op, size_t i);
+/* The argument named `name`; NULL when the op has none of that name (or op
+ * or name is NULL). */
+DP_API const dp_argdef* dp_opdef_find_arg(const dp_opdef* op, const char* name);
+
+DP_API const char* dp_argdef_name(const dp_argdef* arg);
+/* DP_ARG_*; 0 for NULL. */
+DP_API int32_t dp_argdef_kind(const dp_argdef* arg);
+/* Number of values: the length of a list kind (may be 0), 1 for the scalar
+ * kinds FLOAT, INT, STRING and NET, 0 for NULL. */
+DP_API size_t dp_argdef_num_values(const dp_argdef* arg);
+
+/* The value of a FLOAT, INT or STRING argument. The string is borrowed. */
+DP_API DP_MUST_USE dp_status* dp_argdef_get_float(const dp_argdef* arg, double* out);
+DP_API DP_MUST_USE dp_status* dp_argdef_get_int(const dp_argdef* arg, int64_t* out);
+DP_API DP_MUST_USE dp_status* dp_argdef_get_string(const dp_argdef* arg, const char** out);
+/* The elements of a FLOATS or INTS argument: a borrowed, read-only array of
+ * *out_count elements (*out_data may be NULL when the count is 0). */
+DP_API DP_MUST_USE dp_status* dp_argdef_get_floats(const dp_argdef* arg, const double** out_data,
+                                                    size_t* out_count);
+DP_API DP_MUST_USE dp_status* dp_argdef_get_ints(const dp_argdef* arg, const int64_t** out_data,
+                                                  size_t* out_count);
+/* Element i of a STRINGS argument (borrowed). */
+DP_API DP_MUST_USE dp_status* dp_argdef_get_string_at(const dp_argdef* arg, size_t i, const char** out);
+/* The nested net of a NET argument, or element i of a NETS argument, as a
+ * new dp_netdef handle (free it with dp_netdef_free). It shares the
+ * definition without copying it and keeps it alive, so it may outlive the
+ * dp_netdef it came from. Nested nets were validated with their parent. */
+DP_API DP_MUST_USE dp_status* dp_argdef_get_net(const dp_argdef* arg, dp_netdef** out);
+DP_API DP_MUST_USE dp_status* dp_argdef_get_net_at(const dp_argdef* arg, size_t i, dp_netdef** out);
+
 /* ------------------------------------------------------------------------ */
 /* Nets                                                                      */
 /* ------------------------------------------------------------------------ */
 
 enum { DP_EXECUTOR_DEFAULT = 0, DP_EXECUTOR_SIMPLE = 1, DP_EXECUTOR_ASYNC = 2 };
 
+/* Zero means default for every field; struct_size must reach at least
+ * `executor`. */
 typedef struct dp_net_options {
   uint32_t struct_size;    /* sizeof(dp_net_options) */
-  int32_t executor;        /* DP_EXECUTOR_*; DEFAULT takes the definition's, else ASYNC for nets
+  int32_t executor;        /* DP_EXECUTOR_*; DEFAULT (0) takes the definition's, else ASYNC for nets
                               spanning several devices and SIMPLE otherwise */
   int32_t num_workers;     /* CPU worker threads of the async executor; 0 takes the definition's,
                               else the number of cores; at most 1024 (INVALID_ARGUMENT past it) */
-  /* --- since 0.1: --- */
-  int32_t streams_per_gpu; /* CUDA workers, each with its own stream, per GPU; 0 means 1; at most 1024 */
-  int32_t profile;         /* 1: record per-op timings of every run (see dp_net_trace_json) */
+  int32_t streams_per_gpu; /* CUDA workers, each with its own stream, per GPU; 0 means 1; at most 64 */
+  int32_t profile;         /* 1: record per-op timings of every run (see dp_net_trace_json); 0: off */
 } dp_net_options;
 
-#define DP_NET_OPTIONS_INIT {(uint32_t)sizeof(dp_net_options), DP_EXECUTOR_DEFAULT, 0, 0, 0}
+#define DP_NET_OPTIONS_INIT DP_OPTIONS_INIT_(dp_net_options)
+
+/* See dp_workspace_options_init. */
+DP_API void dp_net_options_init(dp_net_options* options, size_t struct_size);
 
 /* A definition instantiated in a workspace, ready to run many times. */
 typedef struct dp_net dp_net;
@@ -376,9 +596,11 @@ DP_API void dp_net_free(dp_net* net);
 /* Gradients                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* Zero means default for every field but `losses`, which has none;
+ * struct_size must reach at least loss_scale. */
 typedef struct dp_gradient_options {
   uint32_t struct_size;          /* sizeof(dp_gradient_options) */
-  const char* const* losses;     /* the loss blobs (at least one) */
+  const char* const* losses;     /* the loss blobs (at least one; required) */
   size_t num_losses;
   const char* const* wrt;        /* blobs to differentiate with respect to (the params);
                                     NULL/0: every external input of the net */
@@ -389,7 +611,10 @@ typedef struct dp_gradient_options {
                                     Data-parallel training seeds 1/(devices x shards). */
 } dp_gradient_options;
 
-#define DP_GRADIENT_OPTIONS_INIT {(uint32_t)sizeof(dp_gradient_options), NULL, 0, NULL, 0, NULL, 0, 1.0}
+#define DP_GRADIENT_OPTIONS_INIT DP_OPTIONS_INIT_(dp_gradient_options)
+
+/* See dp_workspace_options_init. */
+DP_API void dp_gradient_options_init(dp_gradient_options* options, size_t struct_size);
 
 /* Returns a new definition: `netdef`'s ops followed by the ops computing the
  * gradients of the losses, in reverse order of the forward ops. Gradients of
@@ -428,13 +653,67 @@ enum { DP_MODEL_PARAMS = 0, DP_MODEL_COMPUTED_PARAMS = 1, DP_MODEL_INPUTS = 2, D
 DP_API DP_MUST_USE dp_status* dp_model_blobs(const dp_model* model, int32_t which, dp_string_list** out);
 DP_API void dp_model_free(dp_model* model);
 
+/* --- Introspection of a model ----------------------------------------------
+ * Getters without a status accept NULL (then return "" / 0). */
+
+/* The model's name ("" when unnamed); valid for the model's lifetime. */
+DP_API const char* dp_model_name(const dp_model* model);
+
+enum { DP_MODEL_INIT_NET = 0, DP_MODEL_FORWARD_NET = 1 };
+/* The model's init net (creates the params and computed params) or forward
+ * net (inputs and params to losses and metrics), as a new dp_netdef handle
+ * to inspect with the dp_netdef_* getters or to run (free it with
+ * dp_netdef_free). It shares the model's definition without copying it and
+ * keeps it alive, so it may outlive the model handle. These are the model's
+ * own nets, as validated (the forward net lists the params, computed params
+ * and inputs among its external inputs); dp_model_build_training derives the
+ * nets that train. DP_ERR_INVALID_ARGUMENT for another `which`. */
+DP_API DP_MUST_USE dp_status* dp_model_net(const dp_model* model, int32_t which, dp_netdef** out);
+
+/* 1 if the model has an optimizer, 0 if not (or model is NULL). */
+DP_API int32_t dp_model_has_optimizer(const dp_model* model);
+
+/* The model's optimizer as filled in by dp_model_get_optimizer. The library
+ * fills it: set struct_size to sizeof(dp_optimizer_info) and the library
+ * writes only the fields that lie within struct_size (older callers pass
+ * shorter structs); it never writes struct_size. Defaults of the model
+ * format apply to fields the model did not set. */
+typedef struct dp_optimizer_info {
+  uint32_t struct_size;        /* set by the caller: sizeof(dp_optimizer_info) */
+  const char* type;            /* "sgd", "momentum", "adam" or "adagrad"; valid while the model lives */
+  double lr;                   /* base learning rate */
+  double momentum;             /* momentum */
+  int32_t nesterov;            /* momentum: 1 for Nesterov's variant */
+  double beta1;                /* adam */
+  double beta2;                /* adam */
+  double epsilon;              /* adam, adagrad */
+  double weight_decay;         /* L2 decay added to every gradient */
+  const char* lr_policy;       /* "fixed", "step", "exp", "inv" or "cosine"; valid while the model lives */
+  double gamma;                /* step, exp, inv */
+  int64_t stepsize;            /* step */
+  double power;                /* inv */
+  int64_t max_iter;            /* cosine */
+  int64_t warmup_iters;        /* linear warm-up steps (0: none) */
+  double warmup_start_factor;  /* warm-up starts at this fraction of lr */
+} dp_optimizer_info;
+
+/* Fills *out with the model's optimizer. DP_ERR_NOT_FOUND when the model has
+ * none (see dp_model_has_optimizer); DP_ERR_INVALID_ARGUMENT when model or
+ * out is NULL or out->struct_size is smaller than its own field. */
+DP_API DP_MUST_USE dp_status* dp_model_get_optimizer(const dp_model* model, dp_optimizer_info* out);
+
+/* Zero means default for every field; struct_size must reach at least
+ * loss_scale. */
 typedef struct dp_training_options {
   uint32_t struct_size;   /* sizeof(dp_training_options) */
   double loss_scale;      /* seed of the loss gradients; 0 means 1 */
   double lr;              /* > 0: replaces the optimizer's base learning rate; 0: the model's */
 } dp_training_options;
 
-#define DP_TRAINING_OPTIONS_INIT {(uint32_t)sizeof(dp_training_options), 1.0, 0.0}
+#define DP_TRAINING_OPTIONS_INIT DP_OPTIONS_INIT_(dp_training_options)
+
+/* See dp_workspace_options_init. */
+DP_API void dp_training_options_init(dp_training_options* options, size_t struct_size);
 
 /* Builds the nets that train the model on one device (options may be NULL):
  * - init: the model's init net plus the optimizer's state (momentum, Adam
@@ -457,29 +736,42 @@ DP_API DP_MUST_USE dp_status* dp_model_build_training(const dp_model* model, con
  * name scopes "cpu_0/", "cpu_1/", ... Immutable; any thread. */
 typedef struct dp_parallel_model dp_parallel_model;
 
+/* Zero means default for every field; struct_size must reach at least
+ * no_fuse. Negative sizes and counts give DP_ERR_INVALID_ARGUMENT naming the
+ * option. */
 typedef struct dp_parallel_options {
   uint32_t struct_size;       /* sizeof(dp_parallel_options) */
-  int32_t device_type;        /* DP_DEVICE_CPU or DP_DEVICE_CUDA (see dp_parallelize) */
-  const int32_t* device_ids;  /* num_devices distinct ids >= 0, one replica each; read during the call */
-  size_t num_devices;         /* >= 1 */
-  int64_t first_bucket_bytes; /* > 0: the first gradient bucket (small: communication starts early) */
-  int64_t bucket_bytes;       /* > 0: every later bucket */
-  int32_t uneven_split;       /* 1: accept global batches that do not divide by num_devices */
-  int32_t fuse;               /* 1: fuse FC + Relu in the forward net (as dp_model_build_training) */
+  int32_t device_type;        /* DP_DEVICE_CPU (0) or DP_DEVICE_CUDA (see dp_model_parallelize) */
+  /* One replica per id: num_devices distinct ids >= 0, read during the call.
+   * NULL with num_devices 0 (the default): every device of device_type, as
+   * dp_device_count reports them (for CPU that is one replica, cpu:0).
+   * NULL with num_devices > 0, or non-NULL with num_devices 0, is an error. */
+  const int32_t* device_ids;
+  size_t num_devices;
+  int64_t first_bucket_bytes; /* the first gradient bucket (small: communication starts early);
+                                 0 means 1 MiB */
+  int64_t bucket_bytes;       /* every later bucket; 0 means 25 MiB */
+  int32_t uneven_split;       /* 1: accept global batches that do not divide by the replica count */
+  int32_t no_fuse;            /* 1: keep FC and Relu separate; 0: fuse them in the forward net
+                                 (as dp_model_build_training does) */
   double lr;                  /* > 0: replaces the optimizer's base learning rate; 0: the model's */
-  int32_t accumulate_steps;   /* K >= 1: gradient accumulation (see dp_parallel_model_accumulate_net) */
+  int32_t accumulate_steps;   /* K: gradient accumulation over K global batches (see
+                                 dp_parallel_model_accumulate_net); 0 means 1 (none) */
   /* BMUF (blockwise model-update filtering) instead of a gradient allreduce
    * every step: replicas take bmuf_block_length local steps on their shards,
    * then the block net averages their params W and applies
    * G = W - Wg; Delta = mu Delta + zeta G; Wg += Delta; W = Wg (+ mu Delta
    * with Nesterov). See dp_parallel_model_block_net. */
-  int32_t bmuf;                /* 1: enable */
-  double bmuf_block_lr;        /* zeta > 0 */
-  double bmuf_block_momentum;  /* mu in [0, 1); negative: 1 - 1/num_devices */
-  int32_t bmuf_nesterov;       /* 1: Nesterov's variant */
-  int32_t bmuf_block_length;   /* >= 1 local steps per block */
-  int32_t computed_params;     /* DP_COMPUTED_PARAMS_*: BN running statistics after each step's forward */
-  int32_t nccl;                /* CUDA replicas: 1 NCCL collectives, 0 the copy-and-sum tree */
+  int32_t bmuf;                /* 1: enable; 0: off */
+  double bmuf_block_lr;        /* zeta > 0; 0 means 1.0 */
+  /* mu: 0 means the default, 1 - 1/(replica count); a negative value means
+   * no block momentum (mu = 0); a value in (0, 1) is mu; >= 1 is an error. */
+  double bmuf_block_momentum;
+  int32_t bmuf_no_nesterov;    /* 1: plain block momentum; 0: Nesterov's variant */
+  int32_t bmuf_block_length;   /* local steps per block; 0 means 8 */
+  int32_t computed_params;     /* DP_COMPUTED_PARAMS_*: BN running statistics after each step's
+                                  forward; 0 is BROADCAST */
+  int32_t cuda_collectives;    /* DP_CUDA_COLLECTIVES_*: how CUDA replicas communicate; 0 is NCCL */
   /* CPU only: 1 keeps one copy of the params (replica 0's) that every
    * replica reads; gradients are still summed, and only replica 0 runs the
    * optimizer. Not with BMUF. */
@@ -493,9 +785,14 @@ typedef struct dp_parallel_options {
 /* Replica 0's values copied to all (the default), their average, or nothing. */
 enum { DP_COMPUTED_PARAMS_BROADCAST = 0, DP_COMPUTED_PARAMS_AVERAGE = 1, DP_COMPUTED_PARAMS_NONE = 2 };
 
-#define DP_PARALLEL_OPTIONS_INIT \
-  {(uint32_t)sizeof(dp_parallel_options), DP_DEVICE_CPU, NULL, 0, 1048576, 26214400, 0, 1, 0.0, 1, 0, 1.0, -1.0, 1, 8, \
-   DP_COMPUTED_PARAMS_BROADCAST, 1, 0, 0}
+/* The collectives of CUDA replicas: NCCL's (the default), or the
+ * copy-and-sum tree over peer copies. */
+enum { DP_CUDA_COLLECTIVES_NCCL = 0, DP_CUDA_COLLECTIVES_TREE = 1 };
+
+#define DP_PARALLEL_OPTIONS_INIT DP_OPTIONS_INIT_(dp_parallel_options)
+
+/* See dp_workspace_options_init. */
+DP_API void dp_parallel_options_init(dp_parallel_options* options, size_t struct_size);
 
 /* Builds data-parallel training over the devices of `options`:
  * - init: the model's init net on replica 0, a broadcast of every param and
@@ -515,12 +812,15 @@ enum { DP_COMPUTED_PARAMS_BROADCAST = 0, DP_COMPUTED_PARAMS_AVERAGE = 1, DP_COMP
  * device would hold after training on the global batch (to float rounding).
  * With uneven_split each replica's loss weighs its share of the batch, so
  * this stays exact.
- * Bad options give DP_ERR_INVALID_ARGUMENT naming the option. CUDA replicas
- * need a CUDA kernel of every op of the training step: DP_ERR_UNIMPLEMENTED
- * lists those without one (today the training ops have none), and
- * DP_ERR_UNAVAILABLE says dp was built without CUDA. */
-DP_API DP_MUST_USE dp_status* dp_parallelize(const dp_model* model, const dp_parallel_options* options,
-                                             dp_parallel_model** out);
+ * `options` is required (a zeroed one with struct_size set: one CPU
+ * replica, every default) and only read during the call. Bad options give
+ * DP_ERR_INVALID_ARGUMENT naming the option. CUDA replicas need a CUDA
+ * kernel of every op of the training step: DP_ERR_UNIMPLEMENTED lists those
+ * without one (today the training ops have none), and DP_ERR_UNAVAILABLE
+ * says dp was built without CUDA, or that the default device set (NULL
+ * device_ids) is empty because no CUDA device is visible. Any thread. */
+DP_API DP_MUST_USE dp_status* dp_model_parallelize(const dp_model* model, const dp_parallel_options* options,
+                                                   dp_parallel_model** out);
 /* The three nets as new netdefs (any out-parameter may be NULL); all run in
  * one workspace. */
 DP_API DP_MUST_USE dp_status* dp_parallel_model_nets(const dp_parallel_model* model, dp_netdef** out_init,
@@ -562,7 +862,7 @@ DP_API void dp_parallel_model_free(dp_parallel_model* model);
  * DP_ERR_NOT_FOUND / DP_ERR_IO when it cannot be read, DP_ERR_PARSE for a bad
  * header, DP_ERR_DATA_LOSS when the data is truncated or the gzip stream is
  * corrupt. Any thread. */
-DP_API DP_MUST_USE dp_status* dp_read_idx(const char* path, dp_tensor** out);
+DP_API DP_MUST_USE dp_status* dp_tensor_from_idx_file(const char* path, dp_tensor** out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/scope.h"  // GradientName: the gradient blob of "X" is "X_grad"
 #include "graph/net_def.h"
 
 namespace dp {
@@ -44,8 +45,5 @@ struct GradientResult {
 // Throws kInvalidNet naming the op / blob on any problem (see dp.h,
 // dp_netdef_add_gradients). `forward` must pass ValidateNet.
 GradientResult AddGradients(const NetDef& forward, const GradientOptions& options);
-
-// The conventional gradient blob name of `blob`.
-inline std::string GradientName(const std::string& blob) { return blob + "_grad"; }
 
 }  // namespace dp

@@ -13,12 +13,12 @@
 #include <limits>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "ops/gradient_registry.h"
 #include "comm/collective_checks.h"
+#include "comm/collective_op.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 #include "comm/cpu_collectives.h"
@@ -57,38 +57,16 @@ class CreateCpuCollectivesOp final : public Operator {
 
 // The communicator a blob (`desc` in messages) holds.
 std::shared_ptr<CpuCollectives> CommOf(const Blob& b, const std::string& desc) {
-  if (b.empty()) DP_THROW(Code::kNotFound, desc, " is empty: create the communicator with CreateCpuCollectives first");
-  if (!b.IsType<CpuCommunicator>())
-    DP_THROW(Code::kDType, desc, " holds ", b.TypeName(), ", not a CPU communicator (CreateCpuCollectives makes one)");
-  auto comm = b.Get<CpuCommunicator>().collectives;
-  DP_ENFORCE_CODE(comm != nullptr, Code::kInternal, desc, " holds a null communicator");
-  return comm;
+  return CommunicatorIn<CpuCommunicator>(b, desc, "CPU", "CreateCpuCollectives");
 }
 
-// Shared by Allreduce and Broadcast: input 0 is the communicator, inputs
-// 1..k are written in place as outputs 0..k-1.
-class CollectiveOp : public Operator {
+// Shared by Allreduce and Broadcast (collective_op.h).
+class CollectiveOp : public CollectiveOpBase {
  public:
-  explicit CollectiveOp(const OpInit& init) : Operator(init) {
-    const int k = OutputSize();
-    // Validation enforces the in-place pairs (EnforceInplaceAll); the count is checked here.
-    DP_ENFORCE_CODE(InputSize() == k + 1, Code::kInvalidNet, label(), ": takes the communicator and k tensors and ",
-                    "writes the same k tensors in place, got ", InputSize(), " inputs and ", k, " outputs");
-    for (int i = 0; i < k; ++i)
-      DP_ENFORCE_CODE(input_blobs()[static_cast<size_t>(i) + 1] == output_blobs()[static_cast<size_t>(i)],
-                      Code::kInvalidNet, label(), ": ", OutputDesc(i), " must be written in place of ",
-                      InputDesc(i + 1));
-    std::tie(num_devices_, per_device_) = CollectiveDeviceSplit(args(), k);
-  }
+  using CollectiveOpBase::CollectiveOpBase;
 
  protected:
-  // Input index of device d's tensor j.
-  int In(int d, int j) const { return 1 + d * per_device_ + j; }
-
   std::shared_ptr<CpuCollectives> Comm() const { return CommOf(*input_blobs()[0], InputDesc(0)); }
-
-  int num_devices_ = 1;
-  int per_device_ = 1;
 };
 
 class AllreduceOp final : public CollectiveOp {
@@ -98,11 +76,8 @@ class AllreduceOp final : public CollectiveOp {
  private:
   void RunOnDevice() override {
     auto comm = Comm();  // held: the blob may be replaced while this runs
-    const double scale = args().Float("scale", 1.0);
+    const double scale = CheckedAllreduceScale([&](int d, int j) -> const Tensor& { return Input(In(d, j)); });
     const int n = num_devices_, m = per_device_;
-    CheckAllreduceReplicas(  // everything before writing anything
-        n, m, scale, [&](int d, int j) -> const Tensor& { return Input(In(d, j)); },
-        [&](int d, int j) { return InputDesc(In(d, j)); });
     // One AllreduceSum per dtype (normally one), tensors in order. Writable
     // pointers are taken first: copy-on-write keeps the values, so reading
     // them back afterwards is safe.
@@ -169,12 +144,17 @@ class BarrierOp final : public Operator {
   void RunOnDevice() override { CommOf(*input_blobs()[0], InputDesc(0))->Barrier(); }
 };
 
-std::vector<TensorInfo> AllreduceInference(const OperatorDef& op, const ArgReader& args,
-                                           const std::vector<TensorInfo>& in) {
+// Shape inference's opening: the count, then devices and tensors per device.
+std::pair<int, int> InferenceSplit(const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
   const int k = static_cast<int>(op.outputs.size());
   DP_ENFORCE_CODE(static_cast<int>(in.size()) == k + 1, Code::kInvalidNet, "takes the communicator and k tensors, ",
                   "got ", in.size(), " inputs and ", k, " outputs");
-  const auto [n, m] = CollectiveDeviceSplit(args, k);
+  return CollectiveDeviceSplit(args, k);
+}
+
+std::vector<TensorInfo> AllreduceInference(const OperatorDef& op, const ArgReader& args,
+                                           const std::vector<TensorInfo>& in) {
+  const auto [n, m] = InferenceSplit(op, args, in);
   for (int j = 0; j < m; ++j) {
     const TensorInfo& first = in[static_cast<size_t>(1 + j)];
     for (int d = 1; d < n; ++d) {
@@ -192,12 +172,9 @@ std::vector<TensorInfo> AllreduceInference(const OperatorDef& op, const ArgReade
 
 std::vector<TensorInfo> BroadcastInference(const OperatorDef& op, const ArgReader& args,
                                            const std::vector<TensorInfo>& in) {
-  const int k = static_cast<int>(op.outputs.size());
-  DP_ENFORCE_CODE(static_cast<int>(in.size()) == k + 1, Code::kInvalidNet, "takes the communicator and k tensors, ",
-                  "got ", in.size(), " inputs and ", k, " outputs");
-  const auto [n, m] = CollectiveDeviceSplit(args, k);
+  const auto [n, m] = InferenceSplit(op, args, in);
   const int root = CollectiveRoot(args, n);
-  std::vector<TensorInfo> out(static_cast<size_t>(k));
+  std::vector<TensorInfo> out(static_cast<size_t>(n * m));
   for (int d = 0; d < n; ++d)
     for (int j = 0; j < m; ++j) out[static_cast<size_t>(d * m + j)] = in[static_cast<size_t>(1 + root * m + j)];
   return out;

@@ -12,14 +12,13 @@
 #include <limits>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "ops/gradient_registry.h"
 #include "comm/cuda_collectives.h"
 #include "cuda/cuda_context.h"
-#include "comm/collective_checks.h"
+#include "comm/collective_op.h"
 #include "ops/operator.h"
 
 namespace dp {
@@ -56,32 +55,16 @@ class CreateCudaCollectivesOp final : public Operator {
   bool nccl_ = true;
 };
 
-// Shared by Allreduce and Broadcast: input 0 is the communicator, inputs
-// 1..k are written in place as outputs 0..k-1 (validation enforces the pairs).
-class CudaCollectiveOp : public Operator {
+// Shared by Allreduce and Broadcast (collective_op.h).
+class CudaCollectiveOp : public CollectiveOpBase {
  public:
-  explicit CudaCollectiveOp(const OpInit& init) : Operator(init) {
-    const int k = OutputSize();
-    DP_ENFORCE_CODE(InputSize() == k + 1, Code::kInvalidNet, label(), ": takes the communicator and k tensors and ",
-                    "writes the same k tensors in place, got ", InputSize(), " inputs and ", k, " outputs");
-    std::tie(num_devices_, per_device_) = CollectiveDeviceSplit(args(), k);
-  }
+  using CollectiveOpBase::CollectiveOpBase;
 
  protected:
-  // Input index of device d's tensor j.
-  int In(int d, int j) const { return 1 + d * per_device_ + j; }
-
   CudaContext& cuda_context() const { return static_cast<CudaContext&>(context()); }
 
   std::shared_ptr<CudaCollectives> Comm() const {
-    const Blob* b = input_blobs()[0];
-    if (b->empty())
-      DP_THROW(Code::kNotFound, InputDesc(0), " is empty: create the communicator with CreateCudaCollectives first");
-    if (!b->IsType<CudaCommunicator>())
-      DP_THROW(Code::kDType, InputDesc(0), " holds ", b->TypeName(),
-               ", not a CUDA communicator (CreateCudaCollectives makes one)");
-    auto comm = b->Get<CudaCommunicator>().collectives;
-    DP_ENFORCE_CODE(comm != nullptr, Code::kInternal, InputDesc(0), " holds a null communicator");
+    auto comm = CommunicatorIn<CudaCommunicator>(*input_blobs()[0], InputDesc(0), "CUDA", "CreateCudaCollectives");
     DP_ENFORCE(comm->size() == num_devices_, InputDesc(0), " serves ", comm->size(), " devices but num_devices is ",
                num_devices_);
     return comm;
@@ -103,9 +86,6 @@ class CudaCollectiveOp : public Operator {
                " of the communicator, ", DeviceName(want), "; add a Copy op to move it");
     return t;
   }
-
-  int num_devices_ = 1;
-  int per_device_ = 1;
 };
 
 class CudaAllreduceOp final : public CudaCollectiveOp {
@@ -115,11 +95,9 @@ class CudaAllreduceOp final : public CudaCollectiveOp {
  private:
   void RunOnDevice() override {
     auto comm = Comm();  // held: the blob may be replaced while this runs
-    const double scale = args().Float("scale", 1.0);
+    const double scale =
+        CheckedAllreduceScale([&](int d, int j) -> const Tensor& { return Replica(*comm, d, j); });
     const int n = num_devices_, m = per_device_;
-    CheckAllreduceReplicas(  // everything before writing anything
-        n, m, scale, [&](int d, int j) -> const Tensor& { return Replica(*comm, d, j); },
-        [&](int d, int j) { return InputDesc(In(d, j)); });
     std::vector<CudaCollectives::Segment> segments(static_cast<size_t>(m));
     for (int j = 0; j < m; ++j) {
       segments[static_cast<size_t>(j)].count = Replica(*comm, 0, j).numel();

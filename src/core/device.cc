@@ -23,10 +23,6 @@ std::string DeviceName(DeviceOption d) {
   return std::string(DeviceTypeName(d.type)) + ":" + std::to_string(d.id);
 }
 
-std::string DeviceScope(DeviceOption d) {
-  return std::string(DeviceTypeName(d.type)) + "_" + std::to_string(d.id) + "/";
-}
-
 void RegisterDeviceCounter(DeviceType t, DeviceCounter count) {
   g_counters[static_cast<size_t>(t)].store(count, std::memory_order_release);
 }

@@ -22,7 +22,7 @@ inline bool SameMemory(DeviceOption a, DeviceOption b) {
 }
 
 std::string DeviceName(DeviceOption d);   // "cpu:0", "cuda:1"
-std::string DeviceScope(DeviceOption d);  // name scope of a replica: "cpu_0/", "cuda_1/"
+// A replica's name scope ("cpu_0/") is ReplicaScope in core/scope.h.
 const char* DeviceTypeName(DeviceType t);
 
 // Number of usable devices of a type. CUDA reports 0 when dp was built

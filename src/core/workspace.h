@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/blob.h"
+#include "core/scope.h"  // ScopedName: a replica's blobs live under its scope ("cpu_0/w")
 #include "core/tensor.h"
 
 namespace dp {
@@ -56,12 +57,5 @@ class Workspace {
   mutable std::shared_mutex mu_;
   std::map<std::string, std::unique_ptr<Blob>, std::less<>> blobs_;
 };
-
-// Name scopes: a replica's blobs live under its device scope ("cpu_0/w").
-inline std::string ScopedName(std::string_view scope, std::string_view name) {
-  std::string s(scope);
-  s += name;
-  return s;
-}
 
 }  // namespace dp

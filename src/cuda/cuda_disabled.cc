@@ -5,5 +5,6 @@ namespace dp::cuda {
 
 bool BuiltWithCuda() { return false; }
 int DeviceCount() { return 0; }
+int DriverVersion() { return 0; }
 
 }  // namespace dp::cuda

@@ -151,12 +151,7 @@ class FcOp final : public CudaOperator {
     if (relu_) DP_CUDA_CHECK(cuda::LaunchRelu(yp, yp, m * n, stream()));
   }
   // The fused activation, as on the CPU ("none" or "relu").
-  const bool relu_ = [this] {
-    std::string a = args().String("activation", std::string("none"));
-    DP_ENFORCE_CODE(a == "none" || a == "relu", Code::kInvalidArgument,
-                    "argument 'activation' must be \"none\" or \"relu\", got \"", a, "\"");
-    return a == "relu";
-  }();
+  const bool relu_ = FcActivationIsRelu(args());
 };
 
 DP_REGISTER_CUDA_OPERATOR(ConstantFill, ConstantFillOp);

@@ -47,6 +47,20 @@ int DeviceCount() {
   return count;
 }
 
+int DriverVersion() {
+  // Asked once per process, like the device count.
+  static const int version = [] {
+    int v = 0;
+    // 0 (and success) when no driver is installed; any failure counts as none.
+    if (cudaDriverGetVersion(&v) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return v;
+  }();
+  return version;
+}
+
 void ThrowCudaError(cudaError_t err, const char* expr, const char* file, int line) {
   cudaGetLastError();  // clear a non-sticky error so that the next call starts clean
   Code code = err == cudaErrorMemoryAllocation ? Code::kOutOfMemory : Code::kInternal;

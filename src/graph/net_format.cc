@@ -1,14 +1,9 @@
 #include "graph/net_format.h"
 
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
-#include <flatbuffers/idl.h>
 
 #include "core/utf8.h"
+#include "graph/flatbuffer_io.h"
 #include "graph/net_fb.h"
 #include "net_generated.h"
 #include "net_schema_text.h"
@@ -188,13 +183,8 @@ flatbuffers::Offset<fb::NetDef> ToFb(flatbuffers::FlatBufferBuilder& b, const Ne
   return fb::CreateNetDef(b, NetDef::kSchemaVersion, name, opv, ext_in, ext_out, kind, n.num_workers, device);
 }
 
-// A parser that knows the schema. Parsers are not thread-safe, so each call
-// builds its own; the schema is small and this is not a hot path.
-void LoadSchema(flatbuffers::Parser& parser) {
-  std::string schema(generated::kNetSchemaText);
-  if (!parser.Parse(schema.c_str()))
-    DP_THROW(Code::kInternal, "built-in net schema failed to parse: ", parser.error_);
-}
+// Built per call: no static initialisation order to mind, and it is four words.
+FlatBufferFormat NetFormat() { return {"net", fb::NetDefIdentifier(), generated::kNetSchemaText, Code::kIo}; }
 
 }  // namespace
 
@@ -224,53 +214,17 @@ flatbuffers::Offset<fb::NetDef> NetDefToFb(flatbuffers::FlatBufferBuilder& build
 }
 
 NetDef NetDefFromBuffer(const void* data, size_t size) {
-  if (data == nullptr) DP_THROW(Code::kInvalidArgument, "net buffer is NULL");
-  if (size < 8) DP_THROW(Code::kParse, "net buffer of ", size, " bytes is too short to be a FlatBuffer");
-  if (size > FLATBUFFERS_MAX_BUFFER_SIZE) DP_THROW(Code::kParse, "net buffer of ", size, " bytes is too large");
-  // The verifier needs aligned scalars; copy unaligned buffers (rare).
   std::vector<uint64_t> aligned;
-  const uint8_t* bytes = static_cast<const uint8_t*>(data);
-  if (reinterpret_cast<uintptr_t>(data) % alignof(uint64_t) != 0) {
-    aligned.resize((size + 7) / 8);
-    std::memcpy(aligned.data(), data, size);
-    bytes = reinterpret_cast<const uint8_t*>(aligned.data());
-  }
-  if (!fb::NetDefBufferHasIdentifier(bytes))
-    DP_THROW(Code::kParse, "not a dp net buffer: file identifier '", fb::NetDefIdentifier(), "' missing");
-  flatbuffers::Verifier verifier(bytes, size, /*max_depth=*/64, /*max_tables=*/10000000);
-  if (!fb::VerifyNetDefBuffer(verifier))
-    DP_THROW(Code::kParse, "net buffer of ", size, " bytes failed FlatBuffers verification (truncated or corrupt)");
-  return FromFb(*fb::GetNetDef(bytes), "net");
+  return FromFb(VerifiedRoot<fb::NetDef>(NetFormat(), data, size, &aligned), "net");
 }
 
 NetDef NetDefFromJson(std::string_view json) {
-  flatbuffers::IDLOptions opts;
-  opts.skip_unexpected_fields_in_json = false;
-  flatbuffers::Parser parser(opts);
-  LoadSchema(parser);
-  std::string text(json);  // the parser wants a NUL-terminated string
-  if (text.find('\0') != std::string::npos) DP_THROW(Code::kParse, "net JSON contains a NUL byte");
-  if (!parser.ParseJson(text.c_str()))
-    DP_THROW(Code::kParse, "net JSON: ", parser.error_);
-  return NetDefFromBuffer(parser.builder_.GetBufferPointer(), parser.builder_.GetSize());
+  std::string buffer = JsonToFlatBuffer(NetFormat(), json);
+  return NetDefFromBuffer(buffer.data(), buffer.size());
 }
 
 NetDef NetDefFromFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    DP_THROW(Code::kIo, "cannot read net file '", path, "': it is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) DP_THROW(Code::kIo, "cannot open net file '", path, "': ", std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) DP_THROW(Code::kIo, "cannot read net file '", path, "'");
-  std::string bytes = ss.str();
-  try {
-    if (bytes.size() >= 8 && fb::NetDefBufferHasIdentifier(bytes.data())) return NetDefFromBuffer(bytes.data(), bytes.size());
-    return NetDefFromJson(bytes);
-  } catch (Error& e) {
-    throw e.Prepend(StrCat("file '", path, "'"));
-  }
+  return LoadFormatFile(NetFormat(), path, NetDefFromBuffer, NetDefFromJson);
 }
 
 std::string NetDefToBuffer(const NetDef& net) {
@@ -279,18 +233,6 @@ std::string NetDefToBuffer(const NetDef& net) {
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
 
-std::string NetDefToJson(const NetDef& net) {
-  flatbuffers::IDLOptions opts;
-  opts.strict_json = true;
-  opts.indent_step = 2;
-  flatbuffers::Parser parser(opts);
-  LoadSchema(parser);
-  std::string buf = NetDefToBuffer(net);
-  std::string json;
-  // GenerateText returns true on success in this FlatBuffers release.
-  if (!flatbuffers::GenerateText(parser, buf.data(), &json))
-    DP_THROW(Code::kInternal, "could not print net '", net.name, "' as JSON");
-  return json;
-}
+std::string NetDefToJson(const NetDef& net) { return FlatBufferToJson(NetFormat(), NetDefToBuffer(net), net.name); }
 
 }  // namespace dp

@@ -1,14 +1,8 @@
 #include "model/model_format.h"
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
-#include <flatbuffers/idl.h>
-
+#include "graph/flatbuffer_io.h"
 #include "graph/net_fb.h"
 #include "model_generated.h"
 #include "model_schema_text.h"
@@ -37,31 +31,15 @@ OptimizerDef OptimizerFromFb(const fb::Optimizer& o, const std::string& where) {
   return d;
 }
 
-void LoadSchema(flatbuffers::Parser& parser) {
-  std::string schema(generated::kModelSchemaText);
-  if (!parser.Parse(schema.c_str()))
-    DP_THROW(Code::kInternal, "built-in model schema failed to parse: ", parser.error_);
+FlatBufferFormat ModelFormat() {
+  return {"model", fb::ModelDefIdentifier(), generated::kModelSchemaText, Code::kNotFound};
 }
 
 }  // namespace
 
 ModelDef ModelFromBuffer(const void* data, size_t size) {
-  if (data == nullptr) DP_THROW(Code::kInvalidArgument, "model buffer is NULL");
-  if (size < 8) DP_THROW(Code::kParse, "model buffer of ", size, " bytes is too short to be a FlatBuffer");
-  if (size > FLATBUFFERS_MAX_BUFFER_SIZE) DP_THROW(Code::kParse, "model buffer of ", size, " bytes is too large");
   std::vector<uint64_t> aligned;
-  const uint8_t* bytes = static_cast<const uint8_t*>(data);
-  if (reinterpret_cast<uintptr_t>(data) % alignof(uint64_t) != 0) {
-    aligned.resize((size + 7) / 8);
-    std::memcpy(aligned.data(), data, size);
-    bytes = reinterpret_cast<const uint8_t*>(aligned.data());
-  }
-  if (!fb::ModelDefBufferHasIdentifier(bytes))
-    DP_THROW(Code::kParse, "not a dp model buffer: file identifier '", fb::ModelDefIdentifier(), "' missing");
-  flatbuffers::Verifier verifier(bytes, size, /*max_depth=*/64, /*max_tables=*/10000000);
-  if (!fb::VerifyModelDefBuffer(verifier))
-    DP_THROW(Code::kParse, "model buffer of ", size, " bytes failed FlatBuffers verification (truncated or corrupt)");
-  const fb::ModelDef& f = *fb::GetModelDef(bytes);
+  const fb::ModelDef& f = VerifiedRoot<fb::ModelDef>(ModelFormat(), data, size, &aligned);
   ModelDef m;
   m.name = TextFromFb(f.name(), "model", "the name");
   const std::string where = m.name.empty() ? std::string("model") : StrCat("model '", m.name, "'");
@@ -78,34 +56,12 @@ ModelDef ModelFromBuffer(const void* data, size_t size) {
 }
 
 ModelDef ModelFromJson(std::string_view json) {
-  flatbuffers::IDLOptions opts;
-  opts.skip_unexpected_fields_in_json = false;
-  flatbuffers::Parser parser(opts);
-  LoadSchema(parser);
-  std::string text(json);
-  if (text.find('\0') != std::string::npos) DP_THROW(Code::kParse, "model JSON contains a NUL byte");
-  if (!parser.ParseJson(text.c_str())) DP_THROW(Code::kParse, "model JSON: ", parser.error_);
-  return ModelFromBuffer(parser.builder_.GetBufferPointer(), parser.builder_.GetSize());
+  std::string buffer = JsonToFlatBuffer(ModelFormat(), json);
+  return ModelFromBuffer(buffer.data(), buffer.size());
 }
 
 ModelDef ModelFromFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    DP_THROW(Code::kIo, "cannot read model file '", path, "': it is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) DP_THROW(errno == ENOENT ? Code::kNotFound : Code::kIo, "cannot open model file '", path, "': ",
-                    std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) DP_THROW(Code::kIo, "cannot read model file '", path, "'");
-  std::string bytes = ss.str();
-  try {
-    if (bytes.size() >= 8 && fb::ModelDefBufferHasIdentifier(bytes.data()))
-      return ModelFromBuffer(bytes.data(), bytes.size());
-    return ModelFromJson(bytes);
-  } catch (Error& e) {
-    throw e.Prepend(StrCat("file '", path, "'"));
-  }
+  return LoadFormatFile(ModelFormat(), path, ModelFromBuffer, ModelFromJson);
 }
 
 std::string ModelToBuffer(const ModelDef& m) {
@@ -130,17 +86,6 @@ std::string ModelToBuffer(const ModelDef& m) {
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
 
-std::string ModelToJson(const ModelDef& m) {
-  flatbuffers::IDLOptions opts;
-  opts.strict_json = true;
-  opts.indent_step = 2;
-  flatbuffers::Parser parser(opts);
-  LoadSchema(parser);
-  std::string buf = ModelToBuffer(m);
-  std::string json;
-  if (!flatbuffers::GenerateText(parser, buf.data(), &json))
-    DP_THROW(Code::kInternal, "could not print model '", m.name, "' as JSON");
-  return json;
-}
+std::string ModelToJson(const ModelDef& m) { return FlatBufferToJson(ModelFormat(), ModelToBuffer(m), m.name); }
 
 }  // namespace dp

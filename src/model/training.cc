@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "core/dtype.h"
 #include "ops/gradient_registry.h"
 #include "graph/fusion.h"
 #include "ops/net_validate.h"
@@ -22,15 +23,26 @@ std::vector<std::string> OptimizerStateBlobs(const OptimizerDef& opt, const std:
   return {};
 }
 
-void AddOptimizerInit(NetDef& init, const OptimizerDef& opt, const std::vector<std::string>& params) {
+OperatorDef IterationCounterInitOp() {
   OperatorDef iter = MakeOperatorDef(
       "ConstantFill", {}, {kIterBlob},
-      {MakeArg("shape", std::vector<int64_t>{1}), MakeArg("dtype", int64_t{6}), MakeArg("value", int64_t{0})});
+      {MakeArg("shape", std::vector<int64_t>{1}), MakeArg("dtype", static_cast<int64_t>(DType::kInt64)),
+       MakeArg("value", int64_t{0})});
   iter.device = DeviceOption{};  // the counter lives on the CPU
-  init.ops.push_back(std::move(iter));
+  return iter;
+}
+
+std::vector<OperatorDef> OptimizerStateInitOps(const OptimizerDef& opt, const std::vector<std::string>& params) {
+  std::vector<OperatorDef> ops;
   for (const auto& p : params)
     for (const auto& s : OptimizerStateBlobs(opt, p))
-      init.ops.push_back(MakeOperatorDef("ConstantFill", {p}, {s}, {MakeArg("value", 0.0)}));
+      ops.push_back(MakeOperatorDef("ConstantFill", {p}, {s}, {MakeArg("value", 0.0)}));
+  return ops;
+}
+
+void AddOptimizerInit(NetDef& init, const OptimizerDef& opt, const std::vector<std::string>& params) {
+  init.ops.push_back(IterationCounterInitOp());
+  for (auto& op : OptimizerStateInitOps(opt, params)) init.ops.push_back(std::move(op));
 }
 
 std::vector<OperatorDef> IterAndLearningRateOps(const OptimizerDef& opt) {

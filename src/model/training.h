@@ -20,8 +20,20 @@ inline const char* kLrBlob = "optimizer/lr";      // float32 [1]
 // The state blobs `opt` keeps per param ("w/momentum", "w/adam_m", ...).
 std::vector<std::string> OptimizerStateBlobs(const OptimizerDef& opt, const std::string& param);
 
-// Ops creating the iteration counter (once) and each param's optimizer state
-// (zeros shaped like the param), appended to `init`.
+// Optimizer initialisation, in two parts that an init net makes separately:
+//  - the iteration counter kIterBlob (int64 [1] = 0, placed on the CPU):
+//    shared by every param and every replica, so made once per training
+//    process (the Iter and LearningRate ops of the step read it);
+//  - each param's optimizer state OptimizerStateBlobs(opt, p): zeros shaped
+//    like p, made after p exists; the ops carry no device (the init net's
+//    default applies unless the caller places them on the param's device, as
+//    data parallelism does for each replica's set).
+// One-device training wants both (AddOptimizerInit); Parallelize makes the
+// counter once and the state per replica, without relying on op positions.
+OperatorDef IterationCounterInitOp();
+std::vector<OperatorDef> OptimizerStateInitOps(const OptimizerDef& opt, const std::vector<std::string>& params);
+
+// IterationCounterInitOp, then OptimizerStateInitOps(opt, params), appended to `init`.
 void AddOptimizerInit(NetDef& init, const OptimizerDef& opt, const std::vector<std::string>& params);
 
 // Iter and LearningRate ops (CPU), the first ops of a training step.

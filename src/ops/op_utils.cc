@@ -97,4 +97,11 @@ FcDims ComputeFcDims(const OperatorDef& op, const Dims& x, const Dims& w, const 
   return d;
 }
 
+bool FcActivationIsRelu(const ArgReader& args) {
+  std::string a = args.String("activation", std::string("none"));
+  DP_ENFORCE_CODE(a == "none" || a == "relu", Code::kInvalidArgument, "argument 'activation' must be \"none\" or "
+                  "\"relu\", got \"", a, "\"");
+  return a == "relu";
+}
+
 }  // namespace dp

@@ -76,4 +76,9 @@ struct FcDims {
 FcDims ComputeFcDims(const OperatorDef& op, const Dims& x, const Dims& w, const Dims& b, int64_t axis,
                      int64_t axis_w);
 
+// FC's `activation` argument, read by the CPU and CUDA kernels alike: "none"
+// (default) or "relu" (fused by graph/fusion.cc from FC followed by Relu);
+// kInvalidArgument otherwise. True for "relu".
+bool FcActivationIsRelu(const ArgReader& args);
+
 }  // namespace dp

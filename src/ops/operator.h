@@ -1,6 +1,6 @@
 // Operator: one node of a net bound to its blobs, plus per-device registries
 // of kernels. Everything a net does is an operator: math, gradients,
-// optimizer updates, collectives (and checkpoint I/O, when it lands).
+// optimizer updates, collectives.
 #pragma once
 
 #include <functional>

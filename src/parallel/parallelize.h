@@ -19,6 +19,7 @@
 // merged with its counterparts in the other replicas into one op.
 // Everything added is an operator; the executor overlaps each bucket's
 // Allreduce with the rest of backward through blob dependencies alone.
+// How the nets are built, file by file: parallel/parallel_plan.h.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,8 @@
  */
 #include <dp/dp.h>
 
+#include "check.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,71 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* ------------------------------------------------------------------------ */
-/* Checks                                                                    */
-/* ------------------------------------------------------------------------ */
-
-static int g_checks = 0;
-static int g_failures = 0;
-
-static int check_impl(int ok, const char* expr, const char* file, int line) {
-  ++g_checks;
-  if (!ok) {
-    ++g_failures;
-    fprintf(stderr, "%s:%d: CHECK failed: %s\n", file, line, expr);
-  }
-  return ok;
-}
-
-#define CHECK(cond) check_impl((cond) ? 1 : 0, #cond, __FILE__, __LINE__)
-
-/* Checks that a call returned `code` (DP_OK: a NULL status), that an error
- * carries a non-empty message and that the message contains each of the
- * non-NULL substrings s1..s3. Frees the status. Returns 1 if all held. */
-static int expect_status(const char* file, int line, const char* expr, dp_status* st, int32_t code,
-                         const char* s1, const char* s2, const char* s3) {
-  const char* subs[3];
-  const char* msg = dp_status_message(st);
-  int32_t got = dp_status_code(st);
-  int ok = 1;
-  size_t i;
-  subs[0] = s1;
-  subs[1] = s2;
-  subs[2] = s3;
-  ++g_checks;
-  if (got != code) {
-    fprintf(stderr, "%s:%d: %s: expected %s, got %s: %s\n", file, line, expr, dp_code_name(code),
-            dp_code_name(got), msg);
-    ok = 0;
-  } else if (code != DP_OK) {
-    if (st == NULL || msg == NULL || msg[0] == '\0') {
-      fprintf(stderr, "%s:%d: %s: %s status has an empty message\n", file, line, expr, dp_code_name(code));
-      ok = 0;
-    }
-    for (i = 0; i < 3 && ok; ++i) {
-      if (subs[i] != NULL && strstr(msg, subs[i]) == NULL) {
-        fprintf(stderr, "%s:%d: %s: message does not contain \"%s\": %s\n", file, line, expr, subs[i], msg);
-        ok = 0;
-      }
-    }
-  }
-  if (!ok) ++g_failures;
-  dp_status_free(st);
-  return ok;
-}
-
-#define EXPECT_OK(expr) expect_status(__FILE__, __LINE__, #expr, (expr), DP_OK, NULL, NULL, NULL)
-#define EXPECT_CODE(expr, code) expect_status(__FILE__, __LINE__, #expr, (expr), (code), NULL, NULL, NULL)
-#define EXPECT_ERR(expr, code, s1) expect_status(__FILE__, __LINE__, #expr, (expr), (code), (s1), NULL, NULL)
-#define EXPECT_ERR2(expr, code, s1, s2) expect_status(__FILE__, __LINE__, #expr, (expr), (code), (s1), (s2), NULL)
-#define EXPECT_ERR3(expr, code, s1, s2, s3) \
-  expect_status(__FILE__, __LINE__, #expr, (expr), (code), (s1), (s2), (s3))
-
-/* A pointer value no successful call would return: failing calls must leave
- * out-parameters holding it. */
-static max_align_t g_sentinel_object;
-#define SENTINEL ((void*)&g_sentinel_object)
 
 /* Tiny deterministic generator for garbage inputs (numerical recipes LCG). */
 static uint32_t g_lcg = 12345u;
@@ -173,21 +110,21 @@ static void test_version(void) {
 }
 
 static void test_code_names(void) {
-  CHECK(strcmp(dp_code_name(DP_OK), "OK") == 0);
-  CHECK(strcmp(dp_code_name(DP_ERR_INVALID_ARGUMENT), "INVALID_ARGUMENT") == 0);
-  CHECK(strcmp(dp_code_name(DP_ERR_NOT_FOUND), "NOT_FOUND") == 0);
-  CHECK(strcmp(dp_code_name(DP_ERR_UNIMPLEMENTED), "UNIMPLEMENTED") == 0);
-  CHECK(strcmp(dp_code_name(DP_ERR_UNAVAILABLE), "UNAVAILABLE") == 0);
-  CHECK(strcmp(dp_code_name(DP_ERR_FAILED_PRECONDITION), "FAILED_PRECONDITION") == 0);
-  CHECK(strcmp(dp_code_name(DP_ERR_IO), "IO") == 0);
-  CHECK(strcmp(dp_code_name(DP_ERR_PARSE), "PARSE") == 0);
-  CHECK(strcmp(dp_code_name(DP_ERR_INVALID_NET), "INVALID_NET") == 0);
-  CHECK(strcmp(dp_code_name(DP_ERR_SHAPE), "SHAPE") == 0);
-  CHECK(strcmp(dp_code_name(DP_ERR_DTYPE), "DTYPE") == 0);
-  CHECK(strcmp(dp_code_name(1000), "UNKNOWN") == 0); /* far beyond any code likely to be added */
-  CHECK(strcmp(dp_code_name(-1), "UNKNOWN") == 0);
-  CHECK(strcmp(dp_code_name(INT32_MAX), "UNKNOWN") == 0);
-  CHECK(strcmp(dp_code_name(INT32_MIN), "UNKNOWN") == 0);
+  CHECK(strcmp(dp_status_code_name(DP_OK), "OK") == 0);
+  CHECK(strcmp(dp_status_code_name(DP_ERR_INVALID_ARGUMENT), "INVALID_ARGUMENT") == 0);
+  CHECK(strcmp(dp_status_code_name(DP_ERR_NOT_FOUND), "NOT_FOUND") == 0);
+  CHECK(strcmp(dp_status_code_name(DP_ERR_UNIMPLEMENTED), "UNIMPLEMENTED") == 0);
+  CHECK(strcmp(dp_status_code_name(DP_ERR_UNAVAILABLE), "UNAVAILABLE") == 0);
+  CHECK(strcmp(dp_status_code_name(DP_ERR_FAILED_PRECONDITION), "FAILED_PRECONDITION") == 0);
+  CHECK(strcmp(dp_status_code_name(DP_ERR_IO), "IO") == 0);
+  CHECK(strcmp(dp_status_code_name(DP_ERR_PARSE), "PARSE") == 0);
+  CHECK(strcmp(dp_status_code_name(DP_ERR_INVALID_NET), "INVALID_NET") == 0);
+  CHECK(strcmp(dp_status_code_name(DP_ERR_SHAPE), "SHAPE") == 0);
+  CHECK(strcmp(dp_status_code_name(DP_ERR_DTYPE), "DTYPE") == 0);
+  CHECK(strcmp(dp_status_code_name(1000), "UNKNOWN") == 0); /* far beyond any code likely to be added */
+  CHECK(strcmp(dp_status_code_name(-1), "UNKNOWN") == 0);
+  CHECK(strcmp(dp_status_code_name(INT32_MAX), "UNKNOWN") == 0);
+  CHECK(strcmp(dp_status_code_name(INT32_MIN), "UNKNOWN") == 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -235,19 +172,19 @@ static void test_logging(void) {
   /* Net creation logs at info level: the callback sees it at INFO, not at
    * WARNING; out-of-range levels are clamped; NULL restores stderr. */
   log_record rec = {0, 0, 0};
-  dp_set_log_callback(log_cb, &rec, DP_LOG_INFO);
+  dp_log_set_callback(log_cb, &rec, DP_LOG_INFO);
   create_logged_net();
   CHECK(rec.named_net == 1);
-  dp_set_log_callback(log_cb, &rec, DP_LOG_WARNING);
+  dp_log_set_callback(log_cb, &rec, DP_LOG_WARNING);
   create_logged_net();
   CHECK(rec.named_net == 1);
-  dp_set_log_callback(log_cb, &rec, -5); /* clamped to DEBUG */
+  dp_log_set_callback(log_cb, &rec, -5); /* clamped to DEBUG */
   create_logged_net();
   CHECK(rec.named_net == 2);
-  dp_set_log_callback(log_cb, &rec, 99); /* clamped to ERROR */
+  dp_log_set_callback(log_cb, &rec, 99); /* clamped to ERROR */
   create_logged_net();
   CHECK(rec.named_net == 2);
-  dp_set_log_callback(NULL, NULL, DP_LOG_WARNING);
+  dp_log_set_callback(NULL, NULL, DP_LOG_WARNING);
   create_logged_net();
   CHECK(rec.named_net == 2);
   CHECK(rec.bad_level == 0);
@@ -933,7 +870,7 @@ static void test_netdef_truncated_buffers(void) {
       dp_netdef_free(out);
       out = SENTINEL;
     } else if (dp_status_code(st) != DP_ERR_PARSE) {
-      fprintf(stderr, "truncated to %zu of %zu bytes: %s: %s\n", len, size, dp_code_name(dp_status_code(st)),
+      fprintf(stderr, "truncated to %zu of %zu bytes: %s: %s\n", len, size, dp_status_code_name(dp_status_code(st)),
               dp_status_message(st));
       all_parse = 0;
     }
@@ -977,7 +914,8 @@ static void test_netdef_garbage_buffers(void) {
       all_failed = 0;
       dp_netdef_free(out);
     } else if (dp_status_code(st) != DP_ERR_PARSE || dp_status_message(st)[0] == '\0') {
-      fprintf(stderr, "garbage buffer %d: %s: %s\n", iter, dp_code_name(dp_status_code(st)), dp_status_message(st));
+      fprintf(stderr, "garbage buffer %d: %s: %s\n", iter, dp_status_code_name(dp_status_code(st)),
+              dp_status_message(st));
       all_parse = 0;
     }
     dp_status_free(st);
@@ -1030,7 +968,8 @@ static void test_netdef_bit_flips(void) {
           ++failed;
           if ((code != DP_ERR_PARSE && code != DP_ERR_INVALID_NET) || dp_status_message(st)[0] == '\0' ||
               out != SENTINEL) {
-            fprintf(stderr, "bit %d of byte %zu: %s: %s\n", bit, byte, dp_code_name(code), dp_status_message(st));
+            fprintf(stderr, "bit %d of byte %zu: %s: %s\n", bit, byte, dp_status_code_name(code),
+                    dp_status_message(st));
             all_sane = 0;
           }
           dp_status_free(st);
@@ -1058,7 +997,7 @@ static void test_netdef_truncated_json(void) {
     memcpy(cut, kMlpJson, len);
     st = dp_netdef_from_json(cut, len, &out);
     if (dp_status_code(st) != DP_ERR_PARSE || out != SENTINEL || dp_status_message(st)[0] == '\0') {
-      fprintf(stderr, "JSON cut at %zu: %s: %s\n", len, dp_code_name(dp_status_code(st)), dp_status_message(st));
+      fprintf(stderr, "JSON cut at %zu: %s: %s\n", len, dp_status_code_name(dp_status_code(st)), dp_status_message(st));
       all_parse = 0;
       if (st == NULL) dp_netdef_free(out);
     }
@@ -1801,7 +1740,7 @@ static void test_parallelize(void) {
   o.device_ids = ids;
   o.num_devices = 4;
   o.first_bucket_bytes = o.bucket_bytes = 4;
-  if (!EXPECT_OK(dp_parallelize(model, &o, &pm))) goto done;
+  if (!EXPECT_OK(dp_model_parallelize(model, &o, &pm))) goto done;
   CHECK(dp_parallel_model_num_replicas(pm) == 4);
   CHECK(strcmp(dp_parallel_model_scope(pm, 3), "cpu_3/") == 0);
   CHECK(dp_parallel_model_scope(pm, 4) == NULL);
@@ -1823,11 +1762,12 @@ static void test_parallelize(void) {
     dp_parallel_model* shared = NULL;
     dp_netdef *sinit = NULL, *strain = NULL;
     o.shared_model = 1;
-    if (EXPECT_OK(dp_parallelize(model, &o, &shared)) && EXPECT_OK(dp_parallel_model_nets(shared, &sinit, &strain, NULL)) &&
+    if (EXPECT_OK(dp_model_parallelize(model, &o, &shared)) &&
+        EXPECT_OK(dp_parallel_model_nets(shared, &sinit, &strain, NULL)) &&
         train_five(sinit, strain, "cpu_0/w", got))
       for (i = 0; i < 12; ++i) CHECK(near(got[i], want[i], 1e-5));
     o.bmuf = 1;
-    EXPECT_ERR2(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "BMUF", "shared model");
+    EXPECT_ERR2(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "BMUF", "shared model");
     o.bmuf = 0;
     o.shared_model = 0;
     dp_netdef_free(sinit);
@@ -1867,13 +1807,14 @@ static void test_parallelize(void) {
   }
 
   /* Bad options: clear statuses, the out-parameter untouched. */
-  o.accumulate_steps = 0;
-  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "accumulate_steps");
+  o.accumulate_steps = -1; /* 0 is the default, 1 */
+  EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "accumulate_steps");
   o.accumulate_steps = 2;
   {
     dp_parallel_model* with_acc = NULL;
     dp_netdef* acc = NULL;
-    if (EXPECT_OK(dp_parallelize(model, &o, &with_acc)) && EXPECT_OK(dp_parallel_model_accumulate_net(with_acc, &acc)))
+    if (EXPECT_OK(dp_model_parallelize(model, &o, &with_acc)) &&
+        EXPECT_OK(dp_parallel_model_accumulate_net(with_acc, &acc)))
       CHECK(dp_netdef_num_ops(acc) > 0);
     dp_netdef_free(acc);
     dp_parallel_model_free(with_acc);
@@ -1887,44 +1828,45 @@ static void test_parallelize(void) {
     CHECK(block == SENTINEL && length == 0);
     o.bmuf = 1;
     o.bmuf_block_length = 5;
-    if (EXPECT_OK(dp_parallelize(model, &o, &bmuf)) && EXPECT_OK(dp_parallel_model_block_net(bmuf, &block, &length))) {
+    if (EXPECT_OK(dp_model_parallelize(model, &o, &bmuf)) &&
+        EXPECT_OK(dp_parallel_model_block_net(bmuf, &block, &length))) {
       CHECK(length == 5 && dp_netdef_num_ops(block) > 0);
       dp_netdef_free(block);
     }
     dp_parallel_model_free(bmuf);
     o.bmuf_block_momentum = 1.5;
-    EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "block_momentum");
+    EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "block_momentum");
     o.bmuf = 0;
   }
   o.computed_params = 3;
-  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "computed_params");
+  EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "computed_params");
   o.computed_params = DP_COMPUTED_PARAMS_AVERAGE;
-  EXPECT_ERR(dp_parallelize(model, NULL, &untouched), DP_ERR_INVALID_ARGUMENT, "options");
+  EXPECT_ERR(dp_model_parallelize(model, NULL, &untouched), DP_ERR_INVALID_ARGUMENT, "options");
   o.num_devices = 0;
-  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "no devices");
+  EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "no devices");
   o.device_ids = dup;
   o.num_devices = 2;
-  EXPECT_ERR2(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "cpu:1", "twice");
+  EXPECT_ERR2(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "cpu:1", "twice");
   o.device_ids = ids;
-  o.bucket_bytes = 0;
-  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "bucket");
+  o.bucket_bytes = -1; /* 0 is the default, 25 MiB */
+  EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "bucket_bytes");
   o.bucket_bytes = 1024;
   o.device_type = 7;
-  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "device_type");
+  EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "device_type");
   o.device_type = DP_DEVICE_CUDA;
   {
     /* Built without CUDA: unavailable; with it: the training ops lack CUDA kernels. */
-    dp_status* st = dp_parallelize(model, &o, &untouched);
+    dp_status* st = dp_model_parallelize(model, &o, &untouched);
     CHECK(st != NULL && (dp_status_code(st) == DP_ERR_UNAVAILABLE || dp_status_code(st) == DP_ERR_UNIMPLEMENTED));
     dp_status_free(st);
   }
   o.device_type = DP_DEVICE_CPU;
   o.device_ids = NULL;
-  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "device_ids");
+  EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "device_ids");
   o.device_ids = ids;
   o.struct_size = 8;
-  EXPECT_ERR(dp_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "struct_size");
-  EXPECT_ERR(dp_parallelize(NULL, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "model");
+  EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "struct_size");
+  EXPECT_ERR(dp_model_parallelize(NULL, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "model");
   CHECK(untouched == SENTINEL);
   CHECK(dp_parallel_model_num_replicas(NULL) == 0 && dp_parallel_model_scope(NULL, 0) == NULL);
   EXPECT_ERR(dp_parallel_model_nets(NULL, NULL, NULL, NULL), DP_ERR_INVALID_ARGUMENT, "model");
@@ -1996,7 +1938,7 @@ static void test_read_idx(void) {
 
   t = NULL;
   CHECK(write_file(path, u8, sizeof u8));
-  if (EXPECT_OK(dp_read_idx(path, &t))) {
+  if (EXPECT_OK(dp_tensor_from_idx_file(path, &t))) {
     const uint8_t* v = (const uint8_t*)dp_tensor_data(t);
     CHECK(dp_tensor_dtype(t) == DP_DTYPE_UINT8 && dp_tensor_ndim(t) == 2);
     CHECK(dp_tensor_dims(t)[0] == 2 && dp_tensor_dims(t)[1] == 3);
@@ -2005,7 +1947,7 @@ static void test_read_idx(void) {
   }
   t = NULL;
   CHECK(write_file(path, i32, sizeof i32));
-  if (EXPECT_OK(dp_read_idx(path, &t))) {
+  if (EXPECT_OK(dp_tensor_from_idx_file(path, &t))) {
     const int32_t* v = (const int32_t*)dp_tensor_data(t);
     CHECK(dp_tensor_dtype(t) == DP_DTYPE_INT32 && dp_tensor_ndim(t) == 1 && dp_tensor_dims(t)[0] == 2);
     CHECK(v[0] == 7 && v[1] == -2);
@@ -2013,7 +1955,7 @@ static void test_read_idx(void) {
   }
   t = NULL;
   CHECK(write_file(path, f32, sizeof f32));
-  if (EXPECT_OK(dp_read_idx(path, &t))) {
+  if (EXPECT_OK(dp_tensor_from_idx_file(path, &t))) {
     CHECK(dp_tensor_dtype(t) == DP_DTYPE_FLOAT32 && *(const float*)dp_tensor_data(t) == 1.5f);
     dp_tensor_free(t);
   }
@@ -2022,7 +1964,7 @@ static void test_read_idx(void) {
   t = NULL;
   gz_size = gzip_stored(u8, sizeof u8, gz);
   CHECK(write_file(path, gz, gz_size));
-  if (EXPECT_OK(dp_read_idx(path, &t))) {
+  if (EXPECT_OK(dp_tensor_from_idx_file(path, &t))) {
     const uint8_t* v = (const uint8_t*)dp_tensor_data(t);
     CHECK(dp_tensor_ndim(t) == 2 && dp_tensor_dims(t)[0] == 2 && dp_tensor_dims(t)[1] == 3 && v[4] == 251);
     dp_tensor_free(t);
@@ -2031,25 +1973,25 @@ static void test_read_idx(void) {
   /* Every error names the file and leaves the out-parameter alone. */
   t = SENTINEL;
   CHECK(write_file(path, gz, gz_size - 12)); /* cut inside the stored data */
-  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_DATA_LOSS, path, "truncated");
+  EXPECT_ERR2(dp_tensor_from_idx_file(path, &t), DP_ERR_DATA_LOSS, path, "truncated");
   gz[15 + 13] ^= 0x40; /* a pixel: the CRC no longer matches */
   CHECK(write_file(path, gz, gz_size));
-  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_DATA_LOSS, path, "gzip");
+  EXPECT_ERR2(dp_tensor_from_idx_file(path, &t), DP_ERR_DATA_LOSS, path, "gzip");
   CHECK(write_file(path, u8, sizeof u8 - 1));
-  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_DATA_LOSS, path, "truncated");
+  EXPECT_ERR2(dp_tensor_from_idx_file(path, &t), DP_ERR_DATA_LOSS, path, "truncated");
   CHECK(write_file(path, u8, 6));
-  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_PARSE, path, "header is truncated");
+  EXPECT_ERR2(dp_tensor_from_idx_file(path, &t), DP_ERR_PARSE, path, "header is truncated");
   CHECK(write_file(path, bad_magic, sizeof bad_magic));
-  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_PARSE, path, "magic");
+  EXPECT_ERR2(dp_tensor_from_idx_file(path, &t), DP_ERR_PARSE, path, "magic");
   CHECK(write_file(path, bad_type, sizeof bad_type));
-  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_PARSE, path, "element type");
+  EXPECT_ERR2(dp_tensor_from_idx_file(path, &t), DP_ERR_PARSE, path, "element type");
   CHECK(write_file(path, "", 0));
-  EXPECT_ERR2(dp_read_idx(path, &t), DP_ERR_PARSE, path, "empty");
-  EXPECT_ERR(dp_read_idx(missing, &t), DP_ERR_NOT_FOUND, missing);
-  EXPECT_ERR2(dp_read_idx(g_tmp_dir, &t), DP_ERR_IO, g_tmp_dir, "directory");
-  EXPECT_ERR(dp_read_idx(NULL, &t), DP_ERR_INVALID_ARGUMENT, "path");
-  EXPECT_ERR(dp_read_idx("", &t), DP_ERR_INVALID_ARGUMENT, "empty");
-  EXPECT_ERR(dp_read_idx(path, NULL), DP_ERR_INVALID_ARGUMENT, "out");
+  EXPECT_ERR2(dp_tensor_from_idx_file(path, &t), DP_ERR_PARSE, path, "empty");
+  EXPECT_ERR(dp_tensor_from_idx_file(missing, &t), DP_ERR_NOT_FOUND, missing);
+  EXPECT_ERR2(dp_tensor_from_idx_file(g_tmp_dir, &t), DP_ERR_IO, g_tmp_dir, "directory");
+  EXPECT_ERR(dp_tensor_from_idx_file(NULL, &t), DP_ERR_INVALID_ARGUMENT, "path");
+  EXPECT_ERR(dp_tensor_from_idx_file("", &t), DP_ERR_INVALID_ARGUMENT, "empty");
+  EXPECT_ERR(dp_tensor_from_idx_file(path, NULL), DP_ERR_INVALID_ARGUMENT, "out");
   CHECK(t == SENTINEL);
   remove(path);
 }
@@ -2128,10 +2070,10 @@ static void test_read_idx_huge_header(void) {
   plain[7] = 0x40;
   tmp_path(path, sizeof path, "huge_header.idx");
   CHECK(write_file(path, plain, sizeof plain));
-  EXPECT_ERR3(dp_read_idx(path, &t), DP_ERR_DATA_LOSS, path, "4109694208", "only 320 follow");
+  EXPECT_ERR3(dp_tensor_from_idx_file(path, &t), DP_ERR_DATA_LOSS, path, "4109694208", "only 320 follow");
   gz_size = gzip_stored(plain, sizeof plain, gz);
   CHECK(write_file(path, gz, gz_size));
-  EXPECT_ERR3(dp_read_idx(path, &t), DP_ERR_DATA_LOSS, path, "4109694208", "truncated");
+  EXPECT_ERR3(dp_tensor_from_idx_file(path, &t), DP_ERR_DATA_LOSS, path, "4109694208", "truncated");
   CHECK(t == (dp_tensor*)SENTINEL);
   remove(path);
 }
@@ -2189,6 +2131,5 @@ int main(void) {
     kTests[i].fn();
     if (g_failures != before) fprintf(stderr, "FAILED: %s (%d failed checks)\n", kTests[i].name, g_failures - before);
   }
-  printf("%d passed, %d failed\n", g_checks - g_failures, g_failures);
-  return g_failures == 0 ? 0 : 1;
+  return check_report();
 }

@@ -1,4 +1,4 @@
-// Fuzz target: IDX files (dp_read_idx). The first byte picks the form: the
+// Fuzz target: IDX files (dp_tensor_from_idx_file). The first byte picks the form: the
 // rest written as is (a plain file, or whatever gzip-like bytes it holds),
 // or gzip-compressed first, so that every IDX header also reaches the gzip
 // path through a valid stream.
@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool gzip = (data[0] & 1) != 0;
   WriteFile(path, idx, idx_size, gzip);
   dp_tensor* t = nullptr;
-  if (dp::fuzz::Ok(dp_read_idx(path.c_str(), &t))) {
+  if (dp::fuzz::Ok(dp_tensor_from_idx_file(path.c_str(), &t))) {
     // Accepted means exactly whole: header + dims + numel elements of the
     // file's type, no byte missing or left over (unless the bytes were a
     // gzip stream of their own, whose content we do not know here).

@@ -26,12 +26,13 @@ void TrainOneStep(const dp_model* model, const uint8_t* data, size_t size) {
 
 void ParallelizeOverTwoCpus(const dp_model* model) {
   const int32_t ids[] = {0, 1};
-  dp_parallel_options o = DP_PARALLEL_OPTIONS_INIT;
+  dp_parallel_options o;
+  dp_parallel_options_init(&o, sizeof o);  // (the INIT macro is for C: -Wextra flags it in C++)
   o.device_ids = ids;
   o.num_devices = 2;
   o.uneven_split = 1;
   dp_parallel_model* pm = nullptr;
-  if (!Ok(dp_parallelize(model, &o, &pm))) return;
+  if (!Ok(dp_model_parallelize(model, &o, &pm))) return;
   dp_netdef* nets[3] = {nullptr, nullptr, nullptr};
   MustSucceed(dp_parallel_model_nets(pm, &nets[0], &nets[1], &nets[2]), "reading a parallel model's nets");
   for (dp_netdef* n : nets) {

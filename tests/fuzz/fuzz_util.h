@@ -30,7 +30,7 @@ inline bool Ok(dp_status* s) {
   if (s == nullptr) return true;
   const int32_t code = dp_status_code(s);
   const char* msg = dp_status_message(s);
-  if (code <= 0 || msg == nullptr || msg[0] == '\0' || std::string(dp_code_name(code)).empty())
+  if (code <= 0 || msg == nullptr || msg[0] == '\0' || std::string(dp_status_code_name(code)).empty())
     Broken("a failed call returned a status without a code or message");
   dp_status_free(s);
   return false;
@@ -42,7 +42,8 @@ inline void MustSucceed(dp_status* s, const char* what) {
 }
 
 inline dp_workspace* CappedWorkspace() {
-  dp_workspace_options o = DP_WORKSPACE_OPTIONS_INIT;
+  dp_workspace_options o;
+  dp_workspace_options_init(&o, sizeof o);
   o.max_bytes = kWorkspaceBytes;
   dp_workspace* ws = nullptr;
   MustSucceed(dp_workspace_create_with_options(&o, &ws), "creating a workspace");

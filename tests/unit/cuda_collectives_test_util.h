@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/scope.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "exec/net.h"
@@ -28,7 +29,7 @@ inline OperatorDef CreateComm(const std::vector<int64_t>& devices, int64_t nccl)
   return Op("CreateCudaCollectives", {}, {"comm"}, {IntsArg("device_ids", devices), IntArg("nccl", nccl)});
 }
 
-inline std::string Scoped(int device, const std::string& name) { return DeviceScope({kCuda, device}) + name; }
+inline std::string Scoped(int device, const std::string& name) { return ReplicaScope({kCuda, device}) + name; }
 
 inline OperatorDef OnDevice(OperatorDef op, DeviceOption device) {
   op.device = device;

@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "expect_error.h"
 #include "graph/net_def.h"
 
 namespace dp::cuda_test {
@@ -19,18 +20,8 @@ inline const DeviceOption kCpu{DeviceType::kCPU, 0};
 
 inline bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// Runs fn, which must throw dp::Error with `code`; returns the message.
-template <typename Fn>
-std::string ExpectError(Code code, Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, "got code ", std::string(CodeName(e.code())), ": ", e.message());
-    return e.message();
-  }
-  FAIL("expected a dp::Error with code ", std::string(CodeName(code)));
-  return {};
-}
+// ExpectError(fn, code, {needles}) returns the message (expect_error.h).
+using testing::ExpectError;
 
 inline OperatorDef MakeOp(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
                           std::vector<Argument> args = {}, std::optional<DeviceOption> device = std::nullopt) {

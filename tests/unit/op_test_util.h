@@ -22,6 +22,7 @@
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "exec/net.h"
+#include "expect_error.h"
 #include "graph/net_def.h"
 #include "ops/net_validate.h"
 
@@ -170,21 +171,7 @@ inline std::shared_ptr<Workspace> RunOp(OperatorDef op, const Feeds& feeds, Infe
   return RunOps({std::move(op)}, feeds, infer);
 }
 
-// ---- errors ---------------------------------------------------------------------
-
-// Expects fn to throw a dp::Error with `code` whose message contains every needle.
-template <typename Fn>
-void ExpectError(Fn&& fn, Code code, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    FAIL("expected a dp::Error with code ", std::string(CodeName(code)));
-  } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, "got ", std::string(CodeName(e.code())), " (", e.message(), "), want ",
-                  std::string(CodeName(code)));
-    for (const auto& n : needles)
-      CHECK_MESSAGE(e.message().find(n) != std::string::npos, "\"", e.message(), "\" lacks \"", n, "\"");
-  }
-}
+// ---- errors (ExpectError itself is in expect_error.h) -------------------------
 
 // The net must build; its first run must fail with `code` naming the needles.
 inline void ExpectRunError(std::vector<OperatorDef> ops, const Feeds& feeds, Code code,
@@ -214,6 +201,17 @@ inline void ExpectInferError(std::vector<OperatorDef> ops, const Feeds& feeds, C
   std::map<std::string, TensorInfo> known;
   for (const auto& [name, t] : feeds) known[name] = TensorInfo{t.dims(), t.dtype()};
   ExpectError([&] { InferNetShapes(def, known); }, code, needles);
+}
+
+// Both: the run must fail (as ExpectRunError), and shape inference likewise.
+inline void ExpectRunAndInferError(const std::vector<OperatorDef>& ops, const Feeds& feeds, Code code,
+                                   std::initializer_list<std::string> needles) {
+  {
+    INFO("running");
+    ExpectRunError(ops, feeds, code, needles);
+  }
+  INFO("shape inference");
+  ExpectInferError(ops, feeds, code, needles);
 }
 
 // ---- comparing ------------------------------------------------------------------

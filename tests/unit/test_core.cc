@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/event.h"
 #include "core/logging.h"
+#include "core/scope.h"
 #include "core/random.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
@@ -38,8 +39,8 @@ TEST_CASE("dtype sizes, names and conversion") {
 
 TEST_CASE("device names and scopes") {
   CHECK(DeviceName({DeviceType::kCUDA, 1}) == "cuda:1");
-  CHECK(DeviceScope({DeviceType::kCPU, 0}) == "cpu_0/");
-  CHECK(DeviceScope({DeviceType::kCUDA, 3}) == "cuda_3/");
+  CHECK(ReplicaScope({DeviceType::kCPU, 0}) == "cpu_0/");
+  CHECK(ReplicaScope({DeviceType::kCUDA, 3}) == "cuda_3/");
   CHECK(DeviceCount(DeviceType::kCPU) == 1);
   CHECK(DeviceCount(DeviceType::kCUDA) >= 0);
   CHECK(ScopedName("cpu_1/", "w") == "cpu_1/w");

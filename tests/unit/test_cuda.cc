@@ -77,7 +77,7 @@ TEST_CASE("a missing CUDA device fails with kUnavailable naming it") {
     def->name = "gpu_net";
     def->ops.push_back(MakeOp("ConstantFill", {}, {"y"}, {{"shape", std::vector<int64_t>{2, 3}}}, missing));
     auto ws = std::make_shared<dp::Workspace>();
-    std::string msg = ExpectError(Code::kUnavailable, [&] { dp::Net net(def, ws); });
+    std::string msg = ExpectError([&] { dp::Net net(def, ws); }, Code::kUnavailable);
     CHECK_MESSAGE(Contains(msg, name), msg);
   }
   SUBCASE("a net whose default device it is") {
@@ -85,21 +85,20 @@ TEST_CASE("a missing CUDA device fails with kUnavailable naming it") {
     def->device = missing;
     def->ops.push_back(MakeOp("ConstantFill", {}, {"y"}, {{"shape", std::vector<int64_t>{4}}}));
     auto ws = std::make_shared<dp::Workspace>();
-    std::string msg = ExpectError(Code::kUnavailable, [&] { dp::Net net(def, ws); });
+    std::string msg = ExpectError([&] { dp::Net net(def, ws); }, Code::kUnavailable);
     CHECK_MESSAGE(Contains(msg, name), msg);
   }
   SUBCASE("a context on it") {
-    std::string msg = ExpectError(Code::kUnavailable, [&] { dp::CreateContext(missing); });
+    std::string msg = ExpectError([&] { dp::CreateContext(missing); }, Code::kUnavailable);
     if (dp::cuda::BuiltWithCuda()) CHECK_MESSAGE(Contains(msg, name), msg);
   }
   SUBCASE("a tensor on it") {
-    ExpectError(Code::kUnavailable, [&] { Tensor t({4}, DType::kFloat32, missing); });
+    ExpectError([&] { Tensor t({4}, DType::kFloat32, missing); }, Code::kUnavailable);
   }
   SUBCASE("a copy to it") {
     float host[4] = {1, 2, 3, 4};
     float* fake_device_ptr = host;  // never dereferenced: the device check comes first
-    ExpectError(Code::kUnavailable,
-                [&] { dp::CopyBytes(sizeof(host), host, kCpu, fake_device_ptr, missing); });
+    ExpectError([&] { dp::CopyBytes(sizeof(host), host, kCpu, fake_device_ptr, missing); }, Code::kUnavailable);
   }
 }
 

@@ -174,24 +174,24 @@ TEST_CASE("GPU: CUDA ops match the CPU ops") {
 
 TEST_CASE("GPU: CUDA ops reject what they do not support") {
   SUBCASE("Add with broadcasting") {
-    std::string msg = ExpectError(Code::kUnimplemented, [&] {
+    std::string msg = ExpectError([&] {
       RunOp(MakeOp("Add", {"a", "b"}, {"c"}), kGpu0, {{"a", RandomTensor({4, 3}, 1)}, {"b", RandomTensor({3}, 2)}});
-    });
+    }, Code::kUnimplemented);
     CHECK_MESSAGE(Contains(msg, "broadcast"), msg);
   }
   SUBCASE("ConstantFill of int64") {
-    std::string msg = ExpectError(Code::kDType, [&] {
+    std::string msg = ExpectError([&] {
       RunOp(MakeOp("ConstantFill", {}, {"y"},
                    {{"shape", std::vector<int64_t>{2}}, {"dtype", static_cast<int64_t>(DType::kInt64)}}),
             kGpu0, {});
-    });
+    }, Code::kDType);
     CHECK_MESSAGE(Contains(msg, "float32"), msg);
   }
   SUBCASE("FC with mismatched widths names the blobs") {
-    std::string msg = ExpectError(Code::kShape, [&] {
+    std::string msg = ExpectError([&] {
       RunOp(MakeOp("FC", {"data", "w", "b"}, {"y"}), kGpu0,
             {{"data", RandomTensor({3, 5}, 1)}, {"w", RandomTensor({8, 4}, 2)}, {"b", RandomTensor({8}, 3)}});
-    });
+    }, Code::kShape);
     CHECK_MESSAGE(Contains(msg, "'data'"), msg);
     CHECK_MESSAGE(Contains(msg, "'w'"), msg);
   }
@@ -203,7 +203,7 @@ TEST_CASE("GPU: CUDA ops reject what they do not support") {
     auto ws = std::make_shared<dp::Workspace>();
     ws->Feed("x", RandomTensor({4}, 3));
     dp::Net net(def, ws);
-    std::string msg = ExpectError(Code::kInvalidArgument, [&] { net.Run(); });
+    std::string msg = ExpectError([&] { net.Run(); }, Code::kInvalidArgument);
     CHECK_MESSAGE(Contains(msg, "Copy"), msg);
   }
 }
@@ -255,9 +255,9 @@ TEST_CASE("GPU: CudaEvent orders two contexts") {
     event->SetFinished("producer failed");
     CHECK(event->Query() == dp::EventStatus::kFailed);
     CHECK(event->ErrorMessage() == "producer failed");
-    std::string msg = ExpectError(Code::kFailedPrecondition, [&] { event->Wait(consumer); });
+    std::string msg = ExpectError([&] { event->Wait(consumer); }, Code::kFailedPrecondition);
     CHECK(Contains(msg, "producer failed"));
-    ExpectError(Code::kFailedPrecondition, [&] { event->Finish(); });
+    ExpectError([&] { event->Finish(); }, Code::kFailedPrecondition);
     event->SetFinished();  // first wins
     CHECK(event->Query() == dp::EventStatus::kFailed);
   }
@@ -271,10 +271,10 @@ TEST_CASE("GPU: CudaEvent orders two contexts") {
   SUBCASE("recording twice or on a CPU context is a bug") {
     event->Reset();
     event->Record(producer);
-    ExpectError(Code::kInternal, [&] { event->Record(producer); });
+    ExpectError([&] { event->Record(producer); }, Code::kInternal);
     event->Reset();
     dp::CpuContext cpu;
-    ExpectError(Code::kInternal, [&] { event->Record(cpu); });
+    ExpectError([&] { event->Record(cpu); }, Code::kInternal);
   }
   producer.FinishDeviceComputation();
 }

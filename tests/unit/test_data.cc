@@ -23,6 +23,7 @@
 
 #include "core/storage.h"
 #include "data/idx_reader.h"
+#include "expect_error.h"
 
 using namespace dp;
 
@@ -97,16 +98,13 @@ std::vector<std::string> WriteBoth(const std::string& name, const Bytes& b) {
   return {plain, gz};
 }
 
-void ExpectError(const std::string& path, Code code, const std::string& needle = "") {
-  try {
-    ReadIdx(path);
-    FAIL("expected an error reading ", path);
-  } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, "got ", CodeName(e.code()), ": ", e.message());
-    CHECK_MESSAGE(e.message().find(path) != std::string::npos, "\"", e.message(), "\" lacks the path");
-    if (!needle.empty())
-      CHECK_MESSAGE(e.message().find(needle) != std::string::npos, "\"", e.message(), "\" lacks \"", needle, "\"");
-  }
+// Reading `path` must fail with `code`, naming the path (and the needle).
+void ExpectReadError(const std::string& path, Code code, const std::string& needle = "") {
+  CAPTURE(path);
+  if (needle.empty())
+    testing::ExpectError([&] { ReadIdx(path); }, code, {path});
+  else
+    testing::ExpectError([&] { ReadIdx(path); }, code, {path, needle});
 }
 
 template <typename T>
@@ -227,72 +225,72 @@ TEST_CASE("IDX with a zero dimension gives an empty tensor") {
 }
 
 TEST_CASE("IDX: missing file, directory, unreadable file") {
-  ExpectError(Tmp().dir() + "/no_such_file.idx", Code::kNotFound, "not found");
-  ExpectError(Tmp().dir() + "/no_such_dir/x.idx", Code::kNotFound);
-  ExpectError(Tmp().dir(), Code::kIo, "directory");
+  ExpectReadError(Tmp().dir() + "/no_such_file.idx", Code::kNotFound, "not found");
+  ExpectReadError(Tmp().dir() + "/no_such_dir/x.idx", Code::kNotFound);
+  ExpectReadError(Tmp().dir(), Code::kIo, "directory");
   if (geteuid() != 0) {  // root reads anything
     std::string path = Tmp().Path("unreadable.idx");
     WritePlain(path, Header(0x08, {0}));
     REQUIRE(chmod(path.c_str(), 0) == 0);
-    ExpectError(path, Code::kIo);
+    ExpectReadError(path, Code::kIo);
   }
 }
 
 TEST_CASE("IDX: bad headers are parse errors") {
-  for (const auto& path : WriteBoth("empty.idx", {})) ExpectError(path, Code::kParse, "empty");
-  for (const auto& path : WriteBoth("short_magic.idx", {0, 0, 8})) ExpectError(path, Code::kParse, "truncated");
+  for (const auto& path : WriteBoth("empty.idx", {})) ExpectReadError(path, Code::kParse, "empty");
+  for (const auto& path : WriteBoth("short_magic.idx", {0, 0, 8})) ExpectReadError(path, Code::kParse, "truncated");
   Bytes short_dims = Header(0x08, {60000, 28, 28});
   short_dims.resize(10);
-  for (const auto& path : WriteBoth("short_dims.idx", short_dims)) ExpectError(path, Code::kParse, "truncated");
+  for (const auto& path : WriteBoth("short_dims.idx", short_dims)) ExpectReadError(path, Code::kParse, "truncated");
 
   Bytes bad_magic = Header(0x08, {1});
   bad_magic[0] = 0x1F;  // not gzip either: 0x1F 0x00
   bad_magic.push_back(0);
-  for (const auto& path : WriteBoth("bad_magic.idx", bad_magic)) ExpectError(path, Code::kParse, "magic");
+  for (const auto& path : WriteBoth("bad_magic.idx", bad_magic)) ExpectReadError(path, Code::kParse, "magic");
   Bytes bad_magic2 = bad_magic;
   bad_magic2[0] = 0;
   bad_magic2[1] = 8;
-  for (const auto& path : WriteBoth("bad_magic2.idx", bad_magic2)) ExpectError(path, Code::kParse, "magic");
+  for (const auto& path : WriteBoth("bad_magic2.idx", bad_magic2)) ExpectReadError(path, Code::kParse, "magic");
 
   for (uint8_t code : {0x00, 0x07, 0x0A, 0x0F, 0xFF}) {
     Bytes b = Header(code, {1});
     b.push_back(0);
-    for (const auto& path : WriteBoth("bad_type.idx", b)) ExpectError(path, Code::kParse, "type code");
+    for (const auto& path : WriteBoth("bad_type.idx", b)) ExpectReadError(path, Code::kParse, "type code");
   }
-  for (const auto& path : WriteBoth("zero_dims.idx", {0, 0, 8, 0})) ExpectError(path, Code::kParse, "0 dimensions");
+  for (const auto& path : WriteBoth("zero_dims.idx", {0, 0, 8, 0})) ExpectReadError(path, Code::kParse, "0 dimensions");
 
   // Sizes: the product overflows 64 bits, or the tensor exceeds the 4 GiB cap.
   for (const auto& path : WriteBoth("overflow.idx", Header(0x08, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF})))
-    ExpectError(path, Code::kParse, "limit");
+    ExpectReadError(path, Code::kParse, "limit");
   for (const auto& path : WriteBoth("too_big_u8.idx", Header(0x08, {65536, 65537})))
-    ExpectError(path, Code::kParse, "limit");
+    ExpectReadError(path, Code::kParse, "limit");
   for (const auto& path : WriteBoth("too_big_f64.idx", Header(0x0E, {(1u << 29) + 1})))
-    ExpectError(path, Code::kParse, "limit");
+    ExpectReadError(path, Code::kParse, "limit");
   // int16 widened to int32: 2^30 + 1 elements are 2 GiB in the file, > 4 GiB as int32.
   for (const auto& path : WriteBoth("too_big_i16.idx", Header(0x0B, {(1u << 30) + 1})))
-    ExpectError(path, Code::kParse, "limit");
+    ExpectReadError(path, Code::kParse, "limit");
 }
 
 TEST_CASE("IDX: truncated data is data loss") {
   Bytes b = Header(0x08, {10, 10});
   for (int i = 0; i < 60; ++i) b.push_back(static_cast<unsigned char>(i));
-  for (const auto& path : WriteBoth("short_data.idx", b)) ExpectError(path, Code::kDataLoss, "truncated");
+  for (const auto& path : WriteBoth("short_data.idx", b)) ExpectReadError(path, Code::kDataLoss, "truncated");
   Bytes w = Header(0x0B, {100});
   for (int i = 0; i < 99; ++i) PutBE(w, static_cast<uint16_t>(i), 2);
   w.push_back(1);  // half an element
-  for (const auto& path : WriteBoth("short_widened.idx", w)) ExpectError(path, Code::kDataLoss, "truncated");
+  for (const auto& path : WriteBoth("short_widened.idx", w)) ExpectReadError(path, Code::kDataLoss, "truncated");
   Bytes f = Header(0x0D, {3});
   PutBE(f, FloatBits(1), 4);
-  for (const auto& path : WriteBoth("short_f32.idx", f)) ExpectError(path, Code::kDataLoss, "truncated");
+  for (const auto& path : WriteBoth("short_f32.idx", f)) ExpectReadError(path, Code::kDataLoss, "truncated");
 }
 
 TEST_CASE("IDX: trailing bytes after the data are a parse error") {
   Bytes b = Header(0x08, {4});
   for (int i = 0; i < 5; ++i) b.push_back(static_cast<unsigned char>(i));
-  for (const auto& path : WriteBoth("trailing.idx", b)) ExpectError(path, Code::kParse, "after");
+  for (const auto& path : WriteBoth("trailing.idx", b)) ExpectReadError(path, Code::kParse, "after");
   Bytes big = Header(0x0D, {2});
   big.resize(big.size() + 8 + 100000, 7);
-  for (const auto& path : WriteBoth("trailing_big.idx", big)) ExpectError(path, Code::kParse, "after");
+  for (const auto& path : WriteBoth("trailing_big.idx", big)) ExpectReadError(path, Code::kParse, "after");
 }
 
 TEST_CASE("IDX: cut and corrupt gzip streams are data loss") {
@@ -309,7 +307,7 @@ TEST_CASE("IDX: cut and corrupt gzip streams are data loss") {
     CAPTURE(keep);
     std::string path = Tmp().Path("cut_" + std::to_string(keep) + ".idx.gz");
     WritePlain(path, Bytes(gz.begin(), gz.begin() + static_cast<std::ptrdiff_t>(keep)));
-    ExpectError(path, Code::kDataLoss, "truncated");
+    ExpectReadError(path, Code::kDataLoss, "truncated");
   }
   // Cut inside the IDX header (gzip stream of 6 bytes, then stream cut).
   {
@@ -318,7 +316,7 @@ TEST_CASE("IDX: cut and corrupt gzip streams are data loss") {
     Bytes s = ReadBytes(small);
     std::string path = Tmp().Path("cut_header.idx.gz");
     WritePlain(path, Bytes(s.begin(), s.end() - 10));
-    ExpectError(path, Code::kDataLoss);
+    ExpectReadError(path, Code::kDataLoss);
   }
   // A reserved deflate block type at the first data byte (after the 10-byte gzip header).
   {
@@ -326,7 +324,7 @@ TEST_CASE("IDX: cut and corrupt gzip streams are data loss") {
     c[10] = 0x07;
     std::string path = Tmp().Path("bad_block.idx.gz");
     WritePlain(path, c);
-    ExpectError(path, Code::kDataLoss, "corrupt");
+    ExpectReadError(path, Code::kDataLoss, "corrupt");
   }
   // A wrong CRC in the trailer.
   {
@@ -334,7 +332,7 @@ TEST_CASE("IDX: cut and corrupt gzip streams are data loss") {
     c[c.size() - 8] ^= 0xFF;
     std::string path = Tmp().Path("bad_crc.idx.gz");
     WritePlain(path, c);
-    ExpectError(path, Code::kDataLoss, "corrupt");
+    ExpectReadError(path, Code::kDataLoss, "corrupt");
   }
   // Garbage in the middle of the compressed data: some error, never a crash,
   // and never a successful read.
@@ -459,17 +457,18 @@ TEST_CASE("IDX: a header announcing more than the file holds allocates nothing l
     const std::string want = b == &f32 ? "4109694208" : "1000000000";
     for (const auto& path : WriteBoth(b == &f32 ? "huge_f32.idx" : "huge_i8.idx", *b)) {
       CAPTURE(path);
-      uint64_t grew = PeakGrowth([&] { ExpectError(path, Code::kDataLoss, "truncated: the header announces " + want); });
+      uint64_t grew =
+          PeakGrowth([&] { ExpectReadError(path, Code::kDataLoss, "truncated: the header announces " + want); });
       CHECK_MESSAGE(grew < 2 * kMiB, "reading a ", b->size(), "-byte file took ", grew, " bytes");
     }
     ThroughFifo("huge_fifo.idx", *b, [&](const std::string& path) {
-      uint64_t grew = PeakGrowth([&] { ExpectError(path, Code::kDataLoss, "truncated"); });
+      uint64_t grew = PeakGrowth([&] { ExpectReadError(path, Code::kDataLoss, "truncated"); });
       CHECK_MESSAGE(grew < 2 * kMiB, "reading a ", b->size(), "-byte FIFO took ", grew, " bytes");
     });
   }
   // The message gives the bytes that do follow.
   for (const auto& path : WriteBoth("huge_f32_msg.idx", f32))
-    ExpectError(path, Code::kDataLoss, "4109694208 bytes but only 320 follow");
+    ExpectReadError(path, Code::kDataLoss, "4109694208 bytes but only 320 follow");
 }
 
 TEST_CASE("IDX: data buffered in chunks (gzip, FIFO) reads the same as a plain file") {

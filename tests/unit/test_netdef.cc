@@ -6,29 +6,19 @@
 #include <cstring>
 #include <fstream>
 
+#include "expect_error.h"
 #include "graph/net_format.h"
 #include "net_generated.h"
 #include "ops/net_validate.h"
 #include "ops/op_schema.h"
 
 using namespace dp;
+using dp::testing::ExpectError;
 
 namespace {
 
 // No real operator takes a nested net yet.
 DP_OPERATOR_SCHEMA(TestNetdefNested).NumInputs(0).NumOutputs(0, 1).Arg("body", ArgKind::kNet, "a nested net");
-
-// Expects fn to throw a dp::Error with `code` whose message contains each needle.
-template <typename Fn>
-void ExpectError(Fn fn, Code code, std::initializer_list<const char*> needles) {
-  try {
-    fn();
-    FAIL("expected an error");
-  } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, e.message());
-    for (const char* n : needles) CHECK_MESSAGE(e.message().find(n) != std::string::npos, e.message(), " lacks ", n);
-  }
-}
 
 const char* kMlpJson = R"({
   "name": "mlp",

@@ -51,15 +51,6 @@ Tensor Int32(int32_t v) {
   return t;
 }
 
-// ---- running ----------------------------------------------------------------
-
-// Both the run and shape inference must fail with `code`.
-void ExpectRunAndInferError(const std::vector<OperatorDef>& ops, const Feeds& feeds, Code code,
-                            std::initializer_list<std::string> needles) {
-  ExpectRunError(ops, feeds, code, needles);
-  ExpectInferError(ops, feeds, code, needles);
-}
-
 // ---- comparing -----------------------------------------------------------------
 
 // |got - want| <= tol * (1 + |want|) elementwise; reports the first mismatch.

@@ -32,15 +32,6 @@ void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int rows, int cols, int inner,
   cblas_dgemm(CblasRowMajor, ta, tb, rows, cols, inner, 1.0, a, lda, b, ldb, 0.0, c, cols);
 }
 
-// The `activation` argument: "none" (default) or "relu" (fused by
-// graph/fusion.cc from FC followed by Relu).
-bool FcActivationIsRelu(const ArgReader& args) {
-  std::string a = args.String("activation", std::string("none"));
-  DP_ENFORCE_CODE(a == "none" || a == "relu", Code::kInvalidArgument, "argument 'activation' must be \"none\" or "
-                  "\"relu\", got \"", a, "\"");
-  return a == "relu";
-}
-
 class FcOp final : public Operator {
  public:
   using Operator::Operator;

@@ -1,0 +1,58 @@
+// Blob naming rules, in one place: the name scopes of replicas and the names
+// derived from a blob's name (its gradient, its host copy, ...). Net builders
+// (autodiff/, model/, parallel/) make names only through these helpers, so a
+// name a test or a user looks up is spelled here and nowhere else.
+//
+// A replica's blobs live under its device's scope: "cpu_0/" + "w" = "cpu_0/w".
+// Derived names append a suffix to the (scoped) blob name:
+//   GradientName("cpu_0/w")              "cpu_0/w_grad"
+//   AccumulatedGradientName("w_grad")    "w_grad_acc"
+//   HostCopyName("cpu_1/data")           "cpu_1/data/host"
+//   WeightedName("cpu_1/loss")           "cpu_1/loss/weighted"
+//   BmufGlobalName / BmufDeltaName("w")  "w/bmuf_global", "w/bmuf_delta"
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/device.h"
+
+namespace dp {
+
+// ---- name scopes ----------------------------------------------------------
+
+// The name scope of the replica on device `d`: "cpu_0/", "cuda_1/".
+inline std::string ReplicaScope(DeviceOption d) {
+  return std::string(DeviceTypeName(d.type)) + "_" + std::to_string(d.id) + "/";
+}
+
+// `name` inside `scope` ("cpu_1/", "w" -> "cpu_1/w"). An empty scope leaves
+// the name as it is.
+inline std::string ScopedName(std::string_view scope, std::string_view name) {
+  std::string s(scope);
+  s += name;
+  return s;
+}
+
+// ---- names derived from a blob's name -------------------------------------
+
+// The gradient of `blob` written by autodiff ("w" -> "w_grad").
+inline std::string GradientName(const std::string& blob) { return blob + "_grad"; }
+
+// Gradient accumulation (parallelize's accumulate_steps): where a replica
+// sums a gradient over the accumulating steps ("w_grad" -> "w_grad_acc").
+inline std::string AccumulatedGradientName(const std::string& grad) { return grad + "_acc"; }
+
+// A copy of a device blob on the host, e.g. the host-side part of a split
+// batch before it is copied to its CUDA replica ("cpu_1/data" -> ".../host").
+inline std::string HostCopyName(const std::string& blob) { return blob + "/host"; }
+
+// A replica's loss or metric multiplied by its share of an uneven batch.
+inline std::string WeightedName(const std::string& blob) { return blob + "/weighted"; }
+
+// BMUF (parallelize's BmufOptions) per param: the global model Wg at the start
+// of the block, and the block-level momentum Delta.
+inline std::string BmufGlobalName(const std::string& param) { return param + "/bmuf_global"; }
+inline std::string BmufDeltaName(const std::string& param) { return param + "/bmuf_delta"; }
+
+}  // namespace dp

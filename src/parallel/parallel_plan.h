@@ -1,0 +1,82 @@
+// The pieces of Parallelize (internal to parallel/): what every net builder
+// reads (ParallelPlan, made once by parallelize.cc), and one builder per net
+// of ParallelNets. Each builder returns a validated net (ValidateNet).
+//   parallelize.cc  options checks, the plan (replica template, gradient
+//                   buckets), Parallelize itself, which calls the builders;
+//   replicas.cc     naming and placement of each replica's blobs and ops;
+//   state_nets.cc   init and sync: the replicas' state made and re-broadcast;
+//   step_nets.cc    accumulate, train and eval: the nets running the forward;
+//   bmuf_nets.cc    BMUF's state and its block net.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/model_def.h"
+#include "parallel/parallelize.h"
+#include "parallel/replicas.h"
+
+namespace dp {
+
+struct ParallelPlan {
+  ParallelPlan(const ModelDef& model_, const ParallelizeOptions& options_, const OptimizerDef& opt_,
+               const Replicas& replicas_)
+      : model(model_), options(options_), opt(opt_), replicas(replicas_) {}
+
+  const ModelDef& model;
+  const ParallelizeOptions& options;
+  const OptimizerDef& opt;    // the model's (checked)
+  const Replicas& replicas;
+  std::string name;           // prefix of the nets' names: the model's, or "model"
+  size_t n = 0;               // replica count
+  int accumulate_steps = 1;   // options.accumulate_steps
+  // Uneven splits with exact shares: the loss gradient and the averaged
+  // losses and metrics are weighted by each replica's kBatchShareBlob.
+  bool weighted = false;
+  NetDef forward;             // the training forward net (one replica, unscoped)
+  // The replica template: forward and backward of one replica (unscoped),
+  // rewritten for sync BN when asked.
+  NetDef tmpl;
+  std::map<std::string, std::string> grad_of;     // param -> its gradient in the template
+  std::vector<std::vector<std::string>> buckets;  // gradient buckets in launch order (params)
+  // What each replica keeps: its params (unless shared) and computed params.
+  std::vector<std::string> replicated;
+  size_t updaters = 0;  // replicas that own params and run the optimizer: the first `updaters`
+
+  // Replica r's gradient of `param`.
+  std::string Grad(size_t r, const std::string& param) const { return replicas.BlobName(r, grad_of.at(param)); }
+};
+
+// init: replica 0 runs the model's init net, the others receive its values;
+// optimizer state per updating replica, the iteration counter once, the
+// communicator, BMUF state and gradient accumulators where used.
+NetDef BuildInitNet(const ParallelPlan& plan);
+
+// accumulate (accumulate_steps > 1): forward and backward of every replica,
+// gradients added to their accumulators, no communication.
+NetDef BuildAccumulateNet(const ParallelPlan& plan);
+
+// train: Iter + LearningRate, forward and backward of every replica, the
+// accumulated gradients added, computed params kept in step, one Allreduce per
+// gradient bucket (not with BMUF), the optimizer updates.
+NetDef BuildTrainNet(const ParallelPlan& plan);
+
+// block (BMUF only): the replicas' params and computed params averaged, then
+// the block update of every replica.
+NetDef BuildBlockNet(const ParallelPlan& plan);
+
+// sync: replica 0's state broadcast to the others, then a barrier (CPU).
+NetDef BuildSyncNet(const ParallelPlan& plan);
+
+// eval: the inference-mode forward net on replica 0's params.
+NetDef BuildEvalNet(const ParallelPlan& plan);
+
+// BMUF pieces the init and sync nets share (bmuf_nets.cc).
+// The per-replica state of BMUF for `param` (unscoped): its global model and
+// block momentum (core/scope.h BmufGlobalName, BmufDeltaName).
+std::vector<std::string> BmufStateBlobs(const std::string& param);
+// Appends to `init` every replica's BMUF state: Wg = W, Delta = 0.
+void AddBmufInit(const ParallelPlan& plan, NetDef& init);
+
+}  // namespace dp

@@ -1,0 +1,88 @@
+#include "parallel/replicas.h"
+
+#include <utility>
+
+#include "core/scope.h"
+#include "ops/gradient_registry.h"  // MakeArg
+
+namespace dp {
+namespace {
+
+// A collective of the template: over "this replica's tensors" (sync BN's).
+bool IsCollective(const OperatorDef& op) {
+  return (op.type == "Allreduce" || op.type == "Broadcast") && !op.inputs.empty() && op.inputs[0] == kCommBlob;
+}
+
+}  // namespace
+
+Replicas::Replicas(const ModelDef& model, const ParallelizeOptions& options)
+    : options_(options), n_(options.device_ids.size()) {
+  for (int32_t id : options.device_ids) {
+    devices_.push_back({options.device_type, id});
+    scopes_.push_back(ReplicaScope(devices_.back()));
+  }
+  if (options.shared_model) shared_.insert(model.params.begin(), model.params.end());
+}
+
+Argument Replicas::NumDevicesArg() const { return MakeArg("num_devices", static_cast<int64_t>(n_)); }
+
+std::string Replicas::BlobName(size_t r, const std::string& blob) const {
+  if (blob == kCommBlob) return blob;
+  return ScopedName(scopes_[shared_.count(blob) ? 0 : r], blob);
+}
+
+std::vector<std::vector<std::string>> Replicas::PerReplica(const std::vector<std::string>& list) const {
+  std::vector<std::vector<std::string>> out(n_);
+  for (size_t r = 0; r < n_; ++r)
+    for (const auto& b : list) out[r].push_back(BlobName(r, b));
+  return out;
+}
+
+OperatorDef Replicas::ScopedOp(const OperatorDef& op, size_t r) const {
+  OperatorDef s = op;
+  for (auto& b : s.inputs) b = BlobName(r, b);
+  for (auto& b : s.outputs) b = BlobName(r, b);
+  for (auto& b : s.control_inputs) b = BlobName(r, b);
+  if (!s.name.empty()) s.name = ScopedName(scopes_[r], s.name);
+  s.device = devices_[r];
+  return s;
+}
+
+OperatorDef Replicas::On(size_t r, OperatorDef op) const {
+  op.device = devices_[r];
+  return op;
+}
+
+OperatorDef Replicas::Collective(const std::string& type, const std::vector<std::vector<std::string>>& per_replica,
+                                 std::vector<Argument> args) const {
+  std::vector<std::string> blobs;
+  for (const auto& list : per_replica) blobs.insert(blobs.end(), list.begin(), list.end());
+  std::vector<std::string> in{kCommBlob};
+  in.insert(in.end(), blobs.begin(), blobs.end());
+  args.insert(args.begin(), NumDevicesArg());
+  return On(0, MakeOperatorDef(type, std::move(in), std::move(blobs), std::move(args)));
+}
+
+void Replicas::AppendReplicated(NetDef& net, const NetDef& tmpl) const {
+  for (const OperatorDef& op : tmpl.ops) {
+    if (IsCollective(op)) {
+      std::vector<std::string> tensors(op.inputs.begin() + 1, op.inputs.end());
+      std::vector<Argument> args;
+      for (const auto& a : op.args)
+        if (a.name != "num_devices") args.push_back(a);
+      net.ops.push_back(Collective(op.type, PerReplica(tensors), std::move(args)));
+      continue;
+    }
+    for (size_t r = 0; r < n_; ++r) net.ops.push_back(ScopedOp(op, r));
+  }
+}
+
+OperatorDef Replicas::CreateComm() const {
+  if (!cuda()) return MakeOperatorDef("CreateCpuCollectives", {}, {kCommBlob}, {NumDevicesArg()});
+  return MakeOperatorDef(
+      "CreateCudaCollectives", {}, {kCommBlob},
+      {MakeArg("device_ids", std::vector<int64_t>(options_.device_ids.begin(), options_.device_ids.end())),
+       MakeArg("nccl", int64_t{options_.nccl})});
+}
+
+}  // namespace dp

@@ -1,0 +1,189 @@
+// The nets that run the forward: accumulate and train (every replica's
+// forward and backward on its part of the global batch) and eval.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/scope.h"
+#include "model/training.h"
+#include "ops/gradient_registry.h"  // MakeArg
+#include "ops/net_validate.h"
+#include "parallel/parallel_plan.h"
+
+namespace dp {
+namespace {
+
+// `blob` as the host sees it: CUDA replicas' host-side copy, CPU ones' blob itself.
+std::string HostSide(const ParallelPlan& p, const std::string& blob) {
+  return p.replicas.cuda() ? HostCopyName(blob) : blob;
+}
+
+// `fn(r, gradient)` for every param's gradient in every replica.
+template <typename Fn>
+void ForEachGradient(const ParallelPlan& p, const Fn& fn) {
+  for (size_t r = 0; r < p.n; ++r)
+    for (const auto& param : p.model.params) fn(r, p.Grad(r, param));
+}
+
+// An op of `type` (SplitBatch, BatchShares) splitting the global `x` into
+// replica r's `blob`; CUDA replicas: split on the host, then each part copied
+// to its device.
+void AddSplit(const ParallelPlan& p, NetDef& net, const std::string& type, const std::string& x,
+              const std::string& blob) {
+  const Replicas& b = p.replicas;
+  std::vector<std::string> parts;
+  for (size_t r = 0; r < p.n; ++r) parts.push_back(HostSide(p, b.BlobName(r, blob)));
+  net.ops.push_back(MakeOperatorDef(type, {x}, parts, {MakeArg("uneven", int64_t{p.options.uneven_split})}));
+  if (b.cuda())
+    for (size_t r = 0; r < p.n; ++r)
+      net.ops.push_back(b.On(r, MakeOperatorDef("Copy", {parts[r]}, {b.BlobName(r, blob)})));
+}
+
+// Losses and metrics under their unscoped names: the replicas' values (on the
+// host) weighted by their share of the batch, or averaged.
+void AddAveragedOutputs(const ParallelPlan& p, NetDef& net) {
+  const Replicas& b = p.replicas;
+  for (const auto* list : {&p.model.losses, &p.model.metrics})
+    for (const auto& x : *list) {
+      std::vector<std::string> parts;
+      for (size_t r = 0; r < p.n; ++r) {
+        std::string part = b.BlobName(r, x);
+        if (b.cuda()) {
+          net.ops.push_back(MakeOperatorDef("Copy", {part}, {HostCopyName(part)}));
+          part = HostCopyName(part);
+        }
+        if (p.weighted) {
+          const std::string share = HostSide(p, b.BlobName(r, kBatchShareBlob));
+          net.ops.push_back(MakeOperatorDef("Mul", {part, share}, {WeightedName(part)}));
+          part = WeightedName(part);
+        }
+        parts.push_back(part);
+      }
+      net.ops.push_back(MakeOperatorDef("Sum", parts, {x}));
+      if (p.n > 1 && !p.weighted)
+        net.ops.push_back(MakeOperatorDef("Scale", {x}, {x}, {MakeArg("scale", 1.0 / static_cast<double>(p.n))}));
+      net.external_outputs.push_back(x);
+    }
+}
+
+// What train and accumulate share: the global batch split across replicas,
+// each replica's forward and backward, losses and metrics averaged.
+void AddReplicaSteps(const ParallelPlan& p, NetDef& net, const std::string& suffix) {
+  const Replicas& b = p.replicas;
+  net.name = p.name + "_parallel_" + suffix;
+  net.executor = ExecutorKind::kAsync;
+  for (const auto& x : p.model.inputs) {
+    AddSplit(p, net, "SplitBatch", x, x);
+    AddExternalInput(net, x);
+  }
+  if (p.weighted) AddSplit(p, net, "BatchShares", p.model.inputs.front(), kBatchShareBlob);
+  b.AppendReplicated(net, p.tmpl);
+  for (const auto& x : p.model.params) AddExternalInput(net, b.BlobName(0, x));
+  for (size_t r = 0; r < p.n; ++r)
+    for (const auto& x : p.replicated) AddExternalInput(net, b.BlobName(r, x));
+  AddAveragedOutputs(p, net);
+}
+
+// Computed params (written in place by the replicas' forward ops) kept in
+// step: replica 0's broadcast, or the average; BMUF averages them in its
+// block net instead.
+void AddComputedParamsSync(const ParallelPlan& p, NetDef& train) {
+  const ParallelizeOptions& o = p.options;
+  if (p.n <= 1 || p.model.computed_params.empty() || o.computed_params == ComputedParamsSync::kNone ||
+      o.bmuf.enabled)
+    return;
+  const bool average = o.computed_params == ComputedParamsSync::kAverage;
+  train.ops.push_back(p.replicas.Collective(
+      average ? "Allreduce" : "Broadcast", p.replicas.PerReplica(p.model.computed_params),
+      {average ? MakeArg("scale", 1.0 / static_cast<double>(p.n)) : MakeArg("root", int64_t{0})}));
+}
+
+// One Allreduce per bucket; it depends only on its gradients, so the async
+// executor starts it while the rest of backward runs.
+void AddGradientAllreduce(const ParallelPlan& p, NetDef& train) {
+  if (p.options.bmuf.enabled || p.n <= 1) return;
+  for (const auto& bucket : p.buckets) {
+    std::vector<std::string> grads;
+    for (const auto& param : bucket) grads.push_back(p.grad_of.at(param));
+    train.ops.push_back(p.replicas.Collective("Allreduce", p.replicas.PerReplica(grads), {}));
+  }
+}
+
+// Each updating replica's optimizer update of every param. The learning rate
+// lives on the host; CUDA updates read a copy on their device.
+void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
+  const Replicas& b = p.replicas;
+  for (size_t r = 0; r < p.updaters; ++r) {
+    std::string lr = kLrBlob;
+    if (b.cuda()) {
+      lr = b.BlobName(r, kLrBlob);
+      train.ops.push_back(b.On(r, MakeOperatorDef("Copy", {kLrBlob}, {lr})));
+    }
+    for (const auto& param : p.model.params) {
+      const std::string w = b.BlobName(r, param);
+      train.ops.push_back(b.On(r, OptimizerUpdateOp(p.opt, w, p.Grad(r, param), lr)));
+      for (const auto& st : OptimizerStateBlobs(p.opt, w)) AddExternalInput(train, st);
+    }
+  }
+}
+
+}  // namespace
+
+NetDef BuildAccumulateNet(const ParallelPlan& p) {
+  NetDef acc;
+  AddReplicaSteps(p, acc, "accumulate");
+  ForEachGradient(p, [&](size_t r, const std::string& grad) {
+    const std::string sum = AccumulatedGradientName(grad);
+    acc.ops.push_back(p.replicas.On(r, MakeOperatorDef("Sum", {sum, grad}, {sum})));
+    AddExternalInput(acc, sum);
+  });
+  ValidateNet(acc);
+  return acc;
+}
+
+NetDef BuildTrainNet(const ParallelPlan& p) {
+  const Replicas& b = p.replicas;
+  const bool accumulating = p.accumulate_steps > 1;
+  NetDef train;
+  train.ops = IterAndLearningRateOps(p.opt);
+  AddExternalInput(train, kIterBlob);
+  AddExternalInput(train, kCommBlob);
+  AddReplicaSteps(p, train, "train");
+  if (accumulating)  // this step's gradient plus the accumulated ones
+    ForEachGradient(p, [&](size_t r, const std::string& grad) {
+      train.ops.push_back(b.On(r, MakeOperatorDef("Sum", {grad, AccumulatedGradientName(grad)}, {grad})));
+      AddExternalInput(train, AccumulatedGradientName(grad));
+    });
+  AddComputedParamsSync(p, train);
+  AddGradientAllreduce(p, train);
+  AddOptimizerUpdates(p, train);
+  if (accumulating)  // the next accumulation starts from zero
+    ForEachGradient(p, [&](size_t r, const std::string& grad) {
+      const std::string sum = AccumulatedGradientName(grad);
+      train.ops.push_back(b.On(r, MakeOperatorDef("ConstantFill", {sum}, {sum}, {MakeArg("value", 0.0)})));
+    });
+  ValidateNet(train);
+  return train;
+}
+
+// Replica 0's params and computed params; every other blob keeps its unscoped name.
+NetDef BuildEvalNet(const ParallelPlan& p) {
+  const Replicas& b = p.replicas;
+  NetDef eval = InferenceNet(p.forward);
+  eval.name = p.name + "_parallel_eval";
+  std::set<std::string> replica_blobs(p.model.params.begin(), p.model.params.end());
+  replica_blobs.insert(p.model.computed_params.begin(), p.model.computed_params.end());
+  auto rename = [&](std::string& x) {
+    if (replica_blobs.count(x)) x = b.BlobName(0, x);
+  };
+  for (auto& op : eval.ops) {
+    for (auto& x : op.inputs) rename(x);
+    for (auto& x : op.outputs) rename(x);
+    op.device = b.device(0);
+  }
+  for (auto& x : eval.external_inputs) rename(x);
+  ValidateNet(eval);
+  return eval;
+}
+
+}  // namespace dp
