@@ -151,7 +151,7 @@ dp_status* dp_net_trace_json(const dp_net* net, dp_buffer** out) {
   DP_API_END
 }
 
-dp_status* dp_net_dot(const dp_net* net, dp_buffer** out) {
+dp_status* dp_net_to_dot(const dp_net* net, dp_buffer** out) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(net);
   DP_CHECK_NOT_NULL(out);

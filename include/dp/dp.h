@@ -404,7 +404,7 @@ DP_API void dp_buffer_free(dp_buffer* buffer);
  * buffer is NUL-terminated; the size excludes the NUL). */
 DP_API DP_MUST_USE dp_status* dp_netdef_to_buffer(const dp_netdef* netdef, dp_buffer** out);
 DP_API DP_MUST_USE dp_status* dp_netdef_to_json(const dp_netdef* netdef, dp_buffer** out);
-/* The ops and their blob dependencies as Graphviz DOT (what dp_net_dot
+/* The ops and their blob dependencies as Graphviz DOT (what dp_net_to_dot
  * shows, without creating the net): each op with its type, name and device. */
 DP_API DP_MUST_USE dp_status* dp_netdef_to_dot(const dp_netdef* netdef, dp_buffer** out);
 
@@ -588,7 +588,7 @@ DP_API DP_MUST_USE dp_status* dp_net_trace_json(const dp_net* net, dp_buffer** o
 
 /* The net's ops and dependencies as Graphviz DOT; the chains the async
  * executor runs as single tasks are drawn as clusters. */
-DP_API DP_MUST_USE dp_status* dp_net_dot(const dp_net* net, dp_buffer** out);
+DP_API DP_MUST_USE dp_status* dp_net_to_dot(const dp_net* net, dp_buffer** out);
 
 DP_API void dp_net_free(dp_net* net);
 

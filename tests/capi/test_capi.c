@@ -1396,7 +1396,7 @@ static void test_net_async_executor(void) {
     CHECK(strstr(t, "\"ph\":\"X\"") != NULL);
     dp_buffer_free(buf);
   }
-  if (EXPECT_OK(dp_net_dot(net, &buf))) {
+  if (EXPECT_OK(dp_net_to_dot(net, &buf))) {
     const char* t = (const char*)dp_buffer_data(buf);
     CHECK(strncmp(t, "digraph \"chain\" {", 17) == 0);
     CHECK(strstr(t, "op0 -> op2") != NULL);
@@ -1404,7 +1404,7 @@ static void test_net_async_executor(void) {
     dp_buffer_free(buf);
   }
   EXPECT_CODE(dp_net_trace_json(NULL, &buf), DP_ERR_INVALID_ARGUMENT);
-  EXPECT_CODE(dp_net_dot(net, NULL), DP_ERR_INVALID_ARGUMENT);
+  EXPECT_CODE(dp_net_to_dot(net, NULL), DP_ERR_INVALID_ARGUMENT);
   EXPECT_CODE(dp_net_run_async(NULL), DP_ERR_INVALID_ARGUMENT);
   EXPECT_CODE(dp_net_wait(NULL, 0), DP_ERR_INVALID_ARGUMENT);
   opts.streams_per_gpu = -1;
