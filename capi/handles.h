@@ -87,6 +87,8 @@ inline const char* OptionsName(const dp_net_options*) { return "dp_net_options";
 inline const char* OptionsName(const dp_gradient_options*) { return "dp_gradient_options"; }
 inline const char* OptionsName(const dp_training_options*) { return "dp_training_options"; }
 inline const char* OptionsName(const dp_parallel_options*) { return "dp_parallel_options"; }
+inline const char* OptionsName(const dp_checkpoint_save_options*) { return "dp_checkpoint_save_options"; }
+inline const char* OptionsName(const dp_checkpoint_load_options*) { return "dp_checkpoint_load_options"; }
 
 // Checks the caller's struct_size: at least `min_size` (the struct's leading,
 // required fields; kInvalidArgument otherwise), and when it is larger than
@@ -124,6 +126,19 @@ void InitOptions(T* options, size_t struct_size) noexcept {
 // `storage` whose optimizer's base learning rate is lr (> 0, else
 // kInvalidArgument naming `func`).
 const ModelDef& ModelWithLr(const ModelDef& model, double lr, ModelDef* storage, const char* func);
+
+// A C array of `n` names (`what` names it in errors): NULL only with n == 0,
+// no NULL element.
+inline std::vector<std::string> Names(const char* const* names, size_t n, const char* what) {
+  DP_ENFORCE_CODE(names != nullptr || n == 0, Code::kInvalidArgument, what, " is NULL but its count is ", n);
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    DP_ENFORCE_CODE(names[i] != nullptr, Code::kInvalidArgument, what, "[", i, "] is NULL");
+    out.emplace_back(names[i]);
+  }
+  return out;
+}
 
 }  // namespace dp::capi
 

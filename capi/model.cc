@@ -9,16 +9,6 @@
 
 namespace {
 
-std::vector<std::string> Names(const char* const* names, size_t n, const char* what) {
-  DP_ENFORCE_CODE(names != nullptr || n == 0, dp::Code::kInvalidArgument, what, " is NULL but its count is ", n);
-  std::vector<std::string> out;
-  for (size_t i = 0; i < n; ++i) {
-    DP_ENFORCE_CODE(names[i] != nullptr, dp::Code::kInvalidArgument, what, "[", i, "] is NULL");
-    out.emplace_back(names[i]);
-  }
-  return out;
-}
-
 dp_model* NewModel(dp::ModelDef m) { return new dp_model{std::make_shared<const dp::ModelDef>(std::move(m))}; }
 
 }  // namespace
@@ -55,9 +45,9 @@ dp_status* dp_netdef_add_gradients(const dp_netdef* netdef, const dp_gradient_op
   DP_CHECK_NOT_NULL(out);
   DP_CHECK_OPTIONS_SIZE(options, loss_scale);
   dp::GradientOptions g;
-  g.losses = Names(options->losses, options->num_losses, "options->losses");
-  g.wrt = Names(options->wrt, options->num_wrt, "options->wrt");
-  g.stop = Names(options->stop, options->num_stop, "options->stop");
+  g.losses = dp::capi::Names(options->losses, options->num_losses, "options->losses");
+  g.wrt = dp::capi::Names(options->wrt, options->num_wrt, "options->wrt");
+  g.stop = dp::capi::Names(options->stop, options->num_stop, "options->stop");
   g.loss_scale = options->loss_scale == 0 ? 1.0 : options->loss_scale;
   dp::GradientResult r = dp::AddGradients(*netdef->def, g);
   std::unique_ptr<dp_string_list> map;

@@ -7,6 +7,7 @@ packages=(
   meson ninja-build pkg-config g++ python3 binutils
   flatbuffers-compiler libflatbuffers-dev doctest-dev
   libgloo-dev libopenblas-dev zlib1g-dev
+  libxxhash-dev              # checkpoint checksums (XXH3)
   dataset-fashion-mnist
   clang libclang-rt-14-dev   # the sanitizer build and libFuzzer (tools/test.sh, tools/fuzz.sh)
 )

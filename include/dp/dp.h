@@ -105,7 +105,7 @@ extern "C" {
 
 /* Version of the header the caller was compiled against. */
 #define DP_VERSION_MAJOR 0
-#define DP_VERSION_MINOR 1
+#define DP_VERSION_MINOR 2
 #define DP_VERSION_PATCH 0
 #define DP_VERSION_NUMBER (DP_VERSION_MAJOR * 10000 + DP_VERSION_MINOR * 100 + DP_VERSION_PATCH)
 /* The ABI major version; the shared library is libdp.so.<DP_ABI_VERSION>. */
@@ -850,6 +850,108 @@ DP_API size_t dp_parallel_model_num_replicas(const dp_parallel_model* model); /*
  * i is out of range or model is NULL. */
 DP_API const char* dp_parallel_model_scope(const dp_parallel_model* model, size_t i);
 DP_API void dp_parallel_model_free(dp_parallel_model* model);
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoints (since 0.2)                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A checkpoint file holds named tensors and a little metadata; its layout is
+ * docs/CHECKPOINT.md. Writes are atomic: the bytes go to a temporary file in
+ * the same directory (".<name>.tmp.<pid>.<n>"), which is fsynced and renamed
+ * over `path`, and the directory is fsynced; a crash at any moment leaves the
+ * old file or the new one under `path`, never a partial one. Every part of
+ * the file is checksummed (XXH3-64) and a reader verifies what it uses:
+ * DP_ERR_DATA_LOSS names the file (and the tensor) for truncated or
+ * corrupted bytes, DP_ERR_PARSE a file that is not a checkpoint,
+ * DP_ERR_UNIMPLEMENTED a newer format version. */
+
+/* Zero means default for every field; struct_size must reach at least
+ * iteration. Since 0.2. */
+typedef struct dp_checkpoint_save_options {
+  uint32_t struct_size;   /* sizeof(dp_checkpoint_save_options) */
+  const char* model_name; /* recorded in the file; NULL: "" */
+  /* The training iteration recorded in the file. 0: the value of the blob
+   * "optimizer/iter" (int64 [1], the training nets' counter) when it is
+   * among the saved blobs, else unknown (-1). */
+  int64_t iteration;
+} dp_checkpoint_save_options;
+
+#define DP_CHECKPOINT_SAVE_OPTIONS_INIT DP_OPTIONS_INIT_(dp_checkpoint_save_options)
+
+/* See dp_workspace_options_init. Since 0.2. */
+DP_API void dp_checkpoint_save_options_init(dp_checkpoint_save_options* options, size_t struct_size);
+
+/* Saves the tensors of the blobs `names` (num_names of them; NULL and 0:
+ * every blob of the workspace that holds a tensor) to `path`, atomically
+ * (see above). Tensors on a GPU are copied to the host first. `options` may
+ * be NULL (defaults) and is only read during the call. DP_ERR_NOT_FOUND
+ * names a missing blob, DP_ERR_DTYPE one that holds no tensor, DP_ERR_IO the
+ * file or directory that could not be written (a full disk included); on
+ * any error the file at `path`, if one was there, is left as it was and the
+ * temporary file is removed. Do not run a net that writes these blobs during
+ * the call. Any thread. Since 0.2. */
+DP_API DP_MUST_USE dp_status* dp_checkpoint_save(const dp_workspace* workspace, const char* const* names,
+                                                 size_t num_names, const char* path,
+                                                 const dp_checkpoint_save_options* options);
+
+/* Zero means default for every field; struct_size must reach at least
+ * num_names. Since 0.2. */
+typedef struct dp_checkpoint_load_options {
+  uint32_t struct_size;     /* sizeof(dp_checkpoint_load_options) */
+  const char* const* names; /* the tensors to load; NULL and 0: every tensor of the file */
+  size_t num_names;
+  /* 0 (strict): every tensor loaded must replace an existing blob, and every
+   * name asked for must be in the file (DP_ERR_NOT_FOUND otherwise).
+   * 1 (lenient): blobs the workspace lacks are created, and names the file
+   * lacks are skipped. */
+  int32_t lenient;
+  int32_t no_verify;        /* 1: skip the tensors' checksums (the header's are always checked) */
+  /* 1: map the file into memory and make each tensor a read-only view of it
+   * (no copy; a net that writes the blob copies it first). The file must not
+   * be truncated while such tensors live. 0: read into memory dp owns. */
+  int32_t mmap;
+} dp_checkpoint_load_options;
+
+#define DP_CHECKPOINT_LOAD_OPTIONS_INIT DP_OPTIONS_INIT_(dp_checkpoint_load_options)
+
+/* See dp_workspace_options_init. Since 0.2. */
+DP_API void dp_checkpoint_load_options_init(dp_checkpoint_load_options* options, size_t struct_size);
+
+/* Loads tensors of the checkpoint at `path` into `workspace`. Everything is
+ * read and verified before the first blob is replaced: on any error the
+ * workspace is as it was. A blob that already holds a tensor must have the
+ * file's dtype and shape (DP_ERR_DTYPE / DP_ERR_SHAPE naming the file and
+ * the tensor); the loaded tensor goes to that blob's device. `options` may be
+ * NULL (strict, verified, read). Do not run nets on the workspace during the
+ * call. Any thread. Since 0.2. */
+DP_API DP_MUST_USE dp_status* dp_checkpoint_load(dp_workspace* workspace, const char* path,
+                                                 const dp_checkpoint_load_options* options);
+
+/* What a checkpoint holds, read from its header without reading the tensors
+ * (the header's checksums are verified). Immutable; any thread. Since 0.2. */
+typedef struct dp_checkpoint_info dp_checkpoint_info;
+
+/* Opens `path` and reads its header into a new handle (free it with
+ * dp_checkpoint_info_free). Errors as for dp_checkpoint_load. Since 0.2. */
+DP_API DP_MUST_USE dp_status* dp_checkpoint_info_from_file(const char* path, dp_checkpoint_info** out);
+/* The dp version that wrote it, the model name ("" when none), the
+ * iteration (-1: unknown); strings valid while the handle lives; ""/-1 for
+ * NULL. Since 0.2. */
+DP_API const char* dp_checkpoint_info_dp_version(const dp_checkpoint_info* info);
+DP_API const char* dp_checkpoint_info_model_name(const dp_checkpoint_info* info);
+DP_API int64_t dp_checkpoint_info_iteration(const dp_checkpoint_info* info);
+/* The tensors, in file order: count (0 for NULL), and tensor i's name (NULL
+ * when out of range), dtype (DP_DTYPE_*; 0 when out of range), rank, dims
+ * (a borrowed array of rank elements; NULL for rank 0 or out of range) and
+ * byte size. Since 0.2. */
+DP_API size_t dp_checkpoint_info_num_tensors(const dp_checkpoint_info* info);
+DP_API const char* dp_checkpoint_info_tensor_name(const dp_checkpoint_info* info, size_t i);
+DP_API int32_t dp_checkpoint_info_tensor_dtype(const dp_checkpoint_info* info, size_t i);
+DP_API size_t dp_checkpoint_info_tensor_ndim(const dp_checkpoint_info* info, size_t i);
+DP_API const int64_t* dp_checkpoint_info_tensor_dims(const dp_checkpoint_info* info, size_t i);
+DP_API uint64_t dp_checkpoint_info_tensor_nbytes(const dp_checkpoint_info* info, size_t i);
+/* Releases the handle. Accepts NULL. Since 0.2. */
+DP_API void dp_checkpoint_info_free(dp_checkpoint_info* info);
 
 /* ------------------------------------------------------------------------ */
 /* Data                                                                      */

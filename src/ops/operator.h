@@ -84,6 +84,9 @@ class Operator {
   std::string OutputDesc(int i) const;
   const ArgReader& args() const { return args_; }
   DeviceContext& context() const { return *ctx_; }
+  // The workspace's budget, for tensors an op makes before they become its
+  // outputs (a Load verifies every tensor before writing any output).
+  const std::shared_ptr<MemoryBudget>& budget() const { return budget_; }
 
  private:
   const OperatorDef def_;

@@ -78,6 +78,9 @@ static int expect_status(const char* file, int line, const char* expr, dp_status
 static max_align_t g_sentinel_object;
 #define SENTINEL ((void*)&g_sentinel_object)
 
+/* Both non-NULL and equal. */
+static inline int streq(const char* a, const char* b) { return a != NULL && b != NULL && strcmp(a, b) == 0; }
+
 /* Prints the totals and returns the exit status. */
 static int check_report(void) {
   printf("%d passed, %d failed\n", g_checks - g_failures, g_failures);

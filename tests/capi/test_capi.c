@@ -1998,6 +1998,154 @@ static void test_read_idx(void) {
 
 /* ------------------------------------------------------------------------ */
 /* Memory: workspace limits, IDX headers announcing more than the file has   */
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoints                                                               */
+/* ------------------------------------------------------------------------ */
+
+static int feed_iter(dp_workspace* ws, int64_t value) {
+  const int64_t dims[1] = {1};
+  dp_tensor* t = NULL;
+  int ok;
+  if (!EXPECT_OK(dp_tensor_create(DP_DTYPE_INT64, dims, 1, &value, sizeof value, &t))) return 0;
+  ok = EXPECT_OK(dp_workspace_feed(ws, "optimizer/iter", t));
+  dp_tensor_free(t);
+  return ok;
+}
+
+static void test_checkpoint(void) {
+  char path[1200], bad[1200];
+  const int64_t wdims[2] = {2, 3};
+  const float w[6] = {1, 2, 3, 4, 5, 6};
+  const float zeros[6] = {0, 0, 0, 0, 0, 0};
+  float got[6];
+  const char* both[2] = {"w", "optimizer/iter"};
+  const char* only_w[1] = {"w"};
+  dp_workspace *ws = NULL, *fresh = NULL;
+  dp_checkpoint_info* info = (dp_checkpoint_info*)SENTINEL;
+  dp_checkpoint_save_options so, so_init;
+  dp_checkpoint_load_options lo, lo_init;
+  const dp_checkpoint_save_options so_macro = DP_CHECKPOINT_SAVE_OPTIONS_INIT;
+  const dp_checkpoint_load_options lo_macro = DP_CHECKPOINT_LOAD_OPTIONS_INIT;
+  FILE* f;
+
+  memset(&so, 0, sizeof so);
+  so.struct_size = (uint32_t)sizeof so;
+  memset(&lo, 0, sizeof lo);
+  lo.struct_size = (uint32_t)sizeof lo;
+  dp_checkpoint_save_options_init(&so_init, sizeof so_init);
+  dp_checkpoint_load_options_init(&lo_init, sizeof lo_init);
+  CHECK(so_init.struct_size == sizeof so && so_init.model_name == NULL && so_init.iteration == 0);
+  CHECK(so_macro.struct_size == sizeof so && so_macro.model_name == NULL && so_macro.iteration == 0);
+  CHECK(lo_init.struct_size == sizeof lo && lo_init.names == NULL && lo_init.lenient == 0 && lo_init.mmap == 0);
+  CHECK(lo_macro.struct_size == sizeof lo && lo_macro.no_verify == 0);
+
+  tmp_path(path, sizeof path, "ckpt.dpckpt");
+  tmp_path(bad, sizeof bad, "ckpt_bad.dpckpt");
+  if (!EXPECT_OK(dp_workspace_create(&ws)) || !EXPECT_OK(dp_workspace_create(&fresh))) goto done;
+  if (!feed_floats(ws, "w", wdims, 2, w) || !feed_iter(ws, 17)) goto done;
+
+  /* Save with the iteration taken from the counter, then read the header. */
+  so.model_name = "tiny";
+  if (!EXPECT_OK(dp_checkpoint_save(ws, both, 2, path, &so))) goto done;
+  if (EXPECT_OK(dp_checkpoint_info_from_file(path, &info))) {
+    CHECK(streq(dp_checkpoint_info_model_name(info), "tiny"));
+    CHECK(streq(dp_checkpoint_info_dp_version(info), dp_version()));
+    CHECK(dp_checkpoint_info_iteration(info) == 17);
+    CHECK(dp_checkpoint_info_num_tensors(info) == 2);
+    CHECK(streq(dp_checkpoint_info_tensor_name(info, 0), "w"));
+    CHECK(dp_checkpoint_info_tensor_dtype(info, 0) == DP_DTYPE_FLOAT32);
+    CHECK(dp_checkpoint_info_tensor_ndim(info, 0) == 2);
+    CHECK(dp_checkpoint_info_tensor_dims(info, 0) != NULL && dp_checkpoint_info_tensor_dims(info, 0)[1] == 3);
+    CHECK(dp_checkpoint_info_tensor_nbytes(info, 0) == sizeof w);
+    CHECK(streq(dp_checkpoint_info_tensor_name(info, 1), "optimizer/iter"));
+    CHECK(dp_checkpoint_info_tensor_dtype(info, 1) == DP_DTYPE_INT64);
+    CHECK(dp_checkpoint_info_tensor_name(info, 2) == NULL);
+    CHECK(dp_checkpoint_info_tensor_dims(info, 2) == NULL);
+    CHECK(dp_checkpoint_info_tensor_nbytes(info, 2) == 0);
+    dp_checkpoint_info_free(info);
+  }
+  CHECK(dp_checkpoint_info_num_tensors(NULL) == 0);
+  CHECK(dp_checkpoint_info_iteration(NULL) == -1);
+  CHECK(streq(dp_checkpoint_info_model_name(NULL), ""));
+  dp_checkpoint_info_free(NULL);
+
+  /* Strict loading into an empty workspace names the missing blob; lenient
+   * creates it; a zeroed options struct and NULL are the same. */
+  EXPECT_ERR2(dp_checkpoint_load(fresh, path, &lo), DP_ERR_NOT_FOUND, path, "'w'");
+  EXPECT_ERR2(dp_checkpoint_load(fresh, path, NULL), DP_ERR_NOT_FOUND, path, "'w'");
+  lo.lenient = 1;
+  if (EXPECT_OK(dp_checkpoint_load(fresh, path, &lo)) && fetch_floats(fresh, "w", got, 6))
+    CHECK(memcmp(got, w, sizeof w) == 0);
+  /* Mapped, a subset, into existing blobs. */
+  if (feed_floats(fresh, "w", wdims, 2, zeros)) {
+    lo.lenient = 0;
+    lo.mmap = 1;
+    lo.names = only_w;
+    lo.num_names = 1;
+    if (EXPECT_OK(dp_checkpoint_load(fresh, path, &lo)) && fetch_floats(fresh, "w", got, 6))
+      CHECK(memcmp(got, w, sizeof w) == 0);
+  }
+  /* A shape that does not match: nothing changes. */
+  {
+    const int64_t other[2] = {3, 2};
+    if (feed_floats(fresh, "w", other, 2, zeros)) {
+      EXPECT_ERR3(dp_checkpoint_load(fresh, path, NULL), DP_ERR_SHAPE, path, "'w'", "[2, 3]");
+      if (fetch_floats(fresh, "w", got, 6)) CHECK(memcmp(got, zeros, sizeof zeros) == 0);
+    }
+  }
+  /* Explicit iteration; every blob when names is NULL. */
+  so.iteration = 5;
+  if (EXPECT_OK(dp_checkpoint_save(ws, NULL, 0, path, &so)) &&
+      EXPECT_OK(dp_checkpoint_info_from_file(path, &info))) {
+    CHECK(dp_checkpoint_info_iteration(info) == 5);
+    CHECK(dp_checkpoint_info_num_tensors(info) == 2);
+    dp_checkpoint_info_free(info);
+  }
+  /* Without the counter among the saved blobs the iteration is unknown. */
+  if (EXPECT_OK(dp_checkpoint_save(ws, only_w, 1, path, NULL)) &&
+      EXPECT_OK(dp_checkpoint_info_from_file(path, &info))) {
+    CHECK(dp_checkpoint_info_iteration(info) == -1);
+    dp_checkpoint_info_free(info);
+  }
+
+  /* Bad input: statuses naming what is wrong, out-parameters untouched. */
+  info = (dp_checkpoint_info*)SENTINEL;
+  f = fopen(bad, "wb");
+  if (CHECK(f != NULL)) {
+    fputs("not a checkpoint", f);
+    fclose(f);
+  }
+  EXPECT_ERR2(dp_checkpoint_info_from_file(bad, &info), DP_ERR_PARSE, bad, "not a dp checkpoint");
+  EXPECT_ERR2(dp_checkpoint_load(fresh, bad, NULL), DP_ERR_PARSE, bad, "not a dp checkpoint");
+  remove(bad);
+  EXPECT_ERR(dp_checkpoint_info_from_file(bad, &info), DP_ERR_NOT_FOUND, bad);
+  CHECK(info == (dp_checkpoint_info*)SENTINEL);
+  EXPECT_ERR(dp_checkpoint_info_from_file(NULL, &info), DP_ERR_INVALID_ARGUMENT, "path");
+  EXPECT_ERR(dp_checkpoint_info_from_file(path, NULL), DP_ERR_INVALID_ARGUMENT, "out");
+  EXPECT_ERR(dp_checkpoint_save(NULL, NULL, 0, path, NULL), DP_ERR_INVALID_ARGUMENT, "workspace");
+  EXPECT_ERR(dp_checkpoint_save(ws, NULL, 0, "", NULL), DP_ERR_INVALID_ARGUMENT, "path");
+  EXPECT_ERR(dp_checkpoint_save(ws, NULL, 3, path, NULL), DP_ERR_INVALID_ARGUMENT, "names");
+  {
+    const char* missing[1] = {"missing"};
+    EXPECT_ERR(dp_checkpoint_save(ws, missing, 1, path, NULL), DP_ERR_NOT_FOUND, "'missing'");
+  }
+  EXPECT_ERR(dp_checkpoint_save(ws, NULL, 0, g_tmp_dir, NULL), DP_ERR_INVALID_ARGUMENT, "directory");
+  so.iteration = -2;
+  EXPECT_ERR(dp_checkpoint_save(ws, NULL, 0, path, &so), DP_ERR_INVALID_ARGUMENT, "iteration");
+  so.struct_size = 2;
+  EXPECT_ERR(dp_checkpoint_save(ws, NULL, 0, path, &so), DP_ERR_INVALID_ARGUMENT, "struct_size");
+  lo.struct_size = 4;
+  EXPECT_ERR(dp_checkpoint_load(fresh, path, &lo), DP_ERR_INVALID_ARGUMENT, "struct_size");
+  EXPECT_ERR(dp_checkpoint_load(NULL, path, NULL), DP_ERR_INVALID_ARGUMENT, "workspace");
+  EXPECT_ERR(dp_checkpoint_load(fresh, NULL, NULL), DP_ERR_INVALID_ARGUMENT, "path");
+
+done:
+  remove(path);
+  dp_workspace_free(ws);
+  dp_workspace_free(fresh);
+}
+
 /* ------------------------------------------------------------------------ */
 
 /* Runs the MLP of kInitJson / kMlpJson in a workspace capped at max_bytes
@@ -2121,6 +2269,7 @@ static const test_case kTests[] = {
     {"read_idx", test_read_idx},
     {"workspace_memory_limit", test_workspace_memory_limit},
     {"read_idx_huge_header", test_read_idx_huge_header},
+    {"checkpoint", test_checkpoint},
 };
 
 int main(void) {

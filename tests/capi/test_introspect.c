@@ -18,8 +18,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static int streq(const char* a, const char* b) { return a != NULL && b != NULL && strcmp(a, b) == 0; }
-
 /* ------------------------------------------------------------------------ */
 /* Nets                                                                      */
 /* ------------------------------------------------------------------------ */

@@ -2,21 +2,11 @@
 // rest written as is (a plain file, or whatever gzip-like bytes it holds),
 // or gzip-compressed first, so that every IDX header also reaches the gzip
 // path through a valid stream.
-#include <unistd.h>
 #include <zlib.h>
 
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
-
-// One file per process, in the temporary directory.
-const std::string& TempPath() {
-  static const std::string path = [] {
-    const char* dir = std::getenv("TMPDIR");
-    return std::string(dir && *dir ? dir : "/tmp") + "/dp_fuzz_idx_" + std::to_string(::getpid());
-  }();
-  return path;
-}
 
 void WriteFile(const std::string& path, const uint8_t* data, size_t size, bool gzip) {
   if (gzip) {
@@ -27,17 +17,14 @@ void WriteFile(const std::string& path, const uint8_t* data, size_t size, bool g
     gzclose(f);
     return;
   }
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr || (size > 0 && std::fwrite(data, 1, size, f) != size))
-    dp::fuzz::Broken("cannot write", path.c_str());
-  std::fclose(f);
+  dp::fuzz::WriteBytes(path, data, size);
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const std::string& path = TempPath();
+  static const std::string path = dp::fuzz::TempPath("idx");
   const uint8_t* idx = data + 1;
   const size_t idx_size = size - 1;
   const bool gzip = (data[0] & 1) != 0;

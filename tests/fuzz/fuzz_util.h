@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,20 @@ inline bool Ok(dp_status* s) {
 // A call that must succeed on what the library itself produced.
 inline void MustSucceed(dp_status* s, const char* what) {
   if (s != nullptr) Broken(what, dp_status_message(s));
+}
+
+// One file per process and tag ("idx", "checkpoint"), in the temporary
+// directory: where targets of file parsers put their input.
+inline std::string TempPath(const char* tag) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir && *dir ? dir : "/tmp") + "/dp_fuzz_" + tag + "_" + std::to_string(::getpid());
+}
+
+// Writes `size` bytes to `path` (a broken promise if it cannot).
+inline void WriteBytes(const std::string& path, const uint8_t* data, size_t size) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr || (size > 0 && std::fwrite(data, 1, size, f) != size)) Broken("cannot write", path.c_str());
+  std::fclose(f);
 }
 
 inline dp_workspace* CappedWorkspace() {

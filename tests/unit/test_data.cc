@@ -24,41 +24,17 @@
 #include "core/storage.h"
 #include "data/idx_reader.h"
 #include "expect_error.h"
+#include "temp_dir.h"
 
 using namespace dp;
 
 namespace {
 
+using dp::testing::TempDir;
 using Bytes = std::vector<unsigned char>;
 
-// A fresh directory under $TMPDIR (or /tmp), removed with its files at exit.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/dp_test_data_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    REQUIRE(mkdtemp(buf.data()) != nullptr);
-    dir_ = buf.data();
-  }
-  ~TempDir() {
-    for (const auto& f : files_) std::remove(f.c_str());
-    rmdir(dir_.c_str());
-  }
-  std::string Path(const std::string& name) {
-    files_.push_back(dir_ + "/" + name);
-    return files_.back();
-  }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_;
-  std::vector<std::string> files_;
-};
-
 TempDir& Tmp() {
-  static TempDir t;
+  static TempDir t("dp_test_data");
   return t;
 }
 

@@ -1,0 +1,141 @@
+// dp_checkpoint_*: saving and loading a workspace's tensors, and reading a
+// checkpoint's header (src/checkpoint/).
+#include <memory>
+
+#include "capi/handles.h"
+#include "checkpoint/workspace_checkpoint.h"
+#include "model/training.h"  // dp::kIterBlob, the training nets' counter
+
+struct dp_checkpoint_info {
+  std::string path;
+  dp::CheckpointMeta meta;
+  std::vector<dp::CheckpointEntry> entries;
+};
+
+namespace {
+
+
+// options->iteration, or with 0 the counter blob's value when it is saved.
+int64_t IterationToRecord(const dp::Workspace& ws, const std::vector<std::string>& names, int64_t given) {
+  if (given != 0) return given;
+  bool saved = names.empty();
+  for (const auto& n : names) saved = saved || n == dp::kIterBlob;
+  const dp::Blob* b = ws.GetBlob(dp::kIterBlob);
+  if (!saved || b == nullptr || !b->IsType<dp::Tensor>()) return -1;
+  const dp::Tensor& t = b->Get<dp::Tensor>();
+  if (t.dtype() != dp::DType::kInt64 || t.numel() != 1 || t.device().type != dp::DeviceType::kCPU) return -1;
+  return t.data<int64_t>()[0];
+}
+
+const dp::CheckpointEntry* Entry(const dp_checkpoint_info* info, size_t i) {
+  return info != nullptr && i < info->entries.size() ? &info->entries[i] : nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+void dp_checkpoint_save_options_init(dp_checkpoint_save_options* options, size_t struct_size) {
+  dp::capi::InitOptions(options, struct_size);
+}
+
+void dp_checkpoint_load_options_init(dp_checkpoint_load_options* options, size_t struct_size) {
+  dp::capi::InitOptions(options, struct_size);
+}
+
+dp_status* dp_checkpoint_save(const dp_workspace* workspace, const char* const* names, size_t num_names,
+                              const char* path, const dp_checkpoint_save_options* options) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(workspace);
+  DP_CHECK_NOT_NULL(path);
+  DP_CHECK_ARG(path[0] != '\0', "path is empty");
+  const std::vector<std::string> list = dp::capi::Names(names, num_names, "names");
+  dp::CheckpointMeta meta;
+  int64_t iteration = 0;
+  if (options != nullptr) {
+    DP_CHECK_OPTIONS_SIZE(options, iteration);
+    if (options->model_name != nullptr) meta.model_name = options->model_name;
+    iteration = options->iteration;
+    DP_CHECK_ARG(iteration >= -1, "options->iteration must be >= -1 (-1: unknown, 0: from the counter), got ",
+                 iteration);
+  }
+  meta.iteration = IterationToRecord(*workspace->ws, list, iteration);
+  dp::SaveCheckpoint(*workspace->ws, list, path, meta);
+  DP_API_END
+}
+
+dp_status* dp_checkpoint_load(dp_workspace* workspace, const char* path, const dp_checkpoint_load_options* options) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(workspace);
+  DP_CHECK_NOT_NULL(path);
+  DP_CHECK_ARG(path[0] != '\0', "path is empty");
+  dp::LoadCheckpointOptions o;
+  if (options != nullptr) {
+    DP_CHECK_OPTIONS_SIZE(options, num_names);
+    o.names = dp::capi::Names(options->names, options->num_names, "options->names");
+    if (DP_OPTIONS_HAVE(options, lenient)) o.lenient = options->lenient != 0;
+    if (DP_OPTIONS_HAVE(options, no_verify)) o.verify = options->no_verify == 0;
+    if (DP_OPTIONS_HAVE(options, mmap)) o.mapped = options->mmap != 0;
+  }
+  dp::LoadCheckpoint(*workspace->ws, path, o);
+  DP_API_END
+}
+
+dp_status* dp_checkpoint_info_from_file(const char* path, dp_checkpoint_info** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(path);
+  DP_CHECK_NOT_NULL(out);
+  DP_CHECK_ARG(path[0] != '\0', "path is empty");
+  dp::CheckpointReader reader(path);
+  auto info = std::make_unique<dp_checkpoint_info>();
+  info->path = path;
+  info->meta = reader.meta();
+  info->entries = reader.entries();
+  *out = info.release();
+  DP_API_END
+}
+
+const char* dp_checkpoint_info_dp_version(const dp_checkpoint_info* info) {
+  return info != nullptr ? info->meta.dp_version.c_str() : "";
+}
+
+const char* dp_checkpoint_info_model_name(const dp_checkpoint_info* info) {
+  return info != nullptr ? info->meta.model_name.c_str() : "";
+}
+
+int64_t dp_checkpoint_info_iteration(const dp_checkpoint_info* info) {
+  return info != nullptr ? info->meta.iteration : -1;
+}
+
+size_t dp_checkpoint_info_num_tensors(const dp_checkpoint_info* info) {
+  return info != nullptr ? info->entries.size() : 0;
+}
+
+const char* dp_checkpoint_info_tensor_name(const dp_checkpoint_info* info, size_t i) {
+  const dp::CheckpointEntry* e = Entry(info, i);
+  return e != nullptr ? e->name.c_str() : nullptr;
+}
+
+int32_t dp_checkpoint_info_tensor_dtype(const dp_checkpoint_info* info, size_t i) {
+  const dp::CheckpointEntry* e = Entry(info, i);
+  return e != nullptr ? static_cast<int32_t>(e->dtype) : 0;
+}
+
+size_t dp_checkpoint_info_tensor_ndim(const dp_checkpoint_info* info, size_t i) {
+  const dp::CheckpointEntry* e = Entry(info, i);
+  return e != nullptr ? e->dims.size() : 0;
+}
+
+const int64_t* dp_checkpoint_info_tensor_dims(const dp_checkpoint_info* info, size_t i) {
+  const dp::CheckpointEntry* e = Entry(info, i);
+  return e != nullptr && !e->dims.empty() ? e->dims.data() : nullptr;
+}
+
+uint64_t dp_checkpoint_info_tensor_nbytes(const dp_checkpoint_info* info, size_t i) {
+  const dp::CheckpointEntry* e = Entry(info, i);
+  return e != nullptr ? e->length : 0;
+}
+
+void dp_checkpoint_info_free(dp_checkpoint_info* info) { delete info; }
+
+}  // extern "C"

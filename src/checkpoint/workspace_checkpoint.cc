@@ -1,0 +1,101 @@
+#include "checkpoint/workspace_checkpoint.h"
+
+#include <map>
+#include <set>
+#include <utility>
+
+namespace dp {
+namespace {
+
+// The tensor a blob holds, or nullptr when it holds none (or is absent).
+const Tensor* TensorIn(const Blob* b) {
+  if (b == nullptr || !b->IsType<Tensor>()) return nullptr;
+  const Tensor& t = b->Get<Tensor>();
+  return t.defined() ? &t : nullptr;
+}
+
+}  // namespace
+
+void SaveCheckpoint(const Workspace& ws, const std::vector<std::string>& names, const std::string& path,
+                    const CheckpointMeta& meta) {
+  std::vector<std::string> list = names;
+  if (list.empty())
+    for (const auto& name : ws.Blobs())
+      if (TensorIn(ws.GetBlob(name)) != nullptr) list.push_back(name);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  tensors.reserve(list.size());
+  for (const auto& name : list) {
+    const Blob* b = ws.GetBlob(name);
+    if (b == nullptr || b->empty())
+      DP_THROW(Code::kNotFound, "checkpoint '", path, "': the workspace has no blob '", name, "'");
+    const Tensor* t = TensorIn(b);
+    if (t == nullptr)
+      DP_THROW(Code::kDType, "checkpoint '", path, "': blob '", name, "' holds ", b->TypeName(), ", not a tensor");
+    if (t->device().type == DeviceType::kCPU) {
+      tensors.emplace_back(name, *t);  // shares the storage: nothing is copied
+    } else {
+      Tensor host;
+      host.CopyFrom(*t);
+      tensors.emplace_back(name, std::move(host));
+    }
+  }
+  WriteCheckpoint(path, tensors, meta);
+}
+
+std::vector<std::string> LoadCheckpoint(Workspace& ws, const std::string& path,
+                                        const LoadCheckpointOptions& options) {
+  CheckpointReader reader(path);
+  // Which entries, by name.
+  std::vector<size_t> picked;
+  if (options.names.empty()) {
+    for (size_t i = 0; i < reader.entries().size(); ++i) picked.push_back(i);
+  } else {
+    std::set<std::string> seen;
+    for (const auto& name : options.names) {
+      if (!seen.insert(name).second) continue;
+      const int i = reader.Find(name);
+      if (i >= 0) {
+        picked.push_back(static_cast<size_t>(i));
+      } else if (!options.lenient) {
+        DP_THROW(Code::kNotFound, "checkpoint '", path, "' has no tensor '", name, "'");
+      }
+    }
+  }
+  // Checked against the workspace, then read and verified: all before any
+  // blob changes.
+  std::vector<std::pair<std::string, Tensor>> loaded;
+  loaded.reserve(picked.size());
+  for (size_t i : picked) {
+    const CheckpointEntry& e = reader.entries()[i];
+    const std::string where = StrCat("checkpoint '", path, "', tensor '", e.name, "'");
+    const Blob* b = ws.GetBlob(e.name);
+    const Tensor* have = TensorIn(b);
+    if (have == nullptr) {
+      if (b != nullptr && !b->empty() && !b->IsType<Tensor>())
+        DP_THROW(Code::kDType, where, ": blob '", e.name, "' holds ", b->TypeName(), ", not a tensor");
+      DP_ENFORCE_CODE(options.lenient, Code::kNotFound, where, ": the workspace has no such blob (strict loading ",
+                      "replaces existing blobs only; run the init net first, or load leniently)");
+    } else {
+      DP_ENFORCE_CODE(have->dtype() == e.dtype, Code::kDType, where, " is ", DTypeName(e.dtype), " but blob '",
+                      e.name, "' is ", have->DebugString());
+      DP_ENFORCE_CODE(have->dims() == e.dims, Code::kShape, where, " has shape ", DimsString(e.dims),
+                      " but blob '", e.name, "' is ", have->DebugString());
+    }
+    Tensor t = reader.Load(i, options.verify, options.mapped, ws.budget());
+    if (have != nullptr && have->device().type != DeviceType::kCPU) {
+      Tensor dev(e.dims, e.dtype, have->device());
+      dev.CopyFrom(t);
+      t = std::move(dev);
+    }
+    loaded.emplace_back(e.name, std::move(t));
+  }
+  std::vector<std::string> names;
+  names.reserve(loaded.size());
+  for (auto& [name, t] : loaded) {
+    ws.Feed(name, t);
+    names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace dp

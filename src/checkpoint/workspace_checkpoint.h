@@ -1,0 +1,37 @@
+// Checkpoints of a workspace's tensors: what the C API's dp_checkpoint_save
+// and dp_checkpoint_load do (and, later, the Save/Load operators).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_file.h"
+#include "core/workspace.h"
+
+namespace dp {
+
+// Saves the tensors of `names` (empty: every blob holding a defined tensor,
+// sorted) to `path`, atomically. CPU tensors are written as they are; others
+// are copied to the host first. kNotFound for a missing blob, kDType for a
+// blob that holds no tensor.
+void SaveCheckpoint(const Workspace& ws, const std::vector<std::string>& names, const std::string& path,
+                    const CheckpointMeta& meta);
+
+struct LoadCheckpointOptions {
+  std::vector<std::string> names;  // empty: every tensor of the file
+  // Strict (default): every tensor loaded must replace an existing blob of
+  // the workspace and every name asked for must be in the file. Lenient:
+  // blobs the workspace lacks are created; names the file lacks are skipped.
+  bool lenient = false;
+  bool verify = true;  // check each tensor's checksum
+  bool mapped = false; // tensors are read-only views of the mapped file
+};
+
+// Loads `path` into `ws`: everything is read and verified before the first
+// blob is replaced, so a failure leaves the workspace as it was. A blob that
+// holds a tensor must match the file's dtype and shape (kDType / kShape
+// naming the file and the tensor); tensors land on the device of the blob
+// they replace. Returns the names loaded.
+std::vector<std::string> LoadCheckpoint(Workspace& ws, const std::string& path, const LoadCheckpointOptions& options);
+
+}  // namespace dp

@@ -1,0 +1,371 @@
+// Checkpoint files (src/checkpoint/): the layout, exact round trips in both
+// load modes, atomic replacement, and every way a file can be bad.
+#include <doctest/doctest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_file.h"
+#include "checkpoint/checksum.h"
+#include "checkpoint/workspace_checkpoint.h"
+#include "core/workspace.h"
+#include "exec/net.h"
+#include "graph/net_format.h"
+#include "expect_error.h"
+#include "temp_dir.h"
+
+using namespace dp;
+using dp::testing::ExpectError;
+using dp::testing::TempDir;
+
+namespace {
+
+using Bytes = std::vector<char>;
+
+Bytes ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(f), {});
+}
+
+void WriteAll(const std::string& path, const Bytes& b) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(b.data(), static_cast<std::streamsize>(b.size()));
+}
+
+template <typename T>
+Tensor Make(Dims dims, DType dtype, T start) {
+  Tensor t(dims, dtype);
+  T* p = static_cast<T*>(t.raw_mutable_data());
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(start + static_cast<T>(i));
+  return t;
+}
+
+bool SameBytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.dims() == b.dims() && a.nbytes() == b.nbytes() &&
+         (a.nbytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0);
+}
+
+// Tensors of several dtypes and shapes: a scalar, an empty one, odd sizes
+// (so that padding is needed), a larger one.
+std::vector<std::pair<std::string, Tensor>> Sample() {
+  return {{"w", Make<float>({3, 5}, DType::kFloat32, 0.5f)},
+          {"optimizer/iter", Make<int64_t>({1}, DType::kInt64, 41)},
+          {"bytes", Make<uint8_t>({7}, DType::kUInt8, 200)},
+          {"scalar", Make<double>({}, DType::kFloat64, -2.25)},
+          {"empty", Tensor({0, 3}, DType::kFloat32)},
+          {"big", Make<int32_t>({100, 37}, DType::kInt32, -1000)}};
+}
+
+CheckpointMeta SampleMeta() {
+  CheckpointMeta m;
+  m.model_name = "mlp";
+  m.iteration = 41;
+  m.device_type = "cpu";
+  m.replicas = 2;
+  m.shards = 1;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint round-trips exactly, read or mapped, with the layout it documents") {
+  TempDir dir("dp_test_ckpt");
+  const std::string path = dir.Path("a.dpckpt");
+  const auto tensors = Sample();
+  WriteCheckpoint(path, tensors, SampleMeta());
+  CHECK(dir.Files() == std::vector<std::string>{"a.dpckpt"});  // no temporary file left
+
+  const Bytes bytes = ReadAll(path);
+  REQUIRE(bytes.size() > kCheckpointPreambleSize);
+  CHECK(std::memcmp(bytes.data(), "\x89" "DPCKPT\n", 8) == 0);
+  uint32_t version = 0;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  CHECK(version == kCheckpointFormatVersion);
+
+  CheckpointReader r(path);
+  CHECK(r.meta().model_name == "mlp");
+  CHECK(r.meta().iteration == 41);
+  CHECK(r.meta().device_type == "cpu");
+  CHECK(r.meta().replicas == 2);
+  CHECK(r.meta().shards == 1);
+  CHECK(!r.meta().dp_version.empty());
+  REQUIRE(r.entries().size() == tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const CheckpointEntry& e = r.entries()[i];
+    CAPTURE(e.name);
+    CHECK(e.name == tensors[i].first);
+    CHECK(e.offset % 64 == 0);
+    CHECK(e.length == tensors[i].second.nbytes());
+    CHECK(e.xxh3 == Xxh3(tensors[i].second.raw_data(), e.length));
+    CHECK(r.Find(e.name) == static_cast<int>(i));
+    for (bool mapped : {false, true}) {
+      const Tensor t = r.Load(i, /*verify=*/true, mapped);
+      CHECK(SameBytes(t, tensors[i].second));
+      CHECK(t.device() == DeviceOption{});
+      if (mapped && e.length > 0) {  // a view of the file's bytes
+        CHECK(std::memcmp(t.raw_data(), bytes.data() + e.offset, e.length) == 0);
+        CHECK(reinterpret_cast<uintptr_t>(t.raw_data()) % 64 == 0);
+      }
+    }
+  }
+  CHECK(r.Find("nope") == -1);
+  // The last tensor ends the file.
+  CHECK(r.entries().back().offset + r.entries().back().length == bytes.size());
+}
+
+TEST_CASE("a mapped tensor outlives its reader and is copied before a write") {
+  TempDir dir("dp_test_ckpt");
+  const std::string path = dir.Path("m.dpckpt");
+  WriteCheckpoint(path, Sample(), {});
+  Tensor t;
+  {
+    CheckpointReader r(path);
+    t = r.Load(0, true, /*mapped=*/true);
+  }
+  const void* view = t.raw_data();
+  CHECK(t.data<float>()[2] == 2.5f);
+  float* w = t.mutable_data<float>();  // copy-on-write: the file's pages stay untouched
+  CHECK(static_cast<const void*>(w) != view);
+  w[2] = 99;
+  CheckpointReader again(path);
+  CHECK(again.Load(0, true, true).data<float>()[2] == 2.5f);
+}
+
+TEST_CASE("saving over a checkpoint replaces it whole; a failed save leaves it and no temporary file") {
+  TempDir dir("dp_test_ckpt");
+  const std::string path = dir.Path("c.dpckpt");
+  WriteCheckpoint(path, Sample(), SampleMeta());
+  const Bytes before = ReadAll(path);
+
+  std::vector<std::pair<std::string, Tensor>> other = {{"x", Make<float>({4}, DType::kFloat32, 1.0f)}};
+  // A full disk at every point of the write: after the first bytes, in the
+  // middle of the data, at the very end (the header and preamble patches).
+  static uint64_t fail_after;
+  for (uint64_t limit : {uint64_t{1}, uint64_t{100}, uint64_t{200}, uint64_t{100000}}) {
+    CAPTURE(limit);
+    fail_after = limit;
+    SetWriteFaultHookForTesting([](uint64_t total) { return total > fail_after ? ENOSPC : 0; });
+    std::vector<std::pair<std::string, Tensor>> big = Sample();
+    big.emplace_back("more", Make<float>({50000}, DType::kFloat32, 0.0f));
+    ExpectError([&] { WriteCheckpoint(path, big, {}); }, Code::kIo, {path, std::strerror(ENOSPC)});
+    SetWriteFaultHookForTesting(nullptr);
+    CHECK(ReadAll(path) == before);
+    CHECK(dir.Files() == std::vector<std::string>{"c.dpckpt"});
+  }
+  WriteCheckpoint(path, other, {});
+  CheckpointReader r(path);
+  REQUIRE(r.entries().size() == 1);
+  CHECK(r.entries()[0].name == "x");
+  CHECK(dir.Files() == std::vector<std::string>{"c.dpckpt"});
+}
+
+TEST_CASE("temporary files are named so that they are never taken for checkpoints") {
+  CHECK(AtomicFileWriter::IsTempName(".step-000100.dpckpt.tmp.123.0"));
+  CHECK_FALSE(AtomicFileWriter::IsTempName("step-000100.dpckpt"));
+  TempDir dir("dp_test_ckpt");
+  {
+    AtomicFileWriter w(dir.Path("x.dpckpt"));
+    w.Write("abc", 3);
+    const auto files = dir.Files();
+    REQUIRE(files.size() == 1);
+    CHECK(AtomicFileWriter::IsTempName(files[0]));
+    CHECK(files[0].rfind(".x.dpckpt.tmp.", 0) == 0);
+  }  // abandoned: removed
+  CHECK(dir.Files().empty());
+  ExpectError([&] { AtomicFileWriter w(dir.Path("no_such_dir/x.dpckpt")); }, Code::kNotFound, {"no_such_dir"});
+}
+
+TEST_CASE("saving refuses what it cannot write faithfully") {
+  TempDir dir("dp_test_ckpt");
+  const std::string path = dir.Path("bad.dpckpt");
+  auto t = Make<float>({2}, DType::kFloat32, 0.0f);
+  ExpectError([&] { WriteCheckpoint(path, {{"a", t}, {"a", t}}, {}); }, Code::kInvalidArgument, {"'a'", "twice"});
+  ExpectError([&] { WriteCheckpoint(path, {{"", t}}, {}); }, Code::kInvalidArgument, {"without a name"});
+  ExpectError([&] { WriteCheckpoint(path, {{"u", Tensor()}}, {}); }, Code::kInvalidArgument, {"'u'", "undefined"});
+  ExpectError([&] { WriteCheckpoint(path, {{"bad\xff", t}}, {}); }, Code::kInvalidArgument, {"UTF-8"});
+  CHECK(dir.Files().empty());
+}
+
+TEST_CASE("every truncation of a checkpoint is detected") {
+  TempDir dir("dp_test_ckpt");
+  const std::string path = dir.Path("t.dpckpt"), cut = dir.Path("cut.dpckpt");
+  WriteCheckpoint(path, {{"w", Make<float>({3, 5}, DType::kFloat32, 0.5f)}, {"b", Make<int64_t>({3}, DType::kInt64, 7)}},
+                  SampleMeta());
+  const Bytes bytes = ReadAll(path);
+  for (size_t len = 0; len < bytes.size(); ++len) {
+    CAPTURE(len);
+    WriteAll(cut, Bytes(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(len)));
+    ExpectError([&] { CheckpointReader r(cut); }, Code::kDataLoss, {cut, "truncated"});
+  }
+  // One byte more is caught too.
+  Bytes longer = bytes;
+  longer.push_back(0);
+  WriteAll(cut, longer);
+  ExpectError([&] { CheckpointReader r(cut); }, Code::kDataLoss, {"longer than written"});
+}
+
+TEST_CASE("a flipped bit anywhere in the preamble, header or tensor bytes is detected") {
+  TempDir dir("dp_test_ckpt");
+  const std::string path = dir.Path("f.dpckpt"), bad = dir.Path("bad.dpckpt");
+  WriteCheckpoint(path, {{"w", Make<float>({3, 5}, DType::kFloat32, 0.5f)}, {"b", Make<int64_t>({3}, DType::kInt64, 7)}},
+                  SampleMeta());
+  const Bytes bytes = ReadAll(path);
+  std::vector<std::pair<uint64_t, uint64_t>> covered;  // [begin, end) under a checksum
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, bytes.data() + 24, 8);
+  covered.emplace_back(0, kCheckpointPreambleSize + header_size);
+  {
+    CheckpointReader r(path);
+    for (const auto& e : r.entries()) covered.emplace_back(e.offset, e.offset + e.length);
+  }
+  int flips = 0;
+  for (const auto& [begin, end] : covered)
+    for (uint64_t i = begin; i < end; ++i)
+      for (int bit : {0, 7}) {
+        CAPTURE(i);
+        CAPTURE(bit);
+        Bytes b = bytes;
+        b[i] = static_cast<char>(b[i] ^ (1 << bit));
+        WriteAll(bad, b);
+        bool detected = false;
+        try {
+          CheckpointReader r(bad);
+          for (size_t k = 0; k < r.entries().size(); ++k) r.Load(k, /*verify=*/true, /*mapped=*/k % 2 == 1);
+        } catch (const Error& e) {
+          detected = e.code() == Code::kDataLoss || e.code() == Code::kParse;
+          CHECK_MESSAGE(e.message().find(bad) != std::string::npos, e.message());
+        }
+        CHECK(detected);
+        ++flips;
+      }
+  // The preamble, a header of a few hundred bytes and 15 floats + 3 int64s.
+  CHECK(flips == 2 * (64 + static_cast<int>(header_size) + 60 + 24));
+  CHECK(header_size > 100);
+}
+
+TEST_CASE("not a checkpoint, or a newer format") {
+  TempDir dir("dp_test_ckpt");
+  const std::string path = dir.Path("x.dpckpt");
+  WriteAll(path, Bytes{'h', 'e', 'l', 'l', 'o', '\n'});
+  ExpectError([&] { CheckpointReader r(path); }, Code::kParse, {path, "not a dp checkpoint"});
+  ExpectError([&] { CheckpointReader r(dir.Path("missing")); }, Code::kNotFound, {"missing"});
+  ExpectError([&] { CheckpointReader r(dir.dir()); }, Code::kIo, {dir.dir()});
+
+  WriteCheckpoint(path, Sample(), {});
+  Bytes b = ReadAll(path);
+  const uint32_t v2 = 2;
+  std::memcpy(b.data() + 8, &v2, 4);
+  const uint64_t sum = Xxh3(b.data(), 56);  // a consistent preamble of a future version
+  std::memcpy(b.data() + 56, &sum, 8);
+  WriteAll(path, b);
+  ExpectError([&] { CheckpointReader r(path); }, Code::kUnimplemented, {"format version 2"});
+}
+
+TEST_CASE("loading into a workspace checks names, dtypes and shapes before replacing anything") {
+  TempDir dir("dp_test_ckpt");
+  const std::string path = dir.Path("ws.dpckpt");
+  Workspace src;
+  for (auto& [name, t] : Sample()) src.Feed(name, t);
+  src.CreateBlob("not_a_tensor")->GetMutable<int>();
+  SaveCheckpoint(src, {"w", "optimizer/iter", "big"}, path, {});
+  ExpectError([&] { SaveCheckpoint(src, {"nope"}, path, {}); }, Code::kNotFound, {"'nope'"});
+  ExpectError([&] { SaveCheckpoint(src, {"not_a_tensor"}, path, {}); }, Code::kDType, {"'not_a_tensor'"});
+
+  // Strict: the blobs must exist.
+  Workspace fresh;
+  ExpectError([&] { LoadCheckpoint(fresh, path, {}); }, Code::kNotFound, {path, "'w'", "no such blob"});
+  CHECK(fresh.Blobs().empty());
+  LoadCheckpointOptions lenient;
+  lenient.lenient = true;
+  CHECK(LoadCheckpoint(fresh, path, lenient) == std::vector<std::string>{"w", "optimizer/iter", "big"});
+  for (const char* n : {"w", "optimizer/iter", "big"}) CHECK(SameBytes(fresh.GetTensor(n), src.GetTensor(n)));
+
+  // A mismatch anywhere leaves every blob as it was.
+  Workspace ws;
+  ws.Feed("w", Tensor({3, 5}, DType::kFloat32));
+  ws.Feed("optimizer/iter", Tensor({1}, DType::kInt64));
+  ws.Feed("big", Tensor({100, 36}, DType::kInt32));  // the wrong shape
+  const Tensor w_before = ws.GetTensor("w");
+  ExpectError([&] { LoadCheckpoint(ws, path, {}); }, Code::kShape, {path, "'big'", "[100, 37]"});
+  CHECK(ws.GetTensor("w").raw_data() == w_before.raw_data());
+  ws.Feed("big", Tensor({100, 37}, DType::kFloat32));  // the wrong dtype
+  ExpectError([&] { LoadCheckpoint(ws, path, {}); }, Code::kDType, {path, "'big'", "int32"});
+  CHECK(ws.GetTensor("w").raw_data() == w_before.raw_data());
+
+  // A subset by name; a name the file lacks is an error unless lenient.
+  LoadCheckpointOptions some;
+  some.names = {"w"};
+  for (bool mapped : {false, true}) {
+    some.mapped = mapped;
+    CHECK(LoadCheckpoint(ws, path, some) == std::vector<std::string>{"w"});
+    CHECK(SameBytes(ws.GetTensor("w"), src.GetTensor("w")));
+  }
+  some.names = {"w", "missing"};
+  ExpectError([&] { LoadCheckpoint(ws, path, some); }, Code::kNotFound, {"'missing'"});
+  some.lenient = true;
+  CHECK(LoadCheckpoint(ws, path, some) == std::vector<std::string>{"w"});
+
+  // A corrupted tensor: nothing is replaced.
+  ws.Feed("big", Tensor({100, 37}, DType::kInt32));
+  Bytes b = ReadAll(path);
+  b[b.size() - 1] = static_cast<char>(b[b.size() - 1] ^ 1);
+  WriteAll(path, b);
+  const Tensor w_now = ws.GetTensor("w");
+  ExpectError([&] { LoadCheckpoint(ws, path, {}); }, Code::kDataLoss, {path, "'big'", "checksum"});
+  CHECK(ws.GetTensor("w").raw_data() == w_now.raw_data());
+  LoadCheckpointOptions unchecked;
+  unchecked.verify = false;  // what no_verify is for: the bytes load as they are
+  LoadCheckpoint(ws, path, unchecked);
+  CHECK(ws.GetTensor("big").data<int32_t>()[3699] == (2699 ^ (1 << 24)));  // the last byte is its high byte
+}
+
+TEST_CASE("Save and Load are operators: names map blobs to file entries, and a failed Load changes nothing") {
+  TempDir dir("dp_test_ckpt");
+  const std::string path = dir.Path("ops.dpckpt");
+  auto ws = std::make_shared<Workspace>();
+  ws->Feed("cpu_0/w", Make<float>({2, 2}, DType::kFloat32, 1.0f));
+  ws->Feed("cpu_0/b", Make<float>({2}, DType::kFloat32, 5.0f));
+  const std::string save = R"({"name":"save","external_inputs":["cpu_0/w","cpu_0/b"],"ops":[{"type":"Save",
+      "inputs":["cpu_0/w","cpu_0/b"],"args":[{"name":"path","s":")" + path + R"("},{"name":"names","strings":["w","b"]},
+      {"name":"model_name","s":"m"},{"name":"iteration","i":3}]}]})";
+  Net(std::make_shared<const NetDef>(NetDefFromJson(save)), ws).Run();
+  {
+    CheckpointReader r(path);
+    REQUIRE(r.entries().size() == 2);
+    CHECK(r.entries()[0].name == "w");
+    CHECK(r.entries()[1].name == "b");
+    CHECK(r.meta().model_name == "m");
+    CHECK(r.meta().iteration == 3);
+  }
+  // Into other scopes, read and mapped.
+  for (int mapped : {0, 1}) {
+    const std::string load = R"({"name":"load","ops":[{"type":"Load","outputs":["cpu_1/w","cpu_1/b"],
+        "args":[{"name":"path","s":")" + path + R"("},{"name":"names","strings":["w","b"]},{"name":"mmap","i":)" +
+                             std::to_string(mapped) + "}]}]}";
+    Net(std::make_shared<const NetDef>(NetDefFromJson(load)), ws).Run();
+    CHECK(SameBytes(ws->GetTensor("cpu_1/w"), ws->GetTensor("cpu_0/w")));
+    CHECK(SameBytes(ws->GetTensor("cpu_1/b"), ws->GetTensor("cpu_0/b")));
+  }
+  // A mismatching second output: the first is not written either.
+  ws->Feed("cpu_2/w", Tensor({2, 2}, DType::kFloat32));
+  ws->Feed("cpu_2/b", Tensor({3}, DType::kFloat32));
+  const void* before = ws->GetTensor("cpu_2/w").raw_data();
+  const std::string load2 = R"({"name":"load2","ops":[{"type":"Load","outputs":["cpu_2/w","cpu_2/b"],
+      "args":[{"name":"path","s":")" + path + R"("},{"name":"names","strings":["w","b"]}]}]})";
+  Net bad(std::make_shared<const NetDef>(NetDefFromJson(load2)), ws);
+  ExpectError([&] { bad.Run(); }, Code::kShape, {path, "'b'", "output 1 'cpu_2/b'"});
+  CHECK(ws->GetTensor("cpu_2/w").raw_data() == before);
+  const std::string load3 = R"({"name":"load3","ops":[{"type":"Load","outputs":["x"],
+      "args":[{"name":"path","s":")" + path + R"("}]}]})";
+  Net missing(std::make_shared<const NetDef>(NetDefFromJson(load3)), ws);
+  ExpectError([&] { missing.Run(); }, Code::kNotFound, {"no tensor 'x'"});
+  const std::string load4 = R"({"name":"load4","ops":[{"type":"Load","outputs":["x"],
+      "args":[{"name":"path","s":")" + path + R"("},{"name":"names","strings":["w","b"]}]}]})";
+  ExpectError([&] { Net n(std::make_shared<const NetDef>(NetDefFromJson(load4)), ws); }, Code::kInvalidArgument,
+              {"'names' has 2 entries for 1 blobs"});
+}
