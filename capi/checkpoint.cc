@@ -4,7 +4,8 @@
 
 #include "capi/handles.h"
 #include "checkpoint/workspace_checkpoint.h"
-#include "model/training.h"  // dp::kIterBlob, the training nets' counter
+#include "exec/net.h"
+#include "model/training.h"  // kIterBlob, TrainingStateBlobs
 
 struct dp_checkpoint_info {
   std::string path;
@@ -25,6 +26,34 @@ int64_t IterationToRecord(const dp::Workspace& ws, const std::vector<std::string
   const dp::Tensor& t = b->Get<dp::Tensor>();
   if (t.dtype() != dp::DType::kInt64 || t.numel() != 1 || t.device().type != dp::DeviceType::kCPU) return -1;
   return t.data<int64_t>()[0];
+}
+
+dp::CheckpointMeta SaveMeta(const dp::Workspace& ws, const std::vector<std::string>& blobs,
+                            const dp_checkpoint_save_options* options, const std::string& model_name) {
+  dp::CheckpointMeta meta;
+  meta.model_name = model_name;
+  int64_t iteration = 0;
+  if (options != nullptr) {
+    DP_CHECK_OPTIONS_SIZE(options, iteration);
+    if (options->model_name != nullptr) meta.model_name = options->model_name;
+    iteration = options->iteration;
+    DP_ENFORCE_CODE(iteration >= -1, dp::Code::kInvalidArgument,
+                    "options->iteration must be >= -1 (-1: unknown, 0: from the counter), got ", iteration);
+  }
+  meta.iteration = IterationToRecord(ws, blobs, iteration);
+  return meta;
+}
+
+dp::LoadCheckpointOptions LoadOptions(const dp_checkpoint_load_options* options) {
+  dp::LoadCheckpointOptions o;
+  if (options != nullptr) {
+    DP_CHECK_OPTIONS_SIZE(options, num_names);
+    o.bindings = dp::SameNames(dp::capi::Names(options->names, options->num_names, "options->names"));
+    if (DP_OPTIONS_HAVE(options, lenient)) o.lenient = options->lenient != 0;
+    if (DP_OPTIONS_HAVE(options, no_verify)) o.verify = options->no_verify == 0;
+    if (DP_OPTIONS_HAVE(options, mmap)) o.mapped = options->mmap != 0;
+  }
+  return o;
 }
 
 const dp::CheckpointEntry* Entry(const dp_checkpoint_info* info, size_t i) {
@@ -50,17 +79,8 @@ dp_status* dp_checkpoint_save(const dp_workspace* workspace, const char* const* 
   DP_CHECK_NOT_NULL(path);
   DP_CHECK_ARG(path[0] != '\0', "path is empty");
   const std::vector<std::string> list = dp::capi::Names(names, num_names, "names");
-  dp::CheckpointMeta meta;
-  int64_t iteration = 0;
-  if (options != nullptr) {
-    DP_CHECK_OPTIONS_SIZE(options, iteration);
-    if (options->model_name != nullptr) meta.model_name = options->model_name;
-    iteration = options->iteration;
-    DP_CHECK_ARG(iteration >= -1, "options->iteration must be >= -1 (-1: unknown, 0: from the counter), got ",
-                 iteration);
-  }
-  meta.iteration = IterationToRecord(*workspace->ws, list, iteration);
-  dp::SaveCheckpoint(*workspace->ws, list, path, meta);
+  const dp::CheckpointMeta meta = SaveMeta(*workspace->ws, list, options, "");
+  dp::SaveCheckpoint(*workspace->ws, dp::SameNames(list), path, meta);
   DP_API_END
 }
 
@@ -69,15 +89,52 @@ dp_status* dp_checkpoint_load(dp_workspace* workspace, const char* path, const d
   DP_CHECK_NOT_NULL(workspace);
   DP_CHECK_NOT_NULL(path);
   DP_CHECK_ARG(path[0] != '\0', "path is empty");
-  dp::LoadCheckpointOptions o;
-  if (options != nullptr) {
-    DP_CHECK_OPTIONS_SIZE(options, num_names);
-    o.names = dp::capi::Names(options->names, options->num_names, "options->names");
-    if (DP_OPTIONS_HAVE(options, lenient)) o.lenient = options->lenient != 0;
-    if (DP_OPTIONS_HAVE(options, no_verify)) o.verify = options->no_verify == 0;
-    if (DP_OPTIONS_HAVE(options, mmap)) o.mapped = options->mmap != 0;
+  dp::LoadCheckpoint(*workspace->ws, path, LoadOptions(options));
+  DP_API_END
+}
+
+dp_status* dp_model_checkpoint_blobs(const dp_model* model, dp_string_list** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(out);
+  *out = new dp_string_list{dp::TrainingStateBlobs(*model->def)};
+  DP_API_END
+}
+
+dp_status* dp_parallel_model_save(const dp_parallel_model* model, const dp_workspace* workspace, const char* path,
+                                  const dp_checkpoint_save_options* options) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(workspace);
+  DP_CHECK_NOT_NULL(path);
+  DP_CHECK_ARG(path[0] != '\0', "path is empty");
+  std::vector<dp::CheckpointBinding> bindings;
+  std::vector<std::string> blobs;
+  for (const auto& [name, blob] : model->nets.checkpoint) {
+    bindings.push_back({name, blob});
+    blobs.push_back(blob);
   }
+  dp::CheckpointMeta meta = SaveMeta(*workspace->ws, blobs, options, model->model_name);
+  meta.device_type = dp::DeviceTypeName(model->device_type);
+  meta.replicas = static_cast<int32_t>(model->nets.scopes.size());
+  meta.shards = 1;
+  dp::SaveCheckpoint(*workspace->ws, bindings, path, meta);
+  DP_API_END
+}
+
+dp_status* dp_parallel_model_load(const dp_parallel_model* model, dp_workspace* workspace, const char* path,
+                                  const dp_checkpoint_load_options* options) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(workspace);
+  DP_CHECK_NOT_NULL(path);
+  DP_CHECK_ARG(path[0] != '\0', "path is empty");
+  dp::LoadCheckpointOptions o = LoadOptions(options);
+  DP_CHECK_ARG(o.bindings.empty(), "options->names: a parallel model loads its whole training state");
+  for (const auto& [name, blob] : model->nets.checkpoint) o.bindings.push_back({name, blob});
   dp::LoadCheckpoint(*workspace->ws, path, o);
+  // FinalizeAfterCheckpoint: replica 0's state to every replica.
+  dp::Net(std::make_shared<const dp::NetDef>(model->nets.sync), workspace->ws).Run();
   DP_API_END
 }
 

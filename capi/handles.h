@@ -57,6 +57,8 @@ struct dp_buffer {
 
 struct dp_parallel_model {
   dp::ParallelNets nets;
+  std::string model_name;  // recorded in its checkpoints
+  dp::DeviceType device_type = dp::DeviceType::kCPU;
 };
 
 namespace dp::capi {

@@ -88,6 +88,8 @@ dp_status* dp_model_parallelize(const dp_model* model, const dp_parallel_options
                                                 &overridden, __func__);
   auto h = std::make_unique<dp_parallel_model>();
   h->nets = dp::Parallelize(m, o);
+  h->model_name = m.name;
+  h->device_type = o.device_type;
   *out = h.release();
   DP_API_END
 }

@@ -953,6 +953,38 @@ DP_API uint64_t dp_checkpoint_info_tensor_nbytes(const dp_checkpoint_info* info,
 /* Releases the handle. Accepts NULL. Since 0.2. */
 DP_API void dp_checkpoint_info_free(dp_checkpoint_info* info);
 
+/* --- Checkpoints of models ------------------------------------------------
+ * One-device training (dp_model_build_training) keeps its state in the blobs
+ * dp_model_checkpoint_blobs lists: save them with dp_checkpoint_save and load
+ * them with dp_checkpoint_load after running the init net. Data-parallel
+ * models save replica 0's state under the same, unscoped names, so a file
+ * does not depend on the device count: a checkpoint written by cpu:2 loads
+ * into cpu:1, cpu:3 or one-device training, and the other way round. */
+
+/* The blobs that hold a model's training state (Caffe2's
+ * GetCheckpointParams): params, computed params (BN running statistics),
+ * each param's optimizer state (momentum, Adam's moments, ...) and, with an
+ * optimizer, the iteration counter "optimizer/iter" (the learning rate is a
+ * function of it). A new list; free it with dp_string_list_free. Since 0.2. */
+DP_API DP_MUST_USE dp_status* dp_model_checkpoint_blobs(const dp_model* model, dp_string_list** out);
+
+/* Saves replica 0's training state of a data-parallel model from
+ * `workspace` (the one its nets run in) under unscoped names, atomically;
+ * the file records the model's name (unless options->model_name says
+ * otherwise), the iteration, the device type and the replica count. Not
+ * while a net runs on the workspace. Errors as for dp_checkpoint_save.
+ * Since 0.2. */
+DP_API DP_MUST_USE dp_status* dp_parallel_model_save(const dp_parallel_model* model, const dp_workspace* workspace,
+                                                     const char* path, const dp_checkpoint_save_options* options);
+/* Loads a checkpoint's training state into replica 0 of a data-parallel
+ * model (after its init net has run on `workspace`), then runs its sync net,
+ * so that every replica holds it (Caffe2's FinalizeAfterCheckpoint).
+ * options->names must be NULL (the whole state is loaded); lenient, no_verify
+ * and mmap apply. Everything is verified before replica 0's first blob
+ * changes. Not while a net runs on the workspace. Since 0.2. */
+DP_API DP_MUST_USE dp_status* dp_parallel_model_load(const dp_parallel_model* model, dp_workspace* workspace,
+                                                     const char* path, const dp_checkpoint_load_options* options);
+
 /* ------------------------------------------------------------------------ */
 /* Data                                                                      */
 /* ------------------------------------------------------------------------ */

@@ -16,21 +16,28 @@ const Tensor* TensorIn(const Blob* b) {
 
 }  // namespace
 
-void SaveCheckpoint(const Workspace& ws, const std::vector<std::string>& names, const std::string& path,
+std::vector<CheckpointBinding> SameNames(const std::vector<std::string>& names) {
+  std::vector<CheckpointBinding> out;
+  out.reserve(names.size());
+  for (const auto& n : names) out.push_back({n, n});
+  return out;
+}
+
+void SaveCheckpoint(const Workspace& ws, const std::vector<CheckpointBinding>& bindings, const std::string& path,
                     const CheckpointMeta& meta) {
-  std::vector<std::string> list = names;
+  std::vector<CheckpointBinding> list = bindings;
   if (list.empty())
     for (const auto& name : ws.Blobs())
-      if (TensorIn(ws.GetBlob(name)) != nullptr) list.push_back(name);
+      if (TensorIn(ws.GetBlob(name)) != nullptr) list.push_back({name, name});
   std::vector<std::pair<std::string, Tensor>> tensors;
   tensors.reserve(list.size());
-  for (const auto& name : list) {
-    const Blob* b = ws.GetBlob(name);
+  for (const auto& [name, blob] : list) {
+    const Blob* b = ws.GetBlob(blob);
     if (b == nullptr || b->empty())
-      DP_THROW(Code::kNotFound, "checkpoint '", path, "': the workspace has no blob '", name, "'");
+      DP_THROW(Code::kNotFound, "checkpoint '", path, "': the workspace has no blob '", blob, "'");
     const Tensor* t = TensorIn(b);
     if (t == nullptr)
-      DP_THROW(Code::kDType, "checkpoint '", path, "': blob '", name, "' holds ", b->TypeName(), ", not a tensor");
+      DP_THROW(Code::kDType, "checkpoint '", path, "': blob '", blob, "' holds ", b->TypeName(), ", not a tensor");
     if (t->device().type == DeviceType::kCPU) {
       tensors.emplace_back(name, *t);  // shares the storage: nothing is copied
     } else {
@@ -45,17 +52,17 @@ void SaveCheckpoint(const Workspace& ws, const std::vector<std::string>& names, 
 std::vector<std::string> LoadCheckpoint(Workspace& ws, const std::string& path,
                                         const LoadCheckpointOptions& options) {
   CheckpointReader reader(path);
-  // Which entries, by name.
-  std::vector<size_t> picked;
-  if (options.names.empty()) {
-    for (size_t i = 0; i < reader.entries().size(); ++i) picked.push_back(i);
+  // Which entries go to which blobs.
+  std::vector<std::pair<size_t, std::string>> picked;  // entry, blob
+  if (options.bindings.empty()) {
+    for (size_t i = 0; i < reader.entries().size(); ++i) picked.emplace_back(i, reader.entries()[i].name);
   } else {
     std::set<std::string> seen;
-    for (const auto& name : options.names) {
-      if (!seen.insert(name).second) continue;
+    for (const auto& [name, blob] : options.bindings) {
+      if (!seen.insert(blob).second) continue;
       const int i = reader.Find(name);
       if (i >= 0) {
-        picked.push_back(static_cast<size_t>(i));
+        picked.emplace_back(static_cast<size_t>(i), blob);
       } else if (!options.lenient) {
         DP_THROW(Code::kNotFound, "checkpoint '", path, "' has no tensor '", name, "'");
       }
@@ -65,21 +72,21 @@ std::vector<std::string> LoadCheckpoint(Workspace& ws, const std::string& path,
   // blob changes.
   std::vector<std::pair<std::string, Tensor>> loaded;
   loaded.reserve(picked.size());
-  for (size_t i : picked) {
+  for (const auto& [i, blob] : picked) {
     const CheckpointEntry& e = reader.entries()[i];
     const std::string where = StrCat("checkpoint '", path, "', tensor '", e.name, "'");
-    const Blob* b = ws.GetBlob(e.name);
+    const Blob* b = ws.GetBlob(blob);
     const Tensor* have = TensorIn(b);
     if (have == nullptr) {
       if (b != nullptr && !b->empty() && !b->IsType<Tensor>())
-        DP_THROW(Code::kDType, where, ": blob '", e.name, "' holds ", b->TypeName(), ", not a tensor");
-      DP_ENFORCE_CODE(options.lenient, Code::kNotFound, where, ": the workspace has no such blob (strict loading ",
-                      "replaces existing blobs only; run the init net first, or load leniently)");
+        DP_THROW(Code::kDType, where, ": blob '", blob, "' holds ", b->TypeName(), ", not a tensor");
+      DP_ENFORCE_CODE(options.lenient, Code::kNotFound, where, ": the workspace has no blob '", blob,
+                      "' (strict loading replaces existing blobs only; run the init net first, or load leniently)");
     } else {
       DP_ENFORCE_CODE(have->dtype() == e.dtype, Code::kDType, where, " is ", DTypeName(e.dtype), " but blob '",
-                      e.name, "' is ", have->DebugString());
+                      blob, "' is ", have->DebugString());
       DP_ENFORCE_CODE(have->dims() == e.dims, Code::kShape, where, " has shape ", DimsString(e.dims),
-                      " but blob '", e.name, "' is ", have->DebugString());
+                      " but blob '", blob, "' is ", have->DebugString());
     }
     Tensor t = reader.Load(i, options.verify, options.mapped, ws.budget());
     if (have != nullptr && have->device().type != DeviceType::kCPU) {
@@ -87,7 +94,7 @@ std::vector<std::string> LoadCheckpoint(Workspace& ws, const std::string& path,
       dev.CopyFrom(t);
       t = std::move(dev);
     }
-    loaded.emplace_back(e.name, std::move(t));
+    loaded.emplace_back(blob, std::move(t));
   }
   std::vector<std::string> names;
   names.reserve(loaded.size());

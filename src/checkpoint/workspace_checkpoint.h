@@ -10,15 +10,27 @@
 
 namespace dp {
 
-// Saves the tensors of `names` (empty: every blob holding a defined tensor,
-// sorted) to `path`, atomically. CPU tensors are written as they are; others
-// are copied to the host first. kNotFound for a missing blob, kDType for a
-// blob that holds no tensor.
-void SaveCheckpoint(const Workspace& ws, const std::vector<std::string>& names, const std::string& path,
+// A tensor's name in the file and the blob it comes from or goes to: they
+// differ for data-parallel models, whose files hold replica 0's blobs without
+// the replica's scope ("w" for "cpu_0/w"), so that a file does not depend on
+// the device count.
+struct CheckpointBinding {
+  std::string name;  // in the file
+  std::string blob;  // in the workspace
+};
+
+// Bindings whose names are the blobs' names.
+std::vector<CheckpointBinding> SameNames(const std::vector<std::string>& names);
+
+// Saves the blobs of `bindings` (empty: every blob holding a defined tensor,
+// sorted, under its own name) to `path`, atomically. CPU tensors are written
+// as they are; others are copied to the host first. kNotFound for a missing
+// blob, kDType for a blob that holds no tensor.
+void SaveCheckpoint(const Workspace& ws, const std::vector<CheckpointBinding>& bindings, const std::string& path,
                     const CheckpointMeta& meta);
 
 struct LoadCheckpointOptions {
-  std::vector<std::string> names;  // empty: every tensor of the file
+  std::vector<CheckpointBinding> bindings;  // empty: every tensor of the file, into blobs of its name
   // Strict (default): every tensor loaded must replace an existing blob of
   // the workspace and every name asked for must be in the file. Lenient:
   // blobs the workspace lacks are created; names the file lacks are skipped.
@@ -31,7 +43,7 @@ struct LoadCheckpointOptions {
 // blob is replaced, so a failure leaves the workspace as it was. A blob that
 // holds a tensor must match the file's dtype and shape (kDType / kShape
 // naming the file and the tensor); tensors land on the device of the blob
-// they replace. Returns the names loaded.
+// they replace. Returns the blobs loaded.
 std::vector<std::string> LoadCheckpoint(Workspace& ws, const std::string& path, const LoadCheckpointOptions& options);
 
 }  // namespace dp

@@ -40,6 +40,17 @@ std::vector<OperatorDef> OptimizerStateInitOps(const OptimizerDef& opt, const st
   return ops;
 }
 
+std::vector<std::string> TrainingStateBlobs(const ModelDef& model) {
+  std::vector<std::string> blobs = model.params;
+  blobs.insert(blobs.end(), model.computed_params.begin(), model.computed_params.end());
+  if (model.optimizer) {
+    for (const auto& p : model.params)
+      for (auto& s : OptimizerStateBlobs(*model.optimizer, p)) blobs.push_back(std::move(s));
+    blobs.push_back(kIterBlob);
+  }
+  return blobs;
+}
+
 void AddOptimizerInit(NetDef& init, const OptimizerDef& opt, const std::vector<std::string>& params) {
   init.ops.push_back(IterationCounterInitOp());
   for (auto& op : OptimizerStateInitOps(opt, params)) init.ops.push_back(std::move(op));

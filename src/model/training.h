@@ -33,6 +33,13 @@ std::vector<std::string> OptimizerStateBlobs(const OptimizerDef& opt, const std:
 OperatorDef IterationCounterInitOp();
 std::vector<OperatorDef> OptimizerStateInitOps(const OptimizerDef& opt, const std::vector<std::string>& params);
 
+// The training state of a model, as one-device training names it: what a
+// checkpoint must hold to resume exactly (Caffe2's GetCheckpointParams).
+// Params, computed params (BN running statistics), each param's optimizer
+// state and, with an optimizer, the iteration counter (the learning rate is
+// a function of it).
+std::vector<std::string> TrainingStateBlobs(const ModelDef& model);
+
 // IterationCounterInitOp, then OptimizerStateInitOps(opt, params), appended to `init`.
 void AddOptimizerInit(NetDef& init, const OptimizerDef& opt, const std::vector<std::string>& params);
 

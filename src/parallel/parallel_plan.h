@@ -72,6 +72,9 @@ NetDef BuildSyncNet(const ParallelPlan& plan);
 // eval: the inference-mode forward net on replica 0's params.
 NetDef BuildEvalNet(const ParallelPlan& plan);
 
+// What ParallelNets::checkpoint holds (state_nets.cc).
+std::vector<std::pair<std::string, std::string>> CheckpointBindings(const ParallelPlan& plan);
+
 // BMUF pieces the init and sync nets share (bmuf_nets.cc).
 // The per-replica state of BMUF for `param` (unscoped): its global model and
 // block momentum (core/scope.h BmufGlobalName, BmufDeltaName).

@@ -165,6 +165,7 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& option
     out.block_length = options.bmuf.block_length;
   }
   out.sync = BuildSyncNet(plan);
+  out.checkpoint = CheckpointBindings(plan);
   out.eval = BuildEvalNet(plan);
   return out;
 }

@@ -91,6 +91,11 @@ struct ParallelNets {
   std::vector<std::string> scopes;  // per replica: "cpu_0/", ...
   // Gradient buckets in launch order: each a list of (unscoped) params.
   std::vector<std::vector<std::string>> buckets;
+  // The training state to checkpoint, as (name in the file, blob): replica
+  // 0's blobs under their unscoped names (TrainingStateBlobs, plus BMUF's
+  // state), so that a file does not depend on the replica count; loading
+  // into replica 0 and running `sync` restores every replica.
+  std::vector<std::pair<std::string, std::string>> checkpoint;
 };
 
 // Blob of the in-process communicator the collectives use.

@@ -76,6 +76,16 @@ NetDef BuildInitNet(const ParallelPlan& p) {
   return init;
 }
 
+std::vector<std::pair<std::string, std::string>> CheckpointBindings(const ParallelPlan& p) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& x : TrainingStateBlobs(p.model))
+    out.emplace_back(x, x == kIterBlob ? x : p.replicas.BlobName(0, x));  // the counter is global
+  if (p.options.bmuf.enabled)
+    for (const auto& param : p.model.params)
+      for (const auto& st : BmufStateBlobs(param)) out.emplace_back(st, p.replicas.BlobName(0, st));
+  return out;
+}
+
 NetDef BuildSyncNet(const ParallelPlan& p) {
   const Replicas& b = p.replicas;
   NetDef sync;

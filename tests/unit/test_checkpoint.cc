@@ -272,13 +272,13 @@ TEST_CASE("loading into a workspace checks names, dtypes and shapes before repla
   Workspace src;
   for (auto& [name, t] : Sample()) src.Feed(name, t);
   src.CreateBlob("not_a_tensor")->GetMutable<int>();
-  SaveCheckpoint(src, {"w", "optimizer/iter", "big"}, path, {});
-  ExpectError([&] { SaveCheckpoint(src, {"nope"}, path, {}); }, Code::kNotFound, {"'nope'"});
-  ExpectError([&] { SaveCheckpoint(src, {"not_a_tensor"}, path, {}); }, Code::kDType, {"'not_a_tensor'"});
+  SaveCheckpoint(src, SameNames({"w", "optimizer/iter", "big"}), path, {});
+  ExpectError([&] { SaveCheckpoint(src, SameNames({"nope"}), path, {}); }, Code::kNotFound, {"'nope'"});
+  ExpectError([&] { SaveCheckpoint(src, SameNames({"not_a_tensor"}), path, {}); }, Code::kDType, {"'not_a_tensor'"});
 
   // Strict: the blobs must exist.
   Workspace fresh;
-  ExpectError([&] { LoadCheckpoint(fresh, path, {}); }, Code::kNotFound, {path, "'w'", "no such blob"});
+  ExpectError([&] { LoadCheckpoint(fresh, path, {}); }, Code::kNotFound, {path, "'w'", "no blob 'w'"});
   CHECK(fresh.Blobs().empty());
   LoadCheckpointOptions lenient;
   lenient.lenient = true;
@@ -299,16 +299,23 @@ TEST_CASE("loading into a workspace checks names, dtypes and shapes before repla
 
   // A subset by name; a name the file lacks is an error unless lenient.
   LoadCheckpointOptions some;
-  some.names = {"w"};
+  some.bindings = SameNames({"w"});
   for (bool mapped : {false, true}) {
     some.mapped = mapped;
     CHECK(LoadCheckpoint(ws, path, some) == std::vector<std::string>{"w"});
     CHECK(SameBytes(ws.GetTensor("w"), src.GetTensor("w")));
   }
-  some.names = {"w", "missing"};
+  some.bindings = SameNames({"w", "missing"});
   ExpectError([&] { LoadCheckpoint(ws, path, some); }, Code::kNotFound, {"'missing'"});
   some.lenient = true;
   CHECK(LoadCheckpoint(ws, path, some) == std::vector<std::string>{"w"});
+  // A file name into another blob (how data-parallel models drop their scope).
+  some.bindings = {{"w", "cpu_3/w"}};
+  CHECK(LoadCheckpoint(ws, path, some) == std::vector<std::string>{"cpu_3/w"});
+  CHECK(SameBytes(ws.GetTensor("cpu_3/w"), src.GetTensor("w")));
+  some.lenient = false;
+  some.bindings = {{"w", "cpu_4/w"}};
+  ExpectError([&] { LoadCheckpoint(ws, path, some); }, Code::kNotFound, {"'w'", "no blob 'cpu_4/w'"});
 
   // A corrupted tensor: nothing is replaced.
   ws.Feed("big", Tensor({100, 37}, DType::kInt32));
