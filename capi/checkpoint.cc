@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "capi/handles.h"
+#include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/workspace_checkpoint.h"
 #include "exec/net.h"
 #include "model/training.h"  // kIterBlob, TrainingStateBlobs
@@ -90,6 +91,24 @@ dp_status* dp_checkpoint_load(dp_workspace* workspace, const char* path, const d
   DP_CHECK_NOT_NULL(path);
   DP_CHECK_ARG(path[0] != '\0', "path is empty");
   dp::LoadCheckpoint(*workspace->ws, path, LoadOptions(options));
+  DP_API_END
+}
+
+dp_status* dp_checkpoint_list_steps(const char* dir, dp_string_list** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(dir);
+  DP_CHECK_NOT_NULL(out);
+  DP_CHECK_ARG(dir[0] != '\0', "dir is empty");
+  *out = new dp_string_list{dp::ListStepCheckpoints(dir)};
+  DP_API_END
+}
+
+dp_status* dp_checkpoint_prune(const char* dir, int32_t keep) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(dir);
+  DP_CHECK_ARG(dir[0] != '\0', "dir is empty");
+  DP_CHECK_ARG(keep >= 0, "keep must be >= 0, got ", keep);
+  dp::PruneStepCheckpoints(dir, keep);
   DP_API_END
 }
 

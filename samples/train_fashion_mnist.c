@@ -9,9 +9,16 @@
  * for each epoch shuffles the training set, runs one step per batch (the last
  * partial batch is dropped) and evaluates the whole test set.
  *
+ * With --checkpoint DIR it saves the training state at the end of every
+ * epoch as DIR/step-<N>.dpckpt (atomically; the newest --keep K files stay,
+ * default 3), and with --resume it continues from the newest checkpoint in
+ * DIR that loads: the same seed then gives exactly the run that was not
+ * interrupted (the data order is replayed from the seed).
+ *
  *   train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
  *                       [--limit N] [--min-acc A] [--devices cpu:N]
+ *                       [--checkpoint DIR [--resume] [--keep K]]
  *
  * Output: one line per epoch
  *   epoch E/EP loss=<mean train loss> test_acc=<acc> samples_per_s=<train samples/s>
@@ -261,7 +268,8 @@ static double evaluate(size_t n) {
 static void usage(const char* argv0) {
   fprintf(stderr,
           "usage: %s [--model mlp|cnn|PATH.json] [--epochs E] [--batch B] [--lr LR] [--seed S]\n"
-          "          [--data DIR] [--nets DIR] [--limit N] [--min-acc A] [--devices cpu:N|cuda:N]\n",
+          "          [--data DIR] [--nets DIR] [--limit N] [--min-acc A] [--devices cpu:N|cuda:N]\n"
+          "          [--checkpoint DIR [--resume] [--keep K]]\n",
           argv0);
   exit(2);
 }
@@ -275,6 +283,63 @@ static long parse_long(const char* argv0, const char* flag, const char* s, long 
     exit(2);
   }
   return v;
+}
+
+/* Saves the training state after `iteration` steps as DIR/step-<N>.dpckpt
+ * and keeps the newest `keep`. */
+static void save_checkpoint(const char* dir, long long iteration, long keep) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/step-%09lld.dpckpt", dir, iteration);
+  if (app.parallel != NULL) {
+    check(dp_parallel_model_save(app.parallel, app.ws, path, NULL), "saving a checkpoint");
+  } else {
+    dp_string_list* blobs = NULL;
+    check(dp_model_checkpoint_blobs(app.model, &blobs), "dp_model_checkpoint_blobs");
+    size_t n = dp_string_list_size(blobs);
+    const char** names = xmalloc((n + 1) * sizeof *names);
+    for (size_t i = 0; i < n; ++i) names[i] = dp_string_list_get(blobs, i);
+    dp_status* st = dp_checkpoint_save(app.ws, names, n, path, NULL);
+    free(names);
+    dp_string_list_free(blobs);
+    check(st, "saving a checkpoint");
+  }
+  check(dp_checkpoint_prune(dir, (int32_t)keep), "pruning old checkpoints");
+}
+
+/* Loads the newest checkpoint of `dir` that loads (a corrupted one is
+ * reported and skipped); returns its iteration, or 0 when there is none. */
+static long long resume_checkpoint(const char* dir) {
+  dp_string_list* files = NULL;
+  long long iteration = 0;
+  check(dp_checkpoint_list_steps(dir, &files), "listing checkpoints");
+  for (size_t i = 0; i < dp_string_list_size(files); ++i) {
+    const char* path = dp_string_list_get(files, i);
+    dp_checkpoint_info* info = NULL;
+    dp_status* st = dp_checkpoint_info_from_file(path, &info);
+    if (st == NULL) {
+      iteration = dp_checkpoint_info_iteration(info);
+      dp_checkpoint_info_free(info);
+      st = app.parallel != NULL ? dp_parallel_model_load(app.parallel, app.ws, path, NULL)
+                                : dp_checkpoint_load(app.ws, path, NULL);
+    }
+    if (st == NULL && iteration > 0) {
+      printf("resumed from %s (iteration %lld)\n", path, iteration);
+      dp_string_list_free(files);
+      return iteration;
+    }
+    if (st == NULL) {
+      fprintf(stderr, "train_fashion_mnist: %s records no iteration; skipping it\n", path);
+    } else {
+      fprintf(stderr, "train_fashion_mnist: cannot resume from %s: [%s] %s; trying an older one\n", path,
+              dp_status_code_name(dp_status_code(st)), dp_status_message(st));
+      dp_status_free(st);
+      /* The state is replaced only by a load that succeeds: nothing to undo. */
+    }
+    iteration = 0;
+  }
+  dp_string_list_free(files);
+  printf("no checkpoint to resume from in %s; starting afresh\n", dir);
+  return 0;
 }
 
 /* The directory of the executable (from argv[0]), into buf. */
@@ -297,8 +362,15 @@ int main(int argc, char** argv) {
   double lr = 0, min_acc = -1;
   int32_t device_type = -1; /* -1: one device, no dp_model_parallelize */
   long num_devices = 0;
+  const char* checkpoint_dir = NULL;
+  int resume = 0;
+  long keep = 3;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
+    if (strcmp(a, "--resume") == 0) {
+      resume = 1;
+      continue;
+    }
     if (i + 1 >= argc) usage(argv[0]);
     const char* v = argv[++i];
     if (strcmp(a, "--model") == 0) {
@@ -336,6 +408,10 @@ int main(int argc, char** argv) {
         return 2;
       }
       num_devices = parse_long(argv[0], a, colon + 1, 1, 64);
+    } else if (strcmp(a, "--checkpoint") == 0) {
+      checkpoint_dir = v;
+    } else if (strcmp(a, "--keep") == 0) {
+      keep = parse_long(argv[0], a, v, 0, 1000000);
     } else if (strcmp(a, "--data") == 0) {
       data_dir = v;
     } else if (strcmp(a, "--nets") == 0) {
@@ -343,6 +419,11 @@ int main(int argc, char** argv) {
     } else {
       usage(argv[0]);
     }
+  }
+
+  if (resume && checkpoint_dir == NULL) {
+    fprintf(stderr, "%s: --resume needs --checkpoint DIR\n", argv[0]);
+    return 2;
   }
 
   /* The model file: a path, or mlp/cnn from --nets (else the build's source
@@ -433,8 +514,21 @@ int main(int argc, char** argv) {
   fflush(stdout);
 
   rng_seed(seed);
+  long first_epoch = 1;
+  if (resume) {
+    const long long done = resume_checkpoint(checkpoint_dir);
+    if (done % (long long)steps != 0) {
+      fprintf(stderr, "%s: the checkpoint's iteration %lld is not a whole number of epochs of %zu steps (were "
+              "--batch and --limit the same?)\n", argv[0], done, steps);
+      app_free();
+      return 1;
+    }
+    /* The epochs done, replayed: the same shuffles, so the data order goes on as it would have. */
+    for (first_epoch = 1; first_epoch <= done / (long long)steps; ++first_epoch) shuffle(app.order, n_train);
+    fflush(stdout);
+  }
   double total_time = 0, last_loss = 0, last_acc = 0;
-  for (long e = 1; e <= epochs; ++e) {
+  for (long e = first_epoch; e <= epochs; ++e) {
     shuffle(app.order, n_train);
     double loss_sum = 0;
     double t0 = now_s();
@@ -447,12 +541,14 @@ int main(int argc, char** argv) {
     total_time += dt;
     last_loss = loss_sum / (double)steps;
     last_acc = evaluate(n_test);
+    if (checkpoint_dir != NULL) save_checkpoint(checkpoint_dir, (long long)e * (long long)steps, keep);
     printf("epoch %ld/%ld loss=%.4f test_acc=%.4f samples_per_s=%.1f\n", e, epochs, last_loss, last_acc,
            (double)(steps * (size_t)batch) / dt);
     fflush(stdout);
   }
+  const long trained = epochs - first_epoch + 1;
   printf("final test_acc=%.4f train_loss=%.4f samples_per_s=%.1f\n", last_acc, last_loss,
-         (double)(steps * (size_t)batch) * (double)epochs / total_time);
+         trained > 0 ? (double)(steps * (size_t)batch) * (double)trained / total_time : 0.0);
   app_free();
   if (min_acc >= 0 && !(last_acc >= min_acc)) {
     fprintf(stderr, "%s: test accuracy %.4f is below --min-acc %.4f\n", argv[0], last_acc, min_acc);

@@ -953,6 +953,29 @@ DP_API uint64_t dp_checkpoint_info_tensor_nbytes(const dp_checkpoint_info* info,
 /* Releases the handle. Accepts NULL. Since 0.2. */
 DP_API void dp_checkpoint_info_free(dp_checkpoint_info* info);
 
+/* --- A directory of step checkpoints ----------------------------------------
+ * Training that checkpoints as it goes names its files "step-<N>.dpckpt" in
+ * one directory, N the iteration zero-padded to 9 digits
+ * ("step-000000937.dpckpt"), saves each with dp_checkpoint_save (or
+ * dp_parallel_model_save) and prunes old ones; to resume it loads the first
+ * of dp_checkpoint_list_steps that loads, trying the next one if a file
+ * turns out corrupted (DP_ERR_DATA_LOSS). */
+
+/* The step checkpoints in `dir` whose headers verify, as paths
+ * ("<dir>/step-....dpckpt"), newest (largest step) first; an empty list when
+ * there are none. A file that fails verification is skipped with a
+ * DP_LOG_WARNING message naming it and why; temporary files are never
+ * listed. DP_ERR_NOT_FOUND / DP_ERR_IO when `dir` cannot be read. Free the
+ * list with dp_string_list_free. Any thread. Since 0.2. */
+DP_API DP_MUST_USE dp_status* dp_checkpoint_list_steps(const char* dir, dp_string_list** out);
+
+/* Removes all but the `keep` newest step checkpoints of `dir` (keep 0
+ * removes none), and the temporary files of writers whose process no longer
+ * runs (a crash during a save leaves one). DP_ERR_INVALID_ARGUMENT for a
+ * negative keep. Any thread, but not concurrently with a save into `dir`
+ * that might be pruned. Since 0.2. */
+DP_API DP_MUST_USE dp_status* dp_checkpoint_prune(const char* dir, int32_t keep);
+
 /* --- Checkpoints of models ------------------------------------------------
  * One-device training (dp_model_build_training) keeps its state in the blobs
  * dp_model_checkpoint_blobs lists: save them with dp_checkpoint_save and load

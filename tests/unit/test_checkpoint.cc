@@ -2,6 +2,8 @@
 // load modes, atomic replacement, and every way a file can be bad.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -10,9 +12,11 @@
 #include <vector>
 
 #include "checkpoint/atomic_file.h"
+#include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/checksum.h"
 #include "checkpoint/workspace_checkpoint.h"
+#include "core/logging.h"
 #include "core/workspace.h"
 #include "exec/net.h"
 #include "graph/net_format.h"
@@ -375,4 +379,42 @@ TEST_CASE("Save and Load are operators: names map blobs to file entries, and a f
       "args":[{"name":"path","s":")" + path + R"("},{"name":"names","strings":["w","b"]}]}]})";
   ExpectError([&] { Net n(std::make_shared<const NetDef>(NetDefFromJson(load4)), ws); }, Code::kInvalidArgument,
               {"'names' has 2 entries for 1 blobs"});
+}
+
+TEST_CASE("a directory of step checkpoints: names, newest good first, pruning") {
+  CHECK(StepCheckpointName(937) == "step-000000937.dpckpt");
+  CHECK(StepCheckpointName(12345678901) == "step-12345678901.dpckpt");
+  CHECK(ParseStepCheckpointName("step-000000937.dpckpt") == 937);
+  CHECK(ParseStepCheckpointName("step-12345678901.dpckpt") == 12345678901);
+  for (const char* other : {"step-.dpckpt", "step-12a.dpckpt", "step-1.dpckpt.tmp.5.0", ".step-1.dpckpt.tmp.5.0",
+                            "step-1.ckpt", "xstep-1.dpckpt", "step--1.dpckpt"})
+    CHECK_FALSE(ParseStepCheckpointName(other).has_value());
+  ExpectError([] { StepCheckpointName(-1); }, Code::kInvalidArgument, {">= 0"});
+
+  TempDir dir("dp_test_ckpt");
+  for (int64_t step : {100, 300, 200, 400})
+    WriteCheckpoint(dir.Path(StepCheckpointName(step)), {{"w", Make<float>({2}, DType::kFloat32, 1.0f)}}, {});
+  // Step 400 is corrupted: listed without it, with a warning naming it.
+  Bytes b = ReadAll(dir.Path(StepCheckpointName(400)));
+  b[70] = static_cast<char>(b[70] ^ 0x10);
+  WriteAll(dir.Path(StepCheckpointName(400)), b);
+  WriteAll(dir.Path("notes.txt"), Bytes{'x'});
+  static std::string warnings;
+  warnings.clear();
+  SetLogSink([](void*, int32_t, const char* msg) { warnings += msg; }, nullptr, LogLevel::kWarning);
+  const auto listed = ListStepCheckpoints(dir.dir());
+  SetLogSink(nullptr, nullptr, LogLevel::kWarning);
+  CHECK(listed == std::vector<std::string>{dir.Path("step-000000300.dpckpt"), dir.Path("step-000000200.dpckpt"),
+                                           dir.Path("step-000000100.dpckpt")});
+  CHECK(warnings.find("step-000000400.dpckpt") != std::string::npos);
+  CHECK(warnings.find("checksum") != std::string::npos);
+
+  // Temporary files: a dead writer's goes, a live one's (this process) stays.
+  WriteAll(dir.Path(".step-000000500.dpckpt.tmp.999999999.0"), Bytes{'p'});
+  WriteAll(dir.Path(".step-000000500.dpckpt.tmp." + std::to_string(::getpid()) + ".7"), Bytes{'p'});
+  CHECK(PruneStepCheckpoints(dir.dir(), 2) == 3);  // steps 200 and 100, the dead writer's file
+  CHECK(dir.Files() == std::vector<std::string>{".step-000000500.dpckpt.tmp." + std::to_string(::getpid()) + ".7",
+                                                "notes.txt", "step-000000300.dpckpt", "step-000000400.dpckpt"});
+  CHECK(PruneStepCheckpoints(dir.dir(), 0) == 0);  // keep everything
+  ExpectError([&] { ListStepCheckpoints(dir.Path("nope")); }, Code::kNotFound, {"nope"});
 }
