@@ -8,6 +8,10 @@
 #include "exec/net.h"
 #include "model/training.h"  // kIterBlob, TrainingStateBlobs
 
+struct dp_checkpoint_job {
+  std::unique_ptr<dp::AsyncCheckpointSave> save;
+};
+
 struct dp_checkpoint_info {
   std::string path;
   dp::CheckpointMeta meta;
@@ -84,6 +88,33 @@ dp_status* dp_checkpoint_save(const dp_workspace* workspace, const char* const* 
   dp::SaveCheckpoint(*workspace->ws, dp::SameNames(list), path, meta);
   DP_API_END
 }
+
+dp_status* dp_checkpoint_save_async(const dp_workspace* workspace, const char* const* names, size_t num_names,
+                                    const char* path, const dp_checkpoint_save_options* options,
+                                    dp_checkpoint_job** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(workspace);
+  DP_CHECK_NOT_NULL(path);
+  DP_CHECK_NOT_NULL(out);
+  DP_CHECK_ARG(path[0] != '\0', "path is empty");
+  const std::vector<std::string> list = dp::capi::Names(names, num_names, "names");
+  dp::CheckpointMeta meta = SaveMeta(*workspace->ws, list, options, "");
+  auto tensors = dp::SnapshotCheckpoint(*workspace->ws, dp::SameNames(list), path);
+  auto job = std::make_unique<dp_checkpoint_job>();
+  job->save = std::make_unique<dp::AsyncCheckpointSave>(std::move(tensors), path, std::move(meta));
+  *out = job.release();
+  DP_API_END
+}
+
+dp_status* dp_checkpoint_wait(dp_checkpoint_job* job, int64_t timeout_ms) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(job);
+  if (!job->save->Wait(timeout_ms))
+    DP_THROW(dp::Code::kTimeout, "the checkpoint is still being written after ", timeout_ms, " ms");
+  DP_API_END
+}
+
+void dp_checkpoint_job_free(dp_checkpoint_job* job) { delete job; }
 
 dp_status* dp_checkpoint_load(dp_workspace* workspace, const char* path, const dp_checkpoint_load_options* options) {
   DP_API_BEGIN

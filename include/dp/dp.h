@@ -953,6 +953,33 @@ DP_API uint64_t dp_checkpoint_info_tensor_nbytes(const dp_checkpoint_info* info,
 /* Releases the handle. Accepts NULL. Since 0.2. */
 DP_API void dp_checkpoint_info_free(dp_checkpoint_info* info);
 
+/* A save running in the background (dp_checkpoint_save_async). Since 0.2. */
+typedef struct dp_checkpoint_job dp_checkpoint_job;
+
+/* As dp_checkpoint_save, but the file is written by a thread of its own
+ * while the caller goes on: the call only takes a snapshot of the blobs'
+ * tensors, which copies nothing (storage is copy-on-write: a net that
+ * overwrites a blob during the save copies it first, so the snapshot stays
+ * as it was; GPU tensors are copied to the host here). Errors found while
+ * taking the snapshot (a missing blob, bad arguments) are returned at once;
+ * errors of the write by dp_checkpoint_wait. Free the job with
+ * dp_checkpoint_job_free. Do not run a net on the workspace during this call
+ * (during the write is fine). Since 0.2. */
+DP_API DP_MUST_USE dp_status* dp_checkpoint_save_async(const dp_workspace* workspace, const char* const* names,
+                                                       size_t num_names, const char* path,
+                                                       const dp_checkpoint_save_options* options,
+                                                       dp_checkpoint_job** out);
+/* Waits up to timeout_ms (negative: without limit) for the write: NULL once
+ * the file is in place, the write's error if it failed (the previous file at
+ * the path is then untouched), DP_ERR_TIMEOUT if it still runs (wait
+ * again). Once finished, every call returns the same result. Call it from
+ * the thread that runs the nets on the workspace (or while none runs): the
+ * snapshot is released here. Since 0.2. */
+DP_API DP_MUST_USE dp_status* dp_checkpoint_wait(dp_checkpoint_job* job, int64_t timeout_ms);
+/* Waits for the write if it still runs, then releases the job. Accepts
+ * NULL. Since 0.2. */
+DP_API void dp_checkpoint_job_free(dp_checkpoint_job* job);
+
 /* --- A directory of step checkpoints ----------------------------------------
  * Training that checkpoints as it goes names its files "step-<N>.dpckpt" in
  * one directory, N the iteration zero-padded to 9 digits

@@ -17,6 +17,7 @@
 #include "checkpoint/checksum.h"
 #include "checkpoint_generated.h"
 #include "core/utf8.h"
+#include "graph/flatbuffer_io.h"  // ScalarsBytewise
 #include "dp_config.h"
 
 namespace dp {
@@ -253,7 +254,7 @@ CheckpointReader::CheckpointReader(std::string path) : path_(std::move(path)) {
                       ": unknown dtype ", t->dtype());
       uint64_t bytes = DTypeSize(e.dtype);
       if (t->dims() != nullptr)
-        for (int64_t d : *t->dims()) {
+        for (int64_t d : ScalarsBytewise(*t->dims())) {
           DP_ENFORCE_CODE(d >= 0, Code::kParse, where, ": negative dimension ", d);
           e.dims.push_back(d);
           DP_ENFORCE_CODE(!__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes), Code::kParse, where,

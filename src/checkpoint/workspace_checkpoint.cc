@@ -1,6 +1,10 @@
 #include "checkpoint/workspace_checkpoint.h"
 
+#include <chrono>
+#include <condition_variable>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -23,8 +27,9 @@ std::vector<CheckpointBinding> SameNames(const std::vector<std::string>& names) 
   return out;
 }
 
-void SaveCheckpoint(const Workspace& ws, const std::vector<CheckpointBinding>& bindings, const std::string& path,
-                    const CheckpointMeta& meta) {
+std::vector<std::pair<std::string, Tensor>> SnapshotCheckpoint(const Workspace& ws,
+                                                               const std::vector<CheckpointBinding>& bindings,
+                                                               const std::string& path) {
   std::vector<CheckpointBinding> list = bindings;
   if (list.empty())
     for (const auto& name : ws.Blobs())
@@ -46,7 +51,56 @@ void SaveCheckpoint(const Workspace& ws, const std::vector<CheckpointBinding>& b
       tensors.emplace_back(name, std::move(host));
     }
   }
-  WriteCheckpoint(path, tensors, meta);
+  return tensors;
+}
+
+void SaveCheckpoint(const Workspace& ws, const std::vector<CheckpointBinding>& bindings, const std::string& path,
+                    const CheckpointMeta& meta) {
+  WriteCheckpoint(path, SnapshotCheckpoint(ws, bindings, path), meta);
+}
+
+struct AsyncCheckpointSave::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+  std::vector<std::pair<std::string, Tensor>> tensors;  // released by Wait
+};
+
+AsyncCheckpointSave::AsyncCheckpointSave(std::vector<std::pair<std::string, Tensor>> tensors, std::string path,
+                                         CheckpointMeta meta)
+    : state_(std::make_shared<State>()) {
+  state_->tensors = std::move(tensors);
+  thread_ = std::thread([state = state_, path = std::move(path), meta = std::move(meta)] {
+    std::exception_ptr error;
+    try {
+      WriteCheckpoint(path, state->tensors, meta);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->error = error;
+    state->done = true;
+    state->cv.notify_all();
+  });
+}
+
+AsyncCheckpointSave::~AsyncCheckpointSave() {
+  if (thread_.joinable()) thread_.join();
+}
+
+bool AsyncCheckpointSave::Wait(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (timeout_ms < 0) {
+    state_->cv.wait(lock, [&] { return state_->done; });
+  } else if (!state_->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return state_->done; })) {
+    return false;
+  }
+  // The writer no longer reads the snapshot: this thread lets it go, so a
+  // later write by this thread to a blob it shared sees it released.
+  state_->tensors.clear();
+  if (state_->error) std::rethrow_exception(state_->error);
+  return true;
 }
 
 std::vector<std::string> LoadCheckpoint(Workspace& ws, const std::string& path,

@@ -2,7 +2,11 @@
 // and dp_checkpoint_load do (and, later, the Save/Load operators).
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint_file.h"
@@ -28,6 +32,33 @@ std::vector<CheckpointBinding> SameNames(const std::vector<std::string>& names);
 // blob, kDType for a blob that holds no tensor.
 void SaveCheckpoint(const Workspace& ws, const std::vector<CheckpointBinding>& bindings, const std::string& path,
                     const CheckpointMeta& meta);
+
+// What SaveCheckpoint writes, taken now: the tensors share the blobs'
+// storage (nothing is copied; a later write to a blob copies it first), GPU
+// tensors are copied to the host. For writing later, on another thread.
+std::vector<std::pair<std::string, Tensor>> SnapshotCheckpoint(const Workspace& ws,
+                                                               const std::vector<CheckpointBinding>& bindings,
+                                                               const std::string& path);
+
+// A save running on a thread of its own (dp_checkpoint_save_async).
+class AsyncCheckpointSave {
+ public:
+  // Starts writing `tensors` to `path`.
+  AsyncCheckpointSave(std::vector<std::pair<std::string, Tensor>> tensors, std::string path, CheckpointMeta meta);
+  ~AsyncCheckpointSave();  // waits for the write
+  AsyncCheckpointSave(const AsyncCheckpointSave&) = delete;
+  AsyncCheckpointSave& operator=(const AsyncCheckpointSave&) = delete;
+
+  // Waits up to timeout_ms (< 0: without limit). False when the write still
+  // runs; true once it has finished, rethrowing its error if it failed. The
+  // snapshot is released here, by the waiting thread.
+  bool Wait(int64_t timeout_ms);
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  std::thread thread_;
+};
 
 struct LoadCheckpointOptions {
   std::vector<CheckpointBinding> bindings;  // empty: every tensor of the file, into blobs of its name

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,18 @@ const uint8_t* CheckedBytes(const FlatBufferFormat& format, const void* data, si
 [[noreturn]] void ThrowUnverified(const FlatBufferFormat& format, size_t size);
 
 }  // namespace flatbuffer_io
+
+// The elements of a scalar vector, copied bytewise. The verifier checks a
+// vector's length field but not that 8-byte elements are 8-aligned: a
+// hostile (still valid) buffer may place them at 4 mod 8, and reading them
+// through Vector<T>'s accessors would be undefined behaviour.
+template <typename T>
+std::vector<T> ScalarsBytewise(const flatbuffers::Vector<T>& v) {
+  std::vector<T> out(v.size());
+  if (!out.empty()) std::memcpy(out.data(), v.Data(), out.size() * sizeof(T));
+  for (T& x : out) x = flatbuffers::EndianScalar(x);
+  return out;
+}
 
 // The root table of a buffer in `format`, checked and verified (kParse when
 // not); *aligned holds the copy it may need, so it must outlive the root.

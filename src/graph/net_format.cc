@@ -22,17 +22,6 @@ std::string Str(const flatbuffers::String* s, const std::string& where, const ch
   return TextFromFb(s, where, what);
 }
 
-// The verifier checks a vector's length field but not that 8-byte elements
-// are 8-aligned: a hostile (still valid) buffer may place them at 4 mod 8, and
-// reading them through Vector<T>'s accessors would be undefined behaviour.
-template <typename T>
-std::vector<T> ScalarsBytewise(const flatbuffers::Vector<T>& v) {
-  std::vector<T> out(v.size());
-  if (!out.empty()) std::memcpy(out.data(), v.Data(), out.size() * sizeof(T));
-  for (T& x : out) x = flatbuffers::EndianScalar(x);
-  return out;
-}
-
 DeviceOption Device(const fb::DeviceOption* d, const std::string& where) {
   DeviceOption out;
   if (d == nullptr) return out;

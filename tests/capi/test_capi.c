@@ -2109,6 +2109,38 @@ static void test_checkpoint(void) {
     dp_checkpoint_info_free(info);
   }
 
+  /* In the background: the same file; the wait's result repeats. */
+  {
+    dp_checkpoint_job* job = (dp_checkpoint_job*)SENTINEL;
+    if (EXPECT_OK(dp_checkpoint_save_async(ws, both, 2, path, NULL, &job))) {
+      EXPECT_OK(dp_checkpoint_wait(job, -1));
+      EXPECT_OK(dp_checkpoint_wait(job, 0));
+      dp_checkpoint_job_free(job);
+      if (EXPECT_OK(dp_checkpoint_info_from_file(path, &info))) {
+        CHECK(dp_checkpoint_info_num_tensors(info) == 2 && dp_checkpoint_info_iteration(info) == 17);
+        dp_checkpoint_info_free(info);
+      }
+    }
+    job = (dp_checkpoint_job*)SENTINEL;
+    EXPECT_ERR(dp_checkpoint_save_async(ws, NULL, 0, path, NULL, NULL), DP_ERR_INVALID_ARGUMENT, "out");
+    {
+      const char* missing[1] = {"missing"};
+      EXPECT_ERR(dp_checkpoint_save_async(ws, missing, 1, path, NULL, &job), DP_ERR_NOT_FOUND, "'missing'");
+    }
+    CHECK(job == (dp_checkpoint_job*)SENTINEL);
+    {
+      char nodir[1300];
+      snprintf(nodir, sizeof nodir, "%s/no_such_dir/x.dpckpt", g_tmp_dir);
+      if (EXPECT_OK(dp_checkpoint_save_async(ws, both, 2, nodir, NULL, &job))) {
+        EXPECT_ERR(dp_checkpoint_wait(job, -1), DP_ERR_NOT_FOUND, "no_such_dir");
+        EXPECT_ERR(dp_checkpoint_wait(job, -1), DP_ERR_NOT_FOUND, "no_such_dir");
+        dp_checkpoint_job_free(job);
+      }
+    }
+    EXPECT_ERR(dp_checkpoint_wait(NULL, 0), DP_ERR_INVALID_ARGUMENT, "job");
+    dp_checkpoint_job_free(NULL);
+  }
+
   /* Bad input: statuses naming what is wrong, out-parameters untouched. */
   info = (dp_checkpoint_info*)SENTINEL;
   f = fopen(bad, "wb");

@@ -4,7 +4,11 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -417,4 +421,62 @@ TEST_CASE("a directory of step checkpoints: names, newest good first, pruning") 
                                                 "notes.txt", "step-000000300.dpckpt", "step-000000400.dpckpt"});
   CHECK(PruneStepCheckpoints(dir.dir(), 0) == 0);  // keep everything
   ExpectError([&] { ListStepCheckpoints(dir.Path("nope")); }, Code::kNotFound, {"nope"});
+}
+
+namespace {
+
+// A write that blocks until the test lets it go (bounded: 10 s).
+std::mutex g_gate_mu;
+std::condition_variable g_gate_cv;
+bool g_gate_open = false;
+std::atomic<int> g_gate_hits{0};
+
+int GatedWrite(uint64_t) {
+  g_gate_hits.fetch_add(1);
+  std::unique_lock<std::mutex> lock(g_gate_mu);
+  g_gate_cv.wait_for(lock, std::chrono::seconds(10), [] { return g_gate_open; });
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("an asynchronous save writes the snapshot taken at its start while training overwrites the blobs") {
+  TempDir dir("dp_test_ckpt");
+  const std::string path = dir.Path("async.dpckpt");
+  Workspace ws;
+  ws.Feed("w", Make<float>({1000}, DType::kFloat32, 0.0f));
+  ws.Feed("b", Make<int64_t>({3}, DType::kInt64, 7));
+  const Tensor before = ws.GetTensor("w");
+  {
+    std::lock_guard<std::mutex> lock(g_gate_mu);
+    g_gate_open = false;
+  }
+  SetWriteFaultHookForTesting(&GatedWrite);
+  AsyncCheckpointSave save(SnapshotCheckpoint(ws, SameNames({"w", "b"}), path), path, {});
+  CHECK_FALSE(save.Wait(0));  // blocked in its first write
+  // "Training" writes the blob in place: copy-on-write leaves the snapshot alone.
+  Tensor* w = ws.CreateBlob("w")->GetMutable<Tensor>();
+  float* p = w->mutable_data<float>();
+  for (int i = 0; i < 1000; ++i) p[i] = -1.0f;
+  CHECK(static_cast<const void*>(p) != before.raw_data());
+  {
+    std::lock_guard<std::mutex> lock(g_gate_mu);
+    g_gate_open = true;
+  }
+  g_gate_cv.notify_all();
+  CHECK(save.Wait(-1));
+  CHECK(save.Wait(0));  // finished: the same result again
+  SetWriteFaultHookForTesting(nullptr);
+  CHECK(g_gate_hits.load() > 0);
+  CheckpointReader r(path);
+  CHECK(SameBytes(r.Load(0, true, false), before));
+  CHECK(r.Load(0, true, false).data<float>()[999] == 999.0f);
+
+  // A failed write is reported by Wait, every time.
+  AsyncCheckpointSave bad(SnapshotCheckpoint(ws, SameNames({"w"}), path), dir.Path("no_dir/x.dpckpt"), {});
+  ExpectError([&] { bad.Wait(-1); }, Code::kNotFound, {"no_dir"});
+  ExpectError([&] { bad.Wait(-1); }, Code::kNotFound, {"no_dir"});
+  // Never waited: the destructor waits.
+  { AsyncCheckpointSave unwaited(SnapshotCheckpoint(ws, SameNames({"b"}), path), dir.Path("other.dpckpt"), {}); }
+  CHECK(CheckpointReader(dir.Path("other.dpckpt")).entries().size() == 1);
 }
