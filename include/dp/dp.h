@@ -1015,7 +1015,9 @@ DP_API DP_MUST_USE dp_status* dp_checkpoint_prune(const char* dir, int32_t keep)
  * GetCheckpointParams): params, computed params (BN running statistics),
  * each param's optimizer state (momentum, Adam's moments, ...) and, with an
  * optimizer, the iteration counter "optimizer/iter" (the learning rate is a
- * function of it). A new list; free it with dp_string_list_free. Since 0.2. */
+ * function of it, and so are the masks of Dropout ops in training nets: the
+ * counter is their random state). A new list; free it with
+ * dp_string_list_free. Since 0.2. */
 DP_API DP_MUST_USE dp_status* dp_model_checkpoint_blobs(const dp_model* model, dp_string_list** out);
 
 /* Saves replica 0's training state of a data-parallel model from

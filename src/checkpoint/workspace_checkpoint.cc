@@ -1,5 +1,8 @@
 #include "checkpoint/workspace_checkpoint.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -72,6 +75,11 @@ AsyncCheckpointSave::AsyncCheckpointSave(std::vector<std::pair<std::string, Tens
     : state_(std::make_shared<State>()) {
   state_->tensors = std::move(tensors);
   thread_ = std::thread([state = state_, path = std::move(path), meta = std::move(meta)] {
+    // Training comes first: the writer only takes CPU time no other thread
+    // of the machine wants (Linux's SCHED_IDLE; where refused, it runs at
+    // the normal priority).
+    sched_param param{};
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
     std::exception_ptr error;
     try {
       WriteCheckpoint(path, state->tensors, meta);

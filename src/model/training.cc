@@ -94,8 +94,9 @@ NetDef InferenceNet(const NetDef& forward) {
     op.args.erase(std::remove_if(op.args.begin(), op.args.end(), [](const Argument& a) { return a.name == "is_test"; }),
                   op.args.end());
     op.args.push_back(MakeArg("is_test", int64_t{1}));
-    // In inference mode these ops write only Y.
+    // In inference mode these ops write only Y (and Dropout needs no counter).
     op.outputs.resize(1);
+    if (op.type == "Dropout") op.inputs.resize(1);
   }
   ValidateNet(eval);
   return eval;
@@ -103,7 +104,19 @@ NetDef InferenceNet(const NetDef& forward) {
 
 NetDef TrainingForwardNet(const ModelDef& model, bool fuse) {
   NetDef fwd = model.forward_net;
-  if (!fuse) return fwd;
+  // Dropout in training draws its masks from the iteration counter, so that
+  // the counter (which checkpoints hold) is its whole random state.
+  bool counted = false;
+  for (auto& op : fwd.ops)
+    if (op.type == "Dropout" && op.inputs.size() == 1 && ArgReader(op, op.type).Int("is_test", 0) == 0) {
+      op.inputs.push_back(kIterBlob);
+      counted = true;
+    }
+  if (counted) AddExternalInput(fwd, kIterBlob);
+  if (!fuse) {
+    if (counted) ValidateNet(fwd);
+    return fwd;
+  }
   std::set<std::string> keep;
   for (const auto* list : {&model.params, &model.computed_params, &model.inputs, &model.losses, &model.metrics})
     keep.insert(list->begin(), list->end());

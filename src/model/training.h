@@ -37,7 +37,8 @@ std::vector<OperatorDef> OptimizerStateInitOps(const OptimizerDef& opt, const st
 // checkpoint must hold to resume exactly (Caffe2's GetCheckpointParams).
 // Params, computed params (BN running statistics), each param's optimizer
 // state and, with an optimizer, the iteration counter (the learning rate is
-// a function of it).
+// a function of it, and so are training Dropout's masks: TrainingForwardNet
+// wires the counter into them).
 std::vector<std::string> TrainingStateBlobs(const ModelDef& model);
 
 // IterationCounterInitOp, then OptimizerStateInitOps(opt, params), appended to `init`.
@@ -50,7 +51,9 @@ std::vector<OperatorDef> IterAndLearningRateOps(const OptimizerDef& opt);
 OperatorDef OptimizerUpdateOp(const OptimizerDef& opt, const std::string& param, const std::string& grad,
                               const std::string& lr_blob = kLrBlob, const std::string& iter_blob = kIterBlob);
 
-// The forward net the training nets are built from: the model's, with free
+// The forward net the training nets are built from: the model's, with the
+// iteration counter wired into training-mode Dropout ops as their `counter`
+// (their masks then follow from the counter, which checkpoints hold) and free
 // fusions applied when `fuse` (params, inputs, losses, metrics stay observable).
 NetDef TrainingForwardNet(const ModelDef& model, bool fuse);
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/scope.h"
+#include "model/training.h"  // kIterBlob
 #include "ops/gradient_registry.h"  // MakeArg
 
 namespace dp {
@@ -27,7 +28,7 @@ Replicas::Replicas(const ModelDef& model, const ParallelizeOptions& options)
 Argument Replicas::NumDevicesArg() const { return MakeArg("num_devices", static_cast<int64_t>(n_)); }
 
 std::string Replicas::BlobName(size_t r, const std::string& blob) const {
-  if (blob == kCommBlob) return blob;
+  if (blob == kCommBlob || blob == kIterBlob) return blob;  // one communicator, one counter
   return ScopedName(scopes_[shared_.count(blob) ? 0 : r], blob);
 }
 

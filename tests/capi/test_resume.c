@@ -41,7 +41,8 @@ static const char kModel[] =
     "  {\"type\": \"SpatialBN\", \"inputs\": [\"h\", \"gamma\", \"beta\", \"rm\", \"rv\"],"
     "   \"outputs\": [\"hn\", \"rm\", \"rv\", \"sm\", \"sv\"]},"
     "  {\"type\": \"Relu\", \"inputs\": [\"hn\"], \"outputs\": [\"hn\"]},"
-    "  {\"type\": \"FC\", \"inputs\": [\"hn\", \"w2\", \"b2\"], \"outputs\": [\"logits\"]},"
+    "%s"
+    "  {\"type\": \"FC\", \"inputs\": [\"%s\", \"w2\", \"b2\"], \"outputs\": [\"logits\"]},"
     "  {\"type\": \"SoftmaxWithLoss\", \"inputs\": [\"logits\", \"label\"], \"outputs\": [\"softmax\", \"loss\"]}]},"
     " \"params\": [\"w1\", \"b1\", \"gamma\", \"beta\", \"w2\", \"b2\"],"
     " \"computed_params\": [\"rm\", \"rv\"],"
@@ -76,13 +77,20 @@ typedef struct {
 static dp_model* g_model;       /* the model of the current case */
 static dp_string_list* g_blobs; /* its dp_model_checkpoint_blobs */
 
-static int use_model(const char* optimizer) {
-  char json[8192];
+/* Between the hidden layer and the output: nothing, or Dropout (its masks
+ * must resume too). */
+static const char kDropout[] =
+    "  {\"type\": \"Dropout\", \"inputs\": [\"hn\"], \"outputs\": [\"hd\", \"mask\"],"
+    "   \"args\": [{\"name\": \"ratio\", \"f\": 0.3}]},";
+
+static int use_model(const char* optimizer, int dropout) {
+  char json[8192], body[8192];
   dp_string_list_free(g_blobs);
   dp_model_free(g_model);
   g_blobs = NULL;
   g_model = NULL;
-  snprintf(json, sizeof json, "%s%s", kModel, optimizer);
+  snprintf(body, sizeof body, kModel, dropout ? kDropout : "", dropout ? "hd" : "hn");
+  snprintf(json, sizeof json, "%s%s", body, optimizer);
   return EXPECT_OK(dp_model_from_json(json, strlen(json), &g_model)) &&
          EXPECT_OK(dp_model_checkpoint_blobs(g_model, &g_blobs));
 }
@@ -308,7 +316,7 @@ int main(int argc, char** argv) {
   const char* dir = getenv("DP_BUILD_ROOT");
   int rc;
   snprintf(g_dir, sizeof g_dir, "%s", dir != NULL && dir[0] != '\0' ? dir : ".");
-  if (!use_model(kAdam)) return check_report();
+  if (!use_model(kAdam, 1)) return check_report();
   /* params, computed params, Adam's two moments per param, the counter */
   CHECK(dp_string_list_size(g_blobs) == 6 + 2 + 12 + 1);
   CHECK(streq(dp_string_list_get(g_blobs, dp_string_list_size(g_blobs) - 1), "optimizer/iter"));
@@ -318,7 +326,7 @@ int main(int argc, char** argv) {
     resume_case(0, 0, 0); /* one device: exact */
     resume_case(2, 2, 0); /* cpu:2: exact, every replica */
     fresh_process_case(argv[0]);
-    if (use_model(kMomentum)) {
+    if (use_model(kMomentum, 0)) {
       CHECK(dp_string_list_size(g_blobs) == 6 + 2 + 6 + 1);
       resume_case(0, 0, 0);    /* exact with momentum too */
       resume_case(2, 1, 1e-4); /* cpu:2 -> cpu:1 */

@@ -4,10 +4,14 @@
 // is_test=1, Y = X (sharing X's storage, no copy) and the optional mask is
 // all ones.
 //
-// Determinism: each op owns an Rng seeded at construction (argument `seed`,
-// default a hash of the output name as for the fill ops) that advances with
-// every run, so a fresh net with the same seed reproduces the same sequence
-// of masks and successive runs of one net draw different masks.
+// Determinism: the op's seed (argument `seed`, default a hash of the output
+// name as for the fill ops) and, with the optional input 1 `counter` (an
+// int64 [1], the training nets wire the iteration counter in), the counter's
+// value pick the mask: run k's mask depends on (seed, k) only, so the random
+// state is the counter, which a checkpoint holds, and resumed training draws
+// the masks it would have drawn. Without a counter the op's own generator
+// advances with every run: a fresh net with the same seed reproduces the same
+// sequence of masks, and successive runs of one net draw different masks.
 #include <algorithm>
 #include <functional>
 
@@ -42,7 +46,9 @@ void CheckDropoutOutputs(bool is_test, size_t num_outputs, const std::string& y)
 class DropoutOp final : public Operator {
  public:
   explicit DropoutOp(const OpInit& init)
-      : Operator(init), rng_(DropoutSeed(init.def, ArgReader(init.def, OpLabel(init.def, init.index)))) {}
+      : Operator(init),
+        seed_(DropoutSeed(init.def, ArgReader(init.def, OpLabel(init.def, init.index)))),
+        rng_(seed_) {}
 
  private:
   void RunOnDevice() override {
@@ -61,6 +67,8 @@ class DropoutOp final : public Operator {
       if (y != &x) y->ShareData(x);
       return;
     }
+    Rng counted(0);
+    Rng& rng = InputSize() > 1 ? (counted = Rng(CountedSeed()), counted) : rng_;
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();  // before Output: Y may be X (in place)
@@ -69,14 +77,24 @@ class DropoutOp final : public Operator {
       uint8_t* mp = Output(1, dims, DType::kUInt8)->mutable_data<uint8_t>();
       const T scale = static_cast<T>(1.0 / (1.0 - ratio));
       for (int64_t i = 0; i < n; ++i) {
-        const bool keep = rng_.Uniform() >= ratio;
+        const bool keep = rng.Uniform() >= ratio;
         mp[i] = keep ? 1 : 0;
         yp[i] = keep ? xp[i] * scale : T(0);
       }
     });
   }
 
-  Rng rng_;  // advances every run; runs of one net never overlap
+  // The seed of this run's mask with a counter: seed and counter mixed
+  // (Rng's SplitMix spreads it over the generator's state).
+  uint64_t CountedSeed() const {
+    const Tensor& c = Input(1);
+    DP_ENFORCE_CODE(c.dtype() == DType::kInt64 && c.numel() == 1, Code::kDType, InputDesc(1),
+                    " must be an int64 counter of one element, got ", c.DebugString());
+    return seed_ ^ (static_cast<uint64_t>(c.data<int64_t>()[0]) * 0x9E3779B97F4A7C15ULL);
+  }
+
+  const uint64_t seed_;
+  Rng rng_;  // without a counter: advances every run; runs of one net never overlap
 };
 
 // dX = dY * mask / (1 - ratio); with is_test=1, dX = dY (no mask needed).
@@ -113,10 +131,10 @@ class DropoutGradientOp final : public Operator {
 };
 
 DP_OPERATOR_SCHEMA(Dropout)
-    .NumInputs(1)
+    .NumInputs(1, 2)
     .NumOutputs(1, 2)
     .AllowInplace({{0, 0}})
-    .Inputs({"X"})
+    .Inputs({"X", "counter"})
     .Outputs({"Y", "mask"})
     .Arg("ratio", ArgKind::kFloat, "probability of dropping an element, in [0, 1); default 0.5")
     .Arg("is_test", ArgKind::kInt, "1: Y = X and the optional mask is all ones; default 0")
@@ -128,7 +146,8 @@ DP_OPERATOR_SCHEMA(Dropout)
       if (op.outputs.size() > 1) out.push_back({in[0].dims, DType::kUInt8});
       return out;
     })
-    .Doc("Inverted dropout: kept elements scaled by 1 / (1 - ratio); mask (uint8) marks them.");
+    .Doc("Inverted dropout: kept elements scaled by 1 / (1 - ratio); mask (uint8) marks them. With input 1, an "
+         "int64 [1] counter (the iteration), the mask is a function of the seed and the counter.");
 
 DP_OPERATOR_SCHEMA(DropoutGradient)
     .NumInputs(1, 2)
