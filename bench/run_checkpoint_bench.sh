@@ -43,6 +43,7 @@ add() { results[$1]+="$2"$'\n'; }
 summary() {  # key label
   local v
   v=$(printf '%s' "${results[$1]}" | grep -v '^$' || true)
+  if [[ -z "$v" ]]; then printf '%-34s n/a\n' "$2"; return; fi
   printf '%-34s median %s  (min %s, max %s)\n' "$2" "$(printf '%s\n' "$v" | median)" \
     "$(printf '%s\n' "$v" | sort -g | head -1)" "$(printf '%s\n' "$v" | sort -g | tail -1)"
 }
@@ -78,5 +79,5 @@ summary torch_load "torch.load"
 summary load_ratio "dp_load / raw_read (>= 0.90)"
 summary dp_mmap "dp mmap load (verified)"
 summary mmap_s "dp mmap load, s (verified)"
-summary torch_load_mmap "torch.load(mmap=True), pages read"
+summary torch_load_mmap "torch.load(mmap=True), pages read (torch >= 2.1)"
 summary step_ratio "MLP step during async save / alone (<= 1.05)"

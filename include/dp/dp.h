@@ -972,9 +972,10 @@ DP_API DP_MUST_USE dp_status* dp_checkpoint_save_async(const dp_workspace* works
 /* Waits up to timeout_ms (negative: without limit) for the write: NULL once
  * the file is in place, the write's error if it failed (the previous file at
  * the path is then untouched), DP_ERR_TIMEOUT if it still runs (wait
- * again). Once finished, every call returns the same result. Call it from
- * the thread that runs the nets on the workspace (or while none runs): the
- * snapshot is released here. Since 0.2. */
+ * again). Once finished, every call returns the same result. Any thread.
+ * (The writer lets each tensor of the snapshot go as soon as it is written,
+ * so a blob is copied on write only while its bytes are still to be
+ * written.) Since 0.2. */
 DP_API DP_MUST_USE dp_status* dp_checkpoint_wait(dp_checkpoint_job* job, int64_t timeout_ms);
 /* Waits for the write if it still runs, then releases the job. Accepts
  * NULL. Since 0.2. */

@@ -121,7 +121,7 @@ void ReadAt(int fd, const std::string& path, uint64_t offset, void* out, size_t 
 
 }  // namespace
 
-void WriteCheckpoint(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+void WriteCheckpoint(const std::string& path, std::vector<std::pair<std::string, Tensor>> tensors,
                      const CheckpointMeta& meta_in) {
   CheckpointMeta meta = meta_in;
   meta.dp_version = DP_VERSION_STRING;
@@ -158,6 +158,7 @@ void WriteCheckpoint(const std::string& path, const std::vector<std::pair<std::s
       done += n;
     }
     e.xxh3 = hash.Digest();
+    tensors[i].second = Tensor();  // written: released (see the header)
   }
   const std::string header = BuildHeader(meta, entries);
   DP_ENFORCE_CODE(header.size() == header_size, Code::kInternal, FileDesc(path), ": header size changed from ",

@@ -41,9 +41,12 @@ inline constexpr uint64_t kCheckpointAlignment = 64;
 inline constexpr uint64_t kCheckpointPreambleSize = 64;
 
 // Writes `tensors` (CPU tensors, defined, distinct names) atomically to
-// `path` (atomic_file.h). Errors name the file and, where one is at fault,
-// the tensor.
-void WriteCheckpoint(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+// `path` (atomic_file.h). Each tensor is released as soon as its bytes are
+// written, before the fsync: a background save (whose tensors share the
+// blobs' storage) then stops holding a blob's storage early, and training
+// writes it in place again instead of copying it. Errors name the file and,
+// where one is at fault, the tensor.
+void WriteCheckpoint(const std::string& path, std::vector<std::pair<std::string, Tensor>> tensors,
                      const CheckpointMeta& meta);
 
 // An open, verified checkpoint: preamble and header checked (checksums,

@@ -3,6 +3,7 @@
 // host tensors, Load writes them (Copy ops move them to a GPU).
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint_file.h"
@@ -39,7 +40,7 @@ class SaveOp final : public Operator {
     CheckpointMeta meta;
     meta.model_name = model_name_;
     meta.iteration = iteration_;
-    WriteCheckpoint(path_, tensors, meta);
+    WriteCheckpoint(path_, std::move(tensors), meta);
   }
 
   const std::string path_;

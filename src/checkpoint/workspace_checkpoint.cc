@@ -67,14 +67,14 @@ struct AsyncCheckpointSave::State {
   std::condition_variable cv;
   bool done = false;
   std::exception_ptr error;
-  std::vector<std::pair<std::string, Tensor>> tensors;  // released by Wait
 };
 
 AsyncCheckpointSave::AsyncCheckpointSave(std::vector<std::pair<std::string, Tensor>> tensors, std::string path,
                                          CheckpointMeta meta)
     : state_(std::make_shared<State>()) {
-  state_->tensors = std::move(tensors);
-  thread_ = std::thread([state = state_, path = std::move(path), meta = std::move(meta)] {
+  // The writer owns the snapshot and lets each tensor go once written.
+  thread_ = std::thread([state = state_, tensors = std::move(tensors), path = std::move(path),
+                         meta = std::move(meta)]() mutable {
     // Training comes first: the writer only takes CPU time no other thread
     // of the machine wants (Linux's SCHED_IDLE; where refused, it runs at
     // the normal priority).
@@ -82,7 +82,7 @@ AsyncCheckpointSave::AsyncCheckpointSave(std::vector<std::pair<std::string, Tens
     pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
     std::exception_ptr error;
     try {
-      WriteCheckpoint(path, state->tensors, meta);
+      WriteCheckpoint(path, std::move(tensors), meta);
     } catch (...) {
       error = std::current_exception();
     }
@@ -104,9 +104,6 @@ bool AsyncCheckpointSave::Wait(int64_t timeout_ms) {
   } else if (!state_->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return state_->done; })) {
     return false;
   }
-  // The writer no longer reads the snapshot: this thread lets it go, so a
-  // later write by this thread to a blob it shared sees it released.
-  state_->tensors.clear();
   if (state_->error) std::rethrow_exception(state_->error);
   return true;
 }

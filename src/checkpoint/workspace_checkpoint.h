@@ -50,8 +50,7 @@ class AsyncCheckpointSave {
   AsyncCheckpointSave& operator=(const AsyncCheckpointSave&) = delete;
 
   // Waits up to timeout_ms (< 0: without limit). False when the write still
-  // runs; true once it has finished, rethrowing its error if it failed. The
-  // snapshot is released here, by the waiting thread.
+  // runs; true once it has finished, rethrowing its error if it failed.
   bool Wait(int64_t timeout_ms);
 
  private:

@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <atomic>
+
 #include <limits>
 #include <sstream>
 
@@ -32,6 +34,22 @@ size_t TensorBytes(const Dims& dims, DType dtype) {
   return static_cast<size_t>(numel) * esize;
 }
 
+namespace {
+
+// Whether this tensor alone holds `storage` (so it may write it in place).
+// Another thread may have just dropped its reference (a background
+// checkpoint writer releases each tensor once written): its reads of the
+// bytes must happen before our writes, which the acquire fence after seeing
+// the count it left provides (shared_ptr's release decrement pairs with it;
+// use_count() itself is a relaxed load).
+bool SoleOwner(const std::shared_ptr<Storage>& storage) {
+  if (storage.use_count() != 1) return false;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return true;
+}
+
+}  // namespace
+
 Tensor::Tensor(Dims dims, DType dtype, DeviceOption device) { Resize(std::move(dims), dtype, device); }
 
 Tensor Tensor::FromStorage(Dims dims, DType dtype, std::shared_ptr<Storage> storage) {
@@ -62,7 +80,7 @@ void Tensor::Resize(Dims dims, DType dtype, DeviceOption device) {
   DP_ENFORCE_CODE(dtype != DType::kUndefined, Code::kDType, "tensor dtype is undefined");
   int64_t numel = NumElements(dims);
   size_t need = TensorBytes(dims, dtype);
-  bool reuse = storage_ && storage_.use_count() == 1 && storage_->library_owned() &&
+  bool reuse = storage_ && SoleOwner(storage_) && storage_->library_owned() &&
                SameMemory(storage_->device(), device) && storage_->nbytes() >= need &&
                // Do not pin a large block for a much smaller tensor.
                storage_->nbytes() <= 2 * need + 4096;
@@ -70,7 +88,7 @@ void Tensor::Resize(Dims dims, DType dtype, DeviceOption device) {
     // Memory nobody else sees goes back before the new block is taken, so
     // that a tensor changing size never holds both (a budget counts them).
     // If the allocation then fails, the tensor is left empty.
-    if (storage_ && storage_.use_count() == 1 && storage_->library_owned()) {
+    if (storage_ && SoleOwner(storage_) && storage_->library_owned()) {
       storage_.reset();
       try {
         storage_ = Storage::Allocate(device, need, budget_);
@@ -106,7 +124,7 @@ void Tensor::CopyFrom(const Tensor& src, DeviceContext* ctx) {
 }
 
 void* Tensor::raw_mutable_data() {
-  if (storage_ && !(storage_.use_count() == 1 && storage_->library_owned())) {
+  if (storage_ && !(SoleOwner(storage_) && storage_->library_owned())) {
     // Copy-on-write: somebody else sees this memory, or the caller owns it.
     auto fresh = Storage::Allocate(device_, nbytes(), budget_);
     CopyBytes(nbytes(), storage_->data(), device_, fresh->data(), device_);
