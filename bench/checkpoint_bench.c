@@ -8,7 +8,10 @@
  *
  * io: N tensors of M MiB float32 (default 64 x 16 MiB = 1 GiB) in one
  * workspace. Every round runs, in this order, each on the same bytes:
- *   raw_write   one file written sequentially (write(2) in 16 MiB pieces), fsync
+ *   raw_write   one new file written sequentially from the tensors' memory (write(2)), fsync;
+ *               the old file is deleted first
+ *   raw_atomic  the same into a temporary file renamed over the old one after the fsync: the
+ *               protocol of a crash-safe save, without dp's format and checksums
  *   dp_save     dp_checkpoint_save: XXH3 of every tensor, temp file, fsync, rename, fsync of the dir
  *   raw_read    the raw file read back into new memory (read(2), one malloc per tensor)
  *   dp_load     dp_checkpoint_load, checksums verified, into the existing blobs
@@ -82,13 +85,19 @@ static void drop_cache(const char* path) {
 }
 
 /* A new file each time, as a checkpoint is (rewriting a file in place would
- * first have to truncate its old blocks). */
-static void raw_write(const char* path, float* const* bufs, int n, size_t bytes) {
-  remove(path);
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+ * first have to truncate its old blocks), from the workspace's tensors
+ * themselves: the same bytes in the same memory as dp_checkpoint_save. */
+static void raw_write(const char* path, dp_workspace* ws, char* const* names, int n, size_t bytes, int atomic) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  if (!atomic) remove(path);
+  const char* target = atomic ? tmp : path;
+  int fd = open(target, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) die("creating", path);
   for (int i = 0; i < n; ++i) {
-    const char* p = (const char*)bufs[i];
+    dp_tensor* t = NULL;
+    check(dp_workspace_fetch(ws, names[i], &t), "dp_workspace_fetch");
+    const char* p = (const char*)dp_tensor_data(t);
     size_t left = bytes;
     while (left > 0) {
       ssize_t w = write(fd, p, left);
@@ -96,9 +105,12 @@ static void raw_write(const char* path, float* const* bufs, int n, size_t bytes)
       p += w;
       left -= (size_t)w;
     }
+    dp_tensor_free(t);
   }
   if (fsync(fd) != 0) die("fsync of", path);
   close(fd);
+  /* atomic: the old file stays until the new one is durable, as a checkpoint's does */
+  if (atomic && rename(tmp, path) != 0) die("renaming to", path);
 }
 
 /* Reads the file back into new memory, one allocation per tensor, all kept
@@ -152,19 +164,20 @@ static int io_bench(const char* dir, int tensors, int mib, int rounds) {
   }
   printf("# io: %d tensors x %d MiB = %.2f GiB in %s, %d rounds\n", tensors, mib, (double)total / (MIB * 1024), dir,
          rounds);
-  enum { RAW_W, DP_SAVE, RAW_R, DP_LOAD, DP_MMAP, DP_MMAP_NV, KINDS };
-  const char* kind_names[KINDS] = {"raw_write", "dp_save", "raw_read", "dp_load", "dp_mmap", "dp_mmap_nv"};
+  enum { RAW_W, RAW_ATOMIC, DP_SAVE, RAW_R, DP_LOAD, DP_MMAP, DP_MMAP_NV, KINDS };
+  const char* kind_names[KINDS] = {"raw_write", "raw_atomic", "dp_save", "raw_read", "dp_load", "dp_mmap", "dp_mmap_nv"};
   double gibs[KINDS][MAX_ROUNDS];
   const double gib = (double)total / (MIB * 1024);
   dp_checkpoint_load_options lo;
   for (int r = 0; r < rounds; ++r) {
     /* Writes: which goes first alternates, so that the device's state after
      * the previous write (its cache, blocks being freed) falls on both. */
-    for (int w = 0; w < 2; ++w) {
+    for (int w = 0; w < 3; ++w) {
       double t0 = now_s();
-      if ((w + r) % 2 == 0) {
-        raw_write(raw_path, bufs, tensors, bytes);
-        gibs[RAW_W][r] = gib / (now_s() - t0);
+      const int which = (w + r) % 3;
+      if (which < 2) {
+        raw_write(raw_path, ws, names, tensors, bytes, which);
+        gibs[which == 0 ? RAW_W : RAW_ATOMIC][r] = gib / (now_s() - t0);
       } else {
         check(dp_checkpoint_save(ws, (const char* const*)names, (size_t)tensors, ck_path, NULL),
               "dp_checkpoint_save");
@@ -206,15 +219,18 @@ static int io_bench(const char* dir, int tensors, int mib, int rounds) {
     stats(v, rounds, &med[k], &lo_v, &hi_v);
     printf("%s median=%.3f min=%.3f max=%.3f GiB/s\n", kind_names[k], med[k], lo_v, hi_v);
   }
-  double ratio_w[MAX_ROUNDS], ratio_r[MAX_ROUNDS];
+  double ratio_w[MAX_ROUNDS], ratio_a[MAX_ROUNDS], ratio_r[MAX_ROUNDS];
   for (int r = 0; r < rounds; ++r) {
     ratio_w[r] = gibs[DP_SAVE][r] / gibs[RAW_W][r];
+    ratio_a[r] = gibs[DP_SAVE][r] / gibs[RAW_ATOMIC][r];
     ratio_r[r] = gibs[DP_LOAD][r] / gibs[RAW_R][r];
   }
-  double mw, lw, hw, mr, lr, hr;
+  double mw, lw, hw, ma, la, ha, mr, lr, hr;
   stats(ratio_w, rounds, &mw, &lw, &hw);
+  stats(ratio_a, rounds, &ma, &la, &ha);
   stats(ratio_r, rounds, &mr, &lr, &hr);
   printf("ratio dp_save/raw_write median=%.3f min=%.3f max=%.3f (target >= 0.90)\n", mw, lw, hw);
+  printf("ratio dp_save/raw_atomic median=%.3f min=%.3f max=%.3f\n", ma, la, ha);
   printf("ratio dp_load/raw_read median=%.3f min=%.3f max=%.3f (target >= 0.90)\n", mr, lr, hr);
   printf("mmap_load_s median=%.4f (verified) %.4f (not verified)\n", gib / med[DP_MMAP], gib / med[DP_MMAP_NV]);
   remove(raw_path);

@@ -52,10 +52,11 @@ for r in $(seq 1 "$runs"); do
   echo "run $r/$runs"
   out=$(taskset -c 0,1 "$bench" io --dir "$dir" --rounds "$rounds")
   echo "$out" | grep -E '^(ratio|mmap_load_s|raw_|dp_)' | sed 's/^/  /'
-  for k in raw_write dp_save raw_read dp_load dp_mmap; do
+  for k in raw_write raw_atomic dp_save raw_read dp_load dp_mmap; do
     add "$k" "$(echo "$out" | grep "^$k median" | field median)"
   done
-  add save_ratio "$(echo "$out" | grep '^ratio dp_save' | field median)"
+  add save_ratio "$(echo "$out" | grep '^ratio dp_save/raw_write' | field median)"
+  add atomic_ratio "$(echo "$out" | grep '^ratio dp_save/raw_atomic' | field median)"
   add load_ratio "$(echo "$out" | grep '^ratio dp_load' | field median)"
   add mmap_s "$(echo "$out" | grep '^mmap_load_s' | field median)"
   tout=$(taskset -c 0,1 "$py" "$here/pytorch_checkpoint.py" --dir "$dir")
@@ -70,9 +71,11 @@ done
 
 echo "summary (GiB/s unless noted; medians over $runs runs)"
 summary raw_write "raw write + fsync"
+summary raw_atomic "raw write, temp + fsync + rename"
 summary dp_save "dp_checkpoint_save"
 summary torch_save "torch.save + fsync"
 summary save_ratio "dp_save / raw_write (>= 0.90)"
+summary atomic_ratio "dp_save / raw_atomic"
 summary raw_read "raw read (cache dropped)"
 summary dp_load "dp_checkpoint_load (verified)"
 summary torch_load "torch.load"
