@@ -18,8 +18,12 @@ struct dp_checkpoint_info {
   std::vector<dp::CheckpointEntry> entries;
 };
 
-namespace {
+// A file or directory argument: neither NULL nor empty.
+#define DP_CHECK_PATH(p) \
+  DP_CHECK_NOT_NULL(p);  \
+  DP_CHECK_ARG((p)[0] != '\0', #p " is empty")
 
+namespace {
 
 // options->iteration, or with 0 the counter blob's value when it is saved.
 int64_t IterationToRecord(const dp::Workspace& ws, const std::vector<std::string>& names, int64_t given) {
@@ -81,8 +85,7 @@ dp_status* dp_checkpoint_save(const dp_workspace* workspace, const char* const* 
                               const char* path, const dp_checkpoint_save_options* options) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(workspace);
-  DP_CHECK_NOT_NULL(path);
-  DP_CHECK_ARG(path[0] != '\0', "path is empty");
+  DP_CHECK_PATH(path);
   const std::vector<std::string> list = dp::capi::Names(names, num_names, "names");
   const dp::CheckpointMeta meta = SaveMeta(*workspace->ws, list, options, "");
   dp::SaveCheckpoint(*workspace->ws, dp::SameNames(list), path, meta);
@@ -94,9 +97,8 @@ dp_status* dp_checkpoint_save_async(const dp_workspace* workspace, const char* c
                                     dp_checkpoint_job** out) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(workspace);
-  DP_CHECK_NOT_NULL(path);
+  DP_CHECK_PATH(path);
   DP_CHECK_NOT_NULL(out);
-  DP_CHECK_ARG(path[0] != '\0', "path is empty");
   const std::vector<std::string> list = dp::capi::Names(names, num_names, "names");
   dp::CheckpointMeta meta = SaveMeta(*workspace->ws, list, options, "");
   auto tensors = dp::SnapshotCheckpoint(*workspace->ws, dp::SameNames(list), path);
@@ -119,25 +121,22 @@ void dp_checkpoint_job_free(dp_checkpoint_job* job) { delete job; }
 dp_status* dp_checkpoint_load(dp_workspace* workspace, const char* path, const dp_checkpoint_load_options* options) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(workspace);
-  DP_CHECK_NOT_NULL(path);
-  DP_CHECK_ARG(path[0] != '\0', "path is empty");
+  DP_CHECK_PATH(path);
   dp::LoadCheckpoint(*workspace->ws, path, LoadOptions(options));
   DP_API_END
 }
 
 dp_status* dp_checkpoint_list_steps(const char* dir, dp_string_list** out) {
   DP_API_BEGIN
-  DP_CHECK_NOT_NULL(dir);
+  DP_CHECK_PATH(dir);
   DP_CHECK_NOT_NULL(out);
-  DP_CHECK_ARG(dir[0] != '\0', "dir is empty");
   *out = new dp_string_list{dp::ListStepCheckpoints(dir)};
   DP_API_END
 }
 
 dp_status* dp_checkpoint_prune(const char* dir, int32_t keep) {
   DP_API_BEGIN
-  DP_CHECK_NOT_NULL(dir);
-  DP_CHECK_ARG(dir[0] != '\0', "dir is empty");
+  DP_CHECK_PATH(dir);
   DP_CHECK_ARG(keep >= 0, "keep must be >= 0, got ", keep);
   dp::PruneStepCheckpoints(dir, keep);
   DP_API_END
@@ -156,8 +155,7 @@ dp_status* dp_parallel_model_save(const dp_parallel_model* model, const dp_works
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(model);
   DP_CHECK_NOT_NULL(workspace);
-  DP_CHECK_NOT_NULL(path);
-  DP_CHECK_ARG(path[0] != '\0', "path is empty");
+  DP_CHECK_PATH(path);
   std::vector<dp::CheckpointBinding> bindings;
   std::vector<std::string> blobs;
   for (const auto& [name, blob] : model->nets.checkpoint) {
@@ -177,8 +175,7 @@ dp_status* dp_parallel_model_load(const dp_parallel_model* model, dp_workspace* 
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(model);
   DP_CHECK_NOT_NULL(workspace);
-  DP_CHECK_NOT_NULL(path);
-  DP_CHECK_ARG(path[0] != '\0', "path is empty");
+  DP_CHECK_PATH(path);
   dp::LoadCheckpointOptions o = LoadOptions(options);
   DP_CHECK_ARG(o.bindings.empty(), "options->names: a parallel model loads its whole training state");
   for (const auto& [name, blob] : model->nets.checkpoint) o.bindings.push_back({name, blob});
@@ -190,9 +187,8 @@ dp_status* dp_parallel_model_load(const dp_parallel_model* model, dp_workspace* 
 
 dp_status* dp_checkpoint_info_from_file(const char* path, dp_checkpoint_info** out) {
   DP_API_BEGIN
-  DP_CHECK_NOT_NULL(path);
+  DP_CHECK_PATH(path);
   DP_CHECK_NOT_NULL(out);
-  DP_CHECK_ARG(path[0] != '\0', "path is empty");
   dp::CheckpointReader reader(path);
   auto info = std::make_unique<dp_checkpoint_info>();
   info->path = path;
