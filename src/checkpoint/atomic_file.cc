@@ -97,7 +97,7 @@ void AtomicFileWriter::WriteAt(uint64_t offset, const void* data, size_t size) {
 void AtomicFileWriter::Write(const void* data, size_t size) { WriteAt(size_, data, size); }
 
 void AtomicFileWriter::WriteZeros(size_t size) {
-  static const char kZeros[64] = {};
+  static const char kZeros[4096] = {};
   while (size > 0) {
     const size_t n = size < sizeof kZeros ? size : sizeof kZeros;
     Write(kZeros, n);

@@ -103,7 +103,7 @@ void CheckTensorToSave(const std::string& path, const std::string& name, const T
                   "' has no storage");
 }
 
-// A little-endian reader of the file by absolute offset.
+// Reads `size` bytes at `offset` (kDataLoss when the file ends first).
 void ReadAt(int fd, const std::string& path, uint64_t offset, void* out, size_t size) {
   char* p = static_cast<char*>(out);
   while (size > 0) {
