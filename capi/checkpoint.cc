@@ -13,7 +13,6 @@ struct dp_checkpoint_job {
 };
 
 struct dp_checkpoint_info {
-  std::string path;
   dp::CheckpointMeta meta;
   std::vector<dp::CheckpointEntry> entries;
 };
@@ -37,26 +36,28 @@ int64_t IterationToRecord(const dp::Workspace& ws, const std::vector<std::string
   return t.data<int64_t>()[0];
 }
 
+// `func` (the C function) names the call in errors.
 dp::CheckpointMeta SaveMeta(const dp::Workspace& ws, const std::vector<std::string>& blobs,
-                            const dp_checkpoint_save_options* options, const std::string& model_name) {
+                            const dp_checkpoint_save_options* options, const std::string& model_name,
+                            const char* func) {
   dp::CheckpointMeta meta;
   meta.model_name = model_name;
   int64_t iteration = 0;
   if (options != nullptr) {
-    DP_CHECK_OPTIONS_SIZE(options, iteration);
+    dp::capi::CheckOptionsSize(options, DP_OPTIONS_END(options, iteration), func);
     if (options->model_name != nullptr) meta.model_name = options->model_name;
     iteration = options->iteration;
-    DP_ENFORCE_CODE(iteration >= -1, dp::Code::kInvalidArgument,
-                    "options->iteration must be >= -1 (-1: unknown, 0: from the counter), got ", iteration);
+    DP_ENFORCE_CODE(iteration >= -1, dp::Code::kInvalidArgument, func,
+                    ": options->iteration must be >= -1 (-1: unknown, 0: from the counter), got ", iteration);
   }
   meta.iteration = IterationToRecord(ws, blobs, iteration);
   return meta;
 }
 
-dp::LoadCheckpointOptions LoadOptions(const dp_checkpoint_load_options* options) {
+dp::LoadCheckpointOptions LoadOptions(const dp_checkpoint_load_options* options, const char* func) {
   dp::LoadCheckpointOptions o;
   if (options != nullptr) {
-    DP_CHECK_OPTIONS_SIZE(options, num_names);
+    dp::capi::CheckOptionsSize(options, DP_OPTIONS_END(options, num_names), func);
     o.bindings = dp::SameNames(dp::capi::Names(options->names, options->num_names, "options->names"));
     if (DP_OPTIONS_HAVE(options, lenient)) o.lenient = options->lenient != 0;
     if (DP_OPTIONS_HAVE(options, no_verify)) o.verify = options->no_verify == 0;
@@ -87,7 +88,7 @@ dp_status* dp_checkpoint_save(const dp_workspace* workspace, const char* const* 
   DP_CHECK_NOT_NULL(workspace);
   DP_CHECK_PATH(path);
   const std::vector<std::string> list = dp::capi::Names(names, num_names, "names");
-  const dp::CheckpointMeta meta = SaveMeta(*workspace->ws, list, options, "");
+  const dp::CheckpointMeta meta = SaveMeta(*workspace->ws, list, options, "", __func__);
   dp::SaveCheckpoint(*workspace->ws, dp::SameNames(list), path, meta);
   DP_API_END
 }
@@ -100,7 +101,7 @@ dp_status* dp_checkpoint_save_async(const dp_workspace* workspace, const char* c
   DP_CHECK_PATH(path);
   DP_CHECK_NOT_NULL(out);
   const std::vector<std::string> list = dp::capi::Names(names, num_names, "names");
-  dp::CheckpointMeta meta = SaveMeta(*workspace->ws, list, options, "");
+  dp::CheckpointMeta meta = SaveMeta(*workspace->ws, list, options, "", __func__);
   auto tensors = dp::SnapshotCheckpoint(*workspace->ws, dp::SameNames(list), path);
   auto job = std::make_unique<dp_checkpoint_job>();
   job->save = std::make_unique<dp::AsyncCheckpointSave>(std::move(tensors), path, std::move(meta));
@@ -122,7 +123,7 @@ dp_status* dp_checkpoint_load(dp_workspace* workspace, const char* path, const d
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(workspace);
   DP_CHECK_PATH(path);
-  dp::LoadCheckpoint(*workspace->ws, path, LoadOptions(options));
+  dp::LoadCheckpoint(*workspace->ws, path, LoadOptions(options, __func__));
   DP_API_END
 }
 
@@ -162,7 +163,7 @@ dp_status* dp_parallel_model_save(const dp_parallel_model* model, const dp_works
     bindings.push_back({name, blob});
     blobs.push_back(blob);
   }
-  dp::CheckpointMeta meta = SaveMeta(*workspace->ws, blobs, options, model->model_name);
+  dp::CheckpointMeta meta = SaveMeta(*workspace->ws, blobs, options, model->model_name, __func__);
   meta.device_type = dp::DeviceTypeName(model->device_type);
   meta.replicas = static_cast<int32_t>(model->nets.scopes.size());
   meta.shards = 1;
@@ -176,7 +177,7 @@ dp_status* dp_parallel_model_load(const dp_parallel_model* model, dp_workspace* 
   DP_CHECK_NOT_NULL(model);
   DP_CHECK_NOT_NULL(workspace);
   DP_CHECK_PATH(path);
-  dp::LoadCheckpointOptions o = LoadOptions(options);
+  dp::LoadCheckpointOptions o = LoadOptions(options, __func__);
   DP_CHECK_ARG(o.bindings.empty(), "options->names: a parallel model loads its whole training state");
   for (const auto& [name, blob] : model->nets.checkpoint) o.bindings.push_back({name, blob});
   dp::LoadCheckpoint(*workspace->ws, path, o);
@@ -191,7 +192,6 @@ dp_status* dp_checkpoint_info_from_file(const char* path, dp_checkpoint_info** o
   DP_CHECK_NOT_NULL(out);
   dp::CheckpointReader reader(path);
   auto info = std::make_unique<dp_checkpoint_info>();
-  info->path = path;
   info->meta = reader.meta();
   info->entries = reader.entries();
   *out = info.release();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -40,10 +41,9 @@ std::vector<std::pair<int64_t, std::string>> StepFiles(const std::string& dir) {
 pid_t TempFilePid(const std::string& name) {
   const size_t at = name.rfind(".tmp.");
   if (at == std::string::npos) return 0;
-  long pid = 0;
-  char rest = 0;
-  if (std::sscanf(name.c_str() + at + 5, "%ld.%*u%c", &pid, &rest) < 1 || pid <= 0) return 0;
-  return static_cast<pid_t>(pid);
+  char* end = nullptr;
+  const long pid = std::strtol(name.c_str() + at + 5, &end, 10);
+  return pid > 0 && *end == '.' ? static_cast<pid_t>(pid) : 0;
 }
 
 }  // namespace

@@ -195,16 +195,13 @@ CheckpointReader::CheckpointReader(std::string path) : path_(std::move(path)) {
 
     // The magic first (what is there of it): another kind of file is a
     // parse error, a short start of a checkpoint a truncation.
-    char head[sizeof kMagic] = {};
-    const size_t nhead = static_cast<size_t>(std::min<uint64_t>(size_, sizeof head));
-    ReadAt(fd_, path_, 0, head, nhead);
-    DP_ENFORCE_CODE(std::memcmp(head, kMagic, nhead) == 0, Code::kParse, FileDesc(path_),
-                    " is not a dp checkpoint (bad magic)");
     Preamble p{};
+    ReadAt(fd_, path_, 0, &p, static_cast<size_t>(std::min<uint64_t>(size_, sizeof p)));
+    DP_ENFORCE_CODE(std::memcmp(p.magic, kMagic, static_cast<size_t>(std::min<uint64_t>(size_, sizeof kMagic))) == 0,
+                    Code::kParse, FileDesc(path_), " is not a dp checkpoint (bad magic)");
     if (size_ < sizeof p)
       DP_THROW(Code::kDataLoss, FileDesc(path_), " is truncated: ", size_, " bytes, shorter than the ", sizeof p,
                "-byte preamble of a checkpoint");
-    ReadAt(fd_, path_, 0, &p, sizeof p);
     DP_ENFORCE_CODE(Xxh3(&p, kPreambleHashed) == p.preamble_xxh3, Code::kDataLoss, FileDesc(path_),
                     " is corrupted: preamble checksum mismatch");
     DP_ENFORCE_CODE(p.version == kCheckpointFormatVersion, Code::kUnimplemented, FileDesc(path_),
@@ -242,7 +239,6 @@ CheckpointReader::CheckpointReader(std::string path) : path_(std::move(path)) {
     // Every entry checked against the layout: a valid dtype and shape whose
     // bytes are its length, an aligned offset past the header, inside the
     // file, after the previous tensor; unique, well-formed names.
-    std::set<std::string> seen;
     uint64_t end = sizeof p + p.header_size;
     for (const fb::CheckpointTensor* t : *root->tensors()) {
       CheckpointEntry e;
@@ -250,7 +246,8 @@ CheckpointReader::CheckpointReader(std::string path) : path_(std::move(path)) {
       DP_ENFORCE_CODE(!e.name.empty() && FindInvalidUtf8(e.name) == std::string_view::npos, Code::kParse,
                       FileDesc(path_), ": a tensor name is empty or not valid UTF-8");
       const std::string where = StrCat(FileDesc(path_), ", tensor '", e.name, "'");
-      DP_ENFORCE_CODE(seen.insert(e.name).second, Code::kParse, where, ": the name appears twice");
+      DP_ENFORCE_CODE(index_.emplace(e.name, entries_.size()).second, Code::kParse, where,
+                      ": the name appears twice");
       DP_ENFORCE_CODE(DTypeFromInt(t->dtype(), &e.dtype) && e.dtype != DType::kUndefined, Code::kParse, where,
                       ": unknown dtype ", t->dtype());
       uint64_t bytes = DTypeSize(e.dtype);
@@ -284,12 +281,6 @@ CheckpointReader::~CheckpointReader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-int CheckpointReader::Find(const std::string& name) const {
-  for (size_t i = 0; i < entries_.size(); ++i)
-    if (entries_[i].name == name) return static_cast<int>(i);
-  return -1;
-}
-
 Tensor CheckpointReader::Load(size_t i, bool verify, bool mapped, const std::shared_ptr<MemoryBudget>& budget) {
   DP_ENFORCE_CODE(i < entries_.size(), Code::kOutOfRange, FileDesc(path_), ": no tensor ", i);
   const CheckpointEntry& e = entries_[i];
@@ -304,12 +295,15 @@ Tensor CheckpointReader::Load(size_t i, bool verify, bool mapped, const std::sha
       m->size = static_cast<size_t>(size_);
       mapping_ = std::move(m);
     }
-    // The tensor holds the mapping alive through its deleter's user data.
-    auto* keep = new std::shared_ptr<Mapping>(mapping_);
-    ExternalDeleter del{[](void*, void* user) { delete static_cast<std::shared_ptr<Mapping>*>(user); }, keep};
+    // The tensor holds the mapping alive through its deleter's user data
+    // (owned here until the storage has taken it).
+    auto keep = std::make_unique<std::shared_ptr<Mapping>>(mapping_);
+    ExternalDeleter del{[](void*, void* user) { delete static_cast<std::shared_ptr<Mapping>*>(user); }, keep.get()};
     void* data = static_cast<char*>(mapping_->addr) + e.offset;
-    t = Tensor::FromStorage(e.dims, e.dtype, Storage::Adopt({}, data, static_cast<size_t>(e.length), del));
-    if (verify && e.length > 0)
+    auto storage = Storage::Adopt({}, data, static_cast<size_t>(e.length), del);
+    keep.release();
+    t = Tensor::FromStorage(e.dims, e.dtype, std::move(storage));
+    if (verify)
       DP_ENFORCE_CODE(Xxh3(data, static_cast<size_t>(e.length)) == e.xxh3, Code::kDataLoss, where,
                       " is corrupted: checksum mismatch");
     return t;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -65,7 +66,10 @@ class CheckpointReader {
   const CheckpointMeta& meta() const { return meta_; }
   const std::vector<CheckpointEntry>& entries() const { return entries_; }
   // Index of the entry named `name`, or -1.
-  int Find(const std::string& name) const;
+  int Find(const std::string& name) const {
+    const auto it = index_.find(name);
+    return it == index_.end() ? -1 : static_cast<int>(it->second);
+  }
 
   // Entry i's tensor on the CPU, its checksum verified unless `verify` is
   // false. Read: copied into memory dp allocates (charged to `budget` when
@@ -81,6 +85,7 @@ class CheckpointReader {
   uint64_t size_ = 0;
   CheckpointMeta meta_;
   std::vector<CheckpointEntry> entries_;
+  std::unordered_map<std::string, size_t> index_;  // entry by name
   std::shared_ptr<Mapping> mapping_;  // made on the first mapped load
 };
 

@@ -125,7 +125,11 @@ std::shared_ptr<Storage> Storage::Borrow(DeviceOption device, void* data, size_t
 
 std::shared_ptr<Storage> Storage::Adopt(DeviceOption device, void* data, size_t nbytes,
                                         ExternalDeleter deleter) {
-  return std::shared_ptr<Storage>(new Storage(device, data, nbytes, Kind::kAdopted, deleter));
+  // The deleter is set only once nothing can fail: if an allocation here
+  // throws, the caller still owns `data` and the deleter has not run.
+  auto s = std::shared_ptr<Storage>(new Storage(device, data, nbytes, Kind::kAdopted, ExternalDeleter{}));
+  s->deleter_ = deleter;
+  return s;
 }
 
 Storage::~Storage() {

@@ -74,6 +74,9 @@ class Storage {
   static std::shared_ptr<Storage> Allocate(DeviceOption device, size_t nbytes,
                                            std::shared_ptr<MemoryBudget> budget = nullptr);
   static std::shared_ptr<Storage> Borrow(DeviceOption device, void* data, size_t nbytes);
+  // Takes ownership of caller memory: `deleter` runs once, when the last
+  // reference goes. If Adopt throws (std::bad_alloc), the caller keeps
+  // ownership and the deleter is never called.
   static std::shared_ptr<Storage> Adopt(DeviceOption device, void* data, size_t nbytes,
                                         ExternalDeleter deleter);
   ~Storage();

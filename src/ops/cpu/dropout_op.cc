@@ -67,8 +67,9 @@ class DropoutOp final : public Operator {
       if (y != &x) y->ShareData(x);
       return;
     }
-    Rng counted(0);
-    Rng& rng = InputSize() > 1 ? (counted = Rng(CountedSeed()), counted) : rng_;
+    // With a counter, a generator of this run's own; else the op's.
+    Rng counted(InputSize() > 1 ? CountedSeed() : 0);
+    Rng& rng = InputSize() > 1 ? counted : rng_;
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();  // before Output: Y may be X (in place)
