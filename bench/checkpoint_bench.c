@@ -4,7 +4,7 @@
  * asynchronous save runs.
  *
  *   checkpoint_bench io [--dir DIR] [--tensors N] [--mib M] [--rounds R]
- *   checkpoint_bench step [--model PATH] [--batch B] [--steps N] [--rounds R]
+ *   checkpoint_bench step [--model PATH] [--dir DIR] [--batch B] [--steps N] [--pairs P] [--share S]
  *
  * io: N tensors of M MiB float32 (default 64 x 16 MiB = 1 GiB) in one
  * workspace. Every round runs, in this order, each on the same bytes:
@@ -25,8 +25,10 @@
  * step: the training step of a model (default bench/nets/mlp_sgd.json, momentum
  * SGD, batch 256) alone and while dp_checkpoint_save_async writes its state
  * (params and momentum) over and over, a new save starting as soon as one
- * ends. Blocks of steps alternate between the two; reported: the median step
- * time of each and their ratio.
+ * ends. P pairs of N-step blocks (default 40 x 20), one block of each kind per
+ * pair, which goes first alternating, so that both see the same state of a
+ * drifting machine; reported: the median and mean step time of each, and the
+ * median over pairs of the ratio of the blocks' mean step times.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -247,7 +249,7 @@ static int io_bench(const char* dir, int tensors, int mib, int rounds) {
 
 /* ---- the training step with a background save ---------------------------- */
 
-static int step_bench(const char* model_path, const char* dir, int batch, int steps, int rounds) {
+static int step_bench(const char* model_path, const char* dir, int batch, int steps, int pairs, double share) {
   dp_model* model = NULL;
   dp_netdef *init_def = NULL, *train_def = NULL;
   dp_workspace* ws = NULL;
@@ -283,25 +285,37 @@ static int step_bench(const char* model_path, const char* dir, int batch, int st
   check(dp_workspace_feed(ws, "label", ty), "feeding labels");
   for (int i = 0; i < 20; ++i) check(dp_net_run(train), "warm-up step");
 
-  double* alone = malloc((size_t)(steps * rounds) * sizeof(double));
-  double* busy = malloc((size_t)(steps * rounds) * sizeof(double));
+  /* Pairs of short blocks, one alone and one with saves, which goes first
+   * alternating: this machine's speed drifts between modes over seconds, and
+   * a pair's two blocks see the same mode. */
+  double* alone = malloc((size_t)(steps * pairs) * sizeof(double));
+  double* busy = malloc((size_t)(steps * pairs) * sizeof(double));
+  double* pair_ratio = malloc((size_t)pairs * sizeof(double));
   int n_alone = 0, n_busy = 0, saves = 0;
-  for (int r = 0; r < rounds; ++r) {
+  dp_checkpoint_save_options options = DP_CHECKPOINT_SAVE_OPTIONS_INIT;
+  options.async_write_share = share; /* 0: dp's default */
+  double save_s = 0, total_alone = 0, total_busy = 0;
+  for (int p = 0; p < pairs; ++p) {
+    double block_sum[2] = {0, 0};
     for (int mode = 0; mode < 2; ++mode) {
-      const int with_save = (r + mode) % 2; /* alternate which goes first */
+      const int with_save = (p + mode) % 2;
       dp_checkpoint_job* job = NULL;
+      double job_start = 0;
       for (int i = 0; i < steps; ++i) {
         if (with_save && job == NULL) {
-          check(dp_checkpoint_save_async(ws, names, n_state, path, NULL, &job), "dp_checkpoint_save_async");
+          job_start = now_s();
+          check(dp_checkpoint_save_async(ws, names, n_state, path, &options, &job), "dp_checkpoint_save_async");
         }
         const double t0 = now_s();
         check(dp_net_run(train), "train step");
         const double dt = now_s() - t0;
+        block_sum[with_save] += dt;
         if (with_save) busy[n_busy++] = dt;
         else alone[n_alone++] = dt;
         if (job != NULL) {
           dp_status* st = dp_checkpoint_wait(job, 0);
           if (st == NULL) {
+            save_s += now_s() - job_start;
             dp_checkpoint_job_free(job);
             job = NULL;
             ++saves;
@@ -312,21 +326,30 @@ static int step_bench(const char* model_path, const char* dir, int batch, int st
           }
         }
       }
-      if (job != NULL) {
+      if (job != NULL) { /* not timed: the next block starts without a save in flight */
         check(dp_checkpoint_wait(job, -1), "the background save");
+        save_s += now_s() - job_start;
         dp_checkpoint_job_free(job);
         ++saves;
       }
     }
+    pair_ratio[p] = block_sum[1] / block_sum[0];
+    total_alone += block_sum[0];
+    total_busy += block_sum[1];
   }
-  double ma, la, ha, mb, lb, hb;
+  double ma, la, ha, mb, lb, hb, mr, lr, hr;
   stats(alone, n_alone, &ma, &la, &ha);
   stats(busy, n_busy, &mb, &lb, &hb);
-  printf("# step: %s batch %d, %d rounds of %d steps each way, %zu state blobs, %d background saves\n", model_path,
-         batch, rounds, steps, n_state, saves);
-  printf("step_alone median_ms=%.3f min_ms=%.3f\n", ma * 1e3, la * 1e3);
-  printf("step_during_async_save median_ms=%.3f min_ms=%.3f\n", mb * 1e3, lb * 1e3);
-  printf("ratio during/alone=%.3f (target <= 1.05)\n", mb / ma);
+  stats(pair_ratio, pairs, &mr, &lr, &hr);
+  printf("# step: %s batch %d, %d pairs of %d-step blocks, %zu state blobs, %d background saves of %.1f ms on average\n",
+         model_path, batch, pairs, steps, n_state, saves, saves ? 1e3 * save_s / saves : 0.0);
+  printf("step_alone median_ms=%.3f min_ms=%.3f mean_ms=%.3f\n", ma * 1e3, la * 1e3, 1e3 * total_alone / n_alone);
+  printf("step_during_async_save median_ms=%.3f min_ms=%.3f mean_ms=%.3f\n", mb * 1e3, lb * 1e3,
+         1e3 * total_busy / n_busy);
+  printf("ratio_of_medians during/alone=%.3f ratio_of_means=%.3f\n", mb / ma, total_busy / total_alone);
+  printf("ratio during/alone=%.3f (median over pairs of block means, min %.3f max %.3f; target <= 1.05)\n", mr, lr,
+         hr);
+  free(pair_ratio);
   remove(path);
   free(alone);
   free(busy);
@@ -348,7 +371,7 @@ static int step_bench(const char* model_path, const char* dir, int batch, int st
 static void usage(void) {
   fprintf(stderr,
           "usage: checkpoint_bench io [--dir DIR] [--tensors N] [--mib M] [--rounds R]\n"
-          "       checkpoint_bench step [--model PATH] [--dir DIR] [--batch B] [--steps N] [--rounds R]\n");
+          "       checkpoint_bench step [--model PATH] [--dir DIR] [--batch B] [--steps N] [--pairs P] [--share S]\n");
   exit(2);
 }
 
@@ -356,7 +379,8 @@ int main(int argc, char** argv) {
   if (argc < 2) usage();
   const char* dir = ".";
   const char* model = DP_BENCH_NETS_DIR "/mlp_sgd.json";
-  int tensors = 64, mib = 16, rounds = 3, batch = 256, steps = 200;
+  int tensors = 64, mib = 16, rounds = 3, batch = 256, steps = 20, pairs = 40;
+  double share = 0;
   for (int i = 2; i < argc; ++i) {
     if (i + 1 >= argc) usage();
     const char* a = argv[i];
@@ -368,11 +392,13 @@ int main(int argc, char** argv) {
     else if (strcmp(a, "--rounds") == 0) rounds = atoi(v);
     else if (strcmp(a, "--batch") == 0) batch = atoi(v);
     else if (strcmp(a, "--steps") == 0) steps = atoi(v);
+    else if (strcmp(a, "--pairs") == 0) pairs = atoi(v);
+    else if (strcmp(a, "--share") == 0) share = atof(v);
     else usage();
   }
-  if (tensors < 1 || mib < 1 || rounds < 1 || rounds > MAX_ROUNDS || batch < 1 || steps < 1) usage();
+  if (tensors < 1 || mib < 1 || rounds < 1 || rounds > MAX_ROUNDS || batch < 1 || steps < 1 || pairs < 1) usage();
   if (strcmp(argv[1], "io") == 0) return io_bench(dir, tensors, mib, rounds);
-  if (strcmp(argv[1], "step") == 0) return step_bench(model, dir, batch, steps, rounds);
+  if (strcmp(argv[1], "step") == 0) return step_bench(model, dir, batch, steps, pairs, share);
   usage();
   return 2;
 }

@@ -36,22 +36,34 @@ int64_t IterationToRecord(const dp::Workspace& ws, const std::vector<std::string
   return t.data<int64_t>()[0];
 }
 
-// `func` (the C function) names the call in errors.
-dp::CheckpointMeta SaveMeta(const dp::Workspace& ws, const std::vector<std::string>& blobs,
-                            const dp_checkpoint_save_options* options, const std::string& model_name,
-                            const char* func) {
+// What dp_checkpoint_save_options asks for, checked; `func` (the C
+// function) names the call in errors.
+struct SaveSettings {
   dp::CheckpointMeta meta;
-  meta.model_name = model_name;
+  double async_write_share = dp::kDefaultAsyncWriteShare;
+};
+
+SaveSettings ReadSaveOptions(const dp::Workspace& ws, const std::vector<std::string>& blobs,
+                             const dp_checkpoint_save_options* options, const std::string& model_name,
+                             const char* func) {
+  SaveSettings s;
+  s.meta.model_name = model_name;
   int64_t iteration = 0;
   if (options != nullptr) {
     dp::capi::CheckOptionsSize(options, DP_OPTIONS_END(options, iteration), func);
-    if (options->model_name != nullptr) meta.model_name = options->model_name;
+    if (options->model_name != nullptr) s.meta.model_name = options->model_name;
     iteration = options->iteration;
     DP_ENFORCE_CODE(iteration >= -1, dp::Code::kInvalidArgument, func,
                     ": options->iteration must be >= -1 (-1: unknown, 0: from the counter), got ", iteration);
+    if (DP_OPTIONS_HAVE(options, async_write_share) && options->async_write_share != 0) {
+      s.async_write_share = options->async_write_share;
+      DP_ENFORCE_CODE(s.async_write_share > 0 && s.async_write_share <= 1, dp::Code::kInvalidArgument, func,
+                      ": options->async_write_share must be in (0, 1] (0: the default), got ",
+                      s.async_write_share);
+    }
   }
-  meta.iteration = IterationToRecord(ws, blobs, iteration);
-  return meta;
+  s.meta.iteration = IterationToRecord(ws, blobs, iteration);
+  return s;
 }
 
 dp::LoadCheckpointOptions LoadOptions(const dp_checkpoint_load_options* options, const char* func) {
@@ -88,8 +100,8 @@ dp_status* dp_checkpoint_save(const dp_workspace* workspace, const char* const* 
   DP_CHECK_NOT_NULL(workspace);
   DP_CHECK_PATH(path);
   const std::vector<std::string> list = dp::capi::Names(names, num_names, "names");
-  const dp::CheckpointMeta meta = SaveMeta(*workspace->ws, list, options, "", __func__);
-  dp::SaveCheckpoint(*workspace->ws, dp::SameNames(list), path, meta);
+  const SaveSettings settings = ReadSaveOptions(*workspace->ws, list, options, "", __func__);
+  dp::SaveCheckpoint(*workspace->ws, dp::SameNames(list), path, settings.meta);
   DP_API_END
 }
 
@@ -101,10 +113,11 @@ dp_status* dp_checkpoint_save_async(const dp_workspace* workspace, const char* c
   DP_CHECK_PATH(path);
   DP_CHECK_NOT_NULL(out);
   const std::vector<std::string> list = dp::capi::Names(names, num_names, "names");
-  dp::CheckpointMeta meta = SaveMeta(*workspace->ws, list, options, "", __func__);
+  SaveSettings settings = ReadSaveOptions(*workspace->ws, list, options, "", __func__);
   auto tensors = dp::SnapshotCheckpoint(*workspace->ws, dp::SameNames(list), path);
   auto job = std::make_unique<dp_checkpoint_job>();
-  job->save = std::make_unique<dp::AsyncCheckpointSave>(std::move(tensors), path, std::move(meta));
+  job->save = std::make_unique<dp::AsyncCheckpointSave>(std::move(tensors), path, std::move(settings.meta),
+                                                    settings.async_write_share);
   *out = job.release();
   DP_API_END
 }
@@ -163,7 +176,7 @@ dp_status* dp_parallel_model_save(const dp_parallel_model* model, const dp_works
     bindings.push_back({name, blob});
     blobs.push_back(blob);
   }
-  dp::CheckpointMeta meta = SaveMeta(*workspace->ws, blobs, options, model->model_name, __func__);
+  dp::CheckpointMeta meta = ReadSaveOptions(*workspace->ws, blobs, options, model->model_name, __func__).meta;
   meta.device_type = dp::DeviceTypeName(model->device_type);
   meta.replicas = static_cast<int32_t>(model->nets.scopes.size());
   meta.shards = 1;

@@ -874,6 +874,17 @@ typedef struct dp_checkpoint_save_options {
    * "optimizer/iter" (int64 [1], the training nets' counter) when it is
    * among the saved blobs, else unknown (-1). */
   int64_t iteration;
+  /* dp_checkpoint_save_async only: the share of wall time the background
+   * writer spends writing, in (0, 1]. It writes 1 MiB at a time, each piece
+   * sent to the device before the next, and rests in between so that writing
+   * takes this share of the save's time: disk writes cost CPU time beyond
+   * the writer's own (the kernel's and, on a virtual machine, the device
+   * emulation's), and pacing them keeps training that runs alongside close
+   * to its normal step time, while the save takes about 1/share times as
+   * long. 0: 0.2; 1: as fast as the device goes; anything else outside
+   * (0, 1] (or NaN) is DP_ERR_INVALID_ARGUMENT, in every call taking these
+   * options. Since 0.2. */
+  double async_write_share;
 } dp_checkpoint_save_options;
 
 #define DP_CHECKPOINT_SAVE_OPTIONS_INIT DP_OPTIONS_INIT_(dp_checkpoint_save_options)

@@ -105,6 +105,19 @@ void AtomicFileWriter::WriteZeros(size_t size) {
   }
 }
 
+void AtomicFileWriter::Flush(uint64_t offset, size_t size) {
+  DP_ENFORCE_CODE(fd_ >= 0, Code::kFailedPrecondition, "'", path_, "' is already committed");
+#ifdef __linux__
+  const unsigned flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+  if (::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(size), flags) != 0)
+    ThrowErrno(errno, "cannot write", path_);
+#else
+  (void)offset;
+  (void)size;
+  if (::fdatasync(fd_) != 0) ThrowErrno(errno, "cannot write", path_);
+#endif
+}
+
 void AtomicFileWriter::Commit() {
   DP_ENFORCE_CODE(fd_ >= 0, Code::kFailedPrecondition, "'", path_, "' is already committed");
   if (::fsync(fd_) != 0) ThrowErrno(errno, "cannot fsync", path_);

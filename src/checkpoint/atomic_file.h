@@ -29,6 +29,10 @@ class AtomicFileWriter {
   // data it describes).
   void WriteAt(uint64_t offset, const void* data, size_t size);
   uint64_t size() const { return size_; }
+  // Sends the bytes at [offset, offset + size) to the device and waits for
+  // them (a paced writer's I/O then happens while it works, not all at
+  // Commit's fsync, which still makes the file durable).
+  void Flush(uint64_t offset, size_t size);
 
   // fsync, close, rename over the final name, fsync the directory.
   void Commit();

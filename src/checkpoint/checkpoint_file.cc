@@ -15,6 +15,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/checksum.h"
+#include "checkpoint/write_pacer.h"
 #include "checkpoint_generated.h"
 #include "core/utf8.h"
 #include "graph/flatbuffer_io.h"  // ScalarsBytewise
@@ -122,7 +123,9 @@ void ReadAt(int fd, const std::string& path, uint64_t offset, void* out, size_t 
 }  // namespace
 
 void WriteCheckpoint(const std::string& path, std::vector<std::pair<std::string, Tensor>> tensors,
-                     const CheckpointMeta& meta_in) {
+                     const CheckpointMeta& meta_in, double write_share) {
+  DP_ENFORCE_CODE(write_share > 0 && write_share <= 1, Code::kInvalidArgument, FileDesc(path),
+                  ": the write share must be in (0, 1], got ", write_share);
   CheckpointMeta meta = meta_in;
   meta.dp_version = DP_VERSION_STRING;
   DP_ENFORCE_CODE(FindInvalidUtf8(meta.model_name) == std::string_view::npos, Code::kInvalidArgument,
@@ -144,6 +147,7 @@ void WriteCheckpoint(const std::string& path, std::vector<std::pair<std::string,
   const uint64_t file_size = entries.empty() ? kCheckpointPreambleSize + header_size : entries.back().offset +
                                                                                           entries.back().length;
 
+  WritePacer pacer(write_share);
   AtomicFileWriter out(path);
   out.WriteZeros(static_cast<size_t>(entries.empty() ? file_size : entries.front().offset));  // patched below
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -153,8 +157,13 @@ void WriteCheckpoint(const std::string& path, std::vector<std::pair<std::string,
     Xxh3Stream hash;
     for (uint64_t done = 0; done < e.length;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, e.length - done));
+      pacer.Start();
       hash.Update(bytes + done, n);
       out.Write(bytes + done, n);
+      if (pacer.active()) {
+        out.Flush(e.offset + done, n);
+        pacer.Rest();
+      }
       done += n;
     }
     e.xxh3 = hash.Digest();

@@ -46,9 +46,11 @@ inline constexpr uint64_t kCheckpointPreambleSize = 64;
 // written, before the fsync: a background save (whose tensors share the
 // blobs' storage) then stops holding a blob's storage early, and training
 // writes it in place again instead of copying it. Errors name the file and,
-// where one is at fault, the tensor.
+// where one is at fault, the tensor. write_share < 1 paces the writing
+// (write_pacer.h): each 1 MiB piece is flushed to the device as it is
+// written, and the writer rests so that writing takes that share of the time.
 void WriteCheckpoint(const std::string& path, std::vector<std::pair<std::string, Tensor>> tensors,
-                     const CheckpointMeta& meta);
+                     const CheckpointMeta& meta, double write_share = 1.0);
 
 // An open, verified checkpoint: preamble and header checked (checksums,
 // bounds, entries), tensors not yet read. Errors name the file and tensor:

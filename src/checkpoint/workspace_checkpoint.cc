@@ -70,11 +70,13 @@ struct AsyncCheckpointSave::State {
 };
 
 AsyncCheckpointSave::AsyncCheckpointSave(std::vector<std::pair<std::string, Tensor>> tensors, std::string path,
-                                         CheckpointMeta meta)
+                                         CheckpointMeta meta, double write_share)
     : state_(std::make_shared<State>()) {
+  DP_ENFORCE_CODE(write_share > 0 && write_share <= 1, Code::kInvalidArgument, "checkpoint '", path,
+                  "': the write share must be in (0, 1], got ", write_share);
   // The writer owns the snapshot and lets each tensor go once written.
   thread_ = std::thread([state = state_, tensors = std::move(tensors), path = std::move(path),
-                         meta = std::move(meta)]() mutable {
+                         meta = std::move(meta), write_share]() mutable {
     // Training comes first: the writer only takes CPU time no other thread
     // of the machine wants (Linux's SCHED_IDLE; where refused, it runs at
     // the normal priority).
@@ -82,7 +84,7 @@ AsyncCheckpointSave::AsyncCheckpointSave(std::vector<std::pair<std::string, Tens
     pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
     std::exception_ptr error;
     try {
-      WriteCheckpoint(path, std::move(tensors), meta);
+      WriteCheckpoint(path, std::move(tensors), meta, write_share);
     } catch (...) {
       error = std::current_exception();
     }

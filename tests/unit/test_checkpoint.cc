@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "checkpoint/checkpoint_file.h"
 #include "checkpoint/checksum.h"
 #include "checkpoint/workspace_checkpoint.h"
+#include "checkpoint/write_pacer.h"
 #include "core/logging.h"
 #include "core/workspace.h"
 #include "exec/net.h"
@@ -170,6 +172,45 @@ TEST_CASE("saving over a checkpoint replaces it whole; a failed save leaves it a
   REQUIRE(r.entries().size() == 1);
   CHECK(r.entries()[0].name == "x");
   CHECK(dir.Files() == std::vector<std::string>{"c.dpckpt"});
+}
+
+TEST_CASE("a paced write produces the same file; a write share outside (0, 1] is refused") {
+  TempDir dir("dp_test_ckpt");
+  const std::string flat = dir.Path("flat.dpckpt"), paced = dir.Path("paced.dpckpt");
+  std::vector<std::pair<std::string, Tensor>> tensors = Sample();
+  tensors.emplace_back("over_a_piece", Make<float>({300000}, DType::kFloat32, 0.0f));  // 1.2 MB: two pieces
+  WriteCheckpoint(flat, tensors, SampleMeta());
+  WriteCheckpoint(paced, tensors, SampleMeta(), 0.5);
+  CHECK(ReadAll(paced) == ReadAll(flat));
+  for (double bad : {0.0, -1.0, 1.5, std::nan("")}) {
+    CAPTURE(bad);
+    ExpectError([&] { WriteCheckpoint(dir.Path("bad.dpckpt"), tensors, {}, bad); }, Code::kInvalidArgument,
+                {"bad.dpckpt", "write share"});
+    // Refused at the start, not by the background thread.
+    ExpectError([&] { AsyncCheckpointSave save(tensors, dir.Path("bad.dpckpt"), {}, bad); },
+                Code::kInvalidArgument, {"bad.dpckpt", "write share"});
+  }
+  CHECK(dir.Files() == std::vector<std::string>{"flat.dpckpt", "paced.dpckpt"});
+  AsyncCheckpointSave save(tensors, paced, {}, 0.25);
+  CHECK(save.Wait(-1));
+  CHECK(CheckpointReader(paced).entries().size() == tensors.size());
+}
+
+TEST_CASE("the write pacer rests (1/share - 1) times as long as each piece took; share 1 never rests") {
+  using Clock = std::chrono::steady_clock;
+  CHECK_FALSE(WritePacer(1.0).active());
+  WritePacer pacer(0.25);  // rests 3x the work
+  REQUIRE(pacer.active());
+  for (int piece = 0; piece < 3; ++piece) {
+    pacer.Start();
+    const Clock::time_point started = Clock::now();
+    while (Clock::now() - started < std::chrono::milliseconds(2)) {
+    }  // the piece's work
+    const Clock::time_point worked = Clock::now();
+    pacer.Rest();
+    // sleep_for sleeps at least what it is asked: a lower bound, never flaky.
+    CHECK(Clock::now() - worked >= 3 * (worked - started));
+  }
 }
 
 TEST_CASE("temporary files are named so that they are never taken for checkpoints") {
