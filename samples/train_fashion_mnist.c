@@ -9,11 +9,11 @@
  * for each epoch shuffles the training set, runs one step per batch (the last
  * partial batch is dropped) and evaluates the whole test set.
  *
- * With --checkpoint DIR it saves the training state at the end of every
- * epoch as DIR/step-<N>.dpckpt (atomically; the newest --keep K files stay,
- * default 3), and with --resume it continues from the newest checkpoint in
- * DIR that loads: the same seed then gives exactly the run that was not
- * interrupted (the data order is replayed from the seed).
+ * With --checkpoint DIR (made if missing) it saves the training state at the
+ * end of every epoch as DIR/step-<N>.dpckpt (atomically; the newest --keep K
+ * files stay, default 3), and with --resume it continues from the newest
+ * checkpoint in DIR that loads: the same seed then gives exactly the run that
+ * was not interrupted (the data order is replayed from the seed).
  *
  *   train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define IMAGE_PIXELS (28 * 28)
@@ -424,6 +425,11 @@ int main(int argc, char** argv) {
   if (resume && checkpoint_dir == NULL) {
     fprintf(stderr, "%s: --resume needs --checkpoint DIR\n", argv[0]);
     return 2;
+  }
+  /* The checkpoint directory is made when missing (not its parents). */
+  if (checkpoint_dir != NULL && mkdir(checkpoint_dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "%s: cannot create checkpoint directory '%s': %s\n", argv[0], checkpoint_dir, strerror(errno));
+    return 1;
   }
 
   /* The model file: a path, or mlp/cnn from --nets (else the build's source

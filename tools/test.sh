@@ -2,6 +2,8 @@
 # README's test command: builds and tests both configurations,
 #   build      default (-Dcuda=auto: CUDA compiled and linked when the toolkit exists)
 #   build-cpu  -Dcuda=disabled (CPU only)
+# then the Go, Rust and Java bindings' suites (bindings/<lang>/test.sh)
+# against build-cpu's libdp,
 # then the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
 # (clang, recovery off), with the fuzz targets built and each fuzzed for a
 # bounded time (DP_FUZZ_SECONDS, default 40),
@@ -27,6 +29,24 @@ for c in "${configs[@]}"; do
   ninja -C "$dir" >/dev/null
   echo "== $dir: built in $(( $(date +%s) - start )) s (options: ${opts:-default})"
   meson test -C "$dir" --print-errorlogs --num-processes 2 || status=1
+done
+
+# The Go, Rust and Java bindings, each with its own runner (go test, cargo
+# test, the JUnit console launcher), against the CPU-only build's libdp.
+# Each bindings/<lang>/test.sh ends with "bindings-<lang>: N passed, N
+# failed, N skipped"; its whole output is in build-cpu/bindings-<lang>.log.
+bindings_results=build-cpu/bindings-results.txt
+: >"$bindings_results"
+for lang in go rust java; do
+  script=bindings/$lang/test.sh
+  [ -f "$script" ] || continue
+  log=build-cpu/bindings-$lang.log
+  start=$(date +%s)
+  if bash "$script" "$PWD/build-cpu" >"$log" 2>&1; then result=ok; else result=failed; status=1; fi
+  line=$(grep -E "^bindings-$lang: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$" "$log" | tail -n 1 || true)
+  echo "== bindings/$lang: $result in $(( $(date +%s) - start )) s: ${line:-no result line}"
+  [ "$result" = ok ] || tail -n 60 "$log"
+  echo "${line:-bindings-$lang: 0 passed, 1 failed, 0 skipped}" >>"$bindings_results"
 done
 
 # ASan + UBSan over every unit, C API, sample and fuzz-replay test, then
@@ -77,9 +97,18 @@ fi
 meson test -C "$tsan_dir" --no-rebuild "${tsan_wrapper[@]}" --print-errorlogs --num-processes 2 "${tsan_tests[@]}" ||
   status=1
 
-python3 - "${configs[@]%%:*}" "$san_dir" "$tsan_dir" <<'PY'
-import json, os, sys
+python3 - "$bindings_results" "${configs[@]%%:*}" "$san_dir" "$tsan_dir" <<'PY'
+import json, os, re, sys
 passed = failed = skipped = 0
+# The bindings' suites: "bindings-<lang>: N passed, N failed, N skipped".
+for line in open(sys.argv.pop(1)):
+    m = re.match(r"bindings-\w+: (\d+) passed, (\d+) failed, (\d+) skipped", line)
+    if m:
+        passed += int(m[1])
+        failed += int(m[2])
+        skipped += int(m[3])
+    else:
+        failed += 1
 # tools/fuzz.sh leaves one line per target: "<name> ok|failed".
 fuzz = os.path.join(sys.argv[-2], "fuzz-results.txt")
 if os.path.exists(fuzz):

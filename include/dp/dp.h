@@ -23,6 +23,10 @@
  * Threads. Unless a function says otherwise it may be called from any thread,
  *   and concurrently on different handles. Per-object rules are given below.
  *
+ * Bindings. bindings/{go,rust,java} wrap every function declared here; a
+ *   change that adds to this header adds their wrappers in the same change
+ *   (each binding's tests parse this file and fail on a function it lacks).
+ *
  * Names. Every function is dp_<object>_<verb>[_<detail>], where <object> is
  *   the handle type or subsystem it acts on (status, log, device, dtype,
  *   tensor, workspace, string_list, buffer, netdef, net, model,
@@ -162,9 +166,10 @@ DP_API const char* dp_status_code_name(int32_t code);
 enum { DP_LOG_DEBUG = 0, DP_LOG_INFO = 1, DP_LOG_WARNING = 2, DP_LOG_ERROR = 3 };
 
 /* Receives one log message. `message` is valid only during the call. It may
- * be called from any library thread, but never concurrently with itself.
- * It must not call back into dp's logging functions, and must return (no
- * longjmp, no exceptions). */
+ * be called from any library thread, but never concurrently with itself. It
+ * may call dp functions: what they log meanwhile goes to stderr instead (the
+ * callback is never re-entered), and dp_log_set_callback is ignored there
+ * (with a note on stderr). It must return (no longjmp, no exceptions). */
 typedef void (*dp_log_callback)(void* user_data, int32_t level, const char* message);
 
 /* Routes messages of `min_level` and above to `callback` (NULL restores the
@@ -391,7 +396,9 @@ typedef struct dp_netdef dp_netdef;
 DP_API DP_MUST_USE dp_status* dp_netdef_from_buffer(const void* data, size_t size, dp_netdef** out);
 /* From JSON text of `size` bytes (need not be NUL-terminated). */
 DP_API DP_MUST_USE dp_status* dp_netdef_from_json(const char* json, size_t size, dp_netdef** out);
-/* From a file holding either form (detected from its contents). */
+/* From a file holding either form (detected from its contents).
+ * DP_ERR_NOT_FOUND when it does not exist, DP_ERR_IO when it cannot be read
+ * (a directory included). */
 DP_API DP_MUST_USE dp_status* dp_netdef_from_file(const char* path, dp_netdef** out);
 
 /* Bytes owned by the library. */
@@ -590,6 +597,9 @@ DP_API DP_MUST_USE dp_status* dp_net_trace_json(const dp_net* net, dp_buffer** o
  * executor runs as single tasks are drawn as clusters. */
 DP_API DP_MUST_USE dp_status* dp_net_to_dot(const dp_net* net, dp_buffer** out);
 
+/* Releases the net. A run started by dp_net_run_async and not yet waited for
+ * is cancelled and waited for first (its error, if any, is dropped). Accepts
+ * NULL. Not concurrently with other calls on the same net. */
 DP_API void dp_net_free(dp_net* net);
 
 /* ------------------------------------------------------------------------ */
@@ -638,7 +648,8 @@ DP_API DP_MUST_USE dp_status* dp_netdef_add_gradients(const dp_netdef* netdef, c
 typedef struct dp_model dp_model;
 
 /* From a binary FlatBuffer (identifier "DPMD", verified), JSON text of `size`
- * bytes, or a file holding either. Both nets are validated, and the model's
+ * bytes, or a file holding either (a missing file is DP_ERR_NOT_FOUND, an
+ * unreadable one DP_ERR_IO). Both nets are validated, and the model's
  * lists are checked against them (every param is created by the init net and
  * read by the forward net; losses and metrics are produced by it). */
 DP_API DP_MUST_USE dp_status* dp_model_from_buffer(const void* data, size_t size, dp_model** out);

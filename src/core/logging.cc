@@ -16,6 +16,10 @@ struct Sink {
   std::atomic<int32_t> min_level{static_cast<int32_t>(LogLevel::kWarning)};
 };
 
+// Set while this thread runs the callback: a dp call the callback makes
+// that logs would otherwise wait for the lock this thread holds.
+thread_local bool t_in_callback = false;
+
 Sink& GetSink() {
   static Sink* sink = new Sink;  // never destroyed: logging may happen during exit
   return *sink;
@@ -34,6 +38,10 @@ const char* LevelName(LogLevel level) {
 }  // namespace
 
 void SetLogSink(LogCallback cb, void* user_data, LogLevel min_level) {
+  if (t_in_callback) {
+    std::fprintf(stderr, "dp warning: the log callback cannot be replaced from within itself; ignored\n");
+    return;
+  }
   Sink& s = GetSink();
   std::lock_guard<std::mutex> lock(s.mu);
   s.cb = cb;
@@ -47,10 +55,16 @@ bool LogEnabled(LogLevel level) {
 
 void LogMessage(LogLevel level, const std::string& message) {
   Sink& s = GetSink();
+  if (t_in_callback) {  // logged by a dp call of the callback: never re-entered
+    std::fprintf(stderr, "dp %s: %s\n", LevelName(level), message.c_str());
+    return;
+  }
   std::lock_guard<std::mutex> lock(s.mu);
   if (static_cast<int32_t>(level) < s.min_level.load(std::memory_order_relaxed)) return;
   if (s.cb != nullptr) {
+    t_in_callback = true;
     s.cb(s.user_data, static_cast<int32_t>(level), message.c_str());
+    t_in_callback = false;
   } else {
     std::fprintf(stderr, "dp %s: %s\n", LevelName(level), message.c_str());
   }

@@ -78,7 +78,7 @@ std::string ReadFormatFile(const FlatBufferFormat& format, const std::string& pa
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const int err = errno;
-    DP_THROW(err == ENOENT ? format.missing_file : Code::kIo, "cannot open ", format.what, " file '", path, "': ",
+    DP_THROW(err == ENOENT ? Code::kNotFound : Code::kIo, "cannot open ", format.what, " file '", path, "': ",
              std::strerror(err));
   }
   std::ostringstream ss;

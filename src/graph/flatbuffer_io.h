@@ -22,7 +22,6 @@ struct FlatBufferFormat {
   const char* what;         // "net", "model": starts the messages ("net buffer of 3 bytes ...")
   const char* identifier;   // the file identifier ("DPNT")
   std::string_view schema;  // the schema text (schemas/*.fbs), for JSON
-  Code missing_file;        // the code when a file to load does not exist
 };
 
 namespace flatbuffer_io {
@@ -68,7 +67,7 @@ std::string JsonToFlatBuffer(const FlatBufferFormat& format, std::string_view js
 // kInternal error.
 std::string FlatBufferToJson(const FlatBufferFormat& format, const std::string& buffer, const std::string& name);
 
-// A whole file's bytes (kIo; format.missing_file when it does not exist).
+// A whole file's bytes (kIo; kNotFound when it does not exist).
 std::string ReadFormatFile(const FlatBufferFormat& format, const std::string& path);
 
 // Loads a file in either form, by content: from_buffer(data, size) when it

@@ -173,7 +173,7 @@ flatbuffers::Offset<fb::NetDef> ToFb(flatbuffers::FlatBufferBuilder& b, const Ne
 }
 
 // Built per call: no static initialisation order to mind, and it is four words.
-FlatBufferFormat NetFormat() { return {"net", fb::NetDefIdentifier(), generated::kNetSchemaText, Code::kIo}; }
+FlatBufferFormat NetFormat() { return {"net", fb::NetDefIdentifier(), generated::kNetSchemaText}; }
 
 }  // namespace
 

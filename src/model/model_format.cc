@@ -32,7 +32,7 @@ OptimizerDef OptimizerFromFb(const fb::Optimizer& o, const std::string& where) {
 }
 
 FlatBufferFormat ModelFormat() {
-  return {"model", fb::ModelDefIdentifier(), generated::kModelSchemaText, Code::kNotFound};
+  return {"model", fb::ModelDefIdentifier(), generated::kModelSchemaText};
 }
 
 }  // namespace

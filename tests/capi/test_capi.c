@@ -826,7 +826,7 @@ static void test_netdef_files(void) {
     dp_netdef_free(loaded);
   }
   loaded = SENTINEL;
-  EXPECT_ERR(dp_netdef_from_file(missing_path, &loaded), DP_ERR_IO, missing_path);
+  EXPECT_ERR(dp_netdef_from_file(missing_path, &loaded), DP_ERR_NOT_FOUND, missing_path);
   CHECK(loaded == SENTINEL);
   /* FlatBuffers reports positions as "<line>: <column>: ". */
   EXPECT_ERR2(dp_netdef_from_file(bad_path, &loaded), DP_ERR_PARSE, bad_path, "1: 14: ");

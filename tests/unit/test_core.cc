@@ -295,6 +295,26 @@ TEST_CASE("logging goes to the installed callback at or above the level") {
   CHECK(seen.msgs[1].first == 3);
 }
 
+TEST_CASE("a log callback may log and may try to replace itself without deadlocking") {
+  struct Seen {
+    std::vector<std::string> msgs;
+  } seen;
+  // The callback logs (as a dp call it made would): that message goes to
+  // stderr, not into the callback again; replacing the sink from within is
+  // ignored.
+  SetLogSink(
+      [](void* ud, int32_t, const char* m) {
+        static_cast<Seen*>(ud)->msgs.emplace_back(m);
+        DP_LOG(kError, "logged from inside the callback");
+        SetLogSink(nullptr, nullptr, LogLevel::kError);
+      },
+      &seen, LogLevel::kInfo);
+  DP_LOG(kWarning, "first");
+  DP_LOG(kWarning, "second");  // still the same sink
+  SetLogSink(nullptr, nullptr, LogLevel::kWarning);
+  CHECK(seen.msgs == std::vector<std::string>{"first", "second"});
+}
+
 TEST_CASE("Rng is deterministic and well spread") {
   Rng a(123), b(123), c(124);
   bool differs = false;

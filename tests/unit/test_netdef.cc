@@ -108,7 +108,7 @@ TEST_CASE("files: binary or JSON detected from content; errors name the file") {
   std::ofstream(js) << kMlpJson;
   CHECK(NetDefFromFile(bin).ops.size() == 4);
   CHECK(NetDefFromFile(js).name == "mlp");
-  ExpectError([&] { NetDefFromFile(dir + "/no_such_net.json"); }, Code::kIo, {"no_such_net.json"});
+  ExpectError([&] { NetDefFromFile(dir + "/no_such_net.json"); }, Code::kNotFound, {"no_such_net.json"});
   std::ofstream(js) << "{ \"name\": ";
   ExpectError([&] { NetDefFromFile(js); }, Code::kParse, {"test_netdef_file.json"});
   std::remove(bin.c_str());

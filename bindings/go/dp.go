@@ -1,0 +1,107 @@
+// Package dp is the Go binding of dp, the embeddable data-parallel
+// deep-learning runtime (libdp, C API include/dp/dp.h).
+//
+// Errors. Every failing call returns an error of type *Error carrying dp's
+// stable code and message; compare with errors.Is against the sentinels
+// (ErrNotFound, ...) or unwrap with errors.As. The C status is freed before
+// the call returns.
+//
+// Handles. Every object that owns a dp handle (Tensor, Workspace, NetDef,
+// Net, Model, ParallelModel, CheckpointJob, HostMemory) has an idempotent
+// Close that releases it; a finalizer does the same for handles that are
+// forgotten, but relying on it keeps C memory alive until the garbage
+// collector runs. Close never blocks: when another goroutine is inside a
+// call on the handle, the release happens as that call returns. Any call on
+// a closed handle returns an error matching ErrClosed (getters without an
+// error result return zero values). A nil handle is passed to dp as NULL,
+// which dp reports as ErrInvalidArgument.
+//
+// Memory. cgo forbids C from keeping Go pointers after a call returns, so:
+// Go slices are only ever borrowed for the duration of one call (tensor
+// creation copies them; CopyTo writes into them); memory that dp keeps
+// (NewTensorBorrowed, NewTensorOwned) must be C memory, allocated with
+// AllocHostMemory. Strings returned by dp are copied into Go strings.
+//
+// Threads. dp has no thread-local state, so every function may be called
+// from any goroutine. Per-type rules (which calls may overlap) are given on
+// each type; they follow the header's.
+package dp
+
+/*
+#cgo pkg-config: dp
+#include <dp/dp.h>
+*/
+import "C"
+
+// Version numbers of the header this binding was written against.
+const (
+	HeaderVersionMajor  = C.DP_VERSION_MAJOR
+	HeaderVersionMinor  = C.DP_VERSION_MINOR
+	HeaderVersionPatch  = C.DP_VERSION_PATCH
+	HeaderVersionNumber = C.DP_VERSION_NUMBER
+	ABIVersion          = C.DP_ABI_VERSION
+)
+
+// Version is the loaded library's version ("0.2.0").
+func Version() string { return C.GoString(C.dp_version()) }
+
+// VersionNumber is the loaded library's DP_VERSION_NUMBER; compare it with
+// HeaderVersionNumber to detect a mismatched library.
+func VersionNumber() uint32 { return uint32(C.dp_version_number()) }
+
+// DeviceType selects CPU or CUDA devices.
+type DeviceType int32
+
+const (
+	DeviceCPU  DeviceType = C.DP_DEVICE_CPU
+	DeviceCUDA DeviceType = C.DP_DEVICE_CUDA
+	// DeviceNone: a device field that is not set.
+	DeviceNone DeviceType = C.DP_DEVICE_NONE
+)
+
+// DeviceCount is the number of devices of a type (CPU: 1; CUDA: 0 when none
+// is usable, see GetBuildInfo).
+func DeviceCount(t DeviceType) (int, error) {
+	var n C.int32_t
+	if err := statusErr(C.dp_device_count(C.int32_t(t), &n)); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// BuildInfo says how the loaded library was built (see dp_build_info).
+type BuildInfo struct {
+	Version            string
+	CUDA               bool
+	CUDARuntimeVersion int32
+	CUDADriverVersion  int32
+	CUBLASVersion      int32
+	NCCLVersion        int32
+	CUDAArchs          string
+	BLAS               string
+	BLASConfig         string
+	Compiler           string
+	BuildType          string
+}
+
+// GetBuildInfo reads the build information of the loaded library.
+func GetBuildInfo() (BuildInfo, error) {
+	var c C.dp_build_info
+	c.struct_size = C.uint32_t(C.sizeof_dp_build_info)
+	if err := statusErr(C.dp_build_info_get(&c)); err != nil {
+		return BuildInfo{}, err
+	}
+	return BuildInfo{
+		Version:            C.GoString(c.version),
+		CUDA:               c.cuda != 0,
+		CUDARuntimeVersion: int32(c.cuda_runtime_version),
+		CUDADriverVersion:  int32(c.cuda_driver_version),
+		CUBLASVersion:      int32(c.cublas_version),
+		NCCLVersion:        int32(c.nccl_version),
+		CUDAArchs:          C.GoString(c.cuda_archs),
+		BLAS:               C.GoString(c.blas),
+		BLASConfig:         C.GoString(c.blas_config),
+		Compiler:           C.GoString(c.compiler),
+		BuildType:          C.GoString(c.build_type),
+	}, nil
+}

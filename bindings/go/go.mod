@@ -1,0 +1,3 @@
+module dp.dev/dp
+
+go 1.19

@@ -1,0 +1,169 @@
+package dp
+
+/*
+#include <dp/dp.h>
+*/
+import "C"
+
+import (
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Executor selects how a net runs its ops (DP_EXECUTOR_*).
+type Executor int32
+
+const (
+	ExecutorDefault Executor = C.DP_EXECUTOR_DEFAULT
+	ExecutorSimple  Executor = C.DP_EXECUTOR_SIMPLE
+	ExecutorAsync   Executor = C.DP_EXECUTOR_ASYNC
+)
+
+// NetOptions: the zero value asks for every default.
+type NetOptions struct {
+	Executor      Executor // default: the definition's, else async across devices, simple otherwise
+	NumWorkers    int      // async executor CPU workers; 0: the definition's, else the core count
+	StreamsPerGPU int      // 0 means 1
+	Profile       bool     // record per-op timings (see TraceJSON)
+}
+
+// Net is a definition instantiated in a workspace. Runs of one net never
+// overlap: Run or RunAsync while a run is in progress fails with
+// ErrFailedPrecondition. Cancel may be called from any goroutine at any
+// time; Wait is serialised by the binding (the header allows one waiter at a
+// time). Different nets on one workspace may run concurrently only if they
+// write disjoint blobs. Close during a run takes effect when the run's call
+// returns.
+type Net struct {
+	r      ref[C.dp_net]
+	waitMu sync.Mutex
+}
+
+func (n *Net) get() (*C.dp_net, func(), error) {
+	if n == nil {
+		return nil, noop, nil
+	}
+	p, err := n.r.acquire()
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, n.r.release, nil
+}
+
+// NewNet creates a net in ws from def (copied: def may be closed after);
+// opts nil means defaults. The net keeps ws alive.
+func NewNet(ws *Workspace, def *NetDef, opts *NetOptions) (*Net, error) {
+	wp, wdone, err := ws.get()
+	if err != nil {
+		return nil, err
+	}
+	defer wdone()
+	dp, ddone, err := def.get()
+	if err != nil {
+		return nil, err
+	}
+	defer ddone()
+	var c C.dp_net_options
+	var cp *C.dp_net_options
+	if opts != nil {
+		C.dp_net_options_init(&c, C.sizeof_dp_net_options)
+		c.executor = C.int32_t(opts.Executor)
+		c.num_workers = C.int32_t(opts.NumWorkers)
+		c.streams_per_gpu = C.int32_t(opts.StreamsPerGPU)
+		if opts.Profile {
+			c.profile = 1
+		}
+		cp = &c
+	}
+	var out *C.dp_net
+	if err := statusErr(C.dp_net_create(wp, dp, cp, &out)); err != nil {
+		return nil, err
+	}
+	n := &Net{}
+	n.r.set(out, "Net", func(p *C.dp_net) { C.dp_net_free(p) })
+	runtime.SetFinalizer(n, func(n *Net) { n.r.close() })
+	return n, nil
+}
+
+// Close releases the net (waiting for an async run to finish). Idempotent.
+func (n *Net) Close() {
+	if n != nil {
+		n.r.close()
+	}
+}
+
+// Run runs every op once. ErrCancelled if Cancel stopped it.
+func (n *Net) Run() error {
+	p, done, err := n.get()
+	if err != nil {
+		return err
+	}
+	defer done()
+	return statusErr(C.dp_net_run(p))
+}
+
+// RunAsync starts a run and returns at once; collect it with Wait.
+func (n *Net) RunAsync() error {
+	p, done, err := n.get()
+	if err != nil {
+		return err
+	}
+	defer done()
+	return statusErr(C.dp_net_run_async(p))
+}
+
+// Wait waits up to timeout (negative: without limit) for the run started by
+// RunAsync: nil when it succeeded, its error when it failed, ErrTimeout when
+// it still runs, ErrFailedPrecondition when none was started.
+func (n *Net) Wait(timeout time.Duration) error {
+	p, done, err := n.get()
+	if err != nil {
+		return err
+	}
+	defer done()
+	ms := int64(-1)
+	if timeout >= 0 {
+		ms = int64(timeout / time.Millisecond)
+	}
+	if n != nil {
+		n.waitMu.Lock()
+		defer n.waitMu.Unlock()
+	}
+	return statusErr(C.dp_net_wait(p, C.int64_t(ms)))
+}
+
+// Cancel asks the current run to stop at the next op boundary. Any
+// goroutine, any time; nothing happens without a run or on a closed net.
+func (n *Net) Cancel() {
+	p, done, err := n.get()
+	if err != nil {
+		return
+	}
+	defer done()
+	C.dp_net_cancel(p)
+}
+
+func (n *Net) buffer(f func(*C.dp_net, **C.dp_buffer) *C.dp_status) (string, error) {
+	p, done, err := n.get()
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	var out *C.dp_buffer
+	if err := statusErr(f(p, &out)); err != nil {
+		return "", err
+	}
+	return string(goBytes(out)), nil
+}
+
+// TraceJSON is the last completed run as Chrome trace JSON (empty events
+// unless created with Profile).
+func (n *Net) TraceJSON() (string, error) {
+	return n.buffer(func(p *C.dp_net, o **C.dp_buffer) *C.dp_status { return C.dp_net_trace_json(p, o) })
+}
+
+// ToDot draws the net's ops and dependencies as Graphviz DOT.
+func (n *Net) ToDot() (string, error) {
+	return n.buffer(func(p *C.dp_net, o **C.dp_buffer) *C.dp_status { return C.dp_net_to_dot(p, o) })
+}

@@ -1,0 +1,261 @@
+package dp
+
+/*
+#include <stdlib.h>
+#include <dp/dp.h>
+*/
+import "C"
+
+import (
+	"runtime"
+	"unsafe"
+)
+
+// ComputedParamsMode says what happens to computed params (BN running
+// statistics) across replicas after each step.
+type ComputedParamsMode int32
+
+const (
+	ComputedParamsBroadcast ComputedParamsMode = C.DP_COMPUTED_PARAMS_BROADCAST
+	ComputedParamsAverage   ComputedParamsMode = C.DP_COMPUTED_PARAMS_AVERAGE
+	ComputedParamsNone      ComputedParamsMode = C.DP_COMPUTED_PARAMS_NONE
+)
+
+// CUDACollectives selects how CUDA replicas communicate.
+type CUDACollectives int32
+
+const (
+	CUDACollectivesNCCL CUDACollectives = C.DP_CUDA_COLLECTIVES_NCCL
+	CUDACollectivesTree CUDACollectives = C.DP_CUDA_COLLECTIVES_TREE
+)
+
+// ParallelOptions: the zero value is one CPU replica with every default
+// (see dp_parallel_options for each field).
+type ParallelOptions struct {
+	DeviceType        DeviceType
+	DeviceIDs         []int32 // one replica per id; nil: every device of DeviceType
+	FirstBucketBytes  int64   // 0 means 1 MiB
+	BucketBytes       int64   // 0 means 25 MiB
+	UnevenSplit       bool
+	NoFuse            bool
+	LR                float64 // > 0 replaces the optimizer's base learning rate
+	AccumulateSteps   int     // 0 means 1
+	BMUF              bool
+	BMUFBlockLR       float64 // 0 means 1
+	BMUFBlockMomentum float64 // 0: 1 - 1/replicas; negative: none
+	BMUFNoNesterov    bool
+	BMUFBlockLength   int // 0 means 8
+	ComputedParams    ComputedParamsMode
+	CUDACollectives   CUDACollectives
+	SharedModel       bool
+	SyncBN            bool
+}
+
+func b2i(b bool) C.int32_t {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ParallelModel is a model turned into replicas, one per device.
+// Immutable: every method may be called from any goroutine, except that
+// Sync, Save and Load must not overlap a net running on the same workspace.
+type ParallelModel struct {
+	r ref[C.dp_parallel_model]
+}
+
+func (m *ParallelModel) get() (*C.dp_parallel_model, func(), error) {
+	if m == nil {
+		return nil, noop, nil
+	}
+	p, err := m.r.acquire()
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, m.r.release, nil
+}
+
+// Close releases the parallel model. Idempotent.
+func (m *ParallelModel) Close() {
+	if m != nil {
+		m.r.close()
+	}
+}
+
+// Parallelize builds data-parallel training; opts nil means one CPU replica
+// with every default.
+func (m *Model) Parallelize(opts *ParallelOptions) (*ParallelModel, error) {
+	p, done, err := m.get()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if opts == nil {
+		opts = &ParallelOptions{}
+	}
+	var c C.dp_parallel_options
+	C.dp_parallel_options_init(&c, C.sizeof_dp_parallel_options)
+	c.device_type = C.int32_t(opts.DeviceType)
+	// The ids go to C memory: the options struct must hold no Go pointer.
+	if n := len(opts.DeviceIDs); n > 0 {
+		ids := (*C.int32_t)(C.malloc(C.size_t(n) * 4))
+		defer C.free(unsafe.Pointer(ids))
+		copy(unsafe.Slice((*int32)(unsafe.Pointer(ids)), n), opts.DeviceIDs)
+		c.device_ids, c.num_devices = ids, C.size_t(n)
+	}
+	c.first_bucket_bytes = C.int64_t(opts.FirstBucketBytes)
+	c.bucket_bytes = C.int64_t(opts.BucketBytes)
+	c.uneven_split = b2i(opts.UnevenSplit)
+	c.no_fuse = b2i(opts.NoFuse)
+	c.lr = C.double(opts.LR)
+	c.accumulate_steps = C.int32_t(opts.AccumulateSteps)
+	c.bmuf = b2i(opts.BMUF)
+	c.bmuf_block_lr = C.double(opts.BMUFBlockLR)
+	c.bmuf_block_momentum = C.double(opts.BMUFBlockMomentum)
+	c.bmuf_no_nesterov = b2i(opts.BMUFNoNesterov)
+	c.bmuf_block_length = C.int32_t(opts.BMUFBlockLength)
+	c.computed_params = C.int32_t(opts.ComputedParams)
+	c.cuda_collectives = C.int32_t(opts.CUDACollectives)
+	c.shared_model = b2i(opts.SharedModel)
+	c.sync_bn = b2i(opts.SyncBN)
+	var out *C.dp_parallel_model
+	if err := statusErr(C.dp_model_parallelize(p, &c, &out)); err != nil {
+		return nil, err
+	}
+	pm := &ParallelModel{}
+	pm.r.set(out, "ParallelModel", func(p *C.dp_parallel_model) { C.dp_parallel_model_free(p) })
+	runtime.SetFinalizer(pm, func(m *ParallelModel) { m.r.close() })
+	return pm, nil
+}
+
+// Nets are the init, train-step and eval nets (one workspace for all).
+func (m *ParallelModel) Nets() (*TrainingNets, error) {
+	p, done, err := m.get()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var i, t, e *C.dp_netdef
+	if err := statusErr(C.dp_parallel_model_nets(p, &i, &t, &e)); err != nil {
+		return nil, err
+	}
+	return &TrainingNets{newNetDef(i), newNetDef(t), newNetDef(e)}, nil
+}
+
+func (m *ParallelModel) netdef(f func(*C.dp_parallel_model, **C.dp_netdef) *C.dp_status) (*NetDef, error) {
+	p, done, err := m.get()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var out *C.dp_netdef
+	if err := statusErr(f(p, &out)); err != nil {
+		return nil, err
+	}
+	return newNetDef(out), nil
+}
+
+// AccumulateNet is the gradient-accumulation net (AccumulateSteps > 1).
+func (m *ParallelModel) AccumulateNet() (*NetDef, error) {
+	return m.netdef(func(p *C.dp_parallel_model, o **C.dp_netdef) *C.dp_status {
+		return C.dp_parallel_model_accumulate_net(p, o)
+	})
+}
+
+// SyncNet broadcasts replica 0's state to the others.
+func (m *ParallelModel) SyncNet() (*NetDef, error) {
+	return m.netdef(func(p *C.dp_parallel_model, o **C.dp_netdef) *C.dp_status {
+		return C.dp_parallel_model_sync_net(p, o)
+	})
+}
+
+// BlockNet is the BMUF block net and the block length.
+func (m *ParallelModel) BlockNet() (*NetDef, int, error) {
+	p, done, err := m.get()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer done()
+	var out *C.dp_netdef
+	var n C.int32_t
+	if err := statusErr(C.dp_parallel_model_block_net(p, &out, &n)); err != nil {
+		return nil, 0, err
+	}
+	return newNetDef(out), int(n), nil
+}
+
+// Sync builds the sync net on ws and runs it once.
+func (m *ParallelModel) Sync(ws *Workspace) error {
+	p, done, err := m.get()
+	if err != nil {
+		return err
+	}
+	defer done()
+	wp, wdone, err := ws.get()
+	if err != nil {
+		return err
+	}
+	defer wdone()
+	return statusErr(C.dp_parallel_model_sync(p, wp))
+}
+
+// NumReplicas is the replica count (0 when closed).
+func (m *ParallelModel) NumReplicas() int {
+	p, done, err := m.get()
+	if err != nil {
+		return 0
+	}
+	defer done()
+	return int(C.dp_parallel_model_num_replicas(p))
+}
+
+// Scope is replica i's name scope ("cpu_1/"); "" when out of range.
+func (m *ParallelModel) Scope(i int) string {
+	p, done, err := m.get()
+	if err != nil || i < 0 {
+		return ""
+	}
+	defer done()
+	return C.GoString(C.dp_parallel_model_scope(p, C.size_t(i)))
+}
+
+// Save writes replica 0's training state under unscoped names to path;
+// opts nil means defaults.
+func (m *ParallelModel) Save(ws *Workspace, path string, opts *SaveOptions) error {
+	p, done, err := m.get()
+	if err != nil {
+		return err
+	}
+	defer done()
+	wp, wdone, err := ws.get()
+	if err != nil {
+		return err
+	}
+	defer wdone()
+	c, free := opts.toC()
+	defer free()
+	cp := cstr(path)
+	defer freeStr(cp)
+	return statusErr(C.dp_parallel_model_save(p, wp, cp, c))
+}
+
+// Load reads a checkpoint into replica 0 and syncs every replica; opts.Names
+// must be nil.
+func (m *ParallelModel) Load(ws *Workspace, path string, opts *LoadOptions) error {
+	p, done, err := m.get()
+	if err != nil {
+		return err
+	}
+	defer done()
+	wp, wdone, err := ws.get()
+	if err != nil {
+		return err
+	}
+	defer wdone()
+	c, free := opts.toC()
+	defer free()
+	cp := cstr(path)
+	defer freeStr(cp)
+	return statusErr(C.dp_parallel_model_load(p, wp, cp, c))
+}

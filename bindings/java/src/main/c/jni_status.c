@@ -1,0 +1,51 @@
+/* Library-wide queries: version, code names, devices, build info, dtypes.
+ * (dp_status_code/message/free are used by dpj_ok in jni_common.c.) */
+#include "dp_jni.h"
+
+#define FN(name) Java_org_dp_Native_##name
+
+JNIEXPORT jstring JNICALL FN(version)(JNIEnv* env, jclass c) {
+  (void)c;
+  return dpj_string(env, dp_version());
+}
+
+JNIEXPORT jint JNICALL FN(versionNumber)(JNIEnv* env, jclass c) {
+  (void)env, (void)c;
+  return (jint)dp_version_number();
+}
+
+JNIEXPORT jstring JNICALL FN(statusCodeName)(JNIEnv* env, jclass c, jint code) {
+  (void)c;
+  return dpj_string(env, dp_status_code_name(code));
+}
+
+JNIEXPORT jint JNICALL FN(deviceCount)(JNIEnv* env, jclass c, jint type) {
+  (void)c;
+  int32_t n = 0;
+  return dpj_ok(env, dp_device_count(type, &n)) ? n : 0;
+}
+
+/* strings: version, cuda_archs, blas, blas_config, compiler, build_type;
+ * ints: cuda, cuda_runtime_version, cuda_driver_version, cublas_version,
+ * nccl_version. */
+JNIEXPORT void JNICALL FN(buildInfo)(JNIEnv* env, jclass c, jobjectArray strings, jintArray ints) {
+  (void)c;
+  dp_build_info info = {0};
+  info.struct_size = (uint32_t)sizeof info;
+  if (!dpj_ok(env, dp_build_info_get(&info))) return;
+  const char* s[6] = {info.version, info.cuda_archs, info.blas, info.blas_config, info.compiler, info.build_type};
+  for (int i = 0; i < 6; ++i) {
+    jstring js = dpj_string(env, s[i] ? s[i] : "");
+    if (js == NULL) return;
+    (*env)->SetObjectArrayElement(env, strings, i, js);
+    (*env)->DeleteLocalRef(env, js);
+  }
+  jint v[5] = {info.cuda, info.cuda_runtime_version, info.cuda_driver_version, info.cublas_version,
+               info.nccl_version};
+  (*env)->SetIntArrayRegion(env, ints, 0, 5, v);
+}
+
+JNIEXPORT jlong JNICALL FN(dtypeSize)(JNIEnv* env, jclass c, jint dtype) {
+  (void)env, (void)c;
+  return (jlong)dp_dtype_size(dtype);
+}

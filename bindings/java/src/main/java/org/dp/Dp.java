@@ -1,0 +1,56 @@
+package org.dp;
+
+/**
+ * Library-wide queries of dp (dp.h: version, status code names, devices, build info).
+ * Every method may be called from any thread at any time.
+ */
+public final class Dp {
+  private Dp() {}
+
+  /** DP_DEVICE_CPU: CPU replicas are logical devices sharing the host. */
+  public static final int DEVICE_CPU = 0;
+  /** DP_DEVICE_CUDA. */
+  public static final int DEVICE_CUDA = 1;
+  /** DP_DEVICE_NONE: a device field that is not set. */
+  public static final int DEVICE_NONE = -1;
+
+  /** The dp version this binding was written against (DP_VERSION_NUMBER of dp.h 0.2.0). */
+  public static final int BINDING_VERSION_NUMBER = 200;
+
+  static {
+    Native.load();
+  }
+
+  /** Version of the loaded library, e.g. "0.2.0". */
+  public static String version() {
+    return Native.version();
+  }
+
+  /** DP_VERSION_NUMBER of the loaded library (major*10000 + minor*100 + patch). */
+  public static int versionNumber() {
+    return Native.versionNumber();
+  }
+
+  /** Name of a status code ("INVALID_ARGUMENT"); "UNKNOWN" if unknown. */
+  public static String statusCodeName(int code) {
+    return Native.statusCodeName(code);
+  }
+
+  /** Number of devices of a type ({@link #DEVICE_CPU} reports 1; CUDA 0 without GPUs). */
+  public static int deviceCount(int deviceType) {
+    return Native.deviceCount(deviceType);
+  }
+
+  /** How the loaded library was built (dp_build_info_get). */
+  public static BuildInfo buildInfo() {
+    String[] s = new String[6];
+    int[] i = new int[5];
+    Native.buildInfo(s, i);
+    return new BuildInfo(s, i);
+  }
+
+  /** Element size in bytes of a DP_DTYPE_* value; 0 when unknown. */
+  public static long dtypeSize(int dtype) {
+    return Native.dtypeSize(dtype);
+  }
+}

@@ -1,0 +1,146 @@
+package org.dp;
+
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * A model definition (dp_model): init net, forward net, blob lists and optimizer. Immutable: every
+ * method may be called from any thread, concurrently.
+ */
+public final class Model extends NativeHandle {
+  public static final int PARAMS = 0;
+  public static final int COMPUTED_PARAMS = 1;
+  public static final int INPUTS = 2;
+  public static final int LOSSES = 3;
+  public static final int METRICS = 4;
+
+  public static final int INIT_NET = 0;
+  public static final int FORWARD_NET = 1;
+
+  private Model(long ptr) {
+    super("Model", ptr, Native::modelFree);
+  }
+
+  /** From a binary FlatBuffer (identifier "DPMD"). */
+  public static Model fromBuffer(byte[] data) {
+    return new Model(Native.modelFromBuffer(data));
+  }
+
+  public static Model fromJson(String json) {
+    return new Model(Native.modelFromJson(json == null ? null : json.getBytes(StandardCharsets.UTF_8)));
+  }
+
+  /** From a file holding either form. */
+  public static Model fromFile(String path) {
+    return new Model(Native.modelFromFile(Native.z(path)));
+  }
+
+  public String toJson() {
+    long p = acquire();
+    try {
+      return new String(Native.modelToJson(p), StandardCharsets.UTF_8);
+    } finally {
+      release();
+    }
+  }
+
+  public byte[] toBuffer() {
+    long p = acquire();
+    try {
+      return Native.modelToBuffer(p);
+    } finally {
+      release();
+    }
+  }
+
+  /** One of the blob lists: {@link #PARAMS}, {@link #COMPUTED_PARAMS}, {@link #INPUTS}, ... */
+  public List<String> blobs(int which) {
+    long p = acquire();
+    try {
+      return Arrays.asList(Native.modelBlobs(p, which));
+    } finally {
+      release();
+    }
+  }
+
+  /** The model's name, "" when unnamed. */
+  public String name() {
+    long p = acquire();
+    try {
+      return Native.modelName(p);
+    } finally {
+      release();
+    }
+  }
+
+  /** The model's {@link #INIT_NET} or {@link #FORWARD_NET} as a new NetDef (close it). */
+  public NetDef net(int which) {
+    long p = acquire();
+    try {
+      return new NetDef(Native.modelNet(p, which));
+    } finally {
+      release();
+    }
+  }
+
+  public boolean hasOptimizer() {
+    long p = acquire();
+    try {
+      return Native.modelHasOptimizer(p);
+    } finally {
+      release();
+    }
+  }
+
+  /** The optimizer; {@link DpNotFoundException} when the model has none. */
+  public OptimizerInfo optimizer() {
+    long p = acquire();
+    try {
+      String[] s = new String[2];
+      double[] d = new double[9];
+      long[] l = new long[4];
+      Native.modelGetOptimizer(p, s, d, l);
+      return new OptimizerInfo(s, d, l);
+    } finally {
+      release();
+    }
+  }
+
+  /** The nets that train the model on one device (dp_model_build_training); options may be null. */
+  public TrainingNets buildTraining(TrainingOptions options) {
+    long p = acquire();
+    try {
+      long[] out = new long[3];
+      boolean has = options != null;
+      Native.modelBuildTraining(p, has, has ? options.lossScale : 0, has ? options.lr : 0, out);
+      return new TrainingNets(out);
+    } finally {
+      release();
+    }
+  }
+
+  /** Data-parallel training over the devices of options (dp_model_parallelize); null: one CPU replica. */
+  public ParallelModel parallelize(ParallelOptions o) {
+    if (o == null) o = new ParallelOptions();
+    long p = acquire();
+    try {
+      return new ParallelModel(Native.modelParallelize(p, o.deviceType, o.deviceIds, o.firstBucketBytes,
+          o.bucketBytes, o.unevenSplit ? 1 : 0, o.noFuse ? 1 : 0, o.lr, o.accumulateSteps, o.bmuf ? 1 : 0,
+          o.bmufBlockLr, o.bmufBlockMomentum, o.bmufNoNesterov ? 1 : 0, o.bmufBlockLength, o.computedParams,
+          o.cudaCollectives, o.sharedModel ? 1 : 0, o.syncBn ? 1 : 0));
+    } finally {
+      release();
+    }
+  }
+
+  /** The blobs holding the training state (dp_model_checkpoint_blobs). */
+  public List<String> checkpointBlobs() {
+    long p = acquire();
+    try {
+      return Arrays.asList(Native.modelCheckpointBlobs(p));
+    } finally {
+      release();
+    }
+  }
+}

@@ -1,0 +1,189 @@
+package org.dp;
+
+import java.nio.ByteBuffer;
+
+/**
+ * The JNI entry points, one per use of a dp.h function (see src/main/c). Handles are passed as
+ * {@code long} addresses that the public classes guard; strings go in as NUL-terminated UTF-8
+ * {@code byte[]} (see {@link #z}) because JNI's own string functions use modified UTF-8.
+ * A failed dp call throws the {@link DpException} subclass of its status.
+ */
+final class Native {
+  private Native() {}
+
+  static {
+    // -Ddp.jni.library=/path/libdp_jni.so wins; else java.library.path.
+    String path = System.getProperty("dp.jni.library");
+    if (path != null && !path.isEmpty()) {
+      System.load(path);
+    } else {
+      System.loadLibrary("dp_jni");
+    }
+  }
+
+  /** Makes sure the library is loaded (class initialisation does it). */
+  static void load() {}
+
+  /** NUL-terminated UTF-8 of s; null stays null (dp reports it as INVALID_ARGUMENT). */
+  static byte[] z(String s) {
+    if (s == null) return null;
+    byte[] b = s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    return java.util.Arrays.copyOf(b, b.length + 1);
+  }
+
+  static byte[][] z(java.util.List<String> list) {
+    if (list == null) return null;
+    byte[][] out = new byte[list.size()][];
+    for (int i = 0; i < out.length; ++i) out[i] = z(list.get(i));
+    return out;
+  }
+
+  // --- jni_status.c ---------------------------------------------------------
+  static native String version();
+  static native int versionNumber();
+  static native String statusCodeName(int code);
+  static native int deviceCount(int deviceType);
+  static native void buildInfo(String[] strings, int[] ints);
+  static native long dtypeSize(int dtype);
+
+  // --- jni_log.c ------------------------------------------------------------
+  static native void logSetCallback(boolean enabled, int minLevel);
+
+  // --- jni_tensor.c ---------------------------------------------------------
+  static native long tensorCreateArray(int dtype, long[] dims, Object array, long nbytes);
+  /** mode 0: copy, 1: borrowed, 2: owned (a global reference keeps the buffer until dp lets go). */
+  static native long tensorCreateDirect(int dtype, long[] dims, ByteBuffer buffer, long offset, long nbytes,
+      int mode);
+  static native long tensorFromIdxFile(byte[] path);
+  static native int tensorDtype(long t);
+  static native long tensorNdim(long t);
+  static native long[] tensorDims(long t);
+  static native long tensorNumel(long t);
+  static native long tensorNbytes(long t);
+  static native ByteBuffer tensorData(long t);
+  static native void tensorCopyToArray(long t, Object array, long nbytes);
+  static native void tensorCopyToDirect(long t, ByteBuffer buffer, long offset, long nbytes);
+  static native void tensorFree(long t);
+  /** Owned tensors over direct buffers whose deleter has not run yet (for tests). */
+  static native long liveOwnedBuffers();
+
+  // --- jni_workspace.c ------------------------------------------------------
+  static native long workspaceCreate();
+  static native long workspaceCreateWithOptions(boolean hasOptions, long maxBytes);
+  static native void workspaceFree(long ws);
+  static native void workspaceFeed(long ws, byte[] name, long tensor);
+  static native long workspaceFetch(long ws, byte[] name);
+  static native boolean workspaceHasBlob(long ws, byte[] name);
+  static native String[] workspaceListBlobs(long ws, byte[] prefix);
+
+  // --- jni_netdef.c ---------------------------------------------------------
+  static native long netdefFromBuffer(byte[] data);
+  static native long netdefFromJson(byte[] json);
+  static native long netdefFromFile(byte[] path);
+  static native byte[] netdefToBuffer(long def);
+  static native byte[] netdefToJson(long def);
+  static native byte[] netdefToDot(long def);
+  static native String netdefName(long def);
+  static native long netdefNumOps(long def);
+  static native void netdefFree(long def);
+  static native String[] netdefExternalInputs(long def);
+  static native String[] netdefExternalOutputs(long def);
+  static native int netdefDeviceType(long def);
+  static native int netdefDeviceId(long def);
+  static native int netdefExecutor(long def);
+  static native int netdefNumWorkers(long def);
+  static native long netdefOp(long def, long i);
+  static native long netdefAddGradients(long def, byte[][] losses, byte[][] wrt, byte[][] stop, double lossScale,
+      Object[] gradMapOut);
+
+  // --- jni_introspect.c -----------------------------------------------------
+  static native String opdefType(long op);
+  static native String opdefName(long op);
+  static native String opdefEngine(long op);
+  static native String[] opdefInputs(long op);
+  static native String[] opdefOutputs(long op);
+  static native String[] opdefControlInputs(long op);
+  static native int opdefDeviceType(long op);
+  static native int opdefDeviceId(long op);
+  static native long opdefNumArgs(long op);
+  static native long opdefArg(long op, long i);
+  static native long opdefFindArg(long op, byte[] name);
+  static native String argdefName(long arg);
+  static native int argdefKind(long arg);
+  static native long argdefNumValues(long arg);
+  static native double argdefGetFloat(long arg);
+  static native long argdefGetInt(long arg);
+  static native String argdefGetString(long arg);
+  static native double[] argdefGetFloats(long arg);
+  static native long[] argdefGetInts(long arg);
+  static native String argdefGetStringAt(long arg, long i);
+  static native long argdefGetNet(long arg);
+  static native long argdefGetNetAt(long arg, long i);
+
+  // --- jni_net.c ------------------------------------------------------------
+  static native long netCreate(long ws, long def, boolean hasOptions, int executor, int numWorkers,
+      int streamsPerGpu, int profile);
+  static native void netRun(long net);
+  static native void netRunAsync(long net);
+  static native boolean netWait(long net, long timeoutMs);
+  static native void netCancel(long net);
+  static native byte[] netTraceJson(long net);
+  static native byte[] netToDot(long net);
+  static native void netFree(long net);
+
+  // --- jni_model.c ----------------------------------------------------------
+  static native long modelFromBuffer(byte[] data);
+  static native long modelFromJson(byte[] json);
+  static native long modelFromFile(byte[] path);
+  static native byte[] modelToJson(long model);
+  static native byte[] modelToBuffer(long model);
+  static native String[] modelBlobs(long model, int which);
+  static native void modelFree(long model);
+  static native String modelName(long model);
+  static native long modelNet(long model, int which);
+  static native boolean modelHasOptimizer(long model);
+  static native void modelGetOptimizer(long model, String[] strings, double[] doubles, long[] longs);
+  static native void modelBuildTraining(long model, boolean hasOptions, double lossScale, double lr, long[] out);
+  static native String[] modelCheckpointBlobs(long model);
+
+  // --- jni_parallel.c -------------------------------------------------------
+  static native long modelParallelize(long model, int deviceType, int[] deviceIds, long firstBucketBytes,
+      long bucketBytes, int unevenSplit, int noFuse, double lr, int accumulateSteps, int bmuf,
+      double bmufBlockLr, double bmufBlockMomentum, int bmufNoNesterov, int bmufBlockLength,
+      int computedParams, int cudaCollectives, int sharedModel, int syncBn);
+  static native void parallelModelNets(long pm, long[] out);
+  static native long parallelModelAccumulateNet(long pm);
+  static native long parallelModelBlockNet(long pm, int[] outBlockLength);
+  static native long parallelModelSyncNet(long pm);
+  static native void parallelModelSync(long pm, long ws);
+  static native long parallelModelNumReplicas(long pm);
+  static native String parallelModelScope(long pm, long i);
+  static native void parallelModelFree(long pm);
+  static native void parallelModelSave(long pm, long ws, byte[] path, boolean hasOptions, byte[] modelName,
+      long iteration, double asyncWriteShare);
+  static native void parallelModelLoad(long pm, long ws, byte[] path, boolean hasOptions, byte[][] names,
+      int lenient, int noVerify, int mmap);
+
+  // --- jni_checkpoint.c -----------------------------------------------------
+  static native void checkpointSave(long ws, byte[][] names, byte[] path, boolean hasOptions, byte[] modelName,
+      long iteration, double asyncWriteShare);
+  static native long checkpointSaveAsync(long ws, byte[][] names, byte[] path, boolean hasOptions,
+      byte[] modelName, long iteration, double asyncWriteShare);
+  static native boolean checkpointWait(long job, long timeoutMs);
+  static native void checkpointJobFree(long job);
+  static native void checkpointLoad(long ws, byte[] path, boolean hasOptions, byte[][] names, int lenient,
+      int noVerify, int mmap);
+  static native long checkpointInfoFromFile(byte[] path);
+  static native String checkpointInfoDpVersion(long info);
+  static native String checkpointInfoModelName(long info);
+  static native long checkpointInfoIteration(long info);
+  static native long checkpointInfoNumTensors(long info);
+  static native String checkpointInfoTensorName(long info, long i);
+  static native int checkpointInfoTensorDtype(long info, long i);
+  static native long checkpointInfoTensorNdim(long info, long i);
+  static native long[] checkpointInfoTensorDims(long info, long i);
+  static native long checkpointInfoTensorNbytes(long info, long i);
+  static native void checkpointInfoFree(long info);
+  static native String[] checkpointListSteps(byte[] dir);
+  static native void checkpointPrune(byte[] dir, int keep);
+}

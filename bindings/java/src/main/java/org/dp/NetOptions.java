@@ -1,0 +1,37 @@
+package org.dp;
+
+/** Options of {@link Net#create} (dp_net_options). Every field 0 means its default. */
+public final class NetOptions {
+  public static final int EXECUTOR_DEFAULT = 0;
+  public static final int EXECUTOR_SIMPLE = 1;
+  public static final int EXECUTOR_ASYNC = 2;
+
+  /** EXECUTOR_*; DEFAULT takes the definition's, else ASYNC for multi-device nets, SIMPLE otherwise. */
+  public int executor;
+  /** CPU worker threads of the async executor; 0: the definition's, else the core count; at most 1024. */
+  public int numWorkers;
+  /** CUDA workers per GPU; 0 means 1; at most 64. */
+  public int streamsPerGpu;
+  /** Record per-op timings of every run (see {@link Net#traceJson}). */
+  public boolean profile;
+
+  public NetOptions executor(int v) {
+    executor = v;
+    return this;
+  }
+
+  public NetOptions numWorkers(int v) {
+    numWorkers = v;
+    return this;
+  }
+
+  public NetOptions streamsPerGpu(int v) {
+    streamsPerGpu = v;
+    return this;
+  }
+
+  public NetOptions profile(boolean v) {
+    profile = v;
+    return this;
+  }
+}

@@ -1,0 +1,115 @@
+package org.dp;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/** Many threads at once: training, logging, and dp releasing Java buffers on its own threads. */
+class ThreadsTest {
+  @Test
+  void eightThreadsTrainSeparateNets() throws Exception {
+    try (Model model = Model.fromJson(TestSupport.TINY_MODEL)) {
+      float[][] expected = TestSupport.trainTiny(model, 30);
+      ExecutorService pool = Executors.newFixedThreadPool(8);
+      try {
+        List<Future<float[][]>> results = new ArrayList<>();
+        for (int t = 0; t < 8; ++t) results.add(pool.submit(() -> TestSupport.trainTiny(model, 30)));
+        for (Future<float[][]> f : results) {
+          float[][] got = f.get(120, TimeUnit.SECONDS);
+          assertArrayEquals(expected[0], got[0], 1e-6f);
+          assertArrayEquals(expected[1], got[1], 1e-6f);
+        }
+      } finally {
+        pool.shutdownNow();
+        assertTrue(pool.awaitTermination(60, TimeUnit.SECONDS));
+      }
+    }
+  }
+
+  @Test
+  void logCallbackFromManyThreads() throws Exception {
+    Set<String> threads = ConcurrentHashMap.newKeySet();
+    AtomicInteger messages = new AtomicInteger();
+    Log.setCallback((level, msg) -> {
+      assertTrue(level >= Log.INFO);
+      threads.add(Thread.currentThread().getName());
+      messages.incrementAndGet();
+      throw new RuntimeException("callbacks that throw are contained");
+    }, Log.INFO);
+    ExecutorService pool = Executors.newFixedThreadPool(4);
+    try {
+      List<Future<?>> fs = new ArrayList<>();
+      for (int t = 0; t < 4; ++t) {
+        fs.add(pool.submit(() -> {
+          // Creating a net logs at INFO ("created with N ops").
+          for (int i = 0; i < 5; ++i) {
+            try (Workspace ws = Workspace.create(); NetDef def = NetDef.fromJson(TestSupport.FC_RELU_NET);
+                 Net net = Net.create(ws, def)) {
+              assertNotNull(net);
+            }
+          }
+        }));
+      }
+      for (Future<?> f : fs) f.get(60, TimeUnit.SECONDS);
+    } finally {
+      pool.shutdownNow();
+      assertTrue(pool.awaitTermination(60, TimeUnit.SECONDS));
+      Log.setCallback(null, Log.WARNING);
+    }
+    assertTrue(messages.get() >= 20, "messages: " + messages.get());
+    assertTrue(threads.size() >= 2, "threads: " + threads);
+  }
+
+  @Test
+  void warningsOfCorruptCheckpointsReachTheCallback() throws Exception {
+    List<String> got = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Log.setCallback((level, msg) -> got.add(level + ":" + msg), Log.WARNING);
+    java.nio.file.Path dir = TestSupport.tempDir("log");
+    try {
+      java.nio.file.Files.write(dir.resolve(Checkpoint.stepFileName(5)), new byte[] {9, 9, 9});
+      Thread t = new Thread(() -> assertEquals(List.of(), Checkpoint.listSteps(dir.toString())));
+      t.start();
+      t.join(60_000);
+      assertFalse(t.isAlive());
+    } finally {
+      Log.setCallback(null, Log.WARNING);
+      TestSupport.deleteTree(dir);
+    }
+    assertTrue(got.stream().anyMatch(s -> s.startsWith(Log.WARNING + ":") && s.contains("step-000000005")),
+        got.toString());
+  }
+
+  /** An async net overwrites a blob fed from a wrapped buffer on a dp worker thread: the release of
+   * the buffer's global reference then runs on that native thread, attached to the JVM. */
+  @Test
+  void wrappedBuffersReleasedFromWorkerThreads() throws Exception {
+    String json = "{\"external_inputs\":[\"x\"],\"ops\":["
+        + "{\"type\":\"Relu\",\"inputs\":[\"x\"],\"outputs\":[\"x\"]}]}";
+    long before = Tensor.liveWrappedBuffers();
+    try (NetDef def = NetDef.fromJson(json); Workspace ws = Workspace.create();
+         Net net = Net.create(ws, def, new NetOptions().executor(NetOptions.EXECUTOR_ASYNC).numWorkers(2))) {
+      for (int i = 0; i < 50; ++i) {
+        ByteBuffer buf = ByteBuffer.allocateDirect(16).order(ByteOrder.nativeOrder());
+        buf.asFloatBuffer().put(new float[] {-1f, 2f, -3f, 4f});
+        try (Tensor t = Tensor.wrap(DType.FLOAT32, buf, 4)) {
+          ws.feed("x", t);
+        }
+        net.runAsync();
+        assertTrue(net.await(60_000));
+        assertArrayEquals(new float[] {0f, 2f, 0f, 4f}, ws.fetchFloats("x"));
+      }
+    }
+    assertEquals(before, Tensor.liveWrappedBuffers());
+  }
+}

@@ -1,0 +1,119 @@
+//! Safe Rust binding of dp, an embeddable data-parallel deep-learning
+//! runtime, over its C API (`include/dp/dp.h`); the raw declarations are in
+//! [`sys`].
+//!
+//! Rules carried into the types:
+//! - Every fallible call returns `Result<T, Error>`; the dp_status is freed.
+//! - Every handle is released by `Drop`.
+//! - Immutable handles (NetDef, Model, ParallelModel, Tensor,
+//!   CheckpointInfo, CheckpointJob) are `Send + Sync`, as dp.h allows.
+//!   `Workspace` is `Send` only and `Net` neither, so a net and the feeds of
+//!   its workspace stay on one thread (dp.h forbids feeding a blob that a
+//!   running net writes); `Canceller` cancels from any thread.
+//! - Borrowed strings, arrays and views carry the lifetime of their owner.
+//!
+//! Memory fed without copying must outlive the workspace (this must not
+//! compile):
+//! ```compile_fail
+//! let ws = dp::Workspace::new().unwrap();
+//! {
+//!     let data = vec![1f32; 4];
+//!     ws.feed("x", &dp::Tensor::borrowed(&[4], &data).unwrap()).unwrap();
+//! } // `data` dropped while the workspace still shares it
+//! ws.fetch("x").unwrap();
+//! ```
+//! A net stays on its workspace's thread (this must not compile):
+//! ```compile_fail
+//! let ws = dp::Workspace::new().unwrap();
+//! let def = dp::NetDef::from_json("{}").unwrap();
+//! let net = dp::Net::new(&ws, &def, None).unwrap();
+//! std::thread::scope(|s| { s.spawn(|| net.run()); });
+//! ```
+pub mod sys;
+
+mod util;
+
+pub mod checkpoint;
+pub mod error;
+pub mod log;
+pub mod model;
+pub mod net;
+pub mod netdef;
+pub mod options;
+pub mod tensor;
+pub mod workspace;
+
+pub use checkpoint::{CheckpointInfo, CheckpointJob, TensorInfo};
+pub use error::{code_name, Code, Error, Result};
+pub use model::{BlobList, Model, ModelNet, OptimizerInfo, ParallelModel, TrainingNets};
+pub use net::{AsyncRun, Canceller, Net};
+pub use netdef::{ArgDef, ArgKind, NetDef, OpDef};
+pub use options::{
+    ComputedParams, CudaCollectives, DeviceType, Executor, GradientOptions, LoadOptions, NetOptions,
+    ParallelOptions, SaveOptions, TrainingOptions, WorkspaceOptions,
+};
+pub use tensor::{dtype_size, DType, Element, Tensor};
+pub use workspace::Workspace;
+
+use error::check;
+
+/// Version of the loaded library ("0.2.0").
+pub fn version() -> &'static str {
+    unsafe { util::static_str(sys::dp_version()) }
+}
+
+/// DP_VERSION_NUMBER of the loaded library; compare with
+/// `sys::DP_VERSION_NUMBER` (the header this binding mirrors).
+pub fn version_number() -> u32 {
+    unsafe { sys::dp_version_number() }
+}
+
+/// Number of devices of a type (CUDA: 0 when absent).
+pub fn device_count(device_type: DeviceType) -> Result<i32> {
+    device_count_raw(device_type.value())
+}
+
+/// dp_device_count with a raw DP_DEVICE_* value (unknown: InvalidArgument).
+pub fn device_count_raw(device_type: i32) -> Result<i32> {
+    let mut n = 0;
+    check(unsafe { sys::dp_device_count(device_type, &mut n) })?;
+    Ok(n)
+}
+
+/// How the loaded library was built (dp_build_info); strings are static.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildInfo {
+    pub version: &'static str,
+    pub cuda: bool,
+    pub cuda_runtime_version: i32,
+    pub cuda_driver_version: i32,
+    pub cublas_version: i32,
+    pub nccl_version: i32,
+    pub cuda_archs: &'static str,
+    pub blas: &'static str,
+    pub blas_config: &'static str,
+    pub compiler: &'static str,
+    pub build_type: &'static str,
+}
+
+/// dp_build_info_get.
+pub fn build_info() -> Result<BuildInfo> {
+    let mut c: sys::dp_build_info = unsafe { std::mem::zeroed() };
+    c.struct_size = std::mem::size_of::<sys::dp_build_info>() as u32;
+    check(unsafe { sys::dp_build_info_get(&mut c) })?;
+    unsafe {
+        Ok(BuildInfo {
+            version: util::static_str(c.version),
+            cuda: c.cuda != 0,
+            cuda_runtime_version: c.cuda_runtime_version,
+            cuda_driver_version: c.cuda_driver_version,
+            cublas_version: c.cublas_version,
+            nccl_version: c.nccl_version,
+            cuda_archs: util::static_str(c.cuda_archs),
+            blas: util::static_str(c.blas),
+            blas_config: util::static_str(c.blas_config),
+            compiler: util::static_str(c.compiler),
+            build_type: util::static_str(c.build_type),
+        })
+    }
+}

@@ -1,0 +1,238 @@
+//! Models (dp_model), their one-device training nets, and data-parallel
+//! models (dp_parallel_model).
+use crate::error::{check, Result};
+use crate::netdef::NetDef;
+use crate::options::{LoadOptions, ParallelOptions, SaveOptions, TrainingOptions};
+use crate::sys;
+use crate::util::{borrowed_str, buffer_bytes, buffer_string, cstring, opt_str, out_handle, StringList};
+use crate::workspace::Workspace;
+use std::os::raw::{c_char, c_void};
+use std::ptr;
+
+/// The blob lists of a model (DP_MODEL_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlobList {
+    Params,
+    ComputedParams,
+    Inputs,
+    Losses,
+    Metrics,
+}
+
+/// The nets of a model definition (DP_MODEL_INIT_NET / FORWARD_NET).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelNet {
+    Init,
+    Forward,
+}
+
+/// The three nets that train a model; all run in one workspace.
+#[derive(Debug)]
+pub struct TrainingNets {
+    pub init: NetDef,
+    pub train: NetDef,
+    pub eval: NetDef,
+}
+
+/// A model's optimizer (dp_optimizer_info); strings borrow the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptimizerInfo<'a> {
+    pub optimizer_type: &'a str,
+    pub lr: f64,
+    pub momentum: f64,
+    pub nesterov: bool,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub epsilon: f64,
+    pub weight_decay: f64,
+    pub lr_policy: &'a str,
+    pub gamma: f64,
+    pub stepsize: i64,
+    pub power: f64,
+    pub max_iter: i64,
+    pub warmup_iters: i64,
+    pub warmup_start_factor: f64,
+}
+
+pub struct Model {
+    raw: *mut sys::dp_model,
+}
+
+// dp.h: "Immutable; any thread."
+unsafe impl Send for Model {}
+unsafe impl Sync for Model {}
+
+impl Model {
+    pub fn from_json(json: &str) -> Result<Model> {
+        Self::from_json_bytes(json.as_bytes())
+    }
+    pub fn from_json_bytes(json: &[u8]) -> Result<Model> {
+        let h = out_handle(|o| unsafe { sys::dp_model_from_json(json.as_ptr() as *const c_char, json.len(), o) })?;
+        Ok(Model { raw: h })
+    }
+    /// From a binary FlatBuffer ("DPMD"), verified.
+    pub fn from_buffer(data: &[u8]) -> Result<Model> {
+        let h = out_handle(|o| unsafe { sys::dp_model_from_buffer(data.as_ptr() as *const c_void, data.len(), o) })?;
+        Ok(Model { raw: h })
+    }
+    pub fn from_file(path: &str) -> Result<Model> {
+        let p = cstring(path, "path")?;
+        Ok(Model { raw: out_handle(|o| unsafe { sys::dp_model_from_file(p.as_ptr(), o) })? })
+    }
+    pub fn as_raw(&self) -> *const sys::dp_model {
+        self.raw
+    }
+    pub fn to_json(&self) -> Result<String> {
+        buffer_string(|o| unsafe { sys::dp_model_to_json(self.raw, o) })
+    }
+    pub fn to_buffer(&self) -> Result<Vec<u8>> {
+        buffer_bytes(|o| unsafe { sys::dp_model_to_buffer(self.raw, o) })
+    }
+    pub fn blobs(&self, which: BlobList) -> Result<Vec<String>> {
+        let w = match which {
+            BlobList::Params => sys::DP_MODEL_PARAMS,
+            BlobList::ComputedParams => sys::DP_MODEL_COMPUTED_PARAMS,
+            BlobList::Inputs => sys::DP_MODEL_INPUTS,
+            BlobList::Losses => sys::DP_MODEL_LOSSES,
+            BlobList::Metrics => sys::DP_MODEL_METRICS,
+        };
+        self.blobs_raw(w)
+    }
+    /// dp_model_blobs with a raw DP_MODEL_* value (errors for unknown ones).
+    pub fn blobs_raw(&self, which: i32) -> Result<Vec<String>> {
+        Ok(StringList::fill(|o| unsafe { sys::dp_model_blobs(self.raw, which, o) })?.into_vec())
+    }
+    pub fn name(&self) -> &str {
+        unsafe { borrowed_str(sys::dp_model_name(self.raw)) }
+    }
+    /// The model's own init or forward net, as a handle that may outlive it.
+    pub fn net(&self, which: ModelNet) -> Result<NetDef> {
+        let w = match which {
+            ModelNet::Init => sys::DP_MODEL_INIT_NET,
+            ModelNet::Forward => sys::DP_MODEL_FORWARD_NET,
+        };
+        Ok(NetDef::wrap(out_handle(|o| unsafe { sys::dp_model_net(self.raw, w, o) })?))
+    }
+    pub fn has_optimizer(&self) -> bool {
+        unsafe { sys::dp_model_has_optimizer(self.raw) != 0 }
+    }
+    /// The optimizer; Code::NotFound when the model has none.
+    pub fn optimizer(&self) -> Result<OptimizerInfo<'_>> {
+        let mut c: sys::dp_optimizer_info = unsafe { std::mem::zeroed() };
+        c.struct_size = std::mem::size_of::<sys::dp_optimizer_info>() as u32;
+        check(unsafe { sys::dp_model_get_optimizer(self.raw, &mut c) })?;
+        Ok(OptimizerInfo {
+            optimizer_type: unsafe { borrowed_str(c.type_) },
+            lr: c.lr,
+            momentum: c.momentum,
+            nesterov: c.nesterov != 0,
+            beta1: c.beta1,
+            beta2: c.beta2,
+            epsilon: c.epsilon,
+            weight_decay: c.weight_decay,
+            lr_policy: unsafe { borrowed_str(c.lr_policy) },
+            gamma: c.gamma,
+            stepsize: c.stepsize,
+            power: c.power,
+            max_iter: c.max_iter,
+            warmup_iters: c.warmup_iters,
+            warmup_start_factor: c.warmup_start_factor,
+        })
+    }
+    /// One-device training nets (dp_model_build_training); None: defaults.
+    pub fn build_training(&self, options: Option<&TrainingOptions>) -> Result<TrainingNets> {
+        let c = options.map(|o| o.to_c());
+        let copt = c.as_ref().map_or(ptr::null(), |c| c as *const sys::dp_training_options);
+        let (mut i, mut t, mut e) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        check(unsafe { sys::dp_model_build_training(self.raw, copt, &mut i, &mut t, &mut e) })?;
+        Ok(TrainingNets { init: NetDef::wrap(i), train: NetDef::wrap(t), eval: NetDef::wrap(e) })
+    }
+    /// The blobs holding the training state (dp_model_checkpoint_blobs).
+    pub fn checkpoint_blobs(&self) -> Result<Vec<String>> {
+        Ok(StringList::fill(|o| unsafe { sys::dp_model_checkpoint_blobs(self.raw, o) })?.into_vec())
+    }
+    /// Data-parallel training over the devices of `options`.
+    pub fn parallelize(&self, options: &ParallelOptions) -> Result<ParallelModel> {
+        let c = options.to_c(); // points into options.device_ids, alive here
+        Ok(ParallelModel { raw: out_handle(|o| unsafe { sys::dp_model_parallelize(self.raw, &c, o) })? })
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        unsafe { sys::dp_model_free(self.raw) }
+    }
+}
+
+pub struct ParallelModel {
+    raw: *mut sys::dp_parallel_model,
+}
+
+// dp.h: "Immutable; any thread."
+unsafe impl Send for ParallelModel {}
+unsafe impl Sync for ParallelModel {}
+
+impl ParallelModel {
+    pub fn as_raw(&self) -> *const sys::dp_parallel_model {
+        self.raw
+    }
+    pub fn nets(&self) -> Result<TrainingNets> {
+        let (mut i, mut t, mut e) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        check(unsafe { sys::dp_parallel_model_nets(self.raw, &mut i, &mut t, &mut e) })?;
+        Ok(TrainingNets { init: NetDef::wrap(i), train: NetDef::wrap(t), eval: NetDef::wrap(e) })
+    }
+    /// The accumulation net (accumulate_steps > 1; FailedPrecondition else).
+    pub fn accumulate_net(&self) -> Result<NetDef> {
+        Ok(NetDef::wrap(out_handle(|o| unsafe { sys::dp_parallel_model_accumulate_net(self.raw, o) })?))
+    }
+    /// The BMUF block net and block length (FailedPrecondition without BMUF).
+    pub fn block_net(&self) -> Result<(NetDef, i32)> {
+        let mut len = 0i32;
+        let h = out_handle(|o| unsafe { sys::dp_parallel_model_block_net(self.raw, o, &mut len) })?;
+        Ok((NetDef::wrap(h), len))
+    }
+    pub fn sync_net(&self) -> Result<NetDef> {
+        Ok(NetDef::wrap(out_handle(|o| unsafe { sys::dp_parallel_model_sync_net(self.raw, o) })?))
+    }
+    /// Builds and runs the sync net on `ws` (not while a net runs on it).
+    pub fn sync(&self, ws: &Workspace<'_>) -> Result<()> {
+        ws.idle("ParallelModel::sync")?;
+        check(unsafe { sys::dp_parallel_model_sync(self.raw, ws.as_raw()) })
+    }
+    pub fn num_replicas(&self) -> usize {
+        unsafe { sys::dp_parallel_model_num_replicas(self.raw) }
+    }
+    /// Replica i's name scope ("cpu_1/"); None out of range.
+    pub fn scope(&self, i: usize) -> Option<&str> {
+        unsafe { opt_str(sys::dp_parallel_model_scope(self.raw, i)) }
+    }
+    /// Saves replica 0's training state under unscoped names.
+    pub fn save(&self, ws: &Workspace<'_>, path: &str, options: Option<&SaveOptions>) -> Result<()> {
+        ws.idle("ParallelModel::save")?;
+        let p = cstring(path, "path")?;
+        let c = match options {
+            Some(o) => Some(o.to_c()?),
+            None => None,
+        };
+        let copt = c.as_ref().map_or(ptr::null(), |c| &c.c as *const sys::dp_checkpoint_save_options);
+        check(unsafe { sys::dp_parallel_model_save(self.raw, ws.as_raw(), p.as_ptr(), copt) })
+    }
+    /// Loads a checkpoint into replica 0 and syncs every replica.
+    pub fn load(&self, ws: &Workspace<'_>, path: &str, options: Option<&LoadOptions>) -> Result<()> {
+        ws.idle("ParallelModel::load")?;
+        let p = cstring(path, "path")?;
+        let c = match options {
+            Some(o) => Some(o.to_c()?),
+            None => None,
+        };
+        let copt = c.as_ref().map_or(ptr::null(), |c| &c.c as *const sys::dp_checkpoint_load_options);
+        check(unsafe { sys::dp_parallel_model_load(self.raw, ws.as_raw(), p.as_ptr(), copt) })
+    }
+}
+
+impl Drop for ParallelModel {
+    fn drop(&mut self) {
+        unsafe { sys::dp_parallel_model_free(self.raw) }
+    }
+}
+

@@ -1,0 +1,160 @@
+//! Nets: a NetDef instantiated in a workspace (dp_net).
+//!
+//! A `Net` borrows its `Workspace`, so it cannot outlive the Rust handle
+//! (dp itself would keep the workspace alive, but the borrow also keeps the
+//! workspace's borrowed blob memory `'d` alive for as long as the net runs).
+use crate::error::{check, Code, Result};
+use crate::netdef::NetDef;
+use crate::options::NetOptions;
+use crate::sys;
+use crate::util::buffer_string;
+use crate::workspace::Workspace;
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::ptr;
+
+pub struct Net<'w, 'd> {
+    raw: *mut sys::dp_net,
+    ws: &'w Workspace<'d>,
+    in_flight: Cell<bool>,
+}
+
+// Neither Send nor Sync (it holds &Workspace, which is !Sync): a net runs on
+// the thread that feeds its workspace, so a feed never races a run writing
+// the same blob. Cancelling from other threads goes through `Canceller`.
+
+impl<'w, 'd> Net<'w, 'd> {
+    /// dp_net_create: `options` None takes every default. The definition is
+    /// copied and may be dropped afterwards.
+    pub fn new(ws: &'w Workspace<'d>, def: &NetDef, options: Option<&NetOptions>) -> Result<Net<'w, 'd>> {
+        ws.idle("Net::new")?;
+        let c = options.map(|o| o.to_c());
+        let copt = c.as_ref().map_or(ptr::null(), |c| c as *const sys::dp_net_options);
+        let mut out = ptr::null_mut();
+        check(unsafe { sys::dp_net_create(ws.as_raw(), def.as_raw(), copt, &mut out) })?;
+        Ok(Net { raw: out, ws, in_flight: Cell::new(false) })
+    }
+
+    pub fn as_raw(&self) -> *mut sys::dp_net {
+        self.raw
+    }
+
+    /// Runs every op once (dp_net_run). Cancelled runs give Code::Cancelled.
+    pub fn run(&self) -> Result<()> {
+        self.ws.idle("Net::run")?;
+        check(unsafe { sys::dp_net_run(self.raw) })
+    }
+
+    /// Starts a run (dp_net_run_async); collect it with `AsyncRun::wait`.
+    /// Until then the workspace refuses feeds, fetches and other runs.
+    pub fn run_async(&self) -> Result<AsyncRun<'_, 'w, 'd>> {
+        self.ws.idle("Net::run_async")?;
+        check(unsafe { sys::dp_net_run_async(self.raw) })?;
+        self.ws.start_run();
+        self.in_flight.set(true);
+        Ok(AsyncRun { net: self, result: None })
+    }
+
+    /// A handle that may cancel this net's runs from any thread.
+    pub fn canceller(&self) -> Canceller<'_> {
+        Canceller { raw: self.raw, _net: PhantomData }
+    }
+
+    /// The last run's per-op trace as Chrome trace JSON (needs profile).
+    pub fn trace_json(&self) -> Result<String> {
+        buffer_string(|o| unsafe { sys::dp_net_trace_json(self.raw, o) })
+    }
+
+    /// The ops and their dependencies as Graphviz DOT.
+    pub fn to_dot(&self) -> Result<String> {
+        buffer_string(|o| unsafe { sys::dp_net_to_dot(self.raw, o) })
+    }
+
+    fn finish(&self) {
+        if self.in_flight.replace(false) {
+            self.ws.end_run();
+        }
+    }
+}
+
+impl<'w, 'd> Drop for Net<'w, 'd> {
+    fn drop(&mut self) {
+        // Only reachable with a run in flight if its AsyncRun was leaked.
+        if self.in_flight.get() {
+            unsafe {
+                sys::dp_net_cancel(self.raw);
+                let _ = check(sys::dp_net_wait(self.raw, -1));
+            }
+            self.finish();
+        }
+        unsafe { sys::dp_net_free(self.raw) }
+    }
+}
+
+/// A run started by `Net::run_async`. Dropping it cancels the run and
+/// waits for it (the workspace must not be touched while it runs).
+pub struct AsyncRun<'n, 'w, 'd> {
+    net: &'n Net<'w, 'd>,
+    result: Option<Result<()>>,
+}
+
+impl<'n, 'w, 'd> AsyncRun<'n, 'w, 'd> {
+    /// Waits up to `timeout_ms` (negative: no limit). Code::Timeout while it
+    /// still runs (wait again); once finished, every call returns the run's
+    /// result.
+    pub fn wait(&mut self, timeout_ms: i64) -> Result<()> {
+        if let Some(r) = &self.result {
+            return r.clone();
+        }
+        let r = check(unsafe { sys::dp_net_wait(self.net.raw, timeout_ms) });
+        if let Err(e) = &r {
+            if e.code() == Code::Timeout {
+                return r;
+            }
+        }
+        self.net.finish();
+        self.result = Some(r.clone());
+        r
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.result.is_some()
+    }
+
+    /// Asks the run to stop at the next op boundary.
+    pub fn cancel(&self) {
+        unsafe { sys::dp_net_cancel(self.net.raw) }
+    }
+
+    pub fn canceller(&self) -> Canceller<'_> {
+        self.net.canceller()
+    }
+}
+
+impl<'n, 'w, 'd> Drop for AsyncRun<'n, 'w, 'd> {
+    fn drop(&mut self) {
+        if self.result.is_none() {
+            unsafe { sys::dp_net_cancel(self.net.raw) };
+            let _ = self.wait(-1);
+        }
+    }
+}
+
+/// Cancels a net's current run (dp_net_cancel) from any thread.
+#[derive(Clone, Copy)]
+pub struct Canceller<'n> {
+    raw: *mut sys::dp_net,
+    _net: PhantomData<&'n ()>,
+}
+
+// dp.h: dp_net_cancel "Any thread, any time; does nothing when no run is in
+// progress". The lifetime keeps the net alive.
+unsafe impl<'n> Send for Canceller<'n> {}
+unsafe impl<'n> Sync for Canceller<'n> {}
+
+impl<'n> Canceller<'n> {
+    pub fn cancel(&self) {
+        unsafe { sys::dp_net_cancel(self.raw) }
+    }
+}
+

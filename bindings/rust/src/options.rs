@@ -1,0 +1,374 @@
+//! Option structs as plain Rust structs. `Default` asks the library
+//! (dp_*_options_init with this binding's struct size), so the defaults are
+//! always the library's; each converts to its C struct only for the call
+//! (dp keeps no pointer into options).
+use crate::error::Result;
+use crate::sys;
+use crate::util::{cstring, CStrings};
+use std::ffi::CString;
+use std::mem::{size_of, MaybeUninit};
+use std::os::raw::c_char;
+use std::ptr;
+
+/// A C options struct filled by its dp_*_options_init (all bytes zeroed
+/// first, then struct_size = this binding's size).
+fn c_init<T>(init: impl FnOnce(*mut T, usize)) -> T {
+    let mut o = MaybeUninit::<T>::uninit();
+    unsafe {
+        ptr::write_bytes(o.as_mut_ptr(), 0, 1);
+        init(o.as_mut_ptr(), size_of::<T>());
+        o.assume_init()
+    }
+}
+
+/// Which executor runs a net (DP_EXECUTOR_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Executor {
+    Default,
+    Simple,
+    Async,
+}
+
+/// dp_workspace_options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceOptions {
+    /// Cap on the bytes of the workspace's blobs; 0 = unlimited.
+    pub max_bytes: u64,
+}
+
+impl Default for WorkspaceOptions {
+    fn default() -> Self {
+        let c: sys::dp_workspace_options = c_init(|p, n| unsafe { sys::dp_workspace_options_init(p, n) });
+        WorkspaceOptions { max_bytes: c.max_bytes }
+    }
+}
+
+impl WorkspaceOptions {
+    pub(crate) fn to_c(&self) -> sys::dp_workspace_options {
+        let mut c: sys::dp_workspace_options = c_init(|p, n| unsafe { sys::dp_workspace_options_init(p, n) });
+        c.max_bytes = self.max_bytes;
+        c
+    }
+}
+
+/// dp_net_options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetOptions {
+    pub executor: Executor,
+    /// Async executor CPU workers; 0: the definition's, else the core count.
+    pub num_workers: i32,
+    /// CUDA workers per GPU; 0 means 1.
+    pub streams_per_gpu: i32,
+    /// Record per-op timings (see Net::trace_json).
+    pub profile: bool,
+}
+
+impl Default for NetOptions {
+    fn default() -> Self {
+        let c: sys::dp_net_options = c_init(|p, n| unsafe { sys::dp_net_options_init(p, n) });
+        NetOptions {
+            executor: match c.executor {
+                sys::DP_EXECUTOR_SIMPLE => Executor::Simple,
+                sys::DP_EXECUTOR_ASYNC => Executor::Async,
+                _ => Executor::Default,
+            },
+            num_workers: c.num_workers,
+            streams_per_gpu: c.streams_per_gpu,
+            profile: c.profile != 0,
+        }
+    }
+}
+
+impl NetOptions {
+    pub(crate) fn to_c(&self) -> sys::dp_net_options {
+        let mut c: sys::dp_net_options = c_init(|p, n| unsafe { sys::dp_net_options_init(p, n) });
+        c.executor = match self.executor {
+            Executor::Default => sys::DP_EXECUTOR_DEFAULT,
+            Executor::Simple => sys::DP_EXECUTOR_SIMPLE,
+            Executor::Async => sys::DP_EXECUTOR_ASYNC,
+        };
+        c.num_workers = self.num_workers;
+        c.streams_per_gpu = self.streams_per_gpu;
+        c.profile = self.profile as i32;
+        c
+    }
+}
+
+/// dp_gradient_options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GradientOptions {
+    /// Loss blobs (at least one).
+    pub losses: Vec<String>,
+    /// Blobs to differentiate with respect to; empty: every external input.
+    pub wrt: Vec<String>,
+    /// Blobs no gradient flows through.
+    pub stop: Vec<String>,
+    /// Seed of the loss gradients; 0 means 1.
+    pub loss_scale: f64,
+}
+
+impl Default for GradientOptions {
+    fn default() -> Self {
+        let c: sys::dp_gradient_options = c_init(|p, n| unsafe { sys::dp_gradient_options_init(p, n) });
+        GradientOptions { losses: Vec::new(), wrt: Vec::new(), stop: Vec::new(), loss_scale: c.loss_scale }
+    }
+}
+
+/// A C struct plus the strings its pointers point into.
+pub(crate) struct GradientC {
+    pub c: sys::dp_gradient_options,
+    _keep: (CStrings, CStrings, CStrings),
+}
+
+impl GradientOptions {
+    pub(crate) fn to_c(&self) -> Result<GradientC> {
+        let losses = CStrings::new(&self.losses, "loss name")?;
+        let wrt = CStrings::new(&self.wrt, "wrt name")?;
+        let stop = CStrings::new(&self.stop, "stop name")?;
+        let mut c: sys::dp_gradient_options = c_init(|p, n| unsafe { sys::dp_gradient_options_init(p, n) });
+        c.losses = losses.as_ptr();
+        c.num_losses = losses.len();
+        c.wrt = wrt.as_ptr();
+        c.num_wrt = wrt.len();
+        c.stop = stop.as_ptr();
+        c.num_stop = stop.len();
+        c.loss_scale = self.loss_scale;
+        Ok(GradientC { c, _keep: (losses, wrt, stop) })
+    }
+}
+
+/// dp_training_options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainingOptions {
+    /// Seed of the loss gradients; 0 means 1.
+    pub loss_scale: f64,
+    /// > 0 replaces the optimizer's base learning rate; 0: the model's.
+    pub lr: f64,
+}
+
+impl Default for TrainingOptions {
+    fn default() -> Self {
+        let c: sys::dp_training_options = c_init(|p, n| unsafe { sys::dp_training_options_init(p, n) });
+        TrainingOptions { loss_scale: c.loss_scale, lr: c.lr }
+    }
+}
+
+impl TrainingOptions {
+    pub(crate) fn to_c(&self) -> sys::dp_training_options {
+        let mut c: sys::dp_training_options = c_init(|p, n| unsafe { sys::dp_training_options_init(p, n) });
+        c.loss_scale = self.loss_scale;
+        c.lr = self.lr;
+        c
+    }
+}
+
+/// Device types (DP_DEVICE_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceType {
+    Cpu,
+    Cuda,
+}
+
+impl DeviceType {
+    pub fn value(self) -> i32 {
+        match self {
+            DeviceType::Cpu => sys::DP_DEVICE_CPU,
+            DeviceType::Cuda => sys::DP_DEVICE_CUDA,
+        }
+    }
+}
+
+/// How computed params (BN statistics) are kept across replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComputedParams {
+    Broadcast,
+    Average,
+    None,
+}
+
+/// How CUDA replicas communicate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CudaCollectives {
+    Nccl,
+    Tree,
+}
+
+/// dp_parallel_options (see dp.h for each field's meaning).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParallelOptions {
+    pub device_type: DeviceType,
+    /// One replica per id; empty: every device of device_type.
+    pub device_ids: Vec<i32>,
+    pub first_bucket_bytes: i64,
+    pub bucket_bytes: i64,
+    pub uneven_split: bool,
+    pub no_fuse: bool,
+    pub lr: f64,
+    pub accumulate_steps: i32,
+    pub bmuf: bool,
+    pub bmuf_block_lr: f64,
+    pub bmuf_block_momentum: f64,
+    pub bmuf_no_nesterov: bool,
+    pub bmuf_block_length: i32,
+    pub computed_params: ComputedParams,
+    pub cuda_collectives: CudaCollectives,
+    pub shared_model: bool,
+    pub sync_bn: bool,
+}
+
+impl Default for ParallelOptions {
+    fn default() -> Self {
+        let c: sys::dp_parallel_options = c_init(|p, n| unsafe { sys::dp_parallel_options_init(p, n) });
+        ParallelOptions {
+            device_type: if c.device_type == sys::DP_DEVICE_CUDA { DeviceType::Cuda } else { DeviceType::Cpu },
+            device_ids: Vec::new(),
+            first_bucket_bytes: c.first_bucket_bytes,
+            bucket_bytes: c.bucket_bytes,
+            uneven_split: c.uneven_split != 0,
+            no_fuse: c.no_fuse != 0,
+            lr: c.lr,
+            accumulate_steps: c.accumulate_steps,
+            bmuf: c.bmuf != 0,
+            bmuf_block_lr: c.bmuf_block_lr,
+            bmuf_block_momentum: c.bmuf_block_momentum,
+            bmuf_no_nesterov: c.bmuf_no_nesterov != 0,
+            bmuf_block_length: c.bmuf_block_length,
+            computed_params: match c.computed_params {
+                sys::DP_COMPUTED_PARAMS_AVERAGE => ComputedParams::Average,
+                sys::DP_COMPUTED_PARAMS_NONE => ComputedParams::None,
+                _ => ComputedParams::Broadcast,
+            },
+            cuda_collectives: if c.cuda_collectives == sys::DP_CUDA_COLLECTIVES_TREE {
+                CudaCollectives::Tree
+            } else {
+                CudaCollectives::Nccl
+            },
+            shared_model: c.shared_model != 0,
+            sync_bn: c.sync_bn != 0,
+        }
+    }
+}
+
+impl ParallelOptions {
+    /// Replicas cpu:0 .. cpu:n-1.
+    pub fn cpu(n: usize) -> ParallelOptions {
+        ParallelOptions { device_type: DeviceType::Cpu, device_ids: (0..n as i32).collect(), ..Default::default() }
+    }
+
+    /// The C struct; it points into self.device_ids, so use it while self lives.
+    pub(crate) fn to_c(&self) -> sys::dp_parallel_options {
+        let mut c: sys::dp_parallel_options = c_init(|p, n| unsafe { sys::dp_parallel_options_init(p, n) });
+        c.device_type = self.device_type.value();
+        c.device_ids = if self.device_ids.is_empty() { ptr::null() } else { self.device_ids.as_ptr() };
+        c.num_devices = self.device_ids.len();
+        c.first_bucket_bytes = self.first_bucket_bytes;
+        c.bucket_bytes = self.bucket_bytes;
+        c.uneven_split = self.uneven_split as i32;
+        c.no_fuse = self.no_fuse as i32;
+        c.lr = self.lr;
+        c.accumulate_steps = self.accumulate_steps;
+        c.bmuf = self.bmuf as i32;
+        c.bmuf_block_lr = self.bmuf_block_lr;
+        c.bmuf_block_momentum = self.bmuf_block_momentum;
+        c.bmuf_no_nesterov = self.bmuf_no_nesterov as i32;
+        c.bmuf_block_length = self.bmuf_block_length;
+        c.computed_params = match self.computed_params {
+            ComputedParams::Broadcast => sys::DP_COMPUTED_PARAMS_BROADCAST,
+            ComputedParams::Average => sys::DP_COMPUTED_PARAMS_AVERAGE,
+            ComputedParams::None => sys::DP_COMPUTED_PARAMS_NONE,
+        };
+        c.cuda_collectives = match self.cuda_collectives {
+            CudaCollectives::Nccl => sys::DP_CUDA_COLLECTIVES_NCCL,
+            CudaCollectives::Tree => sys::DP_CUDA_COLLECTIVES_TREE,
+        };
+        c.shared_model = self.shared_model as i32;
+        c.sync_bn = self.sync_bn as i32;
+        c
+    }
+}
+
+/// dp_checkpoint_save_options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SaveOptions {
+    /// Recorded in the file; None: "".
+    pub model_name: Option<String>,
+    /// 0: the blob "optimizer/iter" if saved, else unknown (-1).
+    pub iteration: i64,
+    /// save_async only: share of wall time spent writing, (0, 1]; 0: 0.2.
+    pub async_write_share: f64,
+}
+
+impl Default for SaveOptions {
+    fn default() -> Self {
+        let c: sys::dp_checkpoint_save_options =
+            c_init(|p, n| unsafe { sys::dp_checkpoint_save_options_init(p, n) });
+        SaveOptions { model_name: None, iteration: c.iteration, async_write_share: c.async_write_share }
+    }
+}
+
+pub(crate) struct SaveC {
+    pub c: sys::dp_checkpoint_save_options,
+    _keep: Option<CString>,
+}
+
+impl SaveOptions {
+    pub(crate) fn to_c(&self) -> Result<SaveC> {
+        let name = match &self.model_name {
+            Some(n) => Some(cstring(n, "model_name")?),
+            None => None,
+        };
+        let mut c: sys::dp_checkpoint_save_options =
+            c_init(|p, n| unsafe { sys::dp_checkpoint_save_options_init(p, n) });
+        c.model_name = name.as_ref().map_or(ptr::null(), |n| n.as_ptr() as *const c_char);
+        c.iteration = self.iteration;
+        c.async_write_share = self.async_write_share;
+        Ok(SaveC { c, _keep: name })
+    }
+}
+
+/// dp_checkpoint_load_options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Tensors to load; None: every tensor of the file.
+    pub names: Option<Vec<String>>,
+    /// Create missing blobs and skip names the file lacks.
+    pub lenient: bool,
+    /// Skip the tensors' checksums.
+    pub no_verify: bool,
+    /// Map the file instead of reading it.
+    pub mmap: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        let c: sys::dp_checkpoint_load_options =
+            c_init(|p, n| unsafe { sys::dp_checkpoint_load_options_init(p, n) });
+        LoadOptions { names: None, lenient: c.lenient != 0, no_verify: c.no_verify != 0, mmap: c.mmap != 0 }
+    }
+}
+
+pub(crate) struct LoadC {
+    pub c: sys::dp_checkpoint_load_options,
+    _keep: Option<CStrings>,
+}
+
+impl LoadOptions {
+    pub(crate) fn to_c(&self) -> Result<LoadC> {
+        let names = match &self.names {
+            Some(n) => Some(CStrings::new(n, "tensor name")?),
+            None => None,
+        };
+        let mut c: sys::dp_checkpoint_load_options =
+            c_init(|p, n| unsafe { sys::dp_checkpoint_load_options_init(p, n) });
+        if let Some(n) = &names {
+            // An explicit empty list still means "names given": pass a
+            // non-NULL array only when there are names (NULL/0 = all).
+            c.names = n.as_ptr();
+            c.num_names = n.len();
+        }
+        c.lenient = self.lenient as i32;
+        c.no_verify = self.no_verify as i32;
+        c.mmap = self.mmap as i32;
+        Ok(LoadC { c, _keep: names })
+    }
+}

@@ -1,0 +1,171 @@
+//! Training through the safe API equals training driven by raw dp::sys
+//! calls, bit for bit; 8 threads train separate nets at once; data
+//! parallelism over CPU replicas.
+use dp::sys;
+use dp::{Model, Net, Tensor, Workspace};
+use std::ffi::{CStr, CString};
+use std::ptr;
+
+const B: usize = 16;
+const STEPS: u64 = 3;
+
+/// Trains STEPS steps with the safe API; returns (losses, state blobs).
+fn train_safe(model: &Model) -> (Vec<f32>, Vec<(String, Vec<u8>)>) {
+    let nets = model.build_training(None).unwrap();
+    // Borrowed feeds must outlive the workspace (the borrow checker insists).
+    let labels: Vec<Vec<i32>> = (0..STEPS).map(|s| common::batch(B, s).1).collect();
+    let ws = Workspace::new().unwrap();
+    let init = Net::new(&ws, &nets.init, None).unwrap();
+    let train = Net::new(&ws, &nets.train, None).unwrap();
+    init.run().unwrap();
+    let mut losses = Vec::new();
+    for s in 0..STEPS {
+        let (x, _) = common::batch(B, s);
+        ws.feed("data", &Tensor::from_vec(&[B as i64, 784], x).unwrap()).unwrap();
+        ws.feed("label", &Tensor::borrowed(&[B as i64], &labels[s as usize]).unwrap()).unwrap();
+        train.run().unwrap();
+        losses.push(ws.fetch("loss").unwrap().as_slice::<f32>().unwrap()[0]);
+    }
+    drop(train);
+    drop(init);
+    let state = model.checkpoint_blobs().unwrap().into_iter().map(|n| {
+        let bytes = ws.fetch(&n).unwrap().bytes().to_vec();
+        (n, bytes)
+    });
+    (losses, state.collect())
+}
+
+unsafe fn ok(s: *mut sys::dp_status) {
+    if !s.is_null() {
+        let m = CStr::from_ptr(sys::dp_status_message(s)).to_string_lossy().into_owned();
+        sys::dp_status_free(s);
+        panic!("dp call failed: {}", m);
+    }
+}
+
+/// The same through raw C calls only.
+fn train_raw(path: &str) -> (Vec<f32>, Vec<(String, Vec<u8>)>) {
+    unsafe {
+        let cpath = CString::new(path).unwrap();
+        let mut model = ptr::null_mut();
+        ok(sys::dp_model_from_file(cpath.as_ptr(), &mut model));
+        let (mut di, mut dt) = (ptr::null_mut(), ptr::null_mut());
+        ok(sys::dp_model_build_training(model, ptr::null(), &mut di, &mut dt, ptr::null_mut()));
+        let mut ws = ptr::null_mut();
+        ok(sys::dp_workspace_create(&mut ws));
+        let (mut init, mut train) = (ptr::null_mut(), ptr::null_mut());
+        ok(sys::dp_net_create(ws, di, ptr::null(), &mut init));
+        ok(sys::dp_net_create(ws, dt, ptr::null(), &mut train));
+        ok(sys::dp_net_run(init));
+        let data = CString::new("data").unwrap();
+        let label = CString::new("label").unwrap();
+        let loss = CString::new("loss").unwrap();
+        let mut losses = Vec::new();
+        for s in 0..STEPS {
+            let (x, y) = common::batch(B, s);
+            let (xd, yd) = ([B as i64, 784], [B as i64]);
+            let (mut tx, mut ty) = (ptr::null_mut(), ptr::null_mut());
+            ok(sys::dp_tensor_create(sys::DP_DTYPE_FLOAT32, xd.as_ptr(), 2, x.as_ptr() as _, x.len() * 4, &mut tx));
+            ok(sys::dp_tensor_create(sys::DP_DTYPE_INT32, yd.as_ptr(), 1, y.as_ptr() as _, y.len() * 4, &mut ty));
+            ok(sys::dp_workspace_feed(ws, data.as_ptr(), tx));
+            ok(sys::dp_workspace_feed(ws, label.as_ptr(), ty));
+            sys::dp_tensor_free(tx);
+            sys::dp_tensor_free(ty);
+            ok(sys::dp_net_run(train));
+            let mut t = ptr::null_mut();
+            ok(sys::dp_workspace_fetch(ws, loss.as_ptr(), &mut t));
+            losses.push(*(sys::dp_tensor_data(t) as *const f32));
+            sys::dp_tensor_free(t);
+        }
+        let mut list = ptr::null_mut();
+        ok(sys::dp_model_checkpoint_blobs(model, &mut list));
+        let mut state = Vec::new();
+        for i in 0..sys::dp_string_list_size(list) {
+            let name = sys::dp_string_list_get(list, i);
+            let mut t = ptr::null_mut();
+            ok(sys::dp_workspace_fetch(ws, name, &mut t));
+            let bytes = std::slice::from_raw_parts(sys::dp_tensor_data(t) as *const u8, sys::dp_tensor_nbytes(t)).to_vec();
+            sys::dp_tensor_free(t);
+            state.push((CStr::from_ptr(name).to_str().unwrap().to_owned(), bytes));
+        }
+        sys::dp_string_list_free(list);
+        sys::dp_net_free(train);
+        sys::dp_net_free(init);
+        sys::dp_workspace_free(ws);
+        sys::dp_netdef_free(dt);
+        sys::dp_netdef_free(di);
+        sys::dp_model_free(model);
+        (losses, state)
+    }
+}
+
+#[test]
+fn safe_training_equals_raw_c_calls_bit_for_bit() {
+    let path = common::fashion_mlp_path();
+    let model = Model::from_file(&path).unwrap();
+    let (l1, s1) = train_safe(&model);
+    let (l2, s2) = train_raw(&path);
+    assert_eq!(l1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), l2.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    assert!(l1.iter().all(|v| v.is_finite()));
+    assert_eq!(s1.len(), s2.len());
+    assert!(s1.len() > 6, "params and optimizer state");
+    for ((n1, b1), (n2, b2)) in s1.iter().zip(&s2) {
+        assert_eq!(n1, n2);
+        assert!(b1 == b2, "blob {} differs", n1);
+    }
+}
+
+#[test]
+fn eight_threads_train_separate_nets() {
+    let model = Model::from_file(&common::fashion_mlp_path()).unwrap();
+    let (want, _) = train_safe(&model);
+    // Model is Sync: shared by reference with scoped threads.
+    let results: Vec<Vec<f32>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8).map(|_| s.spawn(|| train_safe(&model).0)).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in results {
+        assert_eq!(r.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn data_parallel_over_two_cpu_replicas() {
+    let model = Model::from_file(&common::fashion_mlp_path()).unwrap();
+    let p = model.parallelize(&dp::ParallelOptions::cpu(2)).unwrap();
+    assert_eq!(p.num_replicas(), 2);
+    assert_eq!(p.scope(0), Some("cpu_0/"));
+    assert_eq!(p.scope(1), Some("cpu_1/"));
+    assert_eq!(p.scope(2), None);
+    let nets = p.nets().unwrap();
+    let sync = p.sync_net().unwrap();
+    let ws = Workspace::new().unwrap();
+    let init = Net::new(&ws, &nets.init, None).unwrap();
+    let train = Net::new(&ws, &nets.train, None).unwrap();
+    let eval = Net::new(&ws, &nets.eval, None).unwrap();
+    init.run().unwrap();
+    for s in 0..2 {
+        let (x, y) = common::batch(B, s);
+        ws.feed("data", &Tensor::new(&[B as i64, 784], &x).unwrap()).unwrap();
+        ws.feed("label", &Tensor::new(&[B as i64], &y).unwrap()).unwrap();
+        train.run().unwrap();
+        assert!(ws.fetch("loss").unwrap().as_slice::<f32>().unwrap()[0].is_finite());
+    }
+    eval.run().unwrap();
+    let acc = ws.fetch("accuracy").unwrap().as_slice::<f32>().unwrap()[0];
+    assert!((0.0..=1.0).contains(&acc));
+    p.sync(&ws).unwrap();
+    Net::new(&ws, &sync, None).unwrap().run().unwrap();
+    let w0 = ws.fetch("cpu_0/fc1_w").unwrap().bytes().to_vec();
+    let w1 = ws.fetch("cpu_1/fc1_w").unwrap().bytes().to_vec();
+    assert!(w0 == w1, "replicas stay identical");
+
+    let acc_opts = dp::ParallelOptions { accumulate_steps: 2, ..dp::ParallelOptions::cpu(2) };
+    assert!(model.parallelize(&acc_opts).unwrap().accumulate_net().unwrap().num_ops() > 0);
+    let bmuf = dp::ParallelOptions { bmuf: true, bmuf_block_length: 4, ..dp::ParallelOptions::cpu(2) };
+    let (block, len) = model.parallelize(&bmuf).unwrap().block_net().unwrap();
+    assert_eq!(len, 4);
+    assert!(block.num_ops() > 0);
+}
+
+mod common;
