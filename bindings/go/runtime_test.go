@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"dp.dev/dp"
 	"dp.dev/dp/internal/cthread"
@@ -104,6 +105,56 @@ func TestLogCallbackReentry(t *testing.T) {
 	}
 	if len(got) != 2 {
 		t.Fatalf("want the two outer messages (the callback stayed), got %q", got)
+	}
+}
+
+// printerJSON: 8 independent Print ops on "x", run by the async executor.
+func printerJSON() string {
+	ops := strings.TrimSuffix(strings.Repeat(`{"type":"Print","inputs":["x"],"args":[{"name":"limit","i":2}]},`, 8), ",")
+	return `{"name":"printer","executor":"Async","num_workers":2,"external_inputs":["x"],"ops":[` + ops + `]}`
+}
+
+// TestLogFromWorkerThreads: Print ops that the async executor's own worker
+// threads run (RunAsync: the caller runs none, Wait does not help) reach the
+// Go callback on those threads.
+func TestLogFromWorkerThreads(t *testing.T) {
+	runtime.LockOSThread() // the caller's thread id stays this goroutine's
+	defer runtime.UnlockOSThread()
+	caller := syscall.Gettid()
+	var mu sync.Mutex
+	var got []string
+	tids := map[int]bool{}
+	must(t, dp.SetLogCallback(func(level dp.LogLevel, m string) {
+		if !strings.Contains(m, "(Print)") {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, m)
+		tids[syscall.Gettid()] = true
+	}, dp.LogInfo))
+	defer dp.SetLogCallback(nil, dp.LogWarning)
+
+	ws, err := dp.NewWorkspace(nil)
+	must(t, err)
+	defer ws.Close()
+	must(t, dp.FeedValues(ws, "x", []int64{3}, []float32{1.5, -2, 3}))
+	def, err := dp.NetDefFromJSON([]byte(printerJSON()))
+	must(t, err)
+	defer def.Close()
+	net, err := dp.NewNet(ws, def, nil)
+	must(t, err)
+	defer net.Close()
+	must(t, net.RunAsync())
+	must(t, net.Wait(60*time.Second))
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 8 || !strings.Contains(got[0], "'x' float32 [3] = [1.5, -2, ...]") {
+		t.Fatalf("want 8 Print messages, got %q", got)
+	}
+	if tids[caller] || len(tids) == 0 {
+		t.Fatalf("messages from threads %v; the caller is %d", tids, caller)
 	}
 }
 

@@ -2,7 +2,8 @@
 # Vets and tests the Go binding against a libdp build (default: build-cpu).
 # Last line: "bindings-go: N passed, N failed, N skipped" (top-level tests
 # and subtests, from go test -v); exits non-zero on any failure. Leaves no
-# files in the source tree (Go's caches stay in $HOME).
+# files in the source tree (Go's caches go to BUILD_DIR unless GOCACHE and
+# GOPATH say otherwise, so a CI machine without a writable $HOME works).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -13,6 +14,7 @@ export LD_LIBRARY_PATH="$build/capi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DP_BUILD_DIR="$build"
 # Offline: standard library only, nothing fetched.
 export GOFLAGS=-mod=mod GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local GO111MODULE=on
+export GOCACHE="${GOCACHE:-$build/bindings-go-cache}" GOPATH="${GOPATH:-$build/bindings-go-path}"
 
 cd "$here" || exit 1
 log=$(mktemp "${TMPDIR:-/tmp}/bindings-go.XXXXXX")

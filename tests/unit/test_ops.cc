@@ -15,15 +15,19 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "core/logging.h"
 #include "core/storage.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
@@ -129,7 +133,7 @@ std::vector<double> AsDoubles(const std::vector<T>& v) {
 
 const char* const kCpuOps[] = {"ConstantFill", "UniformFill", "GaussianFill", "XavierFill", "Copy", "FC",
                                "Relu",         "Softmax",     "SoftmaxWithLoss", "AveragedLoss", "Add", "Mul",
-                               "Sum",          "Scale",       "Accuracy",    "Reshape",    "Flatten"};
+                               "Sum",          "Scale",       "Accuracy",    "Reshape",    "Flatten", "Print"};
 
 }  // namespace
 
@@ -1366,6 +1370,7 @@ TEST_CASE("shape inference gives exactly the dims and dtype each kernel produces
       {{Op("Reshape", {"x"}, {"x"}, {IntsArg("shape", {4, -1, 2})})}, {{"x", d234}}},
       {{Op("Reshape", {"x", "s"}, {"y", "old"})}, {{"x", f23}, {"s", s64}}, Infer::kPartial},
       {{Op("Flatten", {"x"}, {"y"}, {IntArg("axis", 0)})}, {{"x", i23}}},
+      {{Op("Print", {"x", "y"}, {})}, {{"x", i23}, {"y", f23}}},  // no outputs: nothing to infer
       // A chain: inference threads shapes through in-place ops and later readers.
       {{Op("FC", {"x", "w", "b"}, {"h"}), Op("Relu", {"h"}, {"h"}), Op("Reshape", {"h"}, {"h"}, {IntsArg("shape", {-1})}),
         Op("Softmax", {"h"}, {"p"}, {IntArg("axis", 0)}), Op("AveragedLoss", {"p"}, {"loss"})},
@@ -1541,4 +1546,73 @@ TEST_CASE("Reshape to a shape whose product overflows int64 is a shape error") {
                  Code::kShape, {"op 0 (Reshape)", "more elements than int64 can count"});
   ExpectRunError({Op("Reshape", {"x"}, {"y"}, {IntsArg("shape", {int64_t{1} << 40, -1, int64_t{1} << 40})})}, f,
                  Code::kShape, {"more elements than int64 can count"});
+}
+
+// ============================================================================
+// Print
+// ============================================================================
+
+namespace {
+
+struct PrintSink {
+  std::mutex mu;
+  std::vector<std::pair<int, std::string>> msgs;
+  std::set<std::thread::id> threads;
+};
+
+void RecordLog(void* ud, int32_t level, const char* m) {
+  auto* s = static_cast<PrintSink*>(ud);
+  if (std::string_view(m).find("Print") == std::string_view::npos) return;  // net creation, ...
+  std::lock_guard<std::mutex> lock(s->mu);
+  s->msgs.emplace_back(level, m);
+  s->threads.insert(std::this_thread::get_id());
+}
+
+}  // namespace
+
+TEST_CASE("Print logs name, dtype, shape and the first values at its level; with the async executor from workers") {
+  PrintSink sink;
+  SetLogSink(&RecordLog, &sink, LogLevel::kInfo);
+  auto ws = std::make_shared<Workspace>();
+  ws->Feed("x", Make<float>({2, 3}, {1.5f, -2, 3, 4, 5, 6}));
+  ws->Feed("i", Make<int64_t>({2}, {7, -8}));
+  ws->Feed("b", Make<uint8_t>({1}, {200}));
+  NetDef def = MakeNet({Op("Print", {"x", "i"}, {}, {IntArg("limit", 4)}), Op("Print", {"b"}, {}),
+                        Op("Print", {"x"}, {}, {IntArg("level", 0)})},  // debug: below the sink's level
+                       {{"x", {}}, {"i", {}}, {"b", {}}});
+  Net(std::make_shared<const NetDef>(def), ws).Run();
+  {
+    std::lock_guard<std::mutex> lock(sink.mu);
+    REQUIRE(sink.msgs.size() == 3);
+    CHECK(sink.msgs[0].first == 1);
+    CHECK(sink.msgs[0].second.find("'x' float32 [2, 3] = [1.5, -2, 3, 4, ...]") != std::string::npos);
+    CHECK(sink.msgs[1].second.find("'i' int64 [2] = [7, -8]") != std::string::npos);
+    CHECK(sink.msgs[2].second.find("'b' uint8 [1] = [200]") != std::string::npos);
+    CHECK(sink.msgs[0].second.find("Print") != std::string::npos);  // the op's label
+    sink.msgs.clear();
+    sink.threads.clear();
+  }
+
+  // Started with RunAsync (the caller runs no task, and Wait does not help),
+  // the async executor runs every Print on its worker threads, and the sink
+  // hears them there.
+  NetDef wide;
+  for (int k = 0; k < 16; ++k) wide.ops.push_back(Op("Print", {"i"}, {}, {IntArg("limit", 0)}));
+  wide.external_inputs = {"i"};
+  NetOptions options;
+  options.executor = ExecutorKind::kAsync;
+  options.num_workers = 2;
+  Net async(std::make_shared<const NetDef>(wide), ws, options);
+  async.RunAsync();
+  REQUIRE(async.Wait(std::chrono::seconds(60)));
+  SetLogSink(nullptr, nullptr, LogLevel::kWarning);
+  std::lock_guard<std::mutex> lock(sink.mu);
+  CHECK(sink.msgs.size() == 16);
+  CHECK(sink.msgs[0].second.find("'i' int64 [2]") != std::string::npos);
+  CHECK(sink.threads.count(std::this_thread::get_id()) == 0);
+
+  ExpectError([&] { Net(std::make_shared<const NetDef>(MakeNet({Op("Print", {"x"}, {}, {IntArg("limit", -1)})},
+                                                               {{"x", {}}})),
+                        ws); },
+              Code::kInvalidArgument, {"limit"});
 }

@@ -71,6 +71,35 @@ class ThreadsTest {
     assertTrue(threads.size() >= 2, "threads: " + threads);
   }
 
+  /** Print ops that the async executor's own worker threads run (runAsync: the caller runs none,
+   * await does not help) reach the Java callback on those native threads, attached to the JVM. */
+  @Test
+  void printOpsLogFromDpWorkerThreads() throws Exception {
+    List<String> got = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Set<Long> threads = ConcurrentHashMap.newKeySet();
+    Log.setCallback((level, msg) -> {
+      if (!msg.contains("(Print)")) return;
+      got.add(msg);
+      threads.add(Thread.currentThread().getId());
+    }, Log.INFO);
+    StringBuilder ops = new StringBuilder();
+    for (int i = 0; i < 8; ++i) {
+      ops.append(i == 0 ? "" : ",").append("{\"type\":\"Print\",\"inputs\":[\"x\"],\"args\":[{\"name\":\"limit\",\"i\":2}]}");
+    }
+    String json = "{\"name\":\"printer\",\"executor\":\"Async\",\"num_workers\":2,"
+        + "\"external_inputs\":[\"x\"],\"ops\":[" + ops + "]}";
+    try (Workspace ws = Workspace.create(); NetDef def = NetDef.fromJson(json); Net net = Net.create(ws, def)) {
+      ws.feed("x", new float[] {1.5f, -2f, 3f}, 3);
+      net.runAsync();
+      assertTrue(net.await(60_000));
+    } finally {
+      Log.setCallback(null, Log.WARNING);
+    }
+    assertEquals(8, got.size(), got.toString());
+    assertTrue(got.get(0).contains("'x' float32 [3] = [1.5, -2, ...]"), got.get(0));
+    assertFalse(threads.contains(Thread.currentThread().getId()), "a Print ran on the caller's thread");
+  }
+
   @Test
   void warningsOfCorruptCheckpointsReachTheCallback() throws Exception {
     List<String> got = new java.util.concurrent.CopyOnWriteArrayList<>();
