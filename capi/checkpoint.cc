@@ -5,6 +5,7 @@
 #include "capi/handles.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/workspace_checkpoint.h"
+#include "checkpoint/write_pacer.h"
 #include "exec/net.h"
 #include "model/training.h"  // kIterBlob, TrainingStateBlobs
 
@@ -57,9 +58,7 @@ SaveSettings ReadSaveOptions(const dp::Workspace& ws, const std::vector<std::str
                     ": options->iteration must be >= -1 (-1: unknown, 0: from the counter), got ", iteration);
     if (DP_OPTIONS_HAVE(options, async_write_share) && options->async_write_share != 0) {
       s.async_write_share = options->async_write_share;
-      DP_ENFORCE_CODE(s.async_write_share > 0 && s.async_write_share <= 1, dp::Code::kInvalidArgument, func,
-                      ": options->async_write_share must be in (0, 1] (0: the default), got ",
-                      s.async_write_share);
+      dp::CheckWriteShare(s.async_write_share, dp::StrCat(func, ": options->async_write_share (0: the default)"));
     }
   }
   s.meta.iteration = IterationToRecord(ws, blobs, iteration);

@@ -124,8 +124,7 @@ void ReadAt(int fd, const std::string& path, uint64_t offset, void* out, size_t 
 
 void WriteCheckpoint(const std::string& path, std::vector<std::pair<std::string, Tensor>> tensors,
                      const CheckpointMeta& meta_in, double write_share) {
-  DP_ENFORCE_CODE(write_share > 0 && write_share <= 1, Code::kInvalidArgument, FileDesc(path),
-                  ": the write share must be in (0, 1], got ", write_share);
+  CheckWriteShare(write_share, StrCat(FileDesc(path), ": the write share"));
   CheckpointMeta meta = meta_in;
   meta.dp_version = DP_VERSION_STRING;
   DP_ENFORCE_CODE(FindInvalidUtf8(meta.model_name) == std::string_view::npos, Code::kInvalidArgument,

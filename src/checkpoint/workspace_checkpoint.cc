@@ -1,5 +1,7 @@
 #include "checkpoint/workspace_checkpoint.h"
 
+#include "checkpoint/write_pacer.h"
+
 #include <pthread.h>
 #include <sched.h>
 
@@ -72,8 +74,7 @@ struct AsyncCheckpointSave::State {
 AsyncCheckpointSave::AsyncCheckpointSave(std::vector<std::pair<std::string, Tensor>> tensors, std::string path,
                                          CheckpointMeta meta, double write_share)
     : state_(std::make_shared<State>()) {
-  DP_ENFORCE_CODE(write_share > 0 && write_share <= 1, Code::kInvalidArgument, "checkpoint '", path,
-                  "': the write share must be in (0, 1], got ", write_share);
+  CheckWriteShare(write_share, StrCat("checkpoint '", path, "': the write share"));
   // The writer owns the snapshot and lets each tensor go once written.
   thread_ = std::thread([state = state_, tensors = std::move(tensors), path = std::move(path),
                          meta = std::move(meta), write_share]() mutable {

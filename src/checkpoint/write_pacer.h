@@ -9,9 +9,18 @@
 #pragma once
 
 #include <chrono>
+#include <string_view>
 #include <thread>
 
+#include "core/error.h"
+
 namespace dp {
+
+// The one check of a write share: (0, 1], NaN refused. `what` starts the
+// message ("checkpoint 'x.dpckpt': the write share").
+inline void CheckWriteShare(double share, std::string_view what) {
+  DP_ENFORCE_CODE(share > 0 && share <= 1, Code::kInvalidArgument, what, " must be in (0, 1], got ", share);
+}
 
 class WritePacer {
  public:

@@ -56,15 +56,18 @@ bool LogEnabled(LogLevel level) {
 void LogMessage(LogLevel level, const std::string& message) {
   Sink& s = GetSink();
   if (t_in_callback) {  // logged by a dp call of the callback: never re-entered
-    std::fprintf(stderr, "dp %s: %s\n", LevelName(level), message.c_str());
+    if (LogEnabled(level)) std::fprintf(stderr, "dp %s: %s\n", LevelName(level), message.c_str());
     return;
   }
   std::lock_guard<std::mutex> lock(s.mu);
   if (static_cast<int32_t>(level) < s.min_level.load(std::memory_order_relaxed)) return;
   if (s.cb != nullptr) {
-    t_in_callback = true;
+    // Cleared however the callback ends (a C++ sink in tests may throw).
+    struct InCallback {
+      InCallback() { t_in_callback = true; }
+      ~InCallback() { t_in_callback = false; }
+    } in_callback;
     s.cb(s.user_data, static_cast<int32_t>(level), message.c_str());
-    t_in_callback = false;
   } else {
     std::fprintf(stderr, "dp %s: %s\n", LevelName(level), message.c_str());
   }

@@ -36,6 +36,10 @@ jobjectArray dpj_strings(JNIEnv* env, const void* obj, size_t n, const char* (*g
 jbyteArray dpj_buffer_bytes(JNIEnv* env, dp_buffer* buffer);
 jlongArray dpj_longs(JNIEnv* env, const int64_t* v, size_t n);
 
+/* A malloc'd copy of a byte[] with a 0 after its n bytes (the GC may move
+ * the array; a copy keeps JNI critical sections out of dp's parsers); NULL
+ * for NULL, or with an exception pending. *ok says which. */
+char* dpj_bytes(JNIEnv* env, jbyteArray bytes, size_t* n, int* ok);
 /* A malloc'd copy of a NUL-terminated UTF-8 byte[] (Java encodes Strings
  * with a trailing 0); NULL for NULL, or with an exception pending. *ok says
  * which. */
@@ -43,6 +47,12 @@ char* dpj_cstr(JNIEnv* env, jbyteArray bytes, int* ok);
 /* An array of such strings (NULL for NULL); free with dpj_free_cstrs. */
 const char** dpj_cstrs(JNIEnv* env, jobjectArray arr, size_t* count, int* ok);
 void dpj_free_cstrs(const char** strs, size_t count);
+
+/* Checkpoint option structs from the Java arguments (jni_checkpoint.c; the
+ * strings and names are borrowed for the call). */
+void dpj_save_options(dp_checkpoint_save_options* o, const char* model_name, jlong iteration, jdouble share);
+void dpj_load_options(dp_checkpoint_load_options* o, const char** names, size_t num_names, jint lenient,
+                      jint no_verify, jint mmap);
 
 /* Dims from a long[] (NULL, 0 for null). ok=0 with an exception pending. */
 int64_t* dpj_dims(JNIEnv* env, jlongArray dims, size_t* ndim, int* ok);

@@ -6,6 +6,23 @@
 #define FN(name) Java_org_dp_Native_##name
 #define INFO(v) DPJ_PTR(dp_checkpoint_info, v)
 
+void dpj_save_options(dp_checkpoint_save_options* o, const char* model_name, jlong iteration, jdouble share) {
+  dp_checkpoint_save_options_init(o, sizeof *o);
+  o->model_name = model_name;
+  o->iteration = iteration;
+  o->async_write_share = share;
+}
+
+void dpj_load_options(dp_checkpoint_load_options* o, const char** names, size_t num_names, jint lenient,
+                      jint no_verify, jint mmap) {
+  dp_checkpoint_load_options_init(o, sizeof *o);
+  o->names = names;
+  o->num_names = num_names;
+  o->lenient = lenient;
+  o->no_verify = no_verify;
+  o->mmap = mmap;
+}
+
 /* Runs save (async when out_job is set) with the Java arguments converted. */
 static jlong save(JNIEnv* env, jlong ws, jobjectArray jnames, jbyteArray jpath, jboolean has_options,
                   jbyteArray jmodel_name, jlong iteration, jdouble share, int async) {
@@ -17,10 +34,7 @@ static jlong save(JNIEnv* env, jlong ws, jobjectArray jnames, jbyteArray jpath, 
   const char** names = ok1 && ok2 ? dpj_cstrs(env, jnames, &n, &ok3) : NULL;
   if (ok1 && ok2 && ok3) {
     dp_checkpoint_save_options o;
-    dp_checkpoint_save_options_init(&o, sizeof o);
-    o.model_name = model_name;
-    o.iteration = iteration;
-    o.async_write_share = share;
+    dpj_save_options(&o, model_name, iteration, share);
     const dp_workspace* w = DPJ_PTR(const dp_workspace, ws);
     if (async) {
       dp_checkpoint_job* job = NULL;
@@ -76,12 +90,7 @@ JNIEXPORT void JNICALL FN(checkpointLoad)(JNIEnv* env, jclass c, jlong ws, jbyte
   const char** names = ok1 ? dpj_cstrs(env, jnames, &n, &ok2) : NULL;
   if (ok1 && ok2) {
     dp_checkpoint_load_options o;
-    dp_checkpoint_load_options_init(&o, sizeof o);
-    o.names = names;
-    o.num_names = n;
-    o.lenient = lenient;
-    o.no_verify = no_verify;
-    o.mmap = mmap;
+    dpj_load_options(&o, names, n, lenient, no_verify, mmap);
     dpj_ok(env, dp_checkpoint_load(DPJ_PTR(dp_workspace, ws), path, has_options ? &o : NULL));
   }
   dpj_free_cstrs(names, n);

@@ -142,19 +142,26 @@ jlongArray dpj_longs(JNIEnv* env, const int64_t* v, size_t n) {
   return arr;
 }
 
-char* dpj_cstr(JNIEnv* env, jbyteArray bytes, int* ok) {
+char* dpj_bytes(JNIEnv* env, jbyteArray bytes, size_t* n, int* ok) {
   *ok = 1;
+  *n = 0;
   if (bytes == NULL) return NULL;
-  jsize n = (*env)->GetArrayLength(env, bytes);
-  char* s = malloc((size_t)n + 1);
-  if (s == NULL) {
+  jsize len = (*env)->GetArrayLength(env, bytes);
+  char* p = malloc((size_t)len + 1);
+  if (p == NULL) {
     *ok = 0;
-    dpj_throw_oom(env, "dp: string copy");
+    dpj_throw_oom(env, "dp: byte[] copy");
     return NULL;
   }
-  (*env)->GetByteArrayRegion(env, bytes, 0, n, (jbyte*)s);
-  s[n] = '\0'; /* Java already ends it with 0; this guards a caller that did not */
-  return s;
+  (*env)->GetByteArrayRegion(env, bytes, 0, len, (jbyte*)p);
+  p[len] = '\0'; /* Java already ends strings with 0; this guards a caller that did not */
+  *n = (size_t)len;
+  return p;
+}
+
+char* dpj_cstr(JNIEnv* env, jbyteArray bytes, int* ok) {
+  size_t n;
+  return dpj_bytes(env, bytes, &n, ok);
 }
 
 const char** dpj_cstrs(JNIEnv* env, jobjectArray arr, size_t* count, int* ok) {

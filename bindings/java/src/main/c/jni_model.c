@@ -7,27 +7,11 @@
 #define FN(name) Java_org_dp_Native_##name
 #define MODEL(v) DPJ_PTR(dp_model, v)
 
-static char* copy_bytes(JNIEnv* env, jbyteArray bytes, size_t* n, int* ok) {
-  *ok = 1;
-  *n = 0;
-  if (bytes == NULL) return NULL;
-  jsize len = (*env)->GetArrayLength(env, bytes);
-  char* p = malloc((size_t)len + 1);
-  if (p == NULL) {
-    *ok = 0;
-    dpj_throw_oom(env, "dp: buffer copy");
-    return NULL;
-  }
-  (*env)->GetByteArrayRegion(env, bytes, 0, len, (jbyte*)p);
-  *n = (size_t)len;
-  return p;
-}
-
 JNIEXPORT jlong JNICALL FN(modelFromBuffer)(JNIEnv* env, jclass c, jbyteArray data) {
   (void)c;
   size_t n;
   int ok;
-  char* p = copy_bytes(env, data, &n, &ok);
+  char* p = dpj_bytes(env, data, &n, &ok);
   if (!ok) return 0;
   dp_model* m = NULL;
   dp_status* s = dp_model_from_buffer(p, n, &m);
@@ -39,7 +23,7 @@ JNIEXPORT jlong JNICALL FN(modelFromJson)(JNIEnv* env, jclass c, jbyteArray json
   (void)c;
   size_t n;
   int ok;
-  char* p = copy_bytes(env, json, &n, &ok);
+  char* p = dpj_bytes(env, json, &n, &ok);
   if (!ok) return 0;
   dp_model* m = NULL;
   dp_status* s = dp_model_from_json(p, n, &m);

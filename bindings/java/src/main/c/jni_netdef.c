@@ -7,29 +7,11 @@
 #define FN(name) Java_org_dp_Native_##name
 #define DEF(v) DPJ_PTR(dp_netdef, v)
 
-/* A malloc'd copy of a byte[] (the GC may move it; dp only reads it during
- * the call, but a copy keeps JNI critical sections out of dp's parser). */
-static char* copy_bytes(JNIEnv* env, jbyteArray bytes, size_t* n, int* ok) {
-  *ok = 1;
-  *n = 0;
-  if (bytes == NULL) return NULL;
-  jsize len = (*env)->GetArrayLength(env, bytes);
-  char* p = malloc((size_t)len + 1);
-  if (p == NULL) {
-    *ok = 0;
-    dpj_throw_oom(env, "dp: buffer copy");
-    return NULL;
-  }
-  (*env)->GetByteArrayRegion(env, bytes, 0, len, (jbyte*)p);
-  *n = (size_t)len;
-  return p;
-}
-
 JNIEXPORT jlong JNICALL FN(netdefFromBuffer)(JNIEnv* env, jclass c, jbyteArray data) {
   (void)c;
   size_t n;
   int ok;
-  char* p = copy_bytes(env, data, &n, &ok);
+  char* p = dpj_bytes(env, data, &n, &ok);
   if (!ok) return 0;
   dp_netdef* def = NULL;
   dp_status* s = dp_netdef_from_buffer(p, n, &def);
@@ -41,7 +23,7 @@ JNIEXPORT jlong JNICALL FN(netdefFromJson)(JNIEnv* env, jclass c, jbyteArray jso
   (void)c;
   size_t n;
   int ok;
-  char* p = copy_bytes(env, json, &n, &ok);
+  char* p = dpj_bytes(env, json, &n, &ok);
   if (!ok) return 0;
   dp_netdef* def = NULL;
   dp_status* s = dp_netdef_from_json(p, n, &def);

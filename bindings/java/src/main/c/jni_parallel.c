@@ -109,10 +109,7 @@ JNIEXPORT void JNICALL FN(parallelModelSave)(JNIEnv* env, jclass c, jlong pm, jl
   char* name = ok1 ? dpj_cstr(env, jmodel_name, &ok2) : NULL;
   if (ok1 && ok2) {
     dp_checkpoint_save_options o;
-    dp_checkpoint_save_options_init(&o, sizeof o);
-    o.model_name = name;
-    o.iteration = iteration;
-    o.async_write_share = share;
+    dpj_save_options(&o, name, iteration, share);
     dpj_ok(env, dp_parallel_model_save(PM(pm), DPJ_PTR(dp_workspace, ws), path, has_options ? &o : NULL));
   }
   free(name);
@@ -129,12 +126,7 @@ JNIEXPORT void JNICALL FN(parallelModelLoad)(JNIEnv* env, jclass c, jlong pm, jl
   const char** names = ok1 ? dpj_cstrs(env, jnames, &n, &ok2) : NULL;
   if (ok1 && ok2) {
     dp_checkpoint_load_options o;
-    dp_checkpoint_load_options_init(&o, sizeof o);
-    o.names = names;
-    o.num_names = n;
-    o.lenient = lenient;
-    o.no_verify = no_verify;
-    o.mmap = mmap;
+    dpj_load_options(&o, names, n, lenient, no_verify, mmap);
     dpj_ok(env, dp_parallel_model_load(PM(pm), DPJ_PTR(dp_workspace, ws), path, has_options ? &o : NULL));
   }
   dpj_free_cstrs(names, n);
