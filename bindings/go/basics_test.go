@@ -137,6 +137,23 @@ func TestTensors(t *testing.T) {
 	}
 }
 
+type celsius float32
+
+// TestNamedElementTypes: a named type takes the dtype of its underlying kind.
+func TestNamedElementTypes(t *testing.T) {
+	if dp.DTypeOf[celsius]() != dp.Float32 {
+		t.Fatalf("DTypeOf[celsius] = %v", dp.DTypeOf[celsius]())
+	}
+	tt, err := dp.NewTensorOf([]int64{2}, []celsius{1.5, -3})
+	must(t, err)
+	defer tt.Close()
+	v, err := dp.TensorValues[celsius](tt)
+	must(t, err)
+	if tt.DType() != dp.Float32 || len(v) != 2 || v[0] != 1.5 || v[1] != -3 {
+		t.Fatalf("got %v as %v", v, tt.DType())
+	}
+}
+
 func TestIDXFile(t *testing.T) {
 	p := "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"
 	lab, err := dp.TensorFromIDXFile(p)

@@ -11,6 +11,7 @@ static dp_deleter dp_go_free_deleter_ptr(void) { return dp_go_free_deleter; }
 import "C"
 
 import (
+	"reflect"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -38,19 +39,19 @@ type Element interface {
 	~float32 | ~float64 | ~int32 | ~int64 | ~uint8
 }
 
-// DTypeOf is the dtype of element type T.
+// DTypeOf is the dtype of element type T, named types included (by their
+// underlying kind: a `type Celsius float32` is Float32).
 func DTypeOf[T Element]() DType {
-	var z T
-	switch any(z).(type) {
-	case float32:
+	switch reflect.TypeOf(*new(T)).Kind() {
+	case reflect.Float32:
 		return Float32
-	case float64:
+	case reflect.Float64:
 		return Float64
-	case int32:
+	case reflect.Int32:
 		return Int32
-	case int64:
+	case reflect.Int64:
 		return Int64
-	default:
+	default: // the only kind left in Element
 		return Uint8
 	}
 }
