@@ -169,6 +169,12 @@ dp_status* dp_parallel_model_save(const dp_parallel_model* model, const dp_works
   DP_CHECK_NOT_NULL(model);
   DP_CHECK_NOT_NULL(workspace);
   DP_CHECK_PATH(path);
+  if (model->nets.shard_id != 0) {
+    // Every process holds the same state: rank 0 writes it; the others
+    // still check their options so that a mistake shows on every rank.
+    ReadSaveOptions(*workspace->ws, {}, options, model->model_name, __func__);
+    return nullptr;
+  }
   std::vector<dp::CheckpointBinding> bindings;
   std::vector<std::string> blobs;
   for (const auto& [name, blob] : model->nets.checkpoint) {
@@ -178,7 +184,7 @@ dp_status* dp_parallel_model_save(const dp_parallel_model* model, const dp_works
   dp::CheckpointMeta meta = ReadSaveOptions(*workspace->ws, blobs, options, model->model_name, __func__).meta;
   meta.device_type = dp::DeviceTypeName(model->device_type);
   meta.replicas = static_cast<int32_t>(model->nets.scopes.size());
-  meta.shards = 1;
+  meta.shards = model->nets.num_shards;
   dp::SaveCheckpoint(*workspace->ws, bindings, path, meta);
   DP_API_END
 }

@@ -1,9 +1,89 @@
 // dp_model_parallelize, its options and the data-parallel model handle.
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
+#include <optional>
+#include <string>
 
 #include "capi/handles.h"
 #include "core/device.h"
+#include "core/utf8.h"
+
+namespace {
+
+// An environment variable that dp-run (or the user) set, or nothing.
+std::optional<std::string> Env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+// A whole decimal number in [lo, hi] from the environment.
+std::optional<int64_t> EnvInt(const char* name, int64_t lo, int64_t hi) {
+  const auto v = Env(name);
+  if (!v) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long x = std::strtoll(v->c_str(), &end, 10);
+  DP_ENFORCE(errno == 0 && end != nullptr && *end == '\0' && x >= lo && x <= hi, "environment variable ", name,
+             "='", v->substr(0, 40), "' must be a whole number in [", lo, ", ", hi, "]");
+  return x;
+}
+
+// The several-processes fields of dp_parallel_options, each falling back to
+// its environment variable (what dp-run sets) when zero or NULL.
+void ReadShardOptions(const dp_parallel_options* options, dp::ParallelizeOptions& o) {
+  const bool have = DP_OPTIONS_HAVE(options, run_id);
+  int32_t shards = have ? options->num_shards : 0;
+  int32_t shard = have ? options->shard_id : 0;
+  DP_CHECK_ARG(shards >= 0, "options->num_shards must be >= 0 (0: DP_WORLD_SIZE or 1), got ", shards);
+  if (shards == 0) {
+    shards = 1;
+    if (const auto world = EnvInt("DP_WORLD_SIZE", 1, 1 << 20)) {
+      shards = static_cast<int32_t>(*world);
+      const auto rank = EnvInt("DP_RANK", 0, *world - 1);
+      DP_ENFORCE(rank.has_value() || *world == 1, "environment variable DP_WORLD_SIZE=", *world,
+                 " is set but DP_RANK is not (dp-run sets both)");
+      DP_CHECK_ARG(shard == 0, "options->shard_id ", shard, " with num_shards 0: the rank comes from DP_RANK");
+      shard = static_cast<int32_t>(rank.value_or(0));
+    }
+  }
+  DP_CHECK_ARG(shard >= 0 && shard < shards, "options->shard_id ", shard, " must be in [0, num_shards ", shards, ")");
+  o.num_shards = shards;
+  o.shard_id = shard;
+  const char* store = have ? options->store : nullptr;
+  if (store != nullptr) {
+    o.store = store;
+  } else if (auto v = Env("DP_STORE")) {
+    o.store = *v;
+  }
+  const int64_t timeout = have ? options->timeout_ms : 0;
+  DP_CHECK_ARG(timeout >= 0, "options->timeout_ms must be >= 0 (0: DP_TIMEOUT_MS or 60000), got ", timeout);
+  if (timeout > 0) {
+    o.timeout_ms = timeout;
+  } else if (auto v = EnvInt("DP_TIMEOUT_MS", 1, int64_t{24} * 3600 * 1000)) {
+    o.timeout_ms = *v;
+  }
+  const char* iface = have ? options->network_interface : nullptr;
+  if (iface != nullptr) {
+    o.interface = iface;
+  } else if (auto v = Env("DP_INTERFACE")) {
+    o.interface = *v;
+  }
+  const char* run_id = have ? options->run_id : nullptr;
+  if (run_id != nullptr) {
+    o.run_id = run_id;
+  } else if (auto v = Env("DP_RUN_ID")) {
+    o.run_id = *v;
+  }
+  DP_CHECK_ARG(!o.run_id.empty() && o.run_id.size() <= 200 && o.run_id.find('/') == std::string::npos &&
+                   dp::FindInvalidUtf8(o.run_id) == std::string::npos,
+               "the run id '", o.run_id.substr(0, 40), "' (options->run_id or DP_RUN_ID) must be 1 to 200 bytes of ",
+               "UTF-8 without '/'");
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -83,6 +163,7 @@ dp_status* dp_model_parallelize(const dp_model* model, const dp_parallel_options
   }
   if (DP_OPTIONS_HAVE(options, shared_model)) o.shared_model = options->shared_model != 0;
   if (DP_OPTIONS_HAVE(options, sync_bn)) o.sync_bn = options->sync_bn != 0;
+  ReadShardOptions(options, o);
   dp::ModelDef overridden;
   const dp::ModelDef& m = dp::capi::ModelWithLr(*model->def, DP_OPTIONS_HAVE(options, lr) ? options->lr : 0.0,
                                                 &overridden, __func__);
@@ -147,6 +228,14 @@ dp_status* dp_parallel_model_sync(const dp_parallel_model* model, dp_workspace* 
 
 size_t dp_parallel_model_num_replicas(const dp_parallel_model* model) {
   return model == nullptr ? 0 : model->nets.scopes.size();
+}
+
+int32_t dp_parallel_model_num_shards(const dp_parallel_model* model) {
+  return model == nullptr ? 0 : model->nets.num_shards;
+}
+
+int32_t dp_parallel_model_shard_id(const dp_parallel_model* model) {
+  return model == nullptr ? -1 : model->nets.shard_id;
 }
 
 const char* dp_parallel_model_scope(const dp_parallel_model* model, size_t i) {

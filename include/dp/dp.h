@@ -109,7 +109,7 @@ extern "C" {
 
 /* Version of the header the caller was compiled against. */
 #define DP_VERSION_MAJOR 0
-#define DP_VERSION_MINOR 2
+#define DP_VERSION_MINOR 3
 #define DP_VERSION_PATCH 0
 #define DP_VERSION_NUMBER (DP_VERSION_MAJOR * 10000 + DP_VERSION_MINOR * 100 + DP_VERSION_PATCH)
 /* The ABI major version; the shared library is libdp.so.<DP_ABI_VERSION>. */
@@ -791,6 +791,33 @@ typedef struct dp_parallel_options {
    * of the whole global batch (statistics allreduced in forward and
    * backward), as one device would; not with BMUF. */
   int32_t sync_bn;
+  /* --- Several processes (since 0.3) ---------------------------------------
+   * num_shards processes (on one machine or several) train one model: each
+   * builds the same parallel model with its own shard_id, feeds its own
+   * part of the data (its batch is split over its devices), and gradients
+   * are summed over every device of every process, so that a step equals
+   * one device's step on all processes' batches together. The processes
+   * meet through `store` (rendezvous, when the init net runs) and talk over
+   * Gloo's TCP transport (CPU replicas). Every collective is bounded by
+   * timeout_ms: a process that dies or stalls makes the others' runs fail
+   * with DP_ERR_UNAVAILABLE or DP_ERR_TIMEOUT naming the missing rank.
+   * The dp-run launcher sets the environment variables named below. */
+  int32_t shard_id;           /* this process's rank in [0, num_shards) */
+  /* 0: from the environment: DP_WORLD_SIZE and DP_RANK when DP_WORLD_SIZE
+   * is set, else 1 (this process alone; shard_id must be 0). */
+  int32_t num_shards;
+  /* Where the processes meet: "file:///shared/dir" (a directory every
+   * process can reach; created when missing) or
+   * "redis://host:port[/prefix]". NULL: DP_STORE. Required with several
+   * processes. Read during the call. */
+  const char* store;
+  int64_t timeout_ms;         /* 0: DP_TIMEOUT_MS, else 60000 */
+  /* The network interface to listen on ("eth0"). NULL: DP_INTERFACE, else
+   * the address the host name resolves to. Read during the call. */
+  const char* network_interface;
+  /* The job's id: its keys in the store live under it, so that jobs sharing
+   * a store never meet. NULL: DP_RUN_ID, else "dp". Read during the call. */
+  const char* run_id;
 } dp_parallel_options;
 
 /* Replica 0's values copied to all (the default), their average, or nothing. */
@@ -857,6 +884,10 @@ DP_API DP_MUST_USE dp_status* dp_parallel_model_sync_net(const dp_parallel_model
  * concurrently with another net on the same workspace. */
 DP_API DP_MUST_USE dp_status* dp_parallel_model_sync(const dp_parallel_model* model, dp_workspace* workspace);
 DP_API size_t dp_parallel_model_num_replicas(const dp_parallel_model* model); /* 0 for NULL */
+/* The processes of the job and this one's rank (1 and 0 for a one-process
+ * model; 0 and -1 for NULL). Since 0.3. */
+DP_API int32_t dp_parallel_model_num_shards(const dp_parallel_model* model);
+DP_API int32_t dp_parallel_model_shard_id(const dp_parallel_model* model);
 /* Replica i's name scope ("cpu_1/"), valid while the model lives; NULL when
  * i is out of range or model is NULL. */
 DP_API const char* dp_parallel_model_scope(const dp_parallel_model* model, size_t i);
@@ -1046,14 +1077,19 @@ DP_API DP_MUST_USE dp_status* dp_model_checkpoint_blobs(const dp_model* model, d
 /* Saves replica 0's training state of a data-parallel model from
  * `workspace` (the one its nets run in) under unscoped names, atomically;
  * the file records the model's name (unless options->model_name says
- * otherwise), the iteration, the device type and the replica count. Not
- * while a net runs on the workspace. Errors as for dp_checkpoint_save.
- * Since 0.2. */
+ * otherwise), the iteration, the device type, the replica count and the
+ * number of processes. With several processes only rank 0 writes (every
+ * process holds the same state); the others return DP_OK without touching
+ * `path`, so that every process may run the same code. Not while a net runs
+ * on the workspace. Errors as for dp_checkpoint_save. Since 0.2. */
 DP_API DP_MUST_USE dp_status* dp_parallel_model_save(const dp_parallel_model* model, const dp_workspace* workspace,
                                                      const char* path, const dp_checkpoint_save_options* options);
 /* Loads a checkpoint's training state into replica 0 of a data-parallel
  * model (after its init net has run on `workspace`), then runs its sync net,
- * so that every replica holds it (Caffe2's FinalizeAfterCheckpoint).
+ * so that every replica holds it (Caffe2's FinalizeAfterCheckpoint). With
+ * several processes every process must call it (the sync net's broadcast
+ * from rank 0 is a collective); each reads `path`, and rank 0's state is
+ * what every process ends with.
  * options->names must be NULL (the whole state is loaded); lenient, no_verify
  * and mmap apply. Everything is verified before replica 0's first blob
  * changes. Not while a net runs on the workspace. Since 0.2. */

@@ -9,6 +9,10 @@
 // CPU device ids are logical replicas sharing host memory, so the tensors may
 // belong to any CPU device; the op runs wherever it is placed.
 #include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -22,11 +26,24 @@
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 #include "comm/cpu_collectives.h"
+#include "comm/gloo_communicator.h"
+#include "comm/store.h"
+#include "comm/store_address.h"
 
 namespace dp {
 namespace {
 
 constexpr int kMaxThreads = 1024;
+
+// Processes of a job that met through a store: a process-wide count of the
+// communicators made per (store, run id, blob, rank), so that the same
+// sequence of creations in every process gives every communicator fresh keys.
+int NextGeneration(const std::string& key) {
+  static std::mutex mu;
+  static std::map<std::string, int>* generations = new std::map<std::string, int>();
+  std::lock_guard<std::mutex> lock(mu);
+  return (*generations)[key]++;
+}
 
 class CreateCpuCollectivesOp final : public Operator {
  public:
@@ -38,6 +55,30 @@ class CreateCpuCollectivesOp final : public Operator {
     DP_ENFORCE(devices >= 0 && devices <= std::numeric_limits<int>::max(), "num_devices ", devices,
                " must be >= 0 (0: unknown)");
     threads_ = CpuCollectives::DefaultThreads(static_cast<int>(threads), static_cast<int>(devices));
+    const int64_t world = args().Int("world_size", 1);
+    DP_ENFORCE(world >= 1 && world <= kMaxProcesses, "world_size ", world, " must be in [1, ", kMaxProcesses, "]");
+    const int64_t rank = args().Int("rank", 0);
+    DP_ENFORCE(rank >= 0 && rank < world, "rank ", rank, " must be in [0, world_size ", world, ")");
+    gloo_.size = static_cast<int>(world);
+    gloo_.rank = static_cast<int>(rank);
+    const int64_t timeout = args().Int("timeout_ms", gloo_.timeout.count());
+    DP_ENFORCE(timeout > 0 && timeout <= kMaxTimeoutMs, "timeout_ms ", timeout, " must be in [1, ", kMaxTimeoutMs,
+               "]");
+    gloo_.timeout = std::chrono::milliseconds(timeout);
+    gloo_.interface = args().String("interface", "");
+    gloo_.algorithm = args().String("algorithm", "ring");
+    run_id_ = args().String("run_id", "dp");
+    DP_ENFORCE(!run_id_.empty() && run_id_.size() <= 200 && run_id_.find('/') == std::string::npos,
+               "run_id '", run_id_, "' must be 1 to 200 bytes without '/'");
+    if (world > 1) {
+      const std::string url = args().String("store", "");
+      DP_ENFORCE(!url.empty(), "world_size ", world, " needs a store (file:///dir or redis://host:port) where the ",
+                 "processes meet");
+      store_ = ParseStoreAddress(url);
+    }
+    config_ = world == 1 ? std::string()
+                         : StrCat(store_.ToString(), " ", run_id_, " ", rank, "/", world, " ", timeout, " ",
+                                  gloo_.interface, " ", gloo_.algorithm);
   }
 
  private:
@@ -46,18 +87,40 @@ class CreateCpuCollectivesOp final : public Operator {
     // Keep a communicator of the right size: its threads stay warm, and ops
     // holding it need not notice a re-run of the init net.
     if (out->IsType<CpuCommunicator>()) {
-      const auto& comm = out->Get<CpuCommunicator>().collectives;
-      if (comm && comm->num_threads() == threads_) return;
+      const auto& comm = out->Get<CpuCommunicator>();
+      if (comm.collectives && comm.collectives->num_threads() == threads_ && comm.peers_config == config_) return;
     }
-    out->Reset(std::make_shared<CpuCommunicator>(CpuCommunicator{std::make_shared<CpuCollectives>(threads_)}));
+    auto comm = std::make_shared<CpuCommunicator>();
+    comm->collectives = std::make_shared<CpuCollectives>(threads_);
+    comm->peers_config = config_;
+    if (gloo_.size > 1) {
+      const std::string& name = def().outputs[0];
+      // Per rank as well: ranks that are threads of one process (tests) count apart.
+      const std::string key = StrCat(store_.ToString(), "|", run_id_, "|", name, "|", gloo_.rank);
+      const std::string scope = StrCat(run_id_, "/", name, "/", NextGeneration(key));
+      comm->peers = ConnectGloo(Store::Open(store_, scope), gloo_);
+    }
+    out->Reset(std::move(comm));
   }
 
+  static constexpr int64_t kMaxProcesses = 1 << 20;
+  static constexpr int64_t kMaxTimeoutMs = int64_t{24} * 3600 * 1000;
   int threads_ = 1;
+  GlooOptions gloo_;
+  std::string run_id_;
+  StoreAddress store_;
+  std::string config_;
 };
 
 // The communicator a blob (`desc` in messages) holds.
-std::shared_ptr<CpuCollectives> CommOf(const Blob& b, const std::string& desc) {
-  return CommunicatorIn<CpuCommunicator>(b, desc, "CPU", "CreateCpuCollectives");
+std::shared_ptr<CpuCommunicator> CommOf(const Blob& b, const std::string& desc) {
+  if (b.empty()) DP_THROW(Code::kNotFound, desc, " is empty: create the communicator with CreateCpuCollectives first");
+  if (!b.IsType<CpuCommunicator>())
+    DP_THROW(Code::kDType, desc, " holds ", b.TypeName(), ", not a CPU communicator (CreateCpuCollectives makes one)");
+  auto comm = b.Get<CpuCommunicator>().collectives ? std::make_shared<CpuCommunicator>(b.Get<CpuCommunicator>())
+                                                   : nullptr;
+  DP_ENFORCE_CODE(comm != nullptr, Code::kInternal, desc, " holds a null communicator");
+  return comm;
 }
 
 // Shared by Allreduce and Broadcast (collective_op.h).
@@ -66,7 +129,11 @@ class CollectiveOp : public CollectiveOpBase {
   using CollectiveOpBase::CollectiveOpBase;
 
  protected:
-  std::shared_ptr<CpuCollectives> Comm() const { return CommOf(*input_blobs()[0], InputDesc(0)); }
+  std::shared_ptr<CpuCommunicator> Comm() const { return CommOf(*input_blobs()[0], InputDesc(0)); }
+
+  // Staging of the tensors that cross processes, kept between runs (no
+  // allocation per step once it has grown).
+  std::vector<char> staging_;
 };
 
 class AllreduceOp final : public CollectiveOp {
@@ -92,7 +159,21 @@ class AllreduceOp final : public CollectiveOp {
       for (int d = 0; d < n; ++d) seg.buffers.push_back(Output(In(d, j) - 1)->raw_mutable_data());
       it->second.push_back(std::move(seg));
     }
-    for (const auto& [dtype, segments] : groups) comm->AllreduceSum(segments, dtype, scale);
+    for (const auto& [dtype, segments] : groups) {
+      if (!comm->peers) {
+        comm->collectives->AllreduceSum(segments, dtype, scale);
+        continue;
+      }
+      // Hierarchical: this process's devices summed into a staging buffer,
+      // the processes' sums allreduced, the result scaled into every device.
+      const size_t itemsize = DTypeSize(dtype);
+      int64_t total = 0;
+      for (const auto& seg : segments) total += seg.count;
+      staging_.resize(static_cast<size_t>(total) * itemsize);
+      comm->collectives->SumInto(segments, dtype, staging_.data());
+      comm->peers->AllreduceSum(staging_.data(), total, dtype);
+      comm->collectives->CopyOut(staging_.data(), segments, dtype, scale);
+    }
   }
 };
 
@@ -104,6 +185,7 @@ class BroadcastOp final : public CollectiveOp {
   void RunOnDevice() override {
     auto comm = Comm();
     const int n = num_devices_, m = per_device_;
+    if (comm->peers) FromRankZero(*comm);
     std::vector<void*> buffers(static_cast<size_t>(n));
     for (int j = 0; j < m; ++j) {
       const Tensor& src = Input(In(root_, j));
@@ -127,7 +209,35 @@ class BroadcastOp final : public CollectiveOp {
         }
         buffers[static_cast<size_t>(d)] = t->raw_mutable_data();
       }
-      comm->Broadcast(buffers, root_, src.nbytes());
+      comm->collectives->Broadcast(buffers, root_, src.nbytes());
+    }
+  }
+
+  // Across processes: rank 0's root tensors, packed into one message, into
+  // every process's root tensors (their shapes agree: every process built
+  // them with the same nets).
+  void FromRankZero(const CpuCommunicator& comm) {
+    const int m = per_device_;
+    size_t total = 0;
+    for (int j = 0; j < m; ++j) total += Input(In(root_, j)).nbytes();
+    staging_.resize(total);
+    const bool sender = comm.peers->rank() == 0;
+    if (sender) {
+      size_t off = 0;
+      for (int j = 0; j < m; ++j) {
+        const Tensor& t = Input(In(root_, j));
+        if (t.nbytes() > 0) std::memcpy(staging_.data() + off, t.raw_data(), t.nbytes());
+        off += t.nbytes();
+      }
+    }
+    comm.peers->Broadcast(staging_.data(), total, 0);
+    if (sender) return;
+    size_t off = 0;
+    for (int j = 0; j < m; ++j) {
+      Tensor* t = Output(In(root_, j) - 1);
+      const size_t nb = t->nbytes();
+      if (nb > 0) std::memcpy(t->raw_mutable_data(), staging_.data() + off, nb);
+      off += nb;
     }
   }
 
@@ -141,7 +251,11 @@ class BarrierOp final : public Operator {
   using Operator::Operator;
 
  private:
-  void RunOnDevice() override { CommOf(*input_blobs()[0], InputDesc(0))->Barrier(); }
+  void RunOnDevice() override {
+    auto comm = CommOf(*input_blobs()[0], InputDesc(0));
+    comm->collectives->Barrier();
+    if (comm->peers) comm->peers->Barrier();
+  }
 };
 
 // Shape inference's opening: the count, then devices and tensors per device.
@@ -188,8 +302,17 @@ DP_OPERATOR_SCHEMA(CreateCpuCollectives)
          "threads of the communicator's team; 0 or absent: min(num_devices, hardware concurrency), or the hardware "
          "concurrency without num_devices")
     .Arg("num_devices", ArgKind::kInt, "replicas the communicator serves (sizes the team when threads is 0)")
-    .Doc("Creates a communicator for Allreduce and Broadcast between CPU replicas (kept when it exists with the "
-         "same thread count).");
+    .Arg("world_size", ArgKind::kInt, "processes of the job (default 1: this process alone)")
+    .Arg("rank", ArgKind::kInt, "this process's rank in [0, world_size) (default 0)")
+    .Arg("store", ArgKind::kString, "where the processes meet: file:///dir or redis://host:port[/prefix]")
+    .Arg("timeout_ms", ArgKind::kInt, "bound of the rendezvous and of every collective across processes "
+         "(default 60000)")
+    .Arg("interface", ArgKind::kString, "network interface for Gloo's TCP transport (default: the host name's address)")
+    .Arg("algorithm", ArgKind::kString, "Gloo's allreduce: ring (default) or bcube")
+    .Arg("run_id", ArgKind::kString, "the job's id: keys in the store live under it (default \"dp\")")
+    .Doc("Creates a communicator for Allreduce, Broadcast and Barrier between CPU replicas and, with world_size > 1, "
+         "between the processes of a job (Gloo over TCP after a rendezvous through the store; hierarchical: "
+         "devices, then processes, then devices). Kept when it exists with the same settings.");
 
 DP_OPERATOR_SCHEMA(Allreduce)
     .NumInputs(2, std::numeric_limits<int>::max())

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -60,9 +61,11 @@ void ReduceRange(void* const* bufs, size_t n, int64_t begin, int64_t len, T scal
   }
 }
 
-template <typename T>
-void ReduceSlice(const std::vector<CpuCollectives::Segment>& segments, const std::vector<int64_t>& offsets,
-                 int64_t lo, int64_t hi, T scale, bool scaled) {
+// Calls fn(segment, begin in it, length, global offset) for the pieces of
+// the global range [lo, hi) of the segments laid end to end.
+template <typename Fn>
+void ForEachPiece(const std::vector<CpuCollectives::Segment>& segments, const std::vector<int64_t>& offsets,
+                  int64_t lo, int64_t hi, const Fn& fn) {
   if (lo >= hi) return;
   // The segment holding lo: the last one starting at or before it (empty
   // segments start where the next one does and are skipped by len == 0).
@@ -70,11 +73,57 @@ void ReduceSlice(const std::vector<CpuCollectives::Segment>& segments, const std
   for (int64_t pos = lo; pos < hi; ++s) {
     const int64_t end = std::min(hi, offsets[s + 1]);
     if (end > pos) {
-      const auto& seg = segments[s];
-      ReduceRange<T>(seg.buffers.data(), seg.buffers.size(), pos - offsets[s], end - pos, scale, scaled);
+      fn(segments[s], pos - offsets[s], end - pos, pos);
       pos = end;
     }
   }
+}
+
+template <typename T>
+void ReduceSlice(const std::vector<CpuCollectives::Segment>& segments, const std::vector<int64_t>& offsets,
+                 int64_t lo, int64_t hi, T scale, bool scaled) {
+  ForEachPiece(segments, offsets, lo, hi, [&](const CpuCollectives::Segment& seg, int64_t begin, int64_t len, int64_t) {
+    ReduceRange<T>(seg.buffers.data(), seg.buffers.size(), begin, len, scale, scaled);
+  });
+}
+
+// out[pos..] = sum of the segment's buffers (buffer order).
+template <typename T>
+void SumSlice(const std::vector<CpuCollectives::Segment>& segments, const std::vector<int64_t>& offsets, int64_t lo,
+              int64_t hi, T* out) {
+  ForEachPiece(segments, offsets, lo, hi,
+               [&](const CpuCollectives::Segment& seg, int64_t begin, int64_t len, int64_t pos) {
+                 T* o = out + pos;
+                 const T* b0 = static_cast<const T*>(seg.buffers[0]) + begin;
+                 if (seg.buffers.size() == 1) {
+                   std::memcpy(o, b0, static_cast<size_t>(len) * sizeof(T));
+                   return;
+                 }
+                 const T* b1 = static_cast<const T*>(seg.buffers[1]) + begin;
+                 for (int64_t k = 0; k < len; ++k) o[k] = b0[k] + b1[k];
+                 for (size_t i = 2; i < seg.buffers.size(); ++i) {
+                   const T* bi = static_cast<const T*>(seg.buffers[i]) + begin;
+                   for (int64_t k = 0; k < len; ++k) o[k] += bi[k];
+                 }
+               });
+}
+
+// Every buffer of the segment = in[pos..] * scale.
+template <typename T>
+void CopyOutSlice(const std::vector<CpuCollectives::Segment>& segments, const std::vector<int64_t>& offsets,
+                  int64_t lo, int64_t hi, const T* in, T scale, bool scaled) {
+  ForEachPiece(segments, offsets, lo, hi,
+               [&](const CpuCollectives::Segment& seg, int64_t begin, int64_t len, int64_t pos) {
+                 const T* src = in + pos;
+                 for (void* buf : seg.buffers) {
+                   T* dst = static_cast<T*>(buf) + begin;
+                   if (scaled) {
+                     for (int64_t k = 0; k < len; ++k) dst[k] = src[k] * scale;
+                   } else {
+                     std::memcpy(dst, src, static_cast<size_t>(len) * sizeof(T));
+                   }
+                 }
+               });
 }
 
 }  // namespace
@@ -93,61 +142,118 @@ int CpuCollectives::ThreadsFor(size_t bytes) const {
   return static_cast<int>(std::clamp<size_t>(bytes / kMinBytesPerThread, 1, static_cast<size_t>(team_.size())));
 }
 
-void CpuCollectives::AllreduceSum(const std::vector<Segment>& segments, DType dtype, double scale) {
+// The segments' offsets laid end to end (size + 1 entries), after checking
+// them and the dtype (`what` names the call in messages).
+std::vector<int64_t> CpuCollectives::Layout(const char* what, const std::vector<Segment>& segments, DType dtype,
+                                            double scale) {
   const bool is_float = dtype == DType::kFloat32 || dtype == DType::kFloat64;
   const bool is_int = dtype == DType::kInt32 || dtype == DType::kInt64;
-  DP_ENFORCE_CODE(is_float || is_int, Code::kDType, "AllreduceSum supports float32, float64, int32 and int64, got ",
+  DP_ENFORCE_CODE(is_float || is_int, Code::kDType, what, " supports float32, float64, int32 and int64, got ",
                   DTypeName(dtype));
-  DP_ENFORCE(is_float || scale == 1.0, "AllreduceSum: scale must be 1 for ", DTypeName(dtype),
+  DP_ENFORCE(is_float || scale == 1.0, what, ": scale must be 1 for ", DTypeName(dtype),
              " (integers are summed exactly), got ", scale);
-  if (segments.empty()) return;
-  const size_t n = segments[0].buffers.size();
-  DP_ENFORCE(n >= 1, "AllreduceSum: segment 0 has no buffers");
   std::vector<int64_t> offsets(segments.size() + 1, 0);
+  if (segments.empty()) return offsets;
+  const size_t n = segments[0].buffers.size();
+  DP_ENFORCE(n >= 1, what, ": segment 0 has no buffers");
   for (size_t s = 0; s < segments.size(); ++s) {
     const Segment& seg = segments[s];
-    DP_ENFORCE(seg.buffers.size() == n, "AllreduceSum: segment ", s, " has ", seg.buffers.size(),
+    DP_ENFORCE(seg.buffers.size() == n, what, ": segment ", s, " has ", seg.buffers.size(),
                " buffers but segment 0 has ", n, "; every segment needs one buffer per device");
-    DP_ENFORCE(seg.count >= 0, "AllreduceSum: segment ", s, " has a negative count ", seg.count);
+    DP_ENFORCE(seg.count >= 0, what, ": segment ", s, " has a negative count ", seg.count);
     if (seg.count > 0)
       for (size_t i = 0; i < n; ++i)
-        DP_ENFORCE(seg.buffers[i] != nullptr, "AllreduceSum: buffer ", i, " of segment ", s, " is null but holds ",
+        DP_ENFORCE(seg.buffers[i] != nullptr, what, ": buffer ", i, " of segment ", s, " is null but holds ",
                    seg.count, " elements");
-    DP_ENFORCE(seg.count <= std::numeric_limits<int64_t>::max() - offsets[s], "AllreduceSum: segments hold more than ",
+    DP_ENFORCE(seg.count <= std::numeric_limits<int64_t>::max() - offsets[s], what, ": segments hold more than ",
                std::numeric_limits<int64_t>::max(), " elements");
     offsets[s + 1] = offsets[s] + seg.count;
   }
-  const int64_t total = offsets.back();
-  if (total == 0 || (n == 1 && scale == 1.0)) return;
+  return offsets;
+}
 
-  const size_t itemsize = DTypeSize(dtype);
-  // Bytes touched (read once, written once per buffer); saturates instead of overflowing.
+// Bytes a pass over `total` elements in each of n buffers touches
+// (saturating), and the team members it gets.
+int CpuCollectives::ThreadsForPass(int64_t total, size_t itemsize, size_t n) const {
   const size_t per_buffer = static_cast<size_t>(total) * itemsize;
   const size_t bytes = per_buffer > std::numeric_limits<size_t>::max() / n ? std::numeric_limits<size_t>::max()
                                                                            : per_buffer * n;
-  const int threads = ThreadsFor(bytes);
+  return ThreadsFor(bytes);
+}
+
+template <typename Body>
+void CpuCollectives::Split(int64_t total, size_t itemsize, int threads, const Body& body) {
+  if (threads == 1) {
+    body(int64_t{0}, total);
+    return;
+  }
   const int64_t grain = static_cast<int64_t>(kSliceAlign / itemsize);
-  auto run = [&](auto zero) {
+  team_.Run([&](int index, int) {
+    if (index >= threads) return;
+    int64_t lo, hi;
+    SliceBounds(total, threads, index, grain, &lo, &hi);
+    body(lo, hi);
+  });
+}
+
+namespace {
+
+// Calls fn(T{}) with T the C++ type of a summable dtype.
+template <typename Fn>
+void WithSumType(DType dtype, const Fn& fn) {
+  switch (dtype) {
+    case DType::kFloat32: fn(float{}); break;
+    case DType::kFloat64: fn(double{}); break;
+    case DType::kInt32: fn(int32_t{}); break;
+    default: fn(int64_t{}); break;
+  }
+}
+
+}  // namespace
+
+void CpuCollectives::AllreduceSum(const std::vector<Segment>& segments, DType dtype, double scale) {
+  const std::vector<int64_t> offsets = Layout("AllreduceSum", segments, dtype, scale);
+  const int64_t total = offsets.back();
+  if (total == 0) return;
+  const size_t n = segments[0].buffers.size();
+  if (n == 1 && scale == 1.0) return;
+  const size_t itemsize = DTypeSize(dtype);
+  WithSumType(dtype, [&](auto zero) {
     using T = decltype(zero);
     const T s = static_cast<T>(scale);
-    const bool scaled = scale != 1.0;
-    if (threads == 1) {
-      ReduceSlice<T>(segments, offsets, 0, total, s, scaled);
-      return;
-    }
-    team_.Run([&](int index, int) {
-      if (index >= threads) return;
-      int64_t lo, hi;
-      SliceBounds(total, threads, index, grain, &lo, &hi);
-      ReduceSlice<T>(segments, offsets, lo, hi, s, scaled);
+    Split(total, itemsize, ThreadsForPass(total, itemsize, n),
+          [&](int64_t lo, int64_t hi) { ReduceSlice<T>(segments, offsets, lo, hi, s, scale != 1.0); });
+  });
+}
+
+void CpuCollectives::SumInto(const std::vector<Segment>& segments, DType dtype, void* out) {
+  const std::vector<int64_t> offsets = Layout("SumInto", segments, dtype, 1.0);
+  const int64_t total = offsets.back();
+  if (total == 0) return;
+  DP_ENFORCE(out != nullptr, "SumInto: the output is null but ", total, " elements are to be written");
+  const size_t n = segments[0].buffers.size();
+  const size_t itemsize = DTypeSize(dtype);
+  WithSumType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    Split(total, itemsize, ThreadsForPass(total, itemsize, n + 1),
+          [&](int64_t lo, int64_t hi) { SumSlice<T>(segments, offsets, lo, hi, static_cast<T*>(out)); });
+  });
+}
+
+void CpuCollectives::CopyOut(const void* in, const std::vector<Segment>& segments, DType dtype, double scale) {
+  const std::vector<int64_t> offsets = Layout("CopyOut", segments, dtype, scale);
+  const int64_t total = offsets.back();
+  if (total == 0) return;
+  DP_ENFORCE(in != nullptr, "CopyOut: the input is null but ", total, " elements are to be read");
+  const size_t n = segments[0].buffers.size();
+  const size_t itemsize = DTypeSize(dtype);
+  WithSumType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const T s = static_cast<T>(scale);
+    Split(total, itemsize, ThreadsForPass(total, itemsize, n + 1), [&](int64_t lo, int64_t hi) {
+      CopyOutSlice<T>(segments, offsets, lo, hi, static_cast<const T*>(in), s, scale != 1.0);
     });
-  };
-  switch (dtype) {
-    case DType::kFloat32: run(float{}); break;
-    case DType::kFloat64: run(double{}); break;
-    case DType::kInt32: run(int32_t{}); break;
-    default: run(int64_t{}); break;
-  }
+  });
 }
 
 void CpuCollectives::Broadcast(const std::vector<void*>& buffers, int root, size_t nbytes) {

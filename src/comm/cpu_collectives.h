@@ -14,8 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/dtype.h"
 #include "comm/thread_team.h"
 
@@ -52,6 +54,13 @@ class CpuCollectives {
   // need the same N >= 1; a buffer may be null only when its count is 0.
   void AllreduceSum(const std::vector<Segment>& segments, DType dtype, double scale = 1.0);
 
+  // Hierarchical collectives (several processes): out (the segments' total
+  // count, laid end to end) = each segment's sum over its N buffers, buffer
+  // order; then, after the processes' sums are combined there, CopyOut
+  // writes scale * in into every buffer of every segment.
+  void SumInto(const std::vector<Segment>& segments, DType dtype, void* out);
+  void CopyOut(const void* in, const std::vector<Segment>& segments, DType dtype, double scale);
+
   // Copies nbytes from buffers[root] to every other buffer (root's is only read).
   void Broadcast(const std::vector<void*>& buffers, int root, size_t nbytes);
 
@@ -65,14 +74,27 @@ class CpuCollectives {
   int ThreadsFor(size_t bytes) const;
 
  private:
+  static std::vector<int64_t> Layout(const char* what, const std::vector<Segment>& segments, DType dtype,
+                                     double scale);
+  int ThreadsForPass(int64_t total, size_t itemsize, size_t n) const;
+  // body(lo, hi) over slices of [0, total) on `threads` team members.
+  template <typename Body>
+  void Split(int64_t total, size_t itemsize, int threads, const Body& body);
+
   ThreadTeam team_;
 };
 
 // What a communicator blob holds: CreateCpuCollectives writes it, Allreduce and
-// Broadcast read it. Ops copy the shared_ptr, so a communicator replaced while
-// an op uses it stays alive until that op finishes.
+// Broadcast read it. Ops copy the shared_ptrs, so a communicator replaced
+// while an op uses it stays alive until that op finishes. With several
+// processes, `peers` connects this process to the others (rank 0..size-1)
+// and the collectives are hierarchical: the devices of a process are
+// combined by `collectives`, the processes by `peers`, then the result is
+// spread over the devices again.
 struct CpuCommunicator {
   std::shared_ptr<CpuCollectives> collectives;
+  std::shared_ptr<Communicator> peers;  // null: this process alone
+  std::string peers_config;             // what peers was made from (store, rank, size, ...)
 };
 
 }  // namespace dp

@@ -31,7 +31,7 @@ void AddBmufInit(const ParallelPlan& p, NetDef& init) {
 NetDef BuildBlockNet(const ParallelPlan& p) {
   const Replicas& b = p.replicas;
   const BmufOptions& bmuf = p.options.bmuf;
-  const double n = static_cast<double>(p.n);
+  const double n = static_cast<double>(p.total_replicas());
   NetDef block;
   block.name = p.name + "_parallel_block";
   const double mu = bmuf.block_momentum < 0 ? 1.0 - 1.0 / n : bmuf.block_momentum;

@@ -29,7 +29,8 @@ struct ParallelPlan {
   const OptimizerDef& opt;    // the model's (checked)
   const Replicas& replicas;
   std::string name;           // prefix of the nets' names: the model's, or "model"
-  size_t n = 0;               // replica count
+  size_t n = 0;               // replica count (this process's)
+  size_t shards = 1;          // processes, each with n replicas
   int accumulate_steps = 1;   // options.accumulate_steps
   // Uneven splits with exact shares: the loss gradient and the averaged
   // losses and metrics are weighted by each replica's kBatchShareBlob.
@@ -43,6 +44,9 @@ struct ParallelPlan {
   // What each replica keeps: its params (unless shared) and computed params.
   std::vector<std::string> replicated;
   size_t updaters = 0;  // replicas that own params and run the optimizer: the first `updaters`
+
+  // Replicas over every process: what averages divide by.
+  size_t total_replicas() const { return n * shards; }
 
   // Replica r's gradient of `param`.
   std::string Grad(size_t r, const std::string& param) const { return replicas.BlobName(r, grad_of.at(param)); }
@@ -71,6 +75,11 @@ NetDef BuildSyncNet(const ParallelPlan& plan);
 
 // eval: the inference-mode forward net on replica 0's params.
 NetDef BuildEvalNet(const ParallelPlan& plan);
+
+// With several processes every collective must run in the same order in
+// each of them (they pair up in order): each collective of `net` gets a
+// control input on the one before it, in list order (replicas.cc).
+void OrderCollectives(NetDef& net);
 
 // What ParallelNets::checkpoint holds (state_nets.cc).
 std::vector<std::pair<std::string, std::string>> CheckpointBindings(const ParallelPlan& plan);

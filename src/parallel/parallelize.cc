@@ -8,6 +8,7 @@
 #include <set>
 
 #include "autodiff/add_gradients.h"
+#include "comm/store_address.h"
 #include "model/training.h"
 #include "ops/net_validate.h"
 #include "ops/operator.h"
@@ -49,6 +50,23 @@ void CheckOptions(const ParallelizeOptions& o) {
     DP_ENFORCE_CODE(!o.sync_bn, Code::kInvalidArgument,
                     "parallelize: BMUF replicas train without communicating within a block; ",
                     "sync BN (statistics exchanged every step) cannot be combined with it");
+  }
+  DP_ENFORCE_CODE(o.num_shards >= 1, Code::kInvalidArgument, "parallelize: num_shards must be >= 1, got ",
+                  o.num_shards);
+  DP_ENFORCE_CODE(o.shard_id >= 0 && o.shard_id < o.num_shards, Code::kInvalidArgument, "parallelize: shard_id ",
+                  o.shard_id, " is out of range for ", o.num_shards, " shards");
+  if (o.num_shards > 1) {
+    DP_ENFORCE_CODE(!o.store.empty(), Code::kInvalidArgument, "parallelize: ", o.num_shards,
+                    " shards (processes) need a store where they meet (file:///dir or redis://host:port)");
+    ParseStoreAddress(o.store);  // a bad URL fails here, before any net runs
+    DP_ENFORCE_CODE(o.timeout_ms > 0, Code::kInvalidArgument, "parallelize: timeout_ms must be > 0, got ",
+                    o.timeout_ms);
+    DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU, Code::kUnimplemented,
+                    "parallelize: several processes of CUDA replicas (NCCL across processes) are not built yet; "
+                    "CPU replicas use Gloo");
+    DP_ENFORCE_CODE(!o.uneven_split, Code::kInvalidArgument,
+                    "parallelize: uneven_split weighs replicas by their share of one process's batch; with several "
+                    "processes feed equal batches (a process that runs out of data joins instead)");
   }
   DP_ENFORCE_CODE(o.first_bucket_bytes > 0 && o.bucket_bytes > 0, Code::kInvalidArgument,
                   "parallelize: bucket sizes must be positive (first_bucket_bytes ", o.first_bucket_bytes,
@@ -122,6 +140,7 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
   ParallelPlan plan(model, o, opt, replicas);
   const size_t n = replicas.size();
   plan.n = n;
+  plan.shards = static_cast<size_t>(o.num_shards);
   plan.accumulate_steps = o.accumulate_steps;
   plan.name = model.name.empty() ? std::string("model") : model.name;
   // Exact shares of uneven batches (a model without inputs has no batch to split).
@@ -131,13 +150,14 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
   GradientOptions gopt;
   gopt.losses = model.losses;
   gopt.wrt = model.params;
-  gopt.loss_scale =
-      o.bmuf.enabled ? 1.0 : 1.0 / (static_cast<double>(plan.weighted ? 1 : n) * plan.accumulate_steps);
+  gopt.loss_scale = o.bmuf.enabled ? 1.0
+                                    : 1.0 / (static_cast<double>(plan.weighted ? 1 : plan.total_replicas()) *
+                                             plan.accumulate_steps);
   if (plan.weighted) gopt.loss_weight = kBatchShareBlob;
   const GradientResult g = AddGradients(plan.forward, gopt);
   plan.grad_of.insert(g.grads.begin(), g.grads.end());
   plan.buckets = MakeBuckets(g, ParamBytes(model), o);
-  plan.tmpl = o.sync_bn && n > 1 ? SynchronizeBatchNorm(g.net, kCommBlob) : g.net;
+  plan.tmpl = o.sync_bn && plan.total_replicas() > 1 ? SynchronizeBatchNorm(g.net, kCommBlob) : g.net;
   if (replicas.cuda()) CheckKernels(plan.tmpl, o.device_type);
 
   plan.replicated = o.shared_model ? std::vector<std::string>{} : model.params;
@@ -167,6 +187,10 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& option
   out.sync = BuildSyncNet(plan);
   out.checkpoint = CheckpointBindings(plan);
   out.eval = BuildEvalNet(plan);
+  out.num_shards = options.num_shards;
+  out.shard_id = options.shard_id;
+  if (options.num_shards > 1)
+    for (NetDef* net : {&out.init, &out.accumulate, &out.train, &out.block, &out.sync}) OrderCollectives(*net);
   return out;
 }
 

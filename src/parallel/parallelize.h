@@ -77,6 +77,18 @@ struct ParallelizeOptions {
   bool sync_bn = false;
   // CUDA replicas: NCCL (true) or the copy-and-sum tree for the collectives.
   bool nccl = true;
+  // Several processes (Caffe2's shards; DDP's ranks): num_shards processes
+  // each run these nets on their own devices and feed their own part of the
+  // data; gradients are summed over every device of every process (loss
+  // gradient seeded with 1 / (devices x shards)), rank 0's params are
+  // broadcast by the init net, and every collective runs in the same order
+  // in every process. The communicator meets the others through `store`.
+  int num_shards = 1;
+  int shard_id = 0;
+  std::string store;          // file:///dir or redis://host:port[/prefix]; required with num_shards > 1
+  int64_t timeout_ms = 60000; // rendezvous and every collective across processes
+  std::string interface;      // network interface ("" : the host name's address)
+  std::string run_id = "dp";  // the job's id: its keys in the store live under it
 };
 
 struct ParallelNets {
@@ -88,6 +100,7 @@ struct ParallelNets {
   // communicator. Returns (Net::Run) once every replica holds them.
   NetDef sync;
   int block_length = 0;  // BMUF's block length (0 without BMUF)
+  int num_shards = 1, shard_id = 0;  // the processes of the job, and this one
   std::vector<std::string> scopes;  // per replica: "cpu_0/", ...
   // Gradient buckets in launch order: each a list of (unscoped) params.
   std::vector<std::vector<std::string>> buckets;

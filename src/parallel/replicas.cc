@@ -1,5 +1,6 @@
 #include "parallel/replicas.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "core/scope.h"
@@ -12,6 +13,11 @@ namespace {
 // A collective of the template: over "this replica's tensors" (sync BN's).
 bool IsCollective(const OperatorDef& op) {
   return (op.type == "Allreduce" || op.type == "Broadcast") && !op.inputs.empty() && op.inputs[0] == kCommBlob;
+}
+
+// Collectives over the communicator, the barrier included.
+bool UsesComm(const OperatorDef& op) {
+  return (IsCollective(op) || op.type == "Barrier") && !op.inputs.empty() && op.inputs[0] == kCommBlob;
 }
 
 }  // namespace
@@ -79,11 +85,39 @@ void Replicas::AppendReplicated(NetDef& net, const NetDef& tmpl) const {
 }
 
 OperatorDef Replicas::CreateComm() const {
-  if (!cuda()) return MakeOperatorDef("CreateCpuCollectives", {}, {kCommBlob}, {NumDevicesArg()});
+  if (!cuda()) {
+    std::vector<Argument> args;
+    args.reserve(7);
+    args.push_back(NumDevicesArg());
+    if (options_.num_shards > 1) {
+      args.push_back(MakeArg("world_size", int64_t{options_.num_shards}));
+      args.push_back(MakeArg("rank", int64_t{options_.shard_id}));
+      args.push_back(MakeArg("store", options_.store));
+      args.push_back(MakeArg("timeout_ms", options_.timeout_ms));
+      args.push_back(MakeArg("run_id", options_.run_id));
+      if (!options_.interface.empty()) args.push_back(MakeArg("interface", options_.interface));
+    }
+    return MakeOperatorDef("CreateCpuCollectives", {}, {kCommBlob}, std::move(args));
+  }
   return MakeOperatorDef(
       "CreateCudaCollectives", {}, {kCommBlob},
       {MakeArg("device_ids", std::vector<int64_t>(options_.device_ids.begin(), options_.device_ids.end())),
        MakeArg("nccl", int64_t{options_.nccl})});
+}
+
+void OrderCollectives(NetDef& net) {
+  const OperatorDef* previous = nullptr;
+  for (OperatorDef& op : net.ops) {
+    if (!UsesComm(op)) continue;
+    // After the previous one: a control input on a tensor it wrote (every
+    // collective but the barrier writes its tensors in place).
+    if (previous != nullptr && !previous->outputs.empty()) {
+      const std::string& after = previous->outputs.back();
+      if (std::find(op.control_inputs.begin(), op.control_inputs.end(), after) == op.control_inputs.end())
+        op.control_inputs.push_back(after);
+    }
+    previous = &op;
+  }
 }
 
 }  // namespace dp

@@ -22,7 +22,7 @@ void AddReplicaZeroInit(const ParallelPlan& p, NetDef& init) {
 // replica 0's), then receive replica 0's values.
 void AddBroadcastOfReplicated(const ParallelPlan& p, NetDef& init) {
   const Replicas& b = p.replicas;
-  if (p.n <= 1 || p.replicated.empty()) return;
+  if (p.total_replicas() <= 1 || p.replicated.empty()) return;
   for (size_t r = 1; r < p.n; ++r)
     for (const auto& x : p.replicated)
       init.ops.push_back(b.On(r, MakeOperatorDef("ConstantFill", {b.BlobName(0, x)}, {b.BlobName(r, x)})));
@@ -91,7 +91,7 @@ NetDef BuildSyncNet(const ParallelPlan& p) {
   NetDef sync;
   sync.name = p.name + "_parallel_sync";
   const std::vector<std::string> state = ReplicaState(p);
-  if (p.n > 1 && !state.empty())
+  if (p.total_replicas() > 1 && !state.empty())
     sync.ops.push_back(b.Collective("Broadcast", b.PerReplica(state), {MakeArg("root", int64_t{0})}));
   if (!b.cuda()) {  // CUDA: Net::Run waits for the streams
     OperatorDef barrier = MakeOperatorDef("Barrier", {kCommBlob}, {});

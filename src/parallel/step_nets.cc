@@ -89,19 +89,19 @@ void AddReplicaSteps(const ParallelPlan& p, NetDef& net, const std::string& suff
 // block net instead.
 void AddComputedParamsSync(const ParallelPlan& p, NetDef& train) {
   const ParallelizeOptions& o = p.options;
-  if (p.n <= 1 || p.model.computed_params.empty() || o.computed_params == ComputedParamsSync::kNone ||
+  if (p.total_replicas() <= 1 || p.model.computed_params.empty() || o.computed_params == ComputedParamsSync::kNone ||
       o.bmuf.enabled)
     return;
   const bool average = o.computed_params == ComputedParamsSync::kAverage;
   train.ops.push_back(p.replicas.Collective(
       average ? "Allreduce" : "Broadcast", p.replicas.PerReplica(p.model.computed_params),
-      {average ? MakeArg("scale", 1.0 / static_cast<double>(p.n)) : MakeArg("root", int64_t{0})}));
+      {average ? MakeArg("scale", 1.0 / static_cast<double>(p.total_replicas())) : MakeArg("root", int64_t{0})}));
 }
 
 // One Allreduce per bucket; it depends only on its gradients, so the async
 // executor starts it while the rest of backward runs.
 void AddGradientAllreduce(const ParallelPlan& p, NetDef& train) {
-  if (p.options.bmuf.enabled || p.n <= 1) return;
+  if (p.options.bmuf.enabled || p.total_replicas() <= 1) return;
   for (const auto& bucket : p.buckets) {
     std::vector<std::string> grads;
     for (const auto& param : bucket) grads.push_back(p.grad_of.at(param));

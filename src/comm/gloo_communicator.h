@@ -1,0 +1,36 @@
+// GlooCommunicator: the Communicator of CPU processes, on Gloo's TCP
+// transport (Debian's libgloo). Processes meet through a Store: each
+// announces itself, waits (bounded) for all others, then Gloo connects a
+// full mesh. Collectives are Gloo's (ring allreduce by default), each
+// bounded by the timeout; a failure closes this process's connections, so
+// that peers blocked on it fail at once instead of at their timeout, and
+// runs a roll call through the store that names the ranks that are gone.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "comm/store.h"
+
+namespace dp {
+
+struct GlooOptions {
+  int rank = 0;
+  int size = 1;
+  std::chrono::milliseconds timeout{60000};
+  // Network interface to listen on ("eth0"); empty: the address the host
+  // name resolves to (Gloo's default).
+  std::string interface;
+  // Gloo's allreduce algorithm: "ring" (default) or "bcube".
+  std::string algorithm = "ring";
+};
+
+// Rendezvous of `options.size` processes through `store` (scoped to this
+// communicator: every process must pass the same scope). kTimeout naming the
+// ranks that did not arrive; kUnavailable when Gloo cannot connect;
+// kInvalidArgument for bad options.
+std::unique_ptr<Communicator> ConnectGloo(std::shared_ptr<Store> store, const GlooOptions& options);
+
+}  // namespace dp

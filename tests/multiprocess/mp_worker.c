@@ -1,0 +1,336 @@
+/*
+ * One process of a multi-process job (strict C11 + POSIX, public API only),
+ * started by dp-run or by the failure script with DP_RANK, DP_WORLD_SIZE,
+ * DP_STORE (and DP_RUN_ID) set.
+ *
+ *   mp_worker equivalence --devices D [--model mlp|bn] [--steps K]
+ *     trains K steps of a data-parallel model over every process x D CPU
+ *     devices, each process feeding its part of the global batch, and checks
+ *     that replica 0's params equal one device trained on the whole global
+ *     batch in this process (relative error <= 1e-5 of each tensor's largest
+ *     value), that the loss seed is 1/(devices x processes) (the step is the
+ *     global batch's), and that checkpoints are written by rank 0 alone and
+ *     load back on every rank.
+ *   mp_worker kill --victim V --step S [--steps K]
+ *     rank V kills itself (SIGKILL) before step S; every other rank must see
+ *     that step fail with DP_ERR_UNAVAILABLE or DP_ERR_TIMEOUT naming rank V
+ *     within the timeout (DP_TIMEOUT_MS) plus 1 s.
+ *   mp_worker stall --victim V --step S
+ *     rank V stops itself (SIGSTOP) before step S: the others must fail the
+ *     same way (the script kills the stopped process afterwards).
+ * Exits 0 when every check held.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <dp/dp.h>
+
+#include "../capi/check.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { kIn = 8, kHidden = 16, kClasses = 3, kPerDevice = 4, kMaxDevices = 4, kMaxProcs = 8 };
+
+static const char kMlp[] =
+    "{\"name\": \"mlp\","
+    " \"init_net\": {\"ops\": ["
+    "  {\"type\": \"XavierFill\", \"outputs\": [\"w1\"], \"args\": [{\"name\": \"shape\", \"ints\": [16, 8]},"
+    "   {\"name\": \"seed\", \"i\": %d}]},"
+    "  {\"type\": \"ConstantFill\", \"outputs\": [\"b1\"], \"args\": [{\"name\": \"shape\", \"ints\": [16]}]},"
+    "  {\"type\": \"XavierFill\", \"outputs\": [\"w2\"], \"args\": [{\"name\": \"shape\", \"ints\": [3, 16]},"
+    "   {\"name\": \"seed\", \"i\": %d}]},"
+    "  {\"type\": \"ConstantFill\", \"outputs\": [\"b2\"], \"args\": [{\"name\": \"shape\", \"ints\": [3]}]}]},"
+    " \"forward_net\": {\"ops\": ["
+    "  {\"type\": \"FC\", \"inputs\": [\"data\", \"w1\", \"b1\"], \"outputs\": [\"h\"]},"
+    "  {\"type\": \"Relu\", \"inputs\": [\"h\"], \"outputs\": [\"h\"]},"
+    "  {\"type\": \"FC\", \"inputs\": [\"h\", \"w2\", \"b2\"], \"outputs\": [\"logits\"]},"
+    "  {\"type\": \"SoftmaxWithLoss\", \"inputs\": [\"logits\", \"label\"], \"outputs\": [\"softmax\", \"loss\"]}]},"
+    " \"params\": [\"w1\", \"b1\", \"w2\", \"b2\"],"
+    " \"inputs\": [\"data\", \"label\"],"
+    " \"losses\": [\"loss\"],"
+    " \"optimizer\": {\"type\": \"adam\", \"lr\": 0.05, \"lr_policy\": \"step\", \"stepsize\": 2, \"gamma\": 0.5}}";
+
+/* Batch norm with sync BN (statistics of the whole global batch, over every
+ * process) under momentum SGD (see test_resume.c for why not Adam). */
+static const char kBn[] =
+    "{\"name\": \"bn\","
+    " \"init_net\": {\"ops\": ["
+    "  {\"type\": \"XavierFill\", \"outputs\": [\"w1\"], \"args\": [{\"name\": \"shape\", \"ints\": [16, 8]},"
+    "   {\"name\": \"seed\", \"i\": %d}]},"
+    "  {\"type\": \"ConstantFill\", \"outputs\": [\"b1\"], \"args\": [{\"name\": \"shape\", \"ints\": [16]}]},"
+    "  {\"type\": \"ConstantFill\", \"outputs\": [\"gamma\"], \"args\": [{\"name\": \"shape\", \"ints\": [16]},"
+    "   {\"name\": \"value\", \"f\": 1}]},"
+    "  {\"type\": \"ConstantFill\", \"outputs\": [\"beta\"], \"args\": [{\"name\": \"shape\", \"ints\": [16]}]},"
+    "  {\"type\": \"ConstantFill\", \"outputs\": [\"rm\"], \"args\": [{\"name\": \"shape\", \"ints\": [16]}]},"
+    "  {\"type\": \"ConstantFill\", \"outputs\": [\"rv\"], \"args\": [{\"name\": \"shape\", \"ints\": [16]},"
+    "   {\"name\": \"value\", \"f\": 1}]},"
+    "  {\"type\": \"XavierFill\", \"outputs\": [\"w2\"], \"args\": [{\"name\": \"shape\", \"ints\": [3, 16]},"
+    "   {\"name\": \"seed\", \"i\": %d}]},"
+    "  {\"type\": \"ConstantFill\", \"outputs\": [\"b2\"], \"args\": [{\"name\": \"shape\", \"ints\": [3]}]}]},"
+    " \"forward_net\": {\"ops\": ["
+    "  {\"type\": \"FC\", \"inputs\": [\"data\", \"w1\", \"b1\"], \"outputs\": [\"h\"]},"
+    "  {\"type\": \"SpatialBN\", \"inputs\": [\"h\", \"gamma\", \"beta\", \"rm\", \"rv\"],"
+    "   \"outputs\": [\"hn\", \"rm\", \"rv\", \"sm\", \"sv\"]},"
+    "  {\"type\": \"Relu\", \"inputs\": [\"hn\"], \"outputs\": [\"hn\"]},"
+    "  {\"type\": \"FC\", \"inputs\": [\"hn\", \"w2\", \"b2\"], \"outputs\": [\"logits\"]},"
+    "  {\"type\": \"SoftmaxWithLoss\", \"inputs\": [\"logits\", \"label\"], \"outputs\": [\"softmax\", \"loss\"]}]},"
+    " \"params\": [\"w1\", \"b1\", \"gamma\", \"beta\", \"w2\", \"b2\"],"
+    " \"computed_params\": [\"rm\", \"rv\"],"
+    " \"inputs\": [\"data\", \"label\"],"
+    " \"losses\": [\"loss\"],"
+    " \"optimizer\": {\"type\": \"momentum\", \"lr\": 0.05, \"lr_policy\": \"step\", \"stepsize\": 2, \"gamma\": 0.5}}";
+
+/* The model with init seeds `seed` and `seed + 1`: every process but rank 0
+ * initialises differently, so equality shows that rank 0's params were
+ * broadcast by the init net. */
+static int load_model(const char* text, int seed, dp_model** out) {
+  char json[8192];
+  snprintf(json, sizeof json, text, seed, seed + 1);
+  return EXPECT_OK(dp_model_from_json(json, strlen(json), out));
+}
+
+typedef struct {
+  const char* mode;
+  const char* model;
+  int devices, steps, victim, step;
+  int rank, world;
+  long long timeout_ms;
+  const char* dir; /* checkpoints (DP_TEST_DIR) */
+} config;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int env_int(const char* name, int fallback) {
+  const char* v = getenv(name);
+  return v != NULL && *v != '\0' ? atoi(v) : fallback;
+}
+
+/* Rows [first, first + rows) of step `step`'s global batch: deterministic
+ * values that do not depend on how the batch is cut. */
+static int feed_rows(dp_workspace* ws, int step, int first, int rows) {
+  float x[kMaxProcs * kMaxDevices * kPerDevice * kIn];
+  int32_t y[kMaxProcs * kMaxDevices * kPerDevice];
+  const int64_t xd[2] = {rows, kIn}, yd[1] = {rows};
+  dp_tensor *tx = NULL, *ty = NULL;
+  int i, k, ok;
+  for (i = 0; i < rows; ++i) {
+    uint32_t s = 2654435761u * (uint32_t)(step + 1) + 40503u * (uint32_t)(first + i + 1);
+    for (k = 0; k < kIn; ++k) {
+      s = s * 1664525u + 1013904223u;
+      x[i * kIn + k] = (float)((double)(s >> 8) / 16777216.0 * 4.0 - 2.0);
+    }
+    y[i] = (int32_t)((x[i * kIn] > 0) + (x[i * kIn + 1] > 0.5f));
+  }
+  ok = EXPECT_OK(dp_tensor_create(DP_DTYPE_FLOAT32, xd, 2, x, sizeof(float) * (size_t)(rows * kIn), &tx)) &&
+       EXPECT_OK(dp_tensor_create(DP_DTYPE_INT32, yd, 1, y, sizeof(int32_t) * (size_t)rows, &ty)) &&
+       EXPECT_OK(dp_workspace_feed(ws, "data", tx)) && EXPECT_OK(dp_workspace_feed(ws, "label", ty));
+  dp_tensor_free(tx);
+  dp_tensor_free(ty);
+  return ok;
+}
+
+typedef struct {
+  dp_workspace* ws;
+  dp_parallel_model* pm;
+  dp_net* train;
+} job;
+
+/* shards 0: the environment's processes (dp-run); 1: this process alone. */
+static int make_job(job* j, dp_model* model, int devices, int shards, int sync_bn) {
+  int32_t ids[kMaxDevices] = {0, 1, 2, 3};
+  dp_parallel_options o;
+  dp_netdef *init = NULL, *train = NULL;
+  dp_net* init_net = NULL;
+  int ok;
+  memset(j, 0, sizeof *j);
+  dp_parallel_options_init(&o, sizeof o);
+  o.device_ids = ids;
+  o.num_devices = (size_t)devices;
+  o.num_shards = shards;
+  o.sync_bn = sync_bn;
+  ok = EXPECT_OK(dp_workspace_create(&j->ws)) && EXPECT_OK(dp_model_parallelize(model, &o, &j->pm)) &&
+       EXPECT_OK(dp_parallel_model_nets(j->pm, &init, &train, NULL)) &&
+       EXPECT_OK(dp_net_create(j->ws, init, NULL, &init_net)) && EXPECT_OK(dp_net_run(init_net)) &&
+       EXPECT_OK(dp_net_create(j->ws, train, NULL, &j->train));
+  dp_net_free(init_net);
+  dp_netdef_free(init);
+  dp_netdef_free(train);
+  return ok;
+}
+
+static void free_job(job* j) {
+  dp_net_free(j->train);
+  dp_parallel_model_free(j->pm);
+  dp_workspace_free(j->ws);
+}
+
+/* max |a - b| / max |b| over a tensor. A tensor whose reference values are
+ * all tiny is rounding noise around an exact zero (a bias before batch norm
+ * has no gradient in exact arithmetic): it is compared absolutely, as if its
+ * largest value were 1e-3. */
+static double rel_error(const dp_tensor* a, const dp_tensor* b) {
+  const float* pa = (const float*)dp_tensor_data(a);
+  const float* pb = (const float*)dp_tensor_data(b);
+  const int64_t n = dp_tensor_numel(b);
+  double diff = 0, scale = 0;
+  int64_t i;
+  if (dp_tensor_numel(a) != n) return INFINITY;
+  for (i = 0; i < n; ++i) {
+    const double d = fabs((double)pa[i] - (double)pb[i]);
+    if (d > diff || d != d) diff = d != d ? INFINITY : d;
+    if (fabs((double)pb[i]) > scale) scale = fabs((double)pb[i]);
+  }
+  return diff / (scale > 1e-3 ? scale : 1e-3);
+}
+
+static int compare_params(const char* label, dp_workspace* got, dp_workspace* want, dp_model* model) {
+  dp_string_list* params = NULL;
+  size_t i;
+  int ok = EXPECT_OK(dp_model_blobs(model, DP_MODEL_PARAMS, &params));
+  for (i = 0; ok && i < dp_string_list_size(params); ++i) {
+    char scoped[256];
+    dp_tensor *a = NULL, *b = NULL;
+    double err;
+    snprintf(scoped, sizeof scoped, "cpu_0/%s", dp_string_list_get(params, i));
+    ok = EXPECT_OK(dp_workspace_fetch(got, scoped, &a)) &&
+         EXPECT_OK(dp_workspace_fetch(want, scoped, &b));
+    err = ok ? rel_error(a, b) : INFINITY;
+    if (!CHECK(err <= 1e-5) && a != NULL && b != NULL)
+      fprintf(stderr, "%s: param %s differs from one device on the global batch: relative error %g (%g vs %g)\n",
+              label, dp_string_list_get(params, i), err, (double)((const float*)dp_tensor_data(a))[0],
+              (double)((const float*)dp_tensor_data(b))[0]);
+    dp_tensor_free(a);
+    dp_tensor_free(b);
+  }
+  dp_string_list_free(params);
+  return ok;
+}
+
+static int equivalence(const config* c) {
+  dp_model *model = NULL, *mine = NULL;
+  job multi, single;
+  const int sync_bn = strcmp(c->model, "bn") == 0;
+  const int local = c->devices * kPerDevice, global = local * c->world;
+  int step, ok;
+  char path[1024];
+  if (!load_model(sync_bn ? kBn : kMlp, 1, &model) || !load_model(sync_bn ? kBn : kMlp, 1 + 10 * c->rank, &mine))
+    return 0;
+  ok = make_job(&multi, mine, c->devices, 0, sync_bn) && make_job(&single, model, 1, 1, 0);
+  ok = ok && CHECK(dp_parallel_model_num_shards(multi.pm) == c->world) &&
+       CHECK(dp_parallel_model_shard_id(multi.pm) == c->rank) && CHECK(dp_parallel_model_num_shards(single.pm) == 1);
+  for (step = 0; ok && step < c->steps; ++step) {
+    ok = feed_rows(multi.ws, step, c->rank * local, local) && EXPECT_OK(dp_net_run(multi.train)) &&
+         feed_rows(single.ws, step, 0, global) && EXPECT_OK(dp_net_run(single.train));
+  }
+  ok = ok && compare_params("after training", multi.ws, single.ws, model);
+
+  /* Checkpoints: rank 0 writes; every rank loads it (and rank 0's state is
+   * broadcast): a fresh job resumed from it equals the trained one. */
+  snprintf(path, sizeof path, "%s/%s-%s-%dx%d.dpckpt", c->dir, c->model, getenv("DP_RUN_ID"), c->world, c->devices);
+  if (ok) {
+    FILE* f;
+    job resumed;
+    ok = EXPECT_OK(dp_parallel_model_save(multi.pm, multi.ws, path, NULL)) &&
+         EXPECT_OK(dp_parallel_model_sync(multi.pm, multi.ws)); /* a barrier: the file is there */
+    f = fopen(path, "rb");
+    ok = ok && CHECK(f != NULL);
+    if (f != NULL) fclose(f);
+    ok = ok && make_job(&resumed, mine, c->devices, 0, sync_bn) &&
+         EXPECT_OK(dp_parallel_model_load(resumed.pm, resumed.ws, path, NULL)) &&
+         compare_params("after loading rank 0's checkpoint", resumed.ws, single.ws, model);
+    /* One more step on both: still the same. */
+    ok = ok && feed_rows(resumed.ws, c->steps, c->rank * local, local) && EXPECT_OK(dp_net_run(resumed.train)) &&
+         feed_rows(single.ws, c->steps, 0, global) && EXPECT_OK(dp_net_run(single.train)) &&
+         compare_params("a step after resuming", resumed.ws, single.ws, model);
+    free_job(&resumed);
+  }
+  free_job(&multi);
+  free_job(&single);
+  dp_model_free(model);
+  dp_model_free(mine);
+  return ok;
+}
+
+/* kill / stall: survivors must fail within the timeout plus 1 s, naming the victim. */
+static int failure(const config* c) {
+  dp_model* model = NULL;
+  job j;
+  const int local = c->devices * kPerDevice;
+  int step, ok, failed = 0;
+  char victim[32];
+  if (!load_model(kMlp, 1, &model)) return 0;
+  ok = make_job(&j, model, c->devices, 0, 0);
+  snprintf(victim, sizeof victim, "rank %d", c->victim);
+  for (step = 0; ok && step < c->steps && !failed; ++step) {
+    double start, took;
+    dp_status* st;
+    if (step == c->step && c->rank == c->victim) {
+      fflush(NULL);
+      raise(strcmp(c->mode, "kill") == 0 ? SIGKILL : SIGSTOP);
+      fprintf(stderr, "rank %d: resumed after SIGSTOP\n", c->rank);
+      break;
+    }
+    ok = feed_rows(j.ws, step, c->rank * local, local);
+    start = now_s();
+    st = dp_net_run(j.train);
+    took = now_s() - start;
+    if (st == NULL) continue;
+    failed = 1;
+    fprintf(stderr, "rank %d: step %d failed after %.3f s: %s\n", c->rank, step, took, dp_status_message(st));
+    ok = CHECK(step == c->step) &&
+         CHECK(dp_status_code(st) == DP_ERR_UNAVAILABLE || dp_status_code(st) == DP_ERR_TIMEOUT) &&
+         CHECK(strstr(dp_status_message(st), victim) != NULL) &&
+         CHECK(took <= (double)c->timeout_ms / 1000.0 + 1.0);
+    if (strcmp(c->mode, "stall") == 0) ok = ok && CHECK(dp_status_code(st) == DP_ERR_TIMEOUT);
+    dp_status_free(st);
+  }
+  ok = ok && CHECK(failed);
+  free_job(&j);
+  dp_model_free(model);
+  return ok;
+}
+
+int main(int argc, char** argv) {
+  config c;
+  int i, ok;
+  memset(&c, 0, sizeof c);
+  c.mode = argc > 1 ? argv[1] : "equivalence";
+  c.model = "mlp";
+  c.devices = 1;
+  c.steps = 6;
+  c.victim = 1;
+  c.step = 3;
+  for (i = 2; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--devices") == 0) c.devices = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--model") == 0) c.model = argv[i + 1];
+    else if (strcmp(argv[i], "--steps") == 0) c.steps = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--victim") == 0) c.victim = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--step") == 0) c.step = atoi(argv[i + 1]);
+  }
+  c.rank = env_int("DP_RANK", -1);
+  c.world = env_int("DP_WORLD_SIZE", 0);
+  c.timeout_ms = env_int("DP_TIMEOUT_MS", 60000);
+  c.dir = getenv("DP_TEST_DIR") != NULL ? getenv("DP_TEST_DIR") : "/tmp";
+  if (c.rank < 0 || c.world < 1 || c.world > kMaxProcs || c.devices < 1 || c.devices > kMaxDevices) {
+    fprintf(stderr, "mp_worker: run under dp-run (DP_RANK, DP_WORLD_SIZE) with 1..%d processes and 1..%d devices\n",
+            kMaxProcs, kMaxDevices);
+    return 2;
+  }
+  if (strcmp(c.mode, "equivalence") == 0) {
+    ok = equivalence(&c);
+  } else if (strcmp(c.mode, "kill") == 0 || strcmp(c.mode, "stall") == 0) {
+    ok = failure(&c);
+  } else {
+    fprintf(stderr, "mp_worker: unknown mode %s\n", c.mode);
+    return 2;
+  }
+  (void)ok;
+  return check_report();
+}

@@ -1,0 +1,400 @@
+// Communication between processes (src/comm): store addresses (accepted and
+// refused URLs), the file store (set once, wait with a bound), and the Gloo
+// communicator with every rank a thread of this process: allreduce of four
+// dtypes and several sizes (identical bytes on every rank), broadcast,
+// allgather, reduce-scatter, barrier; a rendezvous that a rank never
+// reaches and a peer that goes away both fail in bounded time naming the
+// rank, and leave the communicator failing at once. Then the hierarchical
+// path of CpuCollectives (SumInto, CopyOut) and the collective operators of
+// two "processes" (threads with a workspace each) of two devices each.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/cpu_collectives.h"
+#include "comm/gloo_communicator.h"
+#include "comm/store.h"
+#include "comm/store_address.h"
+#include "core/workspace.h"
+#include "exec/net.h"
+#include "expect_error.h"
+#include "op_test_util.h"
+#include "ops/gradient_registry.h"  // MakeArg
+#include "temp_dir.h"
+
+using namespace dp;
+using namespace dp::testing;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// ---- store addresses ------------------------------------------------------------
+
+TEST_CASE("store addresses: file and redis URLs are parsed and normalised") {
+  StoreAddress a = ParseStoreAddress("file:///shared/dp/");
+  CHECK(a.kind == StoreAddress::Kind::kFile);
+  CHECK(a.path == "/shared/dp");
+  CHECK(a.ToString() == "file:///shared/dp");
+  a = ParseStoreAddress("file:///");
+  CHECK(a.path == "/");
+  a = ParseStoreAddress("redis://127.0.0.1:6380/jobs/a");
+  CHECK(a.kind == StoreAddress::Kind::kRedis);
+  CHECK(a.host == "127.0.0.1");
+  CHECK(a.port == 6380);
+  CHECK(a.prefix == "jobs/a");
+  CHECK(a.ToString() == "redis://127.0.0.1:6380/jobs/a");
+  a = ParseStoreAddress("redis://cache-1.example");
+  CHECK(a.port == 6379);
+  CHECK(a.prefix.empty());
+  a = ParseStoreAddress("redis://[::1]:7000");
+  CHECK(a.host == "::1");
+  CHECK(a.ToString() == "redis://[::1]:7000");
+}
+
+TEST_CASE("store addresses: bad URLs are refused with the reason") {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "empty"},
+      {"tcp://host:1", "unknown scheme"},
+      {"file://relative/dir", "absolute path"},
+      {"file:///a/../b", "'..'"},
+      {"file:///a/./b", "'.'"},
+      {"file:///a\\b", "backslash"},
+      {"redis://", "no host"},
+      {"redis://:6379", "empty host"},
+      {"redis://host:", "empty port"},
+      {"redis://host:0", "1..65535"},
+      {"redis://host:65536", "1..65535"},
+      {"redis://host:123456", "1..65535"},
+      {"redis://host:12a", "decimal"},
+      {"redis://ho st:1", "host name"},
+      {"redis://user:pw@host:1", "credentials"},
+      {"redis://[::1", "closing ']'"},
+      {"redis://[::g]:1", "hex digits"},
+      {"redis://[::1]x", "':port'"},
+      {"redis://host:1/a b", "space"},
+      {std::string("file:///a\0b", 11), "UTF-8"},
+      {"file:///\xff", "UTF-8"},
+      {"file:///" + std::string(5000, 'a'), "longer than"},
+  };
+  for (const auto& [url, why] : bad) {
+    CAPTURE(url);
+    ExpectError([&] { ParseStoreAddress(url); }, Code::kInvalidArgument, {"store address", why});
+  }
+}
+
+// ---- the file store ---------------------------------------------------------------
+
+TEST_CASE("file store: keys are set once, waited for with a bound, scoped") {
+  TempDir dir("dp_store");
+  auto store = Store::Open(ParseStoreAddress("file://" + dir.Path("sub/dir")), "job");
+  CHECK_FALSE(store->Has({"a"}));
+  store->Set("a", std::string("x\0y", 3));
+  CHECK(store->Has({"a"}));
+  CHECK(store->Get("a") == std::string("x\0y", 3));
+  ExpectError([&] { store->Set("a", "again"); }, Code::kAlreadyExists, {"already holds key", "DP_RUN_ID"});
+  const auto start = Clock::now();
+  CHECK_FALSE(store->WaitFor({"a", "b"}, milliseconds(100)));
+  CHECK(Clock::now() - start >= milliseconds(100));
+  auto other = Store::Open(ParseStoreAddress("file://" + dir.Path("sub/dir")), "other-job");
+  CHECK_FALSE(other->Has({"a"}));  // another scope
+  auto sub = store->Sub("x");
+  sub->Set("a", "1");
+  CHECK(sub->Has({"a"}));
+  // A waiter sees a key set by another thread.
+  std::thread setter([&] { other->Set("late", "v"); });
+  CHECK(other->WaitFor({"late"}, milliseconds(10000)));
+  setter.join();
+}
+
+TEST_CASE("file store: a directory that cannot be made is UNAVAILABLE naming the URL") {
+  ExpectError([] { Store::Open(ParseStoreAddress("file:///proc/dp-no/dir"), "job"); }, Code::kUnavailable,
+              {"file:///proc/dp-no/dir"});
+}
+
+TEST_CASE("redis store: a server that is not there is UNAVAILABLE naming the URL") {
+  // Port 1 on loopback: nothing listens there (connection refused at once).
+  ExpectError([] { Store::Open(ParseStoreAddress("redis://127.0.0.1:1"), "job"); }, Code::kUnavailable,
+              {"redis://127.0.0.1:1"});
+}
+
+// ---- Gloo communicator, ranks as threads -------------------------------------
+
+// Runs fn(rank, communicator) on `size` threads after their rendezvous.
+void WithGloo(int size, const std::function<void(int, Communicator&)>& fn, milliseconds timeout = milliseconds(20000)) {
+  TempDir dir("dp_gloo");
+  const std::string url = "file://" + dir.Path("store");
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        GlooOptions o;
+        o.rank = r;
+        o.size = size;
+        o.timeout = timeout;
+        auto comm = ConnectGloo(Store::Open(ParseStoreAddress(url), "t"), o);
+        fn(r, *comm);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < size; ++r) {
+    CAPTURE(r);
+    CHECK(errors[static_cast<size_t>(r)] == "");
+  }
+}
+
+template <typename T>
+void CheckAllreduce(int size, int64_t count, DType dtype) {
+  CAPTURE(size);
+  CAPTURE(count);
+  std::vector<std::vector<T>> results(static_cast<size_t>(size));
+  WithGloo(size, [&](int r, Communicator& comm) {
+    CHECK(comm.rank() == r);
+    CHECK(comm.size() == size);
+    std::vector<T> v(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = static_cast<T>((r + 1) * (i % 7 + 1));
+    comm.AllreduceSum(v.data(), count, dtype);
+    results[static_cast<size_t>(r)] = std::move(v);
+  });
+  const T ranks_sum = static_cast<T>(size * (size + 1) / 2);
+  for (int r = 0; r < size; ++r) {
+    REQUIRE(results[static_cast<size_t>(r)].size() == static_cast<size_t>(count));
+    bool exact = true, same = true;
+    for (int64_t i = 0; i < count; ++i) {
+      const T got = results[static_cast<size_t>(r)][static_cast<size_t>(i)];
+      exact = exact && got == ranks_sum * static_cast<T>(i % 7 + 1);
+      same = same && std::memcmp(&got, &results[0][static_cast<size_t>(i)], sizeof(T)) == 0;
+    }
+    CHECK(exact);
+    CHECK(same);
+  }
+}
+
+TEST_CASE("gloo: allreduce sums four dtypes, identical on every rank") {
+  CheckAllreduce<float>(2, 1000, DType::kFloat32);
+  CheckAllreduce<double>(3, 5, DType::kFloat64);
+  CheckAllreduce<int32_t>(4, 1, DType::kInt32);
+  CheckAllreduce<int64_t>(2, 0, DType::kInt64);
+  CheckAllreduce<float>(3, (int64_t{1} << 20) + 3, DType::kFloat32);  // several segments
+}
+
+TEST_CASE("gloo: broadcast, allgather, reduce-scatter and barrier") {
+  const int size = 3;
+  WithGloo(size, [&](int r, Communicator& comm) {
+    std::vector<char> b(1000, static_cast<char>(r));
+    if (r == 1) std::memcpy(b.data(), "from rank one", 13);
+    comm.Broadcast(b.data(), b.size(), 1);
+    CHECK(std::memcmp(b.data(), "from rank one", 13) == 0);
+    CHECK(b.back() == 1);
+    int64_t mine[2] = {r, 10 * r};
+    std::vector<int64_t> all(2 * size);
+    comm.Allgather(mine, all.data(), sizeof mine);
+    for (int k = 0; k < size; ++k) {
+      CHECK(all[static_cast<size_t>(2 * k)] == k);
+      CHECK(all[static_cast<size_t>(2 * k + 1)] == 10 * k);
+    }
+    std::vector<float> blocks(static_cast<size_t>(2 * size));
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<float>(i + r);
+    comm.ReduceScatterSum(blocks.data(), 2, DType::kFloat32);
+    for (int i = 0; i < 2; ++i) {
+      const size_t at = static_cast<size_t>(2 * r + i);
+      CHECK(blocks[at] == static_cast<float>(size * static_cast<int>(at) + 0 + 1 + 2));
+    }
+    comm.Barrier();
+    ExpectError([&] { comm.Broadcast(b.data(), 1, 3); }, Code::kInvalidArgument, {"root rank 3"});
+    ExpectError([&] { comm.AllreduceSum(b.data(), 1, DType::kUInt8); }, Code::kDType, {"uint8"});
+    comm.Barrier();  // still usable after argument errors
+  });
+}
+
+TEST_CASE("gloo: a rank that never arrives fails the rendezvous in bounded time, naming it") {
+  TempDir dir("dp_gloo");
+  const std::string url = "file://" + dir.Path("store");
+  std::vector<std::string> errors(2);
+  std::vector<double> took(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)  // ranks 0 and 1 of 3
+    threads.emplace_back([&, r] {
+      const auto start = Clock::now();
+      try {
+        GlooOptions o;
+        o.rank = r;
+        o.size = 3;
+        o.timeout = milliseconds(400);
+        ConnectGloo(Store::Open(ParseStoreAddress(url), "t"), o);
+      } catch (const Error& e) {
+        errors[static_cast<size_t>(r)] = std::string(CodeName(e.code())) + ": " + e.message();
+      }
+      took[static_cast<size_t>(r)] = std::chrono::duration<double>(Clock::now() - start).count();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(errors[static_cast<size_t>(r)]);
+    CHECK(errors[static_cast<size_t>(r)].find("TIMEOUT") == 0);
+    CHECK(errors[static_cast<size_t>(r)].find("rank 2 did not arrive") != std::string::npos);
+    CHECK(took[static_cast<size_t>(r)] < 0.4 + 1.0);
+  }
+}
+
+TEST_CASE("gloo: a peer that goes away fails the others in bounded time, naming it; the communicator stays failed") {
+  TempDir dir("dp_gloo");
+  const std::string url = "file://" + dir.Path("store");
+  const int size = 3;
+  std::vector<std::string> first(size), second(size);
+  std::vector<double> took(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        GlooOptions o;
+        o.rank = r;
+        o.size = size;
+        o.timeout = milliseconds(3000);
+        auto comm = ConnectGloo(Store::Open(ParseStoreAddress(url), "t"), o);
+        comm->Barrier();
+        if (r == 2) return;  // leaves: its connections close with the communicator
+        std::vector<float> v(100, 1.0f);
+        const auto start = Clock::now();
+        try {
+          comm->AllreduceSum(v.data(), 100, DType::kFloat32);
+        } catch (const Error& e) {
+          first[static_cast<size_t>(r)] = std::string(CodeName(e.code())) + ": " + e.message();
+        }
+        took[static_cast<size_t>(r)] = std::chrono::duration<double>(Clock::now() - start).count();
+        try {
+          comm->Barrier();
+        } catch (const Error& e) {
+          second[static_cast<size_t>(r)] = e.message();
+        }
+      } catch (const std::exception& e) {
+        first[static_cast<size_t>(r)] = std::string("unexpected: ") + e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(first[static_cast<size_t>(r)]);
+    const bool code_ok = first[static_cast<size_t>(r)].rfind("UNAVAILABLE", 0) == 0 ||
+                         first[static_cast<size_t>(r)].rfind("TIMEOUT", 0) == 0;
+    CHECK(code_ok);
+    CHECK(first[static_cast<size_t>(r)].find("rank 2 is missing") != std::string::npos);
+    CHECK(took[static_cast<size_t>(r)] < 3.0 + 1.0);
+    CHECK(second[static_cast<size_t>(r)] == first[static_cast<size_t>(r)].substr(first[static_cast<size_t>(r)].find(": ") + 2));
+  }
+}
+
+TEST_CASE("gloo: bad options are refused before any rendezvous") {
+  TempDir dir("dp_gloo");
+  auto store = Store::Open(ParseStoreAddress("file://" + dir.dir()), "t");
+  GlooOptions o;
+  o.size = 2;
+  o.rank = 2;
+  ExpectError([&] { ConnectGloo(store, o); }, Code::kInvalidArgument, {"rank 2"});
+  o.rank = 0;
+  o.algorithm = "tree";
+  ExpectError([&] { ConnectGloo(store, o); }, Code::kInvalidArgument, {"tree"});
+  o.algorithm = "ring";
+  o.timeout = milliseconds(0);
+  ExpectError([&] { ConnectGloo(store, o); }, Code::kInvalidArgument, {"timeout"});
+}
+
+// ---- hierarchical collectives --------------------------------------------------
+
+TEST_CASE("CpuCollectives: SumInto and CopyOut lay segments end to end") {
+  CpuCollectives coll(2);
+  for (int64_t big : {int64_t{5}, int64_t{300000}}) {
+    CAPTURE(big);
+    std::vector<std::vector<float>> a(3, std::vector<float>(static_cast<size_t>(big))),
+        b(3, std::vector<float>(7));
+    for (int d = 0; d < 3; ++d) {
+      for (int64_t i = 0; i < big; ++i) a[static_cast<size_t>(d)][static_cast<size_t>(i)] = static_cast<float>(d + i % 5);
+      for (int i = 0; i < 7; ++i) b[static_cast<size_t>(d)][static_cast<size_t>(i)] = static_cast<float>(10 * d + i);
+    }
+    std::vector<CpuCollectives::Segment> segs(2);
+    for (int d = 0; d < 3; ++d) {
+      segs[0].buffers.push_back(a[static_cast<size_t>(d)].data());
+      segs[1].buffers.push_back(b[static_cast<size_t>(d)].data());
+    }
+    segs[0].count = big;
+    segs[1].count = 7;
+    std::vector<float> flat(static_cast<size_t>(big + 7));
+    coll.SumInto(segs, DType::kFloat32, flat.data());
+    bool ok = true;
+    for (int64_t i = 0; i < big; ++i) ok = ok && flat[static_cast<size_t>(i)] == static_cast<float>(3 + 3 * (i % 5));
+    for (int i = 0; i < 7; ++i) ok = ok && flat[static_cast<size_t>(big + i)] == static_cast<float>(30 + 3 * i);
+    CHECK(ok);
+    for (auto& x : flat) x *= 2;
+    coll.CopyOut(flat.data(), segs, DType::kFloat32, 0.5);
+    for (int d = 0; d < 3; ++d) {
+      bool same = true;
+      for (int64_t i = 0; i < big; ++i)
+        same = same && a[static_cast<size_t>(d)][static_cast<size_t>(i)] == static_cast<float>(3 + 3 * (i % 5));
+      for (int i = 0; i < 7; ++i) same = same && b[static_cast<size_t>(d)][static_cast<size_t>(i)] == static_cast<float>(30 + 3 * i);
+      CHECK(same);
+    }
+  }
+  ExpectError([&] { coll.SumInto({}, DType::kUInt8, nullptr); }, Code::kDType, {"SumInto"});
+}
+
+TEST_CASE("collective ops across two processes of two devices: Allreduce, Broadcast, Barrier") {
+  TempDir dir("dp_gloo");
+  const std::string url = "file://" + dir.Path("store");
+  std::vector<std::vector<float>> got(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        auto wsp = std::make_shared<Workspace>();
+        Workspace& ws = *wsp;
+        NetDef net;
+        net.ops.push_back(MakeOperatorDef(
+            "CreateCpuCollectives", {}, {"comm"},
+            {MakeArg("num_devices", int64_t{2}), MakeArg("world_size", int64_t{2}), MakeArg("rank", int64_t{rank}),
+             MakeArg("store", url), MakeArg("timeout_ms", int64_t{20000}), MakeArg("run_id", std::string("t"))}));
+        for (int d = 0; d < 2; ++d) {
+          const float base = static_cast<float>(10 * rank + d);
+          FeedOwned(ws, "x" + std::to_string(d), Make<float>({3}, {base, base + 1, base + 2}));
+          FeedOwned(ws, "w" + std::to_string(d), Make<float>({2}, {base, -base}));
+        }
+        net.ops.push_back(MakeOperatorDef("Allreduce", {"comm", "x0", "x1"}, {"x0", "x1"},
+                                          {MakeArg("num_devices", int64_t{2}), MakeArg("scale", 0.25)}));
+        net.ops.push_back(MakeOperatorDef("Broadcast", {"comm", "w0", "w1"}, {"w0", "w1"},
+                                          {MakeArg("num_devices", int64_t{2}), MakeArg("root", int64_t{1})}));
+        net.ops.push_back(MakeOperatorDef("Barrier", {"comm"}, {}));
+        net.external_inputs = {"x0", "x1", "w0", "w1"};
+        Net(std::make_shared<const NetDef>(net), wsp).Run();
+        std::vector<float> out;
+        for (const char* name : {"x0", "x1", "w0", "w1"}) {
+          const Tensor& t = ws.GetBlob(name)->Get<Tensor>();
+          out.insert(out.end(), t.data<float>(), t.data<float>() + t.numel());
+        }
+        got[static_cast<size_t>(rank)] = out;
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(rank)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    CAPTURE(rank);
+    CHECK(errors[static_cast<size_t>(rank)] == "");
+    // x: (0 + 1 + 10 + 11) / 4 = 5.5 (+1, +2) on every device of every process.
+    // w: rank 0's device 1 ({1, -1}) everywhere.
+    const std::vector<float> want{5.5f, 6.5f, 7.5f, 5.5f, 6.5f, 7.5f, 1, -1, 1, -1};
+    CHECK(got[static_cast<size_t>(rank)] == want);
+  }
+}
+
+}  // namespace
