@@ -226,6 +226,30 @@ dp_status* dp_parallel_model_sync(const dp_parallel_model* model, dp_workspace* 
   DP_API_END
 }
 
+dp_status* dp_parallel_model_join(const dp_parallel_model* model, dp_workspace* workspace, int64_t* out_steps) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(workspace);
+  const dp::ParallelNets& nets = model->nets;
+  int64_t steps = 0;
+  if (nets.num_shards > 1) {
+    DP_ENFORCE_CODE(!nets.join_probe.ops.empty(), dp::Code::kFailedPrecondition,
+                    "dp_parallel_model_join: a model parallelized with BMUF or sync BN cannot join (their ",
+                    "collectives cannot be shadowed); give every process the same number of batches");
+    dp::Net probe(std::make_shared<const dp::NetDef>(nets.join_probe), workspace->ws);
+    dp::Net step(std::make_shared<const dp::NetDef>(nets.join_step), workspace->ws);
+    for (;;) {
+      probe.Run();
+      const dp::Tensor& active = workspace->ws->GetBlob(dp::kActiveBlob)->Get<dp::Tensor>();
+      if (active.data<float>()[0] < 0.5f) break;  // every process has joined
+      step.Run();
+      ++steps;
+    }
+  }
+  if (out_steps != nullptr) *out_steps = steps;
+  DP_API_END
+}
+
 size_t dp_parallel_model_num_replicas(const dp_parallel_model* model) {
   return model == nullptr ? 0 : model->nets.scopes.size();
 }

@@ -14,7 +14,7 @@ dir=$1
 seconds=$2
 shift 2
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(net_binary net_json model_binary model_json idx checkpoint)
+[ ${#targets[@]} -gt 0 ] || targets=(net_binary net_json model_binary model_json idx checkpoint store_address)
 
 results="$dir/fuzz-results.txt"
 : >"$results"

@@ -10,6 +10,7 @@ packages=(
   libxxhash-dev              # checkpoint checksums (XXH3)
   dataset-fashion-mnist
   clang libclang-rt-14-dev   # the sanitizer build and libFuzzer (tools/test.sh, tools/fuzz.sh)
+  redis-server               # the Redis store of the multi-process tests (tests/multiprocess)
   golang-go rustc cargo      # the Go and Rust bindings (bindings/go, bindings/rust)
   default-jdk-headless junit5  # the Java binding and its JUnit 5 console launcher (bindings/java)
 )

@@ -8,7 +8,7 @@
 # (clang, recovery off), with the fuzz targets built and each fuzzed for a
 # bounded time (DP_FUZZ_SECONDS, default 40),
 #   build-san  CC=clang -Dcuda=disabled -Db_sanitize=address,undefined -Dfuzz=true
-# then the unit tests that drive threads (async, exec, core, collectives,
+# then the unit tests that drive threads (async, exec, core, collectives, comm,
 # parallelize, checkpoint) under ThreadSanitizer,
 #   build-tsan -Dcuda=disabled -Db_sanitize=thread (only those tests' targets are built)
 # and ends with one line "N passed, N failed, N skipped" over all of them
@@ -79,7 +79,7 @@ tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-40}" || status=1
 # the test (halt_on_error). No suppressions are needed.
 tsan_dir=build-tsan
 tsan_opts="-Dcuda=disabled -Db_sanitize=thread -Dbuildtype=debugoptimized -Dsamples=false"
-tsan_tests=(async exec core collectives parallelize checkpoint)
+tsan_tests=(async exec core collectives comm parallelize checkpoint)
 if [ ! -f "$tsan_dir/build.ninja" ]; then
   # shellcheck disable=SC2086
   meson setup "$tsan_dir" $tsan_opts >/dev/null

@@ -888,6 +888,23 @@ DP_API size_t dp_parallel_model_num_replicas(const dp_parallel_model* model); /*
  * model; 0 and -1 for NULL). Since 0.3. */
 DP_API int32_t dp_parallel_model_num_shards(const dp_parallel_model* model);
 DP_API int32_t dp_parallel_model_shard_id(const dp_parallel_model* model);
+/* Uneven data across processes (DDP's Join): a process that has run out of
+ * batches calls this instead of running the train net again. It takes part
+ * in the others' steps (their collectives, with no data of its own: it
+ * counts itself out of the gradient average) and applies the same optimizer
+ * updates, until every process has joined; then it returns, as does every
+ * other process's join. Each step of the active processes then equals one
+ * device's step on their batches alone, and every process ends with the same
+ * state. *out_steps (may be NULL) receives how many steps it shadowed. The
+ * processes must feed equal batches while active, and join between steps
+ * (not in the middle of a gradient accumulation). One process: returns at
+ * once (0 steps). DP_ERR_FAILED_PRECONDITION with BMUF or sync BN (their
+ * collectives cannot be shadowed). With computed params broadcast from rank
+ * 0 (the default), a joined rank 0 keeps broadcasting its last statistics.
+ * Errors of the collectives as for a train step. Not concurrently with
+ * another net on the workspace. Since 0.3. */
+DP_API DP_MUST_USE dp_status* dp_parallel_model_join(const dp_parallel_model* model, dp_workspace* workspace,
+                                                     int64_t* out_steps);
 /* Replica i's name scope ("cpu_1/"), valid while the model lives; NULL when
  * i is out of range or model is NULL. */
 DP_API const char* dp_parallel_model_scope(const dp_parallel_model* model, size_t i);

@@ -117,9 +117,12 @@ std::shared_ptr<CpuCommunicator> CommOf(const Blob& b, const std::string& desc) 
   if (b.empty()) DP_THROW(Code::kNotFound, desc, " is empty: create the communicator with CreateCpuCollectives first");
   if (!b.IsType<CpuCommunicator>())
     DP_THROW(Code::kDType, desc, " holds ", b.TypeName(), ", not a CPU communicator (CreateCpuCollectives makes one)");
-  auto comm = b.Get<CpuCommunicator>().collectives ? std::make_shared<CpuCommunicator>(b.Get<CpuCommunicator>())
-                                                   : nullptr;
-  DP_ENFORCE_CODE(comm != nullptr, Code::kInternal, desc, " holds a null communicator");
+  const CpuCommunicator& held = b.Get<CpuCommunicator>();
+  DP_ENFORCE_CODE(held.collectives != nullptr, Code::kInternal, desc, " holds a null communicator");
+  // The parts an op uses, held while it runs (the blob may be replaced).
+  auto comm = std::make_shared<CpuCommunicator>();
+  comm->collectives = held.collectives;
+  comm->peers = held.peers;
   return comm;
 }
 
@@ -166,15 +169,39 @@ class AllreduceOp final : public CollectiveOp {
       }
       // Hierarchical: this process's devices summed into a staging buffer,
       // the processes' sums allreduced, the result scaled into every device.
+      // Averaging over the active processes (Join): one more element holds
+      // this process's flag, so the same message counts them.
       const size_t itemsize = DTypeSize(dtype);
+      const bool count_active = average_active_ && (dtype == DType::kFloat32 || dtype == DType::kFloat64);
       int64_t total = 0;
       for (const auto& seg : segments) total += seg.count;
-      staging_.resize(static_cast<size_t>(total) * itemsize);
+      const int64_t sent = total + (count_active ? 1 : 0);
+      staging_.resize(static_cast<size_t>(sent) * itemsize);
       comm->collectives->SumInto(segments, dtype, staging_.data());
-      comm->peers->AllreduceSum(staging_.data(), total, dtype);
-      comm->collectives->CopyOut(staging_.data(), segments, dtype, scale);
+      double s = scale;
+      if (count_active) {
+        SetElement(dtype, total, active_ ? 1.0 : 0.0);
+        comm->peers->AllreduceSum(staging_.data(), sent, dtype);
+        const double active = GetElement(dtype, total);
+        if (active > 0) s = scale / active;  // none active: the sum is zero anyway
+      } else {
+        comm->peers->AllreduceSum(staging_.data(), total, dtype);
+      }
+      comm->collectives->CopyOut(staging_.data(), segments, dtype, s);
     }
   }
+
+  void SetElement(DType dtype, int64_t i, double v) {
+    if (dtype == DType::kFloat32) reinterpret_cast<float*>(staging_.data())[i] = static_cast<float>(v);
+    else reinterpret_cast<double*>(staging_.data())[i] = v;
+  }
+  double GetElement(DType dtype, int64_t i) const {
+    if (dtype == DType::kFloat32) return reinterpret_cast<const float*>(staging_.data())[i];
+    return reinterpret_cast<const double*>(staging_.data())[i];
+  }
+
+  const bool average_active_ = args().Int("average_active", 0) != 0;
+  const bool active_ = args().Int("active", 1) != 0;
 };
 
 class BroadcastOp final : public CollectiveOp {
@@ -321,6 +348,10 @@ DP_OPERATOR_SCHEMA(Allreduce)
     .Inputs({"comm"})
     .Arg("num_devices", ArgKind::kInt, "replicas N; the k tensors are N groups of k / N, device-major (default k)")
     .Arg("scale", ArgKind::kFloat, "multiplies the sum, e.g. 1 / N to average (default 1; float tensors only)")
+    .Arg("average_active", ArgKind::kInt,
+         "1: across processes, float sums are also divided by the number of processes whose `active` is 1 "
+         "(the Join of processes that ran out of data: they contribute zeros with active 0)")
+    .Arg("active", ArgKind::kInt, "this process takes part in the average (default 1); with average_active")
     .ShapeInference(AllreduceInference)
     .Doc("Sums tensor j over the devices, in device order, into every device's tensor j, in place.");
 

@@ -6,7 +6,8 @@
 //   replicas.cc     naming and placement of each replica's blobs and ops;
 //   state_nets.cc   init and sync: the replicas' state made and re-broadcast;
 //   step_nets.cc    accumulate, train and eval: the nets running the forward;
-//   bmuf_nets.cc    BMUF's state and its block net.
+//   bmuf_nets.cc    BMUF's state and its block net;
+//   join_nets.cc    the nets of a process that ran out of data (Join).
 #pragma once
 
 #include <map>
@@ -44,6 +45,10 @@ struct ParallelPlan {
   // What each replica keeps: its params (unless shared) and computed params.
   std::vector<std::string> replicated;
   size_t updaters = 0;  // replicas that own params and run the optimizer: the first `updaters`
+  // Several processes (not BMUF): a process that runs out of data may join
+  // (join_nets.cc). Each train step then counts the active processes (the
+  // probe) and the gradient allreduce averages over the active ones.
+  bool joinable = false;
 
   // Replicas over every process: what averages divide by.
   size_t total_replicas() const { return n * shards; }
@@ -75,6 +80,20 @@ NetDef BuildSyncNet(const ParallelPlan& plan);
 
 // eval: the inference-mode forward net on replica 0's params.
 NetDef BuildEvalNet(const ParallelPlan& plan);
+
+// The join nets of a process that ran out of data (joinable plans):
+// join_probe says whether any process is still active; join_step shadows one
+// train step of the others (their collectives with zero gradients, then the
+// same optimizer update), so that every process ends with the same state.
+NetDef BuildJoinProbeNet(const ParallelPlan& plan);
+NetDef BuildJoinStepNet(const ParallelPlan& plan);
+// What train and join_step share (step_nets.cc): the probe that counts the
+// active processes (this one `active` or not), computed params kept in
+// step, the gradient allreduce, the optimizer updates.
+void AddActiveProbe(const ParallelPlan& plan, NetDef& net, bool active);
+void AddComputedParamsSync(const ParallelPlan& plan, NetDef& net);
+void AddGradientAllreduce(const ParallelPlan& plan, NetDef& net, bool active);
+void AddOptimizerUpdates(const ParallelPlan& plan, NetDef& net);
 
 // With several processes every collective must run in the same order in
 // each of them (they pair up in order): each collective of `net` gets a

@@ -150,9 +150,12 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
   GradientOptions gopt;
   gopt.losses = model.losses;
   gopt.wrt = model.params;
-  gopt.loss_scale = o.bmuf.enabled ? 1.0
-                                    : 1.0 / (static_cast<double>(plan.weighted ? 1 : plan.total_replicas()) *
-                                             plan.accumulate_steps);
+  plan.joinable = plan.shards > 1 && !o.bmuf.enabled;
+  // Summed over the replicas by the allreduce, the seed gives the global
+  // mean; a joinable step divides by the active processes in the allreduce
+  // instead, so its seed counts this process's replicas only.
+  const size_t seeded = plan.weighted ? 1 : plan.joinable ? n : plan.total_replicas();
+  gopt.loss_scale = o.bmuf.enabled ? 1.0 : 1.0 / (static_cast<double>(seeded) * plan.accumulate_steps);
   if (plan.weighted) gopt.loss_weight = kBatchShareBlob;
   const GradientResult g = AddGradients(plan.forward, gopt);
   plan.grad_of.insert(g.grads.begin(), g.grads.end());
@@ -189,8 +192,14 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& option
   out.eval = BuildEvalNet(plan);
   out.num_shards = options.num_shards;
   out.shard_id = options.shard_id;
+  if (plan.joinable && !options.sync_bn) {  // sync BN's collectives run inside forward and backward
+    out.join_probe = BuildJoinProbeNet(plan);
+    out.join_step = BuildJoinStepNet(plan);
+  }
   if (options.num_shards > 1)
-    for (NetDef* net : {&out.init, &out.accumulate, &out.train, &out.block, &out.sync}) OrderCollectives(*net);
+    for (NetDef* net : {&out.init, &out.accumulate, &out.train, &out.block, &out.sync, &out.join_probe,
+                        &out.join_step})
+      OrderCollectives(*net);
   return out;
 }
 

@@ -84,6 +84,8 @@ void AddReplicaSteps(const ParallelPlan& p, NetDef& net, const std::string& suff
   AddAveragedOutputs(p, net);
 }
 
+}  // namespace
+
 // Computed params (written in place by the replicas' forward ops) kept in
 // step: replica 0's broadcast, or the average; BMUF averages them in its
 // block net instead.
@@ -98,14 +100,28 @@ void AddComputedParamsSync(const ParallelPlan& p, NetDef& train) {
       {average ? MakeArg("scale", 1.0 / static_cast<double>(p.total_replicas())) : MakeArg("root", int64_t{0})}));
 }
 
+void AddActiveProbe(const ParallelPlan& p, NetDef& net, bool active) {
+  if (!p.joinable) return;
+  net.ops.push_back(p.replicas.On(0, MakeOperatorDef("ConstantFill", {}, {kActiveBlob},
+                                                     {MakeArg("shape", std::vector<int64_t>{1}),
+                                                      MakeArg("value", active ? 1.0 : 0.0)})));
+  net.ops.push_back(p.replicas.On(0, MakeOperatorDef("Allreduce", {kCommBlob, kActiveBlob}, {kActiveBlob})));
+}
+
 // One Allreduce per bucket; it depends only on its gradients, so the async
-// executor starts it while the rest of backward runs.
-void AddGradientAllreduce(const ParallelPlan& p, NetDef& train) {
+// executor starts it while the rest of backward runs. Joinable: averaged
+// over the active processes (this one `active` or not).
+void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
   if (p.options.bmuf.enabled || p.total_replicas() <= 1) return;
   for (const auto& bucket : p.buckets) {
     std::vector<std::string> grads;
     for (const auto& param : bucket) grads.push_back(p.grad_of.at(param));
-    train.ops.push_back(p.replicas.Collective("Allreduce", p.replicas.PerReplica(grads), {}));
+    std::vector<Argument> args;
+    if (p.joinable) {
+      args.push_back(MakeArg("average_active", int64_t{1}));
+      args.push_back(MakeArg("active", int64_t{active ? 1 : 0}));
+    }
+    train.ops.push_back(p.replicas.Collective("Allreduce", p.replicas.PerReplica(grads), std::move(args)));
   }
 }
 
@@ -127,8 +143,6 @@ void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
   }
 }
 
-}  // namespace
-
 NetDef BuildAccumulateNet(const ParallelPlan& p) {
   NetDef acc;
   AddReplicaSteps(p, acc, "accumulate");
@@ -148,6 +162,7 @@ NetDef BuildTrainNet(const ParallelPlan& p) {
   train.ops = IterAndLearningRateOps(p.opt);
   AddExternalInput(train, kIterBlob);
   AddExternalInput(train, kCommBlob);
+  AddActiveProbe(p, train, true);
   AddReplicaSteps(p, train, "train");
   if (accumulating)  // this step's gradient plus the accumulated ones
     ForEachGradient(p, [&](size_t r, const std::string& grad) {
@@ -155,7 +170,7 @@ NetDef BuildTrainNet(const ParallelPlan& p) {
       AddExternalInput(train, AccumulatedGradientName(grad));
     });
   AddComputedParamsSync(p, train);
-  AddGradientAllreduce(p, train);
+  AddGradientAllreduce(p, train, true);
   AddOptimizerUpdates(p, train);
   if (accumulating)  // the next accumulation starts from zero
     ForEachGradient(p, [&](size_t r, const std::string& grad) {

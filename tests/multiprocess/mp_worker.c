@@ -18,6 +18,10 @@
  *   mp_worker stall --victim V --step S
  *     rank V stops itself (SIGSTOP) before step S: the others must fail the
  *     same way (the script kills the stopped process afterwards).
+ *   mp_worker join --devices D [--steps K]
+ *     uneven data: rank r has K - r batches, then joins; the params equal
+ *     one device trained on the active processes' batches of each step, and
+ *     rank r's join shadows r steps.
  * Exits 0 when every check held.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -258,6 +262,30 @@ static int equivalence(const config* c) {
   return ok;
 }
 
+/* Uneven data: rank r runs out after K - r steps and joins. */
+static int join(const config* c) {
+  dp_model *model = NULL, *mine = NULL;
+  job multi, single;
+  const int local = c->devices * kPerDevice;
+  int step, ok;
+  int64_t shadowed = -1;
+  if (!load_model(kMlp, 1, &model) || !load_model(kMlp, 1 + 10 * c->rank, &mine)) return 0;
+  ok = make_job(&multi, mine, c->devices, 0, 0) && make_job(&single, model, 1, 1, 0);
+  for (step = 0; ok && step < c->steps; ++step) {
+    const int active = c->steps - step < c->world ? c->steps - step : c->world; /* ranks 0..active-1 */
+    if (c->rank < active)
+      ok = feed_rows(multi.ws, step, c->rank * local, local) && EXPECT_OK(dp_net_run(multi.train));
+    ok = ok && feed_rows(single.ws, step, 0, active * local) && EXPECT_OK(dp_net_run(single.train));
+  }
+  ok = ok && EXPECT_OK(dp_parallel_model_join(multi.pm, multi.ws, &shadowed)) && CHECK(shadowed == c->rank) &&
+       compare_params("after joining", multi.ws, single.ws, model);
+  free_job(&multi);
+  free_job(&single);
+  dp_model_free(model);
+  dp_model_free(mine);
+  return ok;
+}
+
 /* kill / stall: survivors must fail within the timeout plus 1 s, naming the victim. */
 static int failure(const config* c) {
   dp_model* model = NULL;
@@ -325,6 +353,8 @@ int main(int argc, char** argv) {
   }
   if (strcmp(c.mode, "equivalence") == 0) {
     ok = equivalence(&c);
+  } else if (strcmp(c.mode, "join") == 0) {
+    ok = join(&c);
   } else if (strcmp(c.mode, "kill") == 0 || strcmp(c.mode, "stall") == 0) {
     ok = failure(&c);
   } else {

@@ -87,9 +87,10 @@ TEST_CASE("store addresses: bad URLs are refused with the reason") {
       {"file:///\xff", "UTF-8"},
       {"file:///" + std::string(5000, 'a'), "longer than"},
   };
-  for (const auto& [url, why] : bad) {
+  for (const auto& entry : bad) {
+    const std::string& url = entry.first;
     CAPTURE(url);
-    ExpectError([&] { ParseStoreAddress(url); }, Code::kInvalidArgument, {"store address", why});
+    ExpectError([&] { ParseStoreAddress(url); }, Code::kInvalidArgument, {"store address", entry.second});
   }
 }
 
