@@ -1,6 +1,7 @@
 // dp-bench: benchmarks of the engine, one subcommand per benchmark.
 //   dp-bench executor [--json] [--quick] [--repeats N] [--threads N[,M...]] [--only SHAPES]
 //   dp-bench allreduce [--json] [--quick] [--repeats N] [--devices N] [--threads T]
+//   dp-run -n N -- dp-bench gloo-allreduce [--quick] [--repeats N] [--max-mib M]
 // See bench/README.md.
 #include <cstdio>
 #include <cstring>
@@ -9,6 +10,7 @@
 namespace dpbench {
 int ExecutorMain(int argc, char** argv);   // executor_bench.cc
 int AllreduceMain(int argc, char** argv);  // allreduce_bench.cc
+int GlooAllreduceMain(int argc, char** argv);  // gloo_allreduce_bench.cc
 }
 
 namespace {
@@ -36,6 +38,11 @@ void Usage(FILE* out) {
                "                      --repeats N samples per size (default 9)\n"
                "                      --devices N replicas, i.e. buffers per allreduce (default 2)\n"
                "                      --threads T communicator team size (default min(N, CPUs))\n"
+               "  gloo-allreduce  allreduce between processes (Gloo ring and bcube), 4 KiB .. 256 MiB,\n"
+               "             against one core's memcpy bandwidth; run under dp-run -n N\n"
+               "             options: --quick     sizes up to 1 MiB, 3 repeats\n"
+               "                      --repeats N samples per size (default 7)\n"
+               "                      --max-mib M largest size (default 256)\n"
                "\n"
                "Benchmarks are never tests; run them on a quiet machine (see bench/README.md).\n");
 }
@@ -54,6 +61,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "executor") return dpbench::ExecutorMain(argc - 2, argv + 2);
   if (cmd == "allreduce") return dpbench::AllreduceMain(argc - 2, argv + 2);
+  if (cmd == "gloo-allreduce") return dpbench::GlooAllreduceMain(argc - 2, argv + 2);
   std::fprintf(stderr, "dp-bench: unknown subcommand '%s'\n\n", cmd.c_str());
   Usage(stderr);
   return 2;

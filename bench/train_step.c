@@ -13,6 +13,7 @@
  *              [--devices N] [--workers W] [--bucket-kb K] [--trace FILE]
  *
  * With --devices N the step is data-parallel over CPU replicas cpu_0..N-1
+ * (under dp-run: in each process, the processes sharing the global batch B)
  * (dp_model_parallelize; the global batch B is split across them) run by the async
  * executor with W CPU workers (default N - 1, at least 1: the calling thread
  * runs tasks too, so that there is one thread per replica). --bucket-kb sets
@@ -150,6 +151,7 @@ int main(int argc, char** argv) {
   dp_net *init = NULL, *train = NULL;
   check(dp_model_from_file(model_path, &model), model_path);
   dp_parallel_model* parallel = NULL;
+  int32_t shards = 1; /* processes (dp-run) */
   dp_net_options nopts = DP_NET_OPTIONS_INIT;
   if (devices == 0) {
     check(dp_model_build_training(model, NULL, &init_def, &train_def, NULL), "dp_model_build_training");
@@ -161,6 +163,12 @@ int main(int argc, char** argv) {
     popts.num_devices = (size_t)devices;
     if (bucket_kb > 0) popts.first_bucket_bytes = popts.bucket_bytes = (int64_t)bucket_kb << 10;
     check(dp_model_parallelize(model, &popts, &parallel), "dp_model_parallelize");
+    /* Under dp-run the processes share the global batch B. */
+    shards = dp_parallel_model_num_shards(parallel);
+    if (batch % shards != 0) {
+      fprintf(stderr, "train_step: --batch %ld does not divide by the %d processes\n", batch, (int)shards);
+      return 2;
+    }
     check(dp_parallel_model_nets(parallel, &init_def, &train_def, NULL), "dp_parallel_model_nets");
     nopts.num_workers = (int32_t)(workers > 0 ? workers : (devices > 1 ? devices - 1 : 1));
   }
@@ -170,22 +178,23 @@ int main(int argc, char** argv) {
   check(dp_net_create(ws, train_def, &nopts, &train), "creating the train net");
   check(dp_net_run(init), "running the init net");
 
-  /* Random batches, owned here and borrowed by dp. */
-  size_t xn = (size_t)batch * PIXELS;
+  /* Random batches (this process's part), owned here and borrowed by dp. */
+  const long local = batch / shards;
+  size_t xn = (size_t)local * PIXELS;
   float* xs = malloc(NUM_BATCHES * xn * sizeof(float));
-  int32_t* ys = malloc(NUM_BATCHES * (size_t)batch * sizeof(int32_t));
+  int32_t* ys = malloc(NUM_BATCHES * (size_t)local * sizeof(int32_t));
   if (!xs || !ys) {
     fprintf(stderr, "train_step: out of memory\n");
     return 1;
   }
   for (size_t i = 0; i < NUM_BATCHES * xn; ++i) xs[i] = (float)(next_u64() >> 40) / (float)(1 << 24);
-  for (size_t i = 0; i < NUM_BATCHES * (size_t)batch; ++i) ys[i] = (int32_t)(next_u64() % 10);
+  for (size_t i = 0; i < NUM_BATCHES * (size_t)local; ++i) ys[i] = (int32_t)(next_u64() % 10);
   dp_tensor* tx[NUM_BATCHES];
   dp_tensor* ty[NUM_BATCHES];
-  int64_t xd[4] = {batch, 1, 28, 28}, yd[1] = {batch};
+  int64_t xd[4] = {local, 1, 28, 28}, yd[1] = {local};
   for (int k = 0; k < NUM_BATCHES; ++k) {
     check(dp_tensor_create_borrowed(DP_DTYPE_FLOAT32, xd, 4, xs + k * xn, xn * sizeof(float), &tx[k]), "data");
-    check(dp_tensor_create_borrowed(DP_DTYPE_INT32, yd, 1, ys + k * (size_t)batch, (size_t)batch * sizeof(int32_t),
+    check(dp_tensor_create_borrowed(DP_DTYPE_INT32, yd, 1, ys + k * (size_t)local, (size_t)local * sizeof(int32_t),
                                     &ty[k]),
           "label");
   }
@@ -212,9 +221,9 @@ int main(int argc, char** argv) {
   const double fwd = 2.0 * b * (784.0 * 512 + 512.0 * 512 + 512.0 * 10);
   const double flop = fwd + fwd + (fwd - 2.0 * b * 784.0 * 512);
   double med = median(times, (size_t)steps);
-  printf("train_step model=%s devices=%ld batch=%ld steps=%ld median_ms=%.3f samples_per_s=%.1f gflop_per_step=%.4f gflops=%.2f "
-         "last_loss=%.4f\n",
-         model_path, devices, batch, steps, med * 1e3, b / med, flop * 1e-9, flop / med * 1e-9, last_loss);
+  printf("train_step model=%s devices=%ld processes=%d batch=%ld steps=%ld median_ms=%.3f samples_per_s=%.1f "
+         "gflop_per_step=%.4f gflops=%.2f last_loss=%.4f\n",
+         model_path, devices, (int)shards, batch, steps, med * 1e3, b / med, flop * 1e-9, flop / med * 1e-9, last_loss);
   if (peak) {
     double p = sgemm_peak(1024, 10);
     printf("sgemm_peak n=1024 gflops=%.2f\n", p);

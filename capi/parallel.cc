@@ -233,16 +233,19 @@ dp_status* dp_parallel_model_join(const dp_parallel_model* model, dp_workspace* 
   const dp::ParallelNets& nets = model->nets;
   int64_t steps = 0;
   if (nets.num_shards > 1) {
-    DP_ENFORCE_CODE(!nets.join_probe.ops.empty(), dp::Code::kFailedPrecondition,
+    DP_ENFORCE_CODE(!nets.join_collectives.ops.empty(), dp::Code::kFailedPrecondition,
                     "dp_parallel_model_join: a model parallelized with BMUF or sync BN cannot join (their ",
                     "collectives cannot be shadowed); give every process the same number of batches");
-    dp::Net probe(std::make_shared<const dp::NetDef>(nets.join_probe), workspace->ws);
-    dp::Net step(std::make_shared<const dp::NetDef>(nets.join_step), workspace->ws);
+    dp::Net collectives(std::make_shared<const dp::NetDef>(nets.join_collectives), workspace->ws);
+    dp::Net update(std::make_shared<const dp::NetDef>(nets.join_update), workspace->ws);
+    const std::string count_blob = dp::JoinCountBlob(nets);
     for (;;) {
-      probe.Run();
-      const dp::Tensor& active = workspace->ws->GetBlob(dp::kActiveBlob)->Get<dp::Tensor>();
-      if (active.data<float>()[0] < 0.5f) break;  // every process has joined
-      step.Run();
+      collectives.Run();
+      // Active replicas in this step (bucket 0's flags, summed): none left
+      // means every process has joined, and nobody updates.
+      const dp::Tensor& count = workspace->ws->GetBlob(count_blob)->Get<dp::Tensor>();
+      if (count.data<float>()[0] < 0.5f) break;
+      update.Run();
       ++steps;
     }
   }

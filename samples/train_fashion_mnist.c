@@ -20,6 +20,13 @@
  *                       [--limit N] [--min-acc A] [--devices cpu:N]
  *                       [--checkpoint DIR [--resume] [--keep K]]
  *
+ * Several processes: `dp-run -n 2 -- train_fashion_mnist` (or with --devices
+ * cpu:N, N devices in each) starts two processes that train one model: each
+ * feeds its half of every global batch of --batch images (the same shuffled
+ * order everywhere, from the seed), gradients are summed over both, so
+ * training matches one process; rank 0 writes the checkpoints. The loss
+ * printed is each process's part of the batches.
+ *
  * Output: one line per epoch
  *   epoch E/EP loss=<mean train loss> test_acc=<acc> samples_per_s=<train samples/s>
  * and a last line
@@ -304,7 +311,10 @@ static void save_checkpoint(const char* dir, long long iteration, long keep) {
     dp_string_list_free(blobs);
     check(st, "saving a checkpoint");
   }
-  check(dp_checkpoint_prune(dir, (int32_t)keep), "pruning old checkpoints");
+  /* Several processes: rank 0 wrote the file and prunes (the others' save
+   * wrote nothing). */
+  if (app.parallel == NULL || dp_parallel_model_shard_id(app.parallel) == 0)
+    check(dp_checkpoint_prune(dir, (int32_t)keep), "pruning old checkpoints");
 }
 
 /* Loads the newest checkpoint of `dir` that loads (a corrupted one is
@@ -362,6 +372,7 @@ int main(int argc, char** argv) {
   unsigned long long seed = 1;
   double lr = 0, min_acc = -1;
   int32_t device_type = -1; /* -1: one device, no dp_model_parallelize */
+  int32_t shards = 1, shard = 0; /* processes of the job (dp-run), and this one */
   long num_devices = 0;
   const char* checkpoint_dir = NULL;
   int resume = 0;
@@ -483,6 +494,12 @@ int main(int argc, char** argv) {
 
   /* Model and nets. */
   check(dp_model_from_file(model_path, &app.model), model_path);
+  /* Under dp-run without --devices: one CPU device per process. */
+  const char* world_env = getenv("DP_WORLD_SIZE");
+  if (device_type < 0 && world_env != NULL && atol(world_env) > 1) {
+    device_type = DP_DEVICE_CPU;
+    num_devices = 1;
+  }
   if (device_type < 0) {
     dp_training_options topts = DP_TRAINING_OPTIONS_INIT;
     topts.lr = lr; /* 0: the model's */
@@ -490,7 +507,9 @@ int main(int argc, char** argv) {
           "dp_model_build_training");
   } else {
     /* Replicas 0..N-1; the global batch is split across them, so --batch
-     * stays the batch of one step and training matches one device. */
+     * stays the batch of one step and training matches one device. Under
+     * dp-run (DP_WORLD_SIZE and DP_RANK set) each process takes its part of
+     * every global batch and the gradients are summed over all processes. */
     int32_t ids[64];
     for (long i = 0; i < num_devices; ++i) ids[i] = (int32_t)i;
     dp_parallel_options popts = DP_PARALLEL_OPTIONS_INIT;
@@ -501,9 +520,18 @@ int main(int argc, char** argv) {
     check(dp_model_parallelize(app.model, &popts, &app.parallel), "dp_model_parallelize");
     check(dp_parallel_model_nets(app.parallel, &app.init_def, &app.train_def, &app.eval_def),
           "dp_parallel_model_nets");
-    printf("data parallel over %zu replicas (%s ... %s)\n", dp_parallel_model_num_replicas(app.parallel),
+    printf("data parallel over %zu replicas (%s ... %s)", dp_parallel_model_num_replicas(app.parallel),
            dp_parallel_model_scope(app.parallel, 0),
            dp_parallel_model_scope(app.parallel, dp_parallel_model_num_replicas(app.parallel) - 1));
+    shards = dp_parallel_model_num_shards(app.parallel);
+    shard = dp_parallel_model_shard_id(app.parallel);
+    if (shards > 1) printf(" in each of %d processes (this is rank %d)", (int)shards, (int)shard);
+    printf("\n");
+    if (batch % shards != 0) {
+      fprintf(stderr, "%s: --batch %ld does not divide by the %d processes\n", argv[0], batch, (int)shards);
+      app_free();
+      return 2;
+    }
   }
   check(dp_workspace_create(&app.ws), "dp_workspace_create");
   check(dp_net_create(app.ws, app.init_def, NULL, &app.init), "creating the init net");
@@ -539,7 +567,9 @@ int main(int argc, char** argv) {
     double loss_sum = 0;
     double t0 = now_s();
     for (size_t s = 0; s < steps; ++s) {
-      feed_batch(app.train_x, app.train_y, app.order + s * (size_t)batch, (size_t)batch);
+      /* This process's part of the global batch (all of it with one process). */
+      const size_t part = (size_t)batch / (size_t)shards;
+      feed_batch(app.train_x, app.train_y, app.order + s * (size_t)batch + (size_t)shard * part, part);
       check(dp_net_run(app.train), "running the train net");
       loss_sum += fetch_scalar("loss");
     }

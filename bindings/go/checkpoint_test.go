@@ -142,7 +142,7 @@ func TestParallelCheckpoint(t *testing.T) {
 		for i := range ids {
 			ids[i] = int32(i)
 		}
-		pm, err := m.Parallelize(&dp.ParallelOptions{DeviceIDs: ids})
+		pm, err := m.Parallelize(&dp.ParallelOptions{DeviceIDs: ids, NumShards: 1})
 		must(t, err)
 		defer pm.Close()
 		nets, err := pm.Nets()

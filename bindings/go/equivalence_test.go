@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,12 @@ func TestTrainingMatchesC(t *testing.T) {
 	modelPath := filepath.Join(repoRoot(t), "samples", "nets", "fashion_mlp.json")
 	cmd := exec.CommandContext(ctx, sample, "--model", modelPath, "--limit", "256", "--batch", "64", "--epochs", "1",
 		"--seed", "7", "--checkpoint", dir)
+	// One process, whatever dp-run's variables say (the sample reads them).
+	for _, kv := range os.Environ() {
+		if !isShardEnv(kv) {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("C sample: %v\n%s", err, out)
 	}
@@ -142,4 +149,15 @@ func TestTrainingMatchesC(t *testing.T) {
 		}
 	}
 	t.Logf("%d blobs equal to %s", len(blobs), files[0])
+}
+
+// isShardEnv: "NAME=value" sets one of the variables that make dp_model_parallelize
+// join a job of several processes (dp-run sets them).
+func isShardEnv(kv string) bool {
+	for _, n := range []string{"DP_WORLD_SIZE", "DP_RANK", "DP_STORE", "DP_TIMEOUT_MS", "DP_INTERFACE", "DP_RUN_ID"} {
+		if strings.HasPrefix(kv, n+"=") {
+			return true
+		}
+	}
+	return false
 }

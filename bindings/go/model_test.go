@@ -216,11 +216,14 @@ func TestParallelModel(t *testing.T) {
 	m, err := dp.ModelFromJSON([]byte(modelJSON))
 	must(t, err)
 	defer m.Close()
-	pm, err := m.Parallelize(&dp.ParallelOptions{DeviceIDs: []int32{0, 1}, AccumulateSteps: 2})
+	pm, err := m.Parallelize(&dp.ParallelOptions{DeviceIDs: []int32{0, 1}, AccumulateSteps: 2, NumShards: 1})
 	must(t, err)
 	defer pm.Close()
 	if pm.NumReplicas() != 2 || pm.Scope(1) != "cpu_1/" || pm.Scope(2) != "" {
 		t.Fatal(pm.NumReplicas(), pm.Scope(1))
+	}
+	if pm.NumShards() != 1 || pm.ShardID() != 0 {
+		t.Fatal("shards", pm.NumShards(), pm.ShardID())
 	}
 	nets, err := pm.Nets()
 	must(t, err)
@@ -260,7 +263,7 @@ func TestParallelModel(t *testing.T) {
 	if fmt.Sprint(w0) != fmt.Sprint(w1) {
 		t.Fatal("replicas differ")
 	}
-	bm, err := m.Parallelize(&dp.ParallelOptions{DeviceIDs: []int32{0, 1}, BMUF: true, BMUFBlockLength: 4})
+	bm, err := m.Parallelize(&dp.ParallelOptions{DeviceIDs: []int32{0, 1}, BMUF: true, BMUFBlockLength: 4, NumShards: 1})
 	must(t, err)
 	bn, k, err := bm.BlockNet()
 	must(t, err)
@@ -269,9 +272,63 @@ func TestParallelModel(t *testing.T) {
 	}
 	bn.Close()
 	bm.Close()
-	if _, err := m.Parallelize(&dp.ParallelOptions{BucketBytes: -1}); !errors.Is(err, dp.ErrInvalidArgument) {
+	if _, err := m.Parallelize(&dp.ParallelOptions{BucketBytes: -1, NumShards: 1}); !errors.Is(err, dp.ErrInvalidArgument) {
 		t.Fatal(err)
 	}
+}
+
+// TestParallelShards: the several-processes options (since 0.3), without
+// starting other processes. NumShards is explicit so that DP_WORLD_SIZE and
+// friends in the environment change nothing.
+func TestParallelShards(t *testing.T) {
+	m, err := dp.ModelFromJSON([]byte(modelJSON))
+	must(t, err)
+	defer m.Close()
+	pm, err := m.Parallelize(&dp.ParallelOptions{DeviceIDs: []int32{0}, NumShards: 1, ShardID: 0})
+	must(t, err)
+	if pm.NumShards() != 1 || pm.ShardID() != 0 || pm.NumReplicas() != 1 {
+		t.Fatal(pm.NumShards(), pm.ShardID(), pm.NumReplicas())
+	}
+	ws, err := dp.NewWorkspace(nil)
+	must(t, err)
+	defer ws.Close()
+	// One process: join returns at once, having shadowed no step.
+	if steps, err := pm.Join(ws); err != nil || steps != 0 {
+		t.Fatal("join", steps, err)
+	}
+	if _, err := pm.Join(nil); !errors.Is(err, dp.ErrInvalidArgument) {
+		t.Fatal("join without workspace", err)
+	}
+	pm.Close()
+	if pm.NumShards() != 0 || pm.ShardID() != -1 {
+		t.Fatal("closed", pm.NumShards(), pm.ShardID())
+	}
+	if (*dp.ParallelModel)(nil).NumShards() != 0 || (*dp.ParallelModel)(nil).ShardID() != -1 {
+		t.Fatal("nil model")
+	}
+	for _, c := range []struct {
+		name string
+		opts dp.ParallelOptions
+		want string
+	}{
+		{"bad store", dp.ParallelOptions{NumShards: 2, ShardID: 0, Store: "tcp://nope"}, "store address"},
+		{"shard out of range", dp.ParallelOptions{NumShards: 2, ShardID: 2}, "shard_id"},
+		{"negative timeout", dp.ParallelOptions{NumShards: 1, TimeoutMS: -1}, "timeout_ms"},
+		{"bad run id", dp.ParallelOptions{NumShards: 1, RunID: "a/b"}, "run id"},
+	} {
+		_, err := m.Parallelize(&c.opts)
+		var e *dp.Error
+		if !errors.Is(err, dp.ErrInvalidArgument) || !errors.As(err, &e) || !strings.Contains(e.Message(), c.want) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	// Explicit strings that are valid with one process are accepted.
+	named, err := m.Parallelize(&dp.ParallelOptions{NumShards: 1, RunID: "go-test", NetworkInterface: "lo", TimeoutMS: 1000})
+	must(t, err)
+	if named.NumShards() != 1 || named.ShardID() != 0 {
+		t.Fatal(named.NumShards(), named.ShardID())
+	}
+	named.Close()
 }
 
 // TestConcurrentTraining: 8 goroutines train separate nets at once; equal

@@ -49,6 +49,15 @@ type ParallelOptions struct {
 	CUDACollectives   CUDACollectives
 	SharedModel       bool
 	SyncBN            bool
+	// Several processes (since 0.3): NumShards processes train one model,
+	// meeting through Store. Zero values read the environment (what dp-run
+	// sets), else the default; see dp_parallel_options.
+	ShardID          int    // this process's rank in [0, NumShards)
+	NumShards        int    // 0: DP_WORLD_SIZE and DP_RANK, else 1
+	Store            string // "file:///dir" or "redis://host:port[/prefix]"; "": DP_STORE
+	TimeoutMS        int64  // 0: DP_TIMEOUT_MS, else 60000
+	NetworkInterface string // "eth0"; "": DP_INTERFACE, else the host name's address
+	RunID            string // "": DP_RUN_ID, else "dp"
 }
 
 func b2i(b bool) C.int32_t {
@@ -60,7 +69,7 @@ func b2i(b bool) C.int32_t {
 
 // ParallelModel is a model turned into replicas, one per device.
 // Immutable: every method may be called from any goroutine, except that
-// Sync, Save and Load must not overlap a net running on the same workspace.
+// Sync, Join, Save and Load must not overlap a net running on the same workspace.
 type ParallelModel struct {
 	r ref[C.dp_parallel_model]
 }
@@ -119,6 +128,22 @@ func (m *Model) Parallelize(opts *ParallelOptions) (*ParallelModel, error) {
 	c.cuda_collectives = C.int32_t(opts.CUDACollectives)
 	c.shared_model = b2i(opts.SharedModel)
 	c.sync_bn = b2i(opts.SyncBN)
+	c.shard_id = C.int32_t(opts.ShardID)
+	c.num_shards = C.int32_t(opts.NumShards)
+	// The strings go to C memory too, freed after the call; "" is NULL.
+	optStr := func(s string) *C.char {
+		if s == "" {
+			return nil
+		}
+		return cstr(s)
+	}
+	c.store = optStr(opts.Store)
+	defer freeStr(c.store)
+	c.timeout_ms = C.int64_t(opts.TimeoutMS)
+	c.network_interface = optStr(opts.NetworkInterface)
+	defer freeStr(c.network_interface)
+	c.run_id = optStr(opts.RunID)
+	defer freeStr(c.run_id)
 	var out *C.dp_parallel_model
 	if err := statusErr(C.dp_model_parallelize(p, &c, &out)); err != nil {
 		return nil, err
@@ -200,6 +225,28 @@ func (m *ParallelModel) Sync(ws *Workspace) error {
 	return statusErr(C.dp_parallel_model_sync(p, wp))
 }
 
+// Join is for uneven data across processes: a process that has run out of
+// batches calls it instead of running the train net again; it shadows the
+// others' steps until every process has joined and returns how many steps it
+// shadowed (0 at once with one process). See dp_parallel_model_join.
+func (m *ParallelModel) Join(ws *Workspace) (int64, error) {
+	p, done, err := m.get()
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	wp, wdone, err := ws.get()
+	if err != nil {
+		return 0, err
+	}
+	defer wdone()
+	var steps C.int64_t
+	if err := statusErr(C.dp_parallel_model_join(p, wp, &steps)); err != nil {
+		return 0, err
+	}
+	return int64(steps), nil
+}
+
 // NumReplicas is the replica count (0 when closed).
 func (m *ParallelModel) NumReplicas() int {
 	p, done, err := m.get()
@@ -208,6 +255,28 @@ func (m *ParallelModel) NumReplicas() int {
 	}
 	defer done()
 	return int(C.dp_parallel_model_num_replicas(p))
+}
+
+// NumShards is the job's process count (1 for a one-process model; 0 when
+// closed).
+func (m *ParallelModel) NumShards() int {
+	p, done, err := m.get()
+	if err != nil {
+		return 0
+	}
+	defer done()
+	return int(C.dp_parallel_model_num_shards(p))
+}
+
+// ShardID is this process's rank in the job (0 for a one-process model; -1
+// when closed).
+func (m *ParallelModel) ShardID() int {
+	p, done, err := m.get()
+	if err != nil {
+		return -1
+	}
+	defer done()
+	return int(C.dp_parallel_model_shard_id(p))
 }
 
 // Scope is replica i's name scope ("cpu_1/"); "" when out of range.

@@ -16,11 +16,22 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/dtype.h"
 
 namespace dp {
+
+// A collective bound to one buffer, prepared once and run many times: the
+// hot path of the collective ops (a gradient bucket's staging buffer stays
+// put from step to step). Every process prepares its counterparts in the
+// same order and runs them in the same order.
+class PreparedCollective {
+ public:
+  virtual ~PreparedCollective() = default;
+  virtual void Run() = 0;
+};
 
 class Communicator {
  public:
@@ -44,6 +55,10 @@ class Communicator {
   virtual void ReduceScatterSum(void* data, int64_t count, DType dtype) = 0;
   // Returns once every process has called it.
   virtual void Barrier() = 0;
+
+  // AllreduceSum and Broadcast of a fixed buffer, prepared for repeated runs.
+  virtual std::unique_ptr<PreparedCollective> PrepareAllreduceSum(void* data, int64_t count, DType dtype) = 0;
+  virtual std::unique_ptr<PreparedCollective> PrepareBroadcast(void* data, size_t nbytes, int root) = 0;
 };
 
 }  // namespace dp

@@ -66,7 +66,7 @@ class CreateCpuCollectivesOp final : public Operator {
                "]");
     gloo_.timeout = std::chrono::milliseconds(timeout);
     gloo_.interface = args().String("interface", "");
-    gloo_.algorithm = args().String("algorithm", "ring");
+    gloo_.algorithm = args().String("algorithm", "auto");
     run_id_ = args().String("run_id", "dp");
     DP_ENFORCE(!run_id_.empty() && run_id_.size() <= 200 && run_id_.find('/') == std::string::npos,
                "run_id '", run_id_, "' must be 1 to 200 bytes without '/'");
@@ -123,6 +123,7 @@ std::shared_ptr<CpuCommunicator> CommOf(const Blob& b, const std::string& desc) 
   auto comm = std::make_shared<CpuCommunicator>();
   comm->collectives = held.collectives;
   comm->peers = held.peers;
+  comm->staging = held.staging;
   return comm;
 }
 
@@ -134,74 +135,98 @@ class CollectiveOp : public CollectiveOpBase {
  protected:
   std::shared_ptr<CpuCommunicator> Comm() const { return CommOf(*input_blobs()[0], InputDesc(0)); }
 
-  // Staging of the tensors that cross processes, kept between runs (no
-  // allocation per step once it has grown).
-  std::vector<char> staging_;
+  // The staged collective of message i of this op (per dtype group): the
+  // op's `key` argument names it when other ops run the same collective
+  // (join), else the op itself does.
+  StagedCollective& Stage(const CpuCommunicator& comm, size_t i, int64_t count, DType dtype, int root = -1) {
+    return comm.staging->Get(StrCat(key_, "#", i), comm.peers, count, dtype, root);
+  }
+
+  const std::string key_ = args().String("key", StrCat("op@", static_cast<const void*>(this)));
 };
 
 class AllreduceOp final : public CollectiveOp {
  public:
-  using CollectiveOp::CollectiveOp;
+  explicit AllreduceOp(const OpInit& init) : CollectiveOp(init) {
+    DP_ENFORCE(!average_active_ || per_device_ >= 2, "average_active needs each device's tensors followed by its ",
+               "active flag (at least 2 tensors per device), got ", per_device_);
+  }
 
  private:
   void RunOnDevice() override {
     auto comm = Comm();  // held: the blob may be replaced while this runs
     const double scale = CheckedAllreduceScale([&](int d, int j) -> const Tensor& { return Input(In(d, j)); });
-    const int n = num_devices_, m = per_device_;
-    // One AllreduceSum per dtype (normally one), tensors in order. Writable
-    // pointers are taken first: copy-on-write keeps the values, so reading
-    // them back afterwards is safe.
+    const int n = num_devices_;
+    // Averaging over the active replicas (Join): each device's last tensor is
+    // its float32 [1] flag; it is summed with the rest, and the others are
+    // divided by that sum.
+    const int m = average_active_ ? per_device_ - 1 : per_device_;
+    if (average_active_) {
+      const Tensor& flag = Input(In(0, m));
+      DP_ENFORCE_CODE(flag.dtype() == DType::kFloat32 && flag.numel() == 1, Code::kShape, InputDesc(In(0, m)),
+                      " is ", flag.DebugString(), ": the active flag of average_active must be float32 [1]");
+    }
+    // One AllreduceSum per dtype (normally one), tensors in order, the group
+    // with the flag first (the count divides every group). Writable pointers
+    // are taken first: copy-on-write keeps the values, so reading them back
+    // afterwards is safe.
     std::vector<std::pair<DType, std::vector<CpuCollectives::Segment>>> groups;
+    if (average_active_) groups.push_back({DType::kFloat32, {}});
     for (int j = 0; j < m; ++j) {
       const Tensor& first = Input(In(0, j));
       auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == first.dtype(); });
       if (it == groups.end()) it = groups.insert(groups.end(), {first.dtype(), {}});
-      CpuCollectives::Segment seg;
-      seg.count = first.numel();
-      seg.buffers.reserve(static_cast<size_t>(n));
-      for (int d = 0; d < n; ++d) seg.buffers.push_back(Output(In(d, j) - 1)->raw_mutable_data());
-      it->second.push_back(std::move(seg));
+      it->second.push_back(Segment(j));
     }
-    for (const auto& [dtype, segments] : groups) {
+    CpuCollectives::Segment flags;
+    if (average_active_) flags = Segment(m);
+    double count = 0;  // active replicas, once the flags are summed
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const auto& [dtype, segments] = groups[g];
+      const bool with_flags = average_active_ && g == 0;
+      const double s = average_active_ && g > 0 ? (count > 0 ? scale / count : scale) : scale;
       if (!comm->peers) {
-        comm->collectives->AllreduceSum(segments, dtype, scale);
+        if (with_flags) {
+          comm->collectives->AllreduceSum({flags}, DType::kFloat32, 1.0);
+          count = static_cast<const float*>(flags.buffers[0])[0];
+          comm->collectives->AllreduceSum(segments, dtype, count > 0 ? scale / count : scale);
+        } else {
+          comm->collectives->AllreduceSum(segments, dtype, s);
+        }
         continue;
       }
-      // Hierarchical: this process's devices summed into a staging buffer,
-      // the processes' sums allreduced, the result scaled into every device.
-      // Averaging over the active processes (Join): one more element holds
-      // this process's flag, so the same message counts them.
-      const size_t itemsize = DTypeSize(dtype);
-      const bool count_active = average_active_ && (dtype == DType::kFloat32 || dtype == DType::kFloat64);
+      // Hierarchical: this process's devices summed into a staging buffer
+      // (the flags last), the processes' sums allreduced, the result scaled
+      // into every device.
       int64_t total = 0;
       for (const auto& seg : segments) total += seg.count;
-      const int64_t sent = total + (count_active ? 1 : 0);
-      staging_.resize(static_cast<size_t>(sent) * itemsize);
-      comm->collectives->SumInto(segments, dtype, staging_.data());
-      double s = scale;
-      if (count_active) {
-        SetElement(dtype, total, active_ ? 1.0 : 0.0);
-        comm->peers->AllreduceSum(staging_.data(), sent, dtype);
-        const double active = GetElement(dtype, total);
-        if (active > 0) s = scale / active;  // none active: the sum is zero anyway
+      const int64_t sent = total + (with_flags ? 1 : 0);
+      if (sent == 0) continue;
+      StagedCollective& st = Stage(*comm, g, sent, dtype);
+      char* staging = st.bytes.data();
+      comm->collectives->SumInto(segments, dtype, staging);
+      if (with_flags) comm->collectives->SumInto({flags}, DType::kFloat32, staging + total * sizeof(float));
+      st.prepared->Run();
+      if (with_flags) {
+        count = reinterpret_cast<const float*>(staging)[total];
+        comm->collectives->CopyOut(staging + total * sizeof(float), {flags}, DType::kFloat32, 1.0);
+        comm->collectives->CopyOut(staging, segments, dtype, count > 0 ? scale / count : scale);
       } else {
-        comm->peers->AllreduceSum(staging_.data(), total, dtype);
+        comm->collectives->CopyOut(staging, segments, dtype, s);
       }
-      comm->collectives->CopyOut(staging_.data(), segments, dtype, s);
     }
   }
 
-  void SetElement(DType dtype, int64_t i, double v) {
-    if (dtype == DType::kFloat32) reinterpret_cast<float*>(staging_.data())[i] = static_cast<float>(v);
-    else reinterpret_cast<double*>(staging_.data())[i] = v;
-  }
-  double GetElement(DType dtype, int64_t i) const {
-    if (dtype == DType::kFloat32) return reinterpret_cast<const float*>(staging_.data())[i];
-    return reinterpret_cast<const double*>(staging_.data())[i];
+  // Tensor j of every device, written in place.
+  CpuCollectives::Segment Segment(int j) {
+    CpuCollectives::Segment seg;
+    seg.count = Input(In(0, j)).numel();
+    seg.buffers.reserve(static_cast<size_t>(num_devices_));
+    for (int d = 0; d < num_devices_; ++d) seg.buffers.push_back(Output(In(d, j) - 1)->raw_mutable_data());
+    return seg;
   }
 
   const bool average_active_ = args().Int("average_active", 0) != 0;
-  const bool active_ = args().Int("active", 1) != 0;
 };
 
 class BroadcastOp final : public CollectiveOp {
@@ -247,23 +272,25 @@ class BroadcastOp final : public CollectiveOp {
     const int m = per_device_;
     size_t total = 0;
     for (int j = 0; j < m; ++j) total += Input(In(root_, j)).nbytes();
-    staging_.resize(total);
+    if (total == 0) return;
+    StagedCollective& st = Stage(comm, 0, static_cast<int64_t>(total), DType::kUInt8, 0);
+    char* staging = st.bytes.data();
     const bool sender = comm.peers->rank() == 0;
     if (sender) {
       size_t off = 0;
       for (int j = 0; j < m; ++j) {
         const Tensor& t = Input(In(root_, j));
-        if (t.nbytes() > 0) std::memcpy(staging_.data() + off, t.raw_data(), t.nbytes());
+        if (t.nbytes() > 0) std::memcpy(staging + off, t.raw_data(), t.nbytes());
         off += t.nbytes();
       }
     }
-    comm.peers->Broadcast(staging_.data(), total, 0);
+    st.prepared->Run();
     if (sender) return;
     size_t off = 0;
     for (int j = 0; j < m; ++j) {
       Tensor* t = Output(In(root_, j) - 1);
       const size_t nb = t->nbytes();
-      if (nb > 0) std::memcpy(t->raw_mutable_data(), staging_.data() + off, nb);
+      if (nb > 0) std::memcpy(t->raw_mutable_data(), staging + off, nb);
       off += nb;
     }
   }
@@ -335,7 +362,7 @@ DP_OPERATOR_SCHEMA(CreateCpuCollectives)
     .Arg("timeout_ms", ArgKind::kInt, "bound of the rendezvous and of every collective across processes "
          "(default 60000)")
     .Arg("interface", ArgKind::kString, "network interface for Gloo's TCP transport (default: the host name's address)")
-    .Arg("algorithm", ArgKind::kString, "Gloo's allreduce: ring (default) or bcube")
+    .Arg("algorithm", ArgKind::kString, "Gloo's allreduce: auto (default), ring, halving_doubling or bcube")
     .Arg("run_id", ArgKind::kString, "the job's id: keys in the store live under it (default \"dp\")")
     .Doc("Creates a communicator for Allreduce, Broadcast and Barrier between CPU replicas and, with world_size > 1, "
          "between the processes of a job (Gloo over TCP after a rendezvous through the store; hierarchical: "
@@ -349,9 +376,11 @@ DP_OPERATOR_SCHEMA(Allreduce)
     .Arg("num_devices", ArgKind::kInt, "replicas N; the k tensors are N groups of k / N, device-major (default k)")
     .Arg("scale", ArgKind::kFloat, "multiplies the sum, e.g. 1 / N to average (default 1; float tensors only)")
     .Arg("average_active", ArgKind::kInt,
-         "1: across processes, float sums are also divided by the number of processes whose `active` is 1 "
-         "(the Join of processes that ran out of data: they contribute zeros with active 0)")
-    .Arg("active", ArgKind::kInt, "this process takes part in the average (default 1); with average_active")
+         "1: each device's last tensor is its float32 [1] active flag (1 or 0); the flags are summed like the "
+         "rest, and the other sums are divided by theirs: the mean over active replicas (Join of processes that "
+         "ran out of data, which send zeros with flag 0)")
+    .Arg("key", ArgKind::kString,
+         "names the collective across processes when several ops run it (a bucket in the train and join nets)")
     .ShapeInference(AllreduceInference)
     .Doc("Sums tensor j over the devices, in device order, into every device's tensor j, in place.");
 
@@ -362,6 +391,7 @@ DP_OPERATOR_SCHEMA(Broadcast)
     .Inputs({"comm"})
     .Arg("num_devices", ArgKind::kInt, "replicas N; the k tensors are N groups of k / N, device-major (default k)")
     .Arg("root", ArgKind::kInt, "the device whose tensors are copied to the others (default 0)")
+    .Arg("key", ArgKind::kString, "names the collective across processes when several ops run it")
     .ShapeInference(BroadcastInference)
     .Doc("Copies the root device's tensors into the other devices' tensors, in place, resizing replicas that differ "
          "(so it can initialise them).");

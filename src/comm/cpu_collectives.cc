@@ -295,4 +295,25 @@ void CpuCollectives::Barrier() {
   team_.Run([](int, int) {});
 }
 
+StagedCollective& StagingCache::Get(const std::string& key, const std::shared_ptr<Communicator>& comm, int64_t count,
+                                    DType dtype, int root) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto& slot = entries_[key];
+  if (!slot) slot = std::make_unique<StagedCollective>();
+  lock.unlock();  // entries never move or go; one op uses an entry at a time
+  StagedCollective& st = *slot;
+  if (st.comm != comm || st.count != count || st.dtype != dtype || st.root != root || !st.prepared) {
+    const size_t nbytes = static_cast<size_t>(count) * DTypeSize(dtype);
+    st.prepared.reset();
+    st.bytes.resize(nbytes);
+    st.prepared = root < 0 ? comm->PrepareAllreduceSum(st.bytes.data(), count, dtype)
+                           : comm->PrepareBroadcast(st.bytes.data(), nbytes, root);
+    st.comm = comm;
+    st.count = count;
+    st.dtype = dtype;
+    st.root = root;
+  }
+  return st;
+}
+
 }  // namespace dp

@@ -13,7 +13,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -91,10 +93,40 @@ class CpuCollectives {
 // and the collectives are hierarchical: the devices of a process are
 // combined by `collectives`, the processes by `peers`, then the result is
 // spread over the devices again.
+// The staging buffer of a collective across processes and the collective
+// prepared on it (Communicator::Prepare*), kept from run to run.
+struct StagedCollective {
+  std::vector<char> bytes;
+  std::shared_ptr<Communicator> comm;  // held: what `prepared` runs on
+  int64_t count = -1;
+  DType dtype = DType::kFloat32;
+  int root = -1;  // broadcast root, or -1 for an allreduce
+  std::unique_ptr<PreparedCollective> prepared;
+};
+
+// Staged collectives by key. Processes pair prepared collectives by the
+// order in which they were prepared, so a collective that several ops run
+// (a gradient bucket's allreduce in the train net and in the join net) must
+// be one entry: ops name it with their `key` argument. Thread-safe lookup;
+// an entry is used by one op at a time (collectives run in order).
+class StagingCache {
+ public:
+  // The entry `key`, sized for count elements of dtype, with its allreduce
+  // (root < 0) or broadcast from root prepared on `comm`; rebuilt only when
+  // one of these changes (at the same run in every process: same shapes).
+  StagedCollective& Get(const std::string& key, const std::shared_ptr<Communicator>& comm, int64_t count,
+                        DType dtype, int root);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<StagedCollective>> entries_;
+};
+
 struct CpuCommunicator {
   std::shared_ptr<CpuCollectives> collectives;
   std::shared_ptr<Communicator> peers;  // null: this process alone
   std::string peers_config;             // what peers was made from (store, rank, size, ...)
+  std::shared_ptr<StagingCache> staging = std::make_shared<StagingCache>();
 };
 
 }  // namespace dp

@@ -6,11 +6,14 @@
 #include <thread>
 #include <vector>
 
-#include <gloo/allgather.h>
-#include <gloo/allreduce.h>
+#include <gloo/allgather_ring.h>
+#include <gloo/allreduce_bcube.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
 #include <gloo/barrier.h>
-#include <gloo/broadcast.h>
-#include <gloo/math.h>
+#include <gloo/barrier_all_to_all.h>
+#include <gloo/broadcast_one_to_all.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
@@ -25,6 +28,8 @@ namespace {
 // each other (the first one closes its connections, which fails the others'
 // pending transfers), so this is only an upper bound.
 constexpr auto kRollCallGrace = std::chrono::milliseconds(500);
+// The longest a communicator's destructor waits for its peers to leave too.
+constexpr auto kFarewellTimeout = std::chrono::milliseconds(10000);
 
 // A peer that dies closes its sockets; writing to one raises SIGPIPE, whose
 // default action kills the process. A library must turn that into an error,
@@ -46,10 +51,33 @@ std::string RankList(const std::vector<int>& ranks) {
   return s;
 }
 
-template <typename T>
-void SetSum(gloo::AllreduceOptions& opts) {
-  opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<T>));
-}
+// Gloo's algorithms count elements in an int: longer buffers run in pieces.
+constexpr int64_t kMaxPiece = int64_t{1} << 30;
+// Below this size an allreduce is latency-bound: "auto" and "ring" run
+// Gloo's plain ring (the whole buffer passed along: fewest messages); from
+// it on "auto" runs halving-doubling for power-of-two process counts (its
+// classic case) and "ring" or "auto" otherwise the chunked ring (both move
+// 2 (n - 1) / n of the buffer per process; halving-doubling in 2 log n
+// steps, which measured faster here: bench/README.md).
+constexpr size_t kLargeBytes = size_t{64} << 10;
+
+class GlooCommunicator;
+
+// Gloo algorithm objects bound to a buffer (their pairs' buffers are
+// registered once), run through the communicator's error handling. Gloo's
+// algorithms on registered buffers run a small allreduce in ~0.1 ms here,
+// where its newer unbound-buffer API (gloo::allreduce) took ~4 ms per call.
+class GlooPrepared final : public PreparedCollective {
+ public:
+  GlooPrepared(GlooCommunicator* comm, const char* what, std::vector<std::unique_ptr<gloo::Algorithm>> pieces)
+      : comm_(comm), what_(what), pieces_(std::move(pieces)) {}
+  void Run() override;
+
+ private:
+  GlooCommunicator* comm_;  // outlives this (prepared collectives belong to ops holding the communicator)
+  const char* what_;
+  std::vector<std::unique_ptr<gloo::Algorithm>> pieces_;
+};
 
 class GlooCommunicator final : public Communicator {
  public:
@@ -57,7 +85,6 @@ class GlooCommunicator final : public Communicator {
 
   void Connect() {
     IgnoreSigpipeOnce();
-    const auto deadline = std::chrono::steady_clock::now() + o_.timeout;
     // Arrival first, so that a missing process is named (Gloo's own
     // rendezvous only says that a key is missing).
     store_->Set("arrived/" + std::to_string(o_.rank), "1");
@@ -76,10 +103,10 @@ class GlooCommunicator final : public Communicator {
       if (!o_.interface.empty()) attr.iface = o_.interface;
       auto device = gloo::transport::tcp::CreateDevice(attr);
       auto ctx = std::make_shared<gloo::rendezvous::Context>(o_.rank, o_.size);
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      ctx->setTimeout(std::max(left, std::chrono::milliseconds(1000)));
-      ctx->connectFullMesh(store_->gloo(), device);
+      // Every peer has arrived: connecting takes the full timeout at most,
+      // and the pairs keep it as the bound of every transfer.
       ctx->setTimeout(o_.timeout);
+      ctx->connectFullMesh(store_->gloo(), device);
       ctx_ = std::move(ctx);
     } catch (const Error&) {
       throw;
@@ -90,7 +117,22 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
-  ~GlooCommunicator() override = default;
+  // Leaves together: a process that closes its sockets while a peer still
+  // finishes the last collective can make the peer's kernel drop data that
+  // had already arrived (the close turns into a reset when unread bytes are
+  // left, such as the algorithms' trailing notifications), failing the
+  // peer's collective. A bounded barrier first: every process has then
+  // finished every collective, and nothing is in flight.
+  ~GlooCommunicator() override {
+    if (broken_ || !ctx_) return;
+    try {
+      gloo::BarrierOptions opts(ctx_);
+      opts.setTimeout(std::min(o_.timeout, kFarewellTimeout));
+      gloo::barrier(opts);
+    } catch (...) {
+      // A peer that is gone already: nothing to protect.
+    }
+  }
 
   int rank() const override { return o_.rank; }
   int size() const override { return o_.size; }
@@ -98,72 +140,68 @@ class GlooCommunicator final : public Communicator {
   const char* backend() const override { return "gloo"; }
 
   void AllreduceSum(void* data, int64_t count, DType dtype) override {
-    DP_ENFORCE(count >= 0, "AllreduceSum: negative count ", count);
-    Call("allreduce", [&] {
-      if (count == 0) return;
-      gloo::AllreduceOptions opts(ctx_);
-      opts.setTag(NextTag());
-      opts.setTimeout(o_.timeout);
-      if (o_.algorithm == "bcube") opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
-      const auto n = static_cast<size_t>(count);
-      switch (dtype) {
-        case DType::kFloat32: opts.setOutput(static_cast<float*>(data), n); SetSum<float>(opts); break;
-        case DType::kFloat64: opts.setOutput(static_cast<double*>(data), n); SetSum<double>(opts); break;
-        case DType::kInt32: opts.setOutput(static_cast<int32_t*>(data), n); SetSum<int32_t>(opts); break;
-        case DType::kInt64: opts.setOutput(static_cast<int64_t*>(data), n); SetSum<int64_t>(opts); break;
-        default:
-          DP_THROW(Code::kDType, "AllreduceSum across processes supports float32, float64, int32 and int64, got ",
-                   DTypeName(dtype));
-      }
-      gloo::allreduce(opts);
-    });
+    if (count > 0) PrepareAllreduceSum(data, count, dtype)->Run();
   }
 
   void Broadcast(void* data, size_t nbytes, int root) override {
-    DP_ENFORCE(root >= 0 && root < o_.size, "Broadcast: root rank ", root, " is out of range for ", o_.size,
-               " processes");
-    Call("broadcast", [&] {
-      if (nbytes == 0) return;
-      gloo::BroadcastOptions opts(ctx_);
-      opts.setTag(NextTag());
-      opts.setTimeout(o_.timeout);
-      opts.setRoot(root);
-      opts.setOutput(static_cast<char*>(data), nbytes);
-      gloo::broadcast(opts);
-    });
+    if (nbytes > 0) PrepareBroadcast(data, nbytes, root)->Run();
   }
 
   void Allgather(const void* in, void* out, size_t nbytes) override {
+    if (nbytes == 0) return;
+    DP_ENFORCE(nbytes <= static_cast<size_t>(kMaxPiece), "Allgather: ", nbytes, " bytes per process is more than ",
+               kMaxPiece);
+    std::vector<std::unique_ptr<gloo::Algorithm>> one;
     Call("allgather", [&] {
-      if (nbytes == 0) return;
-      gloo::AllgatherOptions opts(ctx_);
-      opts.setTag(NextTag());
-      opts.setTimeout(o_.timeout);
-      opts.setInput(const_cast<char*>(static_cast<const char*>(in)), nbytes);
-      opts.setOutput(static_cast<char*>(out), nbytes * static_cast<size_t>(o_.size));
-      gloo::allgather(opts);
+      one.push_back(std::make_unique<gloo::AllgatherRing<char>>(
+          ctx_, std::vector<const char*>{static_cast<const char*>(in)}, static_cast<char*>(out),
+          static_cast<int>(nbytes)));
     });
+    GlooPrepared(this, "allgather", std::move(one)).Run();
   }
 
   void ReduceScatterSum(void* data, int64_t count, DType dtype) override {
-    // Gloo 0.5 has no reduce-scatter in its bounded (options) API: the
-    // allreduce of all blocks leaves this rank's block summed too.
+    // Gloo 0.5's reduce-scatter needs power-of-two groups; the allreduce of
+    // all blocks leaves this rank's block summed too.
     DP_ENFORCE(count >= 0, "ReduceScatterSum: negative count ", count);
     AllreduceSum(data, count * o_.size, dtype);
   }
 
   void Barrier() override {
-    Call("barrier", [&] {
-      gloo::BarrierOptions opts(ctx_);
-      opts.setTag(NextTag());
-      opts.setTimeout(o_.timeout);
-      gloo::barrier(opts);
-    });
+    std::vector<std::unique_ptr<gloo::Algorithm>> one;
+    Call("barrier", [&] { one.push_back(std::make_unique<gloo::BarrierAllToAll>(ctx_)); });
+    GlooPrepared(this, "barrier", std::move(one)).Run();
   }
 
- private:
-  uint32_t NextTag() { return tag_++; }
+  std::unique_ptr<PreparedCollective> PrepareAllreduceSum(void* data, int64_t count, DType dtype) override {
+    DP_ENFORCE(count >= 0, "AllreduceSum: negative count ", count);
+    switch (dtype) {
+      case DType::kFloat32: return PrepareSum<float>(data, count);
+      case DType::kFloat64: return PrepareSum<double>(data, count);
+      case DType::kInt32: return PrepareSum<int32_t>(data, count);
+      case DType::kInt64: return PrepareSum<int64_t>(data, count);
+      default:
+        DP_THROW(Code::kDType, "AllreduceSum across processes supports float32, float64, int32 and int64, got ",
+                 DTypeName(dtype));
+    }
+  }
 
+  std::unique_ptr<PreparedCollective> PrepareBroadcast(void* data, size_t nbytes, int root) override {
+    DP_ENFORCE(root >= 0 && root < o_.size, "Broadcast: root rank ", root, " is out of range for ", o_.size,
+               " processes");
+    std::vector<std::unique_ptr<gloo::Algorithm>> pieces;
+    Call("broadcast", [&] {
+      for (size_t off = 0; off < nbytes; off += static_cast<size_t>(kMaxPiece)) {
+        const size_t len = std::min(nbytes - off, static_cast<size_t>(kMaxPiece));
+        pieces.push_back(std::make_unique<gloo::BroadcastOneToAll<char>>(
+            ctx_, std::vector<char*>{static_cast<char*>(data) + off}, len, root, 0));
+      }
+    });
+    return std::make_unique<GlooPrepared>(this, "broadcast", std::move(pieces));
+  }
+
+  // Runs fn (a collective's transfers) under the communicator's lock and
+  // error handling: a failure breaks the communicator for good.
   template <typename Fn>
   void Call(const char* what, const Fn& fn) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -177,6 +215,32 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
+ private:
+  template <typename T>
+  std::unique_ptr<PreparedCollective> PrepareSum(void* data, int64_t count) {
+    std::vector<std::unique_ptr<gloo::Algorithm>> pieces;
+    Call("allreduce", [&] {
+      for (int64_t off = 0; off < count; off += kMaxPiece) {
+        const int len = static_cast<int>(std::min(count - off, kMaxPiece));
+        std::vector<T*> ptrs{static_cast<T*>(data) + off};
+        const bool small = static_cast<size_t>(len) * sizeof(T) < kLargeBytes;
+        const bool power_of_two = (o_.size & (o_.size - 1)) == 0;
+        const std::string& a = o_.algorithm;
+        if (a == "bcube") {
+          pieces.push_back(std::make_unique<gloo::AllreduceBcube<T>>(ctx_, ptrs, len));
+        } else if (a == "halving_doubling" || (a == "auto" && !small && power_of_two)) {
+          pieces.push_back(std::make_unique<gloo::AllreduceHalvingDoubling<T>>(ctx_, ptrs, len));
+        } else if (small) {
+          pieces.push_back(std::make_unique<gloo::AllreduceRing<T>>(ctx_, ptrs, len));
+        } else {
+          pieces.push_back(std::make_unique<gloo::AllreduceRingChunked<T>>(ctx_, ptrs, len));
+        }
+      }
+    });
+    return std::make_unique<GlooPrepared>(this, "allreduce", std::move(pieces));
+  }
+
+ private:
   // After a failed transfer: close, report, name the missing ranks, throw.
   [[noreturn]] void Fail(const char* what, const std::string& cause) {
     const auto started = std::chrono::steady_clock::now();
@@ -215,9 +279,14 @@ class GlooCommunicator final : public Communicator {
   const GlooOptions o_;
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
   std::mutex mu_;
-  uint32_t tag_ = 0;
   std::unique_ptr<Error> broken_;
 };
+
+void GlooPrepared::Run() {
+  comm_->Call(what_, [&] {
+    for (auto& piece : pieces_) piece->run();
+  });
+}
 
 }  // namespace
 
@@ -226,8 +295,9 @@ std::unique_ptr<Communicator> ConnectGloo(std::shared_ptr<Store> store, const Gl
   DP_ENFORCE(options.rank >= 0 && options.rank < options.size, "rank ", options.rank, " is out of range for world size ",
              options.size);
   DP_ENFORCE(options.timeout.count() > 0, "timeout ", options.timeout.count(), " ms must be positive");
-  DP_ENFORCE(options.algorithm == "ring" || options.algorithm == "bcube", "unknown Gloo allreduce algorithm '",
-             options.algorithm, "' (ring or bcube)");
+  DP_ENFORCE(options.algorithm == "auto" || options.algorithm == "ring" || options.algorithm == "halving_doubling" ||
+                 options.algorithm == "bcube",
+             "unknown Gloo allreduce algorithm '", options.algorithm, "' (auto, ring, halving_doubling or bcube)");
   DP_ENFORCE_CODE(store != nullptr, Code::kInvalidArgument, "no store to meet the other processes");
   auto comm = std::make_unique<GlooCommunicator>(std::move(store), options);
   comm->Connect();

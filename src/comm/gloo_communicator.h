@@ -1,7 +1,7 @@
 // GlooCommunicator: the Communicator of CPU processes, on Gloo's TCP
 // transport (Debian's libgloo). Processes meet through a Store: each
 // announces itself, waits (bounded) for all others, then Gloo connects a
-// full mesh. Collectives are Gloo's (ring allreduce by default), each
+// full mesh. Collectives are Gloo's algorithms on registered buffers, each
 // bounded by the timeout; a failure closes this process's connections, so
 // that peers blocked on it fail at once instead of at their timeout, and
 // runs a roll call through the store that names the ranks that are gone.
@@ -23,8 +23,10 @@ struct GlooOptions {
   // Network interface to listen on ("eth0"); empty: the address the host
   // name resolves to (Gloo's default).
   std::string interface;
-  // Gloo's allreduce algorithm: "ring" (default) or "bcube".
-  std::string algorithm = "ring";
+  // Gloo's allreduce algorithm: "auto" (default: the plain ring below 64 KiB,
+  // above it halving-doubling for power-of-two process counts, else the
+  // chunked ring), "ring" (plain, then chunked), "halving_doubling" or "bcube".
+  std::string algorithm = "auto";
 };
 
 // Rendezvous of `options.size` processes through `store` (scoped to this

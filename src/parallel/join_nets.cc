@@ -13,37 +13,40 @@
 
 namespace dp {
 
-NetDef BuildJoinProbeNet(const ParallelPlan& p) {
-  NetDef probe;
-  probe.name = p.name + "_parallel_join_probe";
-  AddExternalInput(probe, kCommBlob);
-  AddActiveProbe(p, probe, false);
-  ValidateNet(probe);
-  return probe;
-}
-
-NetDef BuildJoinStepNet(const ParallelPlan& p) {
+NetDef BuildJoinCollectivesNet(const ParallelPlan& p) {
   const Replicas& b = p.replicas;
-  NetDef step;
-  step.name = p.name + "_parallel_join_step";
-  step.executor = ExecutorKind::kAsync;
-  step.ops = IterAndLearningRateOps(p.opt);  // the counter and the rate advance with the others'
-  AddExternalInput(step, kIterBlob);
-  AddExternalInput(step, kCommBlob);
+  NetDef net;
+  net.name = p.name + "_parallel_join_collectives";
+  net.executor = ExecutorKind::kAsync;
+  AddExternalInput(net, kCommBlob);
   // No data, no gradient: zeros shaped like the params.
   for (size_t r = 0; r < p.n; ++r)
     for (const auto& param : p.model.params) {
       const std::string w = b.BlobName(r, param);
-      step.ops.push_back(b.On(r, MakeOperatorDef("ConstantFill", {w}, {p.Grad(r, param)}, {MakeArg("value", 0.0)})));
-      AddExternalInput(step, w);
+      net.ops.push_back(b.On(r, MakeOperatorDef("ConstantFill", {w}, {p.Grad(r, param)}, {MakeArg("value", 0.0)})));
+      AddExternalInput(net, w);
     }
   for (size_t r = 0; r < p.n; ++r)
-    for (const auto& x : p.model.computed_params) AddExternalInput(step, b.BlobName(r, x));
-  AddComputedParamsSync(p, step);
-  AddGradientAllreduce(p, step, false);
-  AddOptimizerUpdates(p, step);
-  ValidateNet(step);
-  return step;
+    for (const auto& x : p.model.computed_params) AddExternalInput(net, b.BlobName(r, x));
+  AddComputedParamsSync(p, net);
+  AddGradientAllreduce(p, net, false);
+  ValidateNet(net);
+  return net;
+}
+
+NetDef BuildJoinUpdateNet(const ParallelPlan& p) {
+  NetDef net;
+  net.name = p.name + "_parallel_join_update";
+  net.ops = IterAndLearningRateOps(p.opt);  // the counter and the rate advance with the others'
+  AddExternalInput(net, kIterBlob);
+  for (size_t r = 0; r < p.updaters; ++r)
+    for (const auto& param : p.model.params) {
+      AddExternalInput(net, p.replicas.BlobName(r, param));
+      AddExternalInput(net, p.Grad(r, param));
+    }
+  AddOptimizerUpdates(p, net);
+  ValidateNet(net);
+  return net;
 }
 
 }  // namespace dp

@@ -46,8 +46,9 @@ struct ParallelPlan {
   std::vector<std::string> replicated;
   size_t updaters = 0;  // replicas that own params and run the optimizer: the first `updaters`
   // Several processes (not BMUF): a process that runs out of data may join
-  // (join_nets.cc). Each train step then counts the active processes (the
-  // probe) and the gradient allreduce averages over the active ones.
+  // (join_nets.cc). Every gradient bucket then carries each replica's active
+  // flag (ActiveFlagName) and is divided by their sum: the loss gradient is
+  // seeded with 1 (not 1 / replicas) and the average is over active replicas.
   bool joinable = false;
 
   // Replicas over every process: what averages divide by.
@@ -82,15 +83,14 @@ NetDef BuildSyncNet(const ParallelPlan& plan);
 NetDef BuildEvalNet(const ParallelPlan& plan);
 
 // The join nets of a process that ran out of data (joinable plans):
-// join_probe says whether any process is still active; join_step shadows one
-// train step of the others (their collectives with zero gradients, then the
-// same optimizer update), so that every process ends with the same state.
-NetDef BuildJoinProbeNet(const ParallelPlan& plan);
-NetDef BuildJoinStepNet(const ParallelPlan& plan);
-// What train and join_step share (step_nets.cc): the probe that counts the
-// active processes (this one `active` or not), computed params kept in
-// step, the gradient allreduce, the optimizer updates.
-void AddActiveProbe(const ParallelPlan& plan, NetDef& net, bool active);
+// join_collectives takes part in one train step's collectives of the others
+// with zero gradients and active flags 0; join_update applies the optimizer
+// update they apply, so that every process ends with the same state.
+NetDef BuildJoinCollectivesNet(const ParallelPlan& plan);
+NetDef BuildJoinUpdateNet(const ParallelPlan& plan);
+// What train and the join nets share (step_nets.cc): computed params kept in
+// step, the gradient allreduce (with this process's replicas `active` or
+// not), the optimizer updates.
 void AddComputedParamsSync(const ParallelPlan& plan, NetDef& net);
 void AddGradientAllreduce(const ParallelPlan& plan, NetDef& net, bool active);
 void AddOptimizerUpdates(const ParallelPlan& plan, NetDef& net);

@@ -152,9 +152,9 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
   gopt.wrt = model.params;
   plan.joinable = plan.shards > 1 && !o.bmuf.enabled;
   // Summed over the replicas by the allreduce, the seed gives the global
-  // mean; a joinable step divides by the active processes in the allreduce
-  // instead, so its seed counts this process's replicas only.
-  const size_t seeded = plan.weighted ? 1 : plan.joinable ? n : plan.total_replicas();
+  // mean; a joinable step divides by the active replicas in the allreduce
+  // instead.
+  const size_t seeded = plan.weighted || plan.joinable ? 1 : plan.total_replicas();
   gopt.loss_scale = o.bmuf.enabled ? 1.0 : 1.0 / (static_cast<double>(seeded) * plan.accumulate_steps);
   if (plan.weighted) gopt.loss_weight = kBatchShareBlob;
   const GradientResult g = AddGradients(plan.forward, gopt);
@@ -170,6 +170,12 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
 }
 
 }  // namespace
+
+std::string ActiveFlagName(size_t bucket) { return "parallel/active_" + std::to_string(bucket); }
+
+std::string JoinCountBlob(const ParallelNets& nets) {
+  return nets.scopes.empty() ? ActiveFlagName(0) : nets.scopes[0] + ActiveFlagName(0);
+}
 
 ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& options) {
   const OptimizerDef& opt = CheckTrainable(model);
@@ -193,12 +199,11 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& option
   out.num_shards = options.num_shards;
   out.shard_id = options.shard_id;
   if (plan.joinable && !options.sync_bn) {  // sync BN's collectives run inside forward and backward
-    out.join_probe = BuildJoinProbeNet(plan);
-    out.join_step = BuildJoinStepNet(plan);
+    out.join_collectives = BuildJoinCollectivesNet(plan);
+    out.join_update = BuildJoinUpdateNet(plan);
   }
   if (options.num_shards > 1)
-    for (NetDef* net : {&out.init, &out.accumulate, &out.train, &out.block, &out.sync, &out.join_probe,
-                        &out.join_step})
+    for (NetDef* net : {&out.init, &out.accumulate, &out.train, &out.block, &out.sync, &out.join_collectives})
       OrderCollectives(*net);
   return out;
 }

@@ -101,10 +101,11 @@ struct ParallelNets {
   NetDef sync;
   int block_length = 0;  // BMUF's block length (0 without BMUF)
   int num_shards = 1, shard_id = 0;  // the processes of the job, and this one
-  // Several processes (not BMUF): the nets of a process that ran out of
-  // data (dp_parallel_model_join): run join_probe; while kActiveBlob holds a
-  // count above 0, run join_step and the probe again.
-  NetDef join_probe, join_step;
+  // Several processes (not BMUF or sync BN): the nets of a process that ran
+  // out of data (dp_parallel_model_join): run join_collectives; while the
+  // active count it leaves in JoinCountBlob() is above 0, run join_update
+  // and the collectives again.
+  NetDef join_collectives, join_update;
   std::vector<std::string> scopes;  // per replica: "cpu_0/", ...
   // Gradient buckets in launch order: each a list of (unscoped) params.
   std::vector<std::vector<std::string>> buckets;
@@ -119,9 +120,13 @@ struct ParallelNets {
 inline const char* kCommBlob = "parallel/comm";
 // Per replica (scoped), with uneven splits: its share of the global batch.
 inline const char* kBatchShareBlob = "parallel/batch_share";
-// Several processes: float32 [1], this process's 1 (active) or 0 (joined),
-// then, after the probe's allreduce, the number of active processes.
-inline const char* kActiveBlob = "parallel/active";
+// Several processes: per replica and gradient bucket k, the float32 [1]
+// flag "parallel/active_<k>" (scoped): 1 while the replica has data, 0 once
+// its process joined, carried as the bucket allreduce's last tensor; after
+// it, the number of active replicas, which the gradients are divided by.
+std::string ActiveFlagName(size_t bucket);
+// Where the join loop reads the active count: replica 0's flag of bucket 0.
+std::string JoinCountBlob(const ParallelNets& nets);
 
 // Throws kInvalidArgument for bad options (naming them), kInvalidNet for
 // models that cannot be trained (see BuildTraining).

@@ -97,31 +97,30 @@ void AddComputedParamsSync(const ParallelPlan& p, NetDef& train) {
   const bool average = o.computed_params == ComputedParamsSync::kAverage;
   train.ops.push_back(p.replicas.Collective(
       average ? "Allreduce" : "Broadcast", p.replicas.PerReplica(p.model.computed_params),
-      {average ? MakeArg("scale", 1.0 / static_cast<double>(p.total_replicas())) : MakeArg("root", int64_t{0})}));
-}
-
-void AddActiveProbe(const ParallelPlan& p, NetDef& net, bool active) {
-  if (!p.joinable) return;
-  net.ops.push_back(p.replicas.On(0, MakeOperatorDef("ConstantFill", {}, {kActiveBlob},
-                                                     {MakeArg("shape", std::vector<int64_t>{1}),
-                                                      MakeArg("value", active ? 1.0 : 0.0)})));
-  net.ops.push_back(p.replicas.On(0, MakeOperatorDef("Allreduce", {kCommBlob, kActiveBlob}, {kActiveBlob})));
+      {average ? MakeArg("scale", 1.0 / static_cast<double>(p.total_replicas())) : MakeArg("root", int64_t{0}),
+       MakeArg("key", std::string("computed_params"))}));
 }
 
 // One Allreduce per bucket; it depends only on its gradients, so the async
-// executor starts it while the rest of backward runs. Joinable: averaged
-// over the active processes (this one `active` or not).
+// executor starts it while the rest of backward runs. Joinable: each
+// replica's active flag rides along as the bucket's last tensor, and the
+// gradients are divided by the flags' sum.
 void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
   if (p.options.bmuf.enabled || p.total_replicas() <= 1) return;
-  for (const auto& bucket : p.buckets) {
-    std::vector<std::string> grads;
-    for (const auto& param : bucket) grads.push_back(p.grad_of.at(param));
-    std::vector<Argument> args;
+  for (size_t k = 0; k < p.buckets.size(); ++k) {
+    std::vector<std::string> tensors;
+    for (const auto& param : p.buckets[k]) tensors.push_back(p.grad_of.at(param));
+    std::vector<Argument> args{MakeArg("key", "grad_bucket_" + std::to_string(k))};
     if (p.joinable) {
+      const std::string flag = ActiveFlagName(k);
+      tensors.push_back(flag);
+      for (size_t r = 0; r < p.n; ++r)
+        train.ops.push_back(p.replicas.On(
+            r, MakeOperatorDef("ConstantFill", {}, {p.replicas.BlobName(r, flag)},
+                               {MakeArg("shape", std::vector<int64_t>{1}), MakeArg("value", active ? 1.0 : 0.0)})));
       args.push_back(MakeArg("average_active", int64_t{1}));
-      args.push_back(MakeArg("active", int64_t{active ? 1 : 0}));
     }
-    train.ops.push_back(p.replicas.Collective("Allreduce", p.replicas.PerReplica(grads), std::move(args)));
+    train.ops.push_back(p.replicas.Collective("Allreduce", p.replicas.PerReplica(tensors), std::move(args)));
   }
 }
 
@@ -162,7 +161,6 @@ NetDef BuildTrainNet(const ParallelPlan& p) {
   train.ops = IterAndLearningRateOps(p.opt);
   AddExternalInput(train, kIterBlob);
   AddExternalInput(train, kCommBlob);
-  AddActiveProbe(p, train, true);
   AddReplicaSteps(p, train, "train");
   if (accumulating)  // this step's gradient plus the accumulated ones
     ForEachGradient(p, [&](size_t r, const std::string& grad) {

@@ -146,6 +146,7 @@ void WithGloo(int size, const std::function<void(int, Communicator&)>& fn, milli
         o.timeout = timeout;
         auto comm = ConnectGloo(Store::Open(ParseStoreAddress(url), "t"), o);
         fn(r, *comm);
+        comm->Barrier();  // nobody closes its connections while another still uses them
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
       }

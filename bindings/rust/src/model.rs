@@ -153,8 +153,8 @@ impl Model {
     }
     /// Data-parallel training over the devices of `options`.
     pub fn parallelize(&self, options: &ParallelOptions) -> Result<ParallelModel> {
-        let c = options.to_c(); // points into options.device_ids, alive here
-        Ok(ParallelModel { raw: out_handle(|o| unsafe { sys::dp_model_parallelize(self.raw, &c, o) })? })
+        let c = options.to_c()?; // points into options.device_ids and c's strings, alive here
+        Ok(ParallelModel { raw: out_handle(|o| unsafe { sys::dp_model_parallelize(self.raw, &c.c, o) })? })
     }
 }
 
@@ -199,8 +199,25 @@ impl ParallelModel {
         ws.idle("ParallelModel::sync")?;
         check(unsafe { sys::dp_parallel_model_sync(self.raw, ws.as_raw()) })
     }
+    /// Uneven data across processes: instead of another train step, shadows
+    /// the other processes' steps until all have joined; the steps shadowed
+    /// (0 at once with one process). Not while a net runs on `ws`.
+    pub fn join(&self, ws: &Workspace<'_>) -> Result<i64> {
+        ws.idle("ParallelModel::join")?;
+        let mut steps = 0i64;
+        check(unsafe { sys::dp_parallel_model_join(self.raw, ws.as_raw(), &mut steps) })?;
+        Ok(steps)
+    }
     pub fn num_replicas(&self) -> usize {
         unsafe { sys::dp_parallel_model_num_replicas(self.raw) }
+    }
+    /// The job's process count (1 for a one-process model).
+    pub fn num_shards(&self) -> i32 {
+        unsafe { sys::dp_parallel_model_num_shards(self.raw) }
+    }
+    /// This process's rank in the job (0 for a one-process model).
+    pub fn shard_id(&self) -> i32 {
+        unsafe { sys::dp_parallel_model_shard_id(self.raw) }
     }
     /// Replica i's name scope ("cpu_1/"); None out of range.
     pub fn scope(&self, i: usize) -> Option<&str> {

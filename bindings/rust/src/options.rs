@@ -214,6 +214,22 @@ pub struct ParallelOptions {
     pub cuda_collectives: CudaCollectives,
     pub shared_model: bool,
     pub sync_bn: bool,
+    // Several processes (since 0.3): num_shards processes train one model,
+    // meeting through `store`. 0/None reads the environment (what dp-run
+    // sets), else the default.
+    /// This process's rank in [0, num_shards).
+    pub shard_id: i32,
+    /// 0: DP_WORLD_SIZE and DP_RANK when DP_WORLD_SIZE is set, else 1.
+    pub num_shards: i32,
+    /// "file:///dir" or "redis://host:port[/prefix]"; None: DP_STORE.
+    pub store: Option<String>,
+    /// 0: DP_TIMEOUT_MS, else 60000.
+    pub timeout_ms: i64,
+    /// The interface to listen on ("eth0"); None: DP_INTERFACE, else the
+    /// address the host name resolves to.
+    pub network_interface: Option<String>,
+    /// The job's id in the store; None: DP_RUN_ID, else "dp".
+    pub run_id: Option<String>,
 }
 
 impl Default for ParallelOptions {
@@ -245,6 +261,12 @@ impl Default for ParallelOptions {
             },
             shared_model: c.shared_model != 0,
             sync_bn: c.sync_bn != 0,
+            shard_id: c.shard_id,
+            num_shards: c.num_shards,
+            store: None,
+            timeout_ms: c.timeout_ms,
+            network_interface: None,
+            run_id: None,
         }
     }
 }
@@ -255,8 +277,19 @@ impl ParallelOptions {
         ParallelOptions { device_type: DeviceType::Cpu, device_ids: (0..n as i32).collect(), ..Default::default() }
     }
 
-    /// The C struct; it points into self.device_ids, so use it while self lives.
-    pub(crate) fn to_c(&self) -> sys::dp_parallel_options {
+    /// The C struct; it points into self.device_ids and into the returned
+    /// strings, so use it while both live.
+    pub(crate) fn to_c(&self) -> Result<ParallelC> {
+        let opt = |s: &Option<String>, what: &str| -> Result<Option<CString>> {
+            match s {
+                Some(v) => Ok(Some(cstring(v, what)?)),
+                None => Ok(None),
+            }
+        };
+        let store = opt(&self.store, "store")?;
+        let network_interface = opt(&self.network_interface, "network_interface")?;
+        let run_id = opt(&self.run_id, "run_id")?;
+        let ptr_of = |s: &Option<CString>| s.as_ref().map_or(ptr::null(), |s| s.as_ptr() as *const c_char);
         let mut c: sys::dp_parallel_options = c_init(|p, n| unsafe { sys::dp_parallel_options_init(p, n) });
         c.device_type = self.device_type.value();
         c.device_ids = if self.device_ids.is_empty() { ptr::null() } else { self.device_ids.as_ptr() };
@@ -283,8 +316,19 @@ impl ParallelOptions {
         };
         c.shared_model = self.shared_model as i32;
         c.sync_bn = self.sync_bn as i32;
-        c
+        c.shard_id = self.shard_id;
+        c.num_shards = self.num_shards;
+        c.store = ptr_of(&store);
+        c.timeout_ms = self.timeout_ms;
+        c.network_interface = ptr_of(&network_interface);
+        c.run_id = ptr_of(&run_id);
+        Ok(ParallelC { c, _keep: [store, network_interface, run_id] })
     }
+}
+
+pub(crate) struct ParallelC {
+    pub c: sys::dp_parallel_options,
+    _keep: [Option<CString>; 3],
 }
 
 /// dp_checkpoint_save_options.

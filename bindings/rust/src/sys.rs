@@ -8,7 +8,7 @@ use std::os::raw::{c_char, c_void};
 
 // Version of the header this binding mirrors.
 pub const DP_VERSION_MAJOR: u32 = 0;
-pub const DP_VERSION_MINOR: u32 = 2;
+pub const DP_VERSION_MINOR: u32 = 3;
 pub const DP_VERSION_PATCH: u32 = 0;
 pub const DP_VERSION_NUMBER: u32 = DP_VERSION_MAJOR * 10000 + DP_VERSION_MINOR * 100 + DP_VERSION_PATCH;
 pub const DP_ABI_VERSION: u32 = 0;
@@ -197,6 +197,13 @@ pub struct dp_parallel_options {
     pub cuda_collectives: i32,
     pub shared_model: i32,
     pub sync_bn: i32,
+    // Several processes (since 0.3).
+    pub shard_id: i32,
+    pub num_shards: i32,
+    pub store: *const c_char,
+    pub timeout_ms: i64,
+    pub network_interface: *const c_char,
+    pub run_id: *const c_char,
 }
 
 #[repr(C)]
@@ -385,6 +392,11 @@ extern "C" {
     pub fn dp_parallel_model_sync_net(model: *const dp_parallel_model, out: *mut *mut dp_netdef) -> *mut dp_status;
     pub fn dp_parallel_model_sync(model: *const dp_parallel_model, workspace: *mut dp_workspace) -> *mut dp_status;
     pub fn dp_parallel_model_num_replicas(model: *const dp_parallel_model) -> usize;
+    pub fn dp_parallel_model_num_shards(model: *const dp_parallel_model) -> i32;
+    pub fn dp_parallel_model_shard_id(model: *const dp_parallel_model) -> i32;
+    pub fn dp_parallel_model_join(
+        model: *const dp_parallel_model, workspace: *mut dp_workspace, out_steps: *mut i64,
+    ) -> *mut dp_status;
     pub fn dp_parallel_model_scope(model: *const dp_parallel_model, i: usize) -> *const c_char;
     pub fn dp_parallel_model_free(model: *mut dp_parallel_model);
 

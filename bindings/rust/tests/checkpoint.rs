@@ -107,7 +107,7 @@ fn parallel_save_loads_into_one_device_and_back() {
     let one = checkpoint::step_path(&dir, 2);
     checkpoint::save(&ws1, &names, &one, None).unwrap();
 
-    let p = model.parallelize(&dp::ParallelOptions::cpu(2)).unwrap();
+    let p = model.parallelize(&dp::ParallelOptions { num_shards: 1, ..dp::ParallelOptions::cpu(2) }).unwrap();
     let nets = p.nets().unwrap();
     let ws = Workspace::new().unwrap();
     Net::new(&ws, &nets.init, None).unwrap().run().unwrap();

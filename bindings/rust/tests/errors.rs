@@ -77,10 +77,10 @@ fn bad_options_and_state() {
     assert_eq!(code(model.blobs_raw(77)), Code::InvalidArgument);
     let bad = dp::TrainingOptions { lr: -1.0, ..Default::default() };
     assert_eq!(code(model.build_training(Some(&bad))), Code::InvalidArgument);
-    let p = model.parallelize(&dp::ParallelOptions::cpu(1)).unwrap();
+    let p = model.parallelize(&dp::ParallelOptions { num_shards: 1, ..dp::ParallelOptions::cpu(1) }).unwrap();
     assert_eq!(code(p.accumulate_net()), Code::FailedPrecondition);
     assert_eq!(code(p.block_net()), Code::FailedPrecondition);
-    let dup = dp::ParallelOptions { device_ids: vec![0, 0], ..Default::default() };
+    let dup = dp::ParallelOptions { device_ids: vec![0, 0], num_shards: 1, ..Default::default() };
     assert_eq!(code(model.parallelize(&dup)), Code::InvalidArgument);
     let ws = Workspace::new().unwrap();
     assert_eq!(code(p.sync(&ws)), Code::NotFound);

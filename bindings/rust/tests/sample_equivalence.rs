@@ -27,7 +27,12 @@ fn rust_example() -> PathBuf {
 }
 
 fn run(bin: &Path, args: &[&str]) -> String {
-    let out = Command::new(bin).args(args).output().expect("run a trainer");
+    let mut cmd = Command::new(bin);
+    // One process, whatever dp-run's variables say (the trainers read them).
+    for v in ["DP_WORLD_SIZE", "DP_RANK", "DP_STORE", "DP_TIMEOUT_MS", "DP_INTERFACE", "DP_RUN_ID"] {
+        cmd.env_remove(v);
+    }
+    let out = cmd.args(args).output().expect("run a trainer");
     assert!(out.status.success(), "{:?} failed: {}", bin, String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }

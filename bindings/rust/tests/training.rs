@@ -132,8 +132,9 @@ fn eight_threads_train_separate_nets() {
 #[test]
 fn data_parallel_over_two_cpu_replicas() {
     let model = Model::from_file(&common::fashion_mlp_path()).unwrap();
-    let p = model.parallelize(&dp::ParallelOptions::cpu(2)).unwrap();
+    let p = model.parallelize(&dp::ParallelOptions { num_shards: 1, ..dp::ParallelOptions::cpu(2) }).unwrap();
     assert_eq!(p.num_replicas(), 2);
+    assert_eq!((p.num_shards(), p.shard_id()), (1, 0));
     assert_eq!(p.scope(0), Some("cpu_0/"));
     assert_eq!(p.scope(1), Some("cpu_1/"));
     assert_eq!(p.scope(2), None);
@@ -160,12 +161,49 @@ fn data_parallel_over_two_cpu_replicas() {
     let w1 = ws.fetch("cpu_1/fc1_w").unwrap().bytes().to_vec();
     assert!(w0 == w1, "replicas stay identical");
 
-    let acc_opts = dp::ParallelOptions { accumulate_steps: 2, ..dp::ParallelOptions::cpu(2) };
+    let acc_opts = dp::ParallelOptions { accumulate_steps: 2, num_shards: 1, ..dp::ParallelOptions::cpu(2) };
     assert!(model.parallelize(&acc_opts).unwrap().accumulate_net().unwrap().num_ops() > 0);
-    let bmuf = dp::ParallelOptions { bmuf: true, bmuf_block_length: 4, ..dp::ParallelOptions::cpu(2) };
+    let bmuf = dp::ParallelOptions { bmuf: true, bmuf_block_length: 4, num_shards: 1, ..dp::ParallelOptions::cpu(2) };
     let (block, len) = model.parallelize(&bmuf).unwrap().block_net().unwrap();
     assert_eq!(len, 4);
     assert!(block.num_ops() > 0);
 }
 
 mod common;
+
+/// The several-processes options (since 0.3), without starting other
+/// processes; num_shards is explicit so DP_WORLD_SIZE and friends in the
+/// environment change nothing.
+#[test]
+fn shard_options_of_one_process() {
+    let model = Model::from_file(&common::fashion_mlp_path()).unwrap();
+    let one = dp::ParallelOptions { num_shards: 1, shard_id: 0, ..dp::ParallelOptions::cpu(1) };
+    let p = model.parallelize(&one).unwrap();
+    assert_eq!((p.num_shards(), p.shard_id(), p.num_replicas()), (1, 0, 1));
+    // One process: join returns at once, having shadowed no step.
+    assert_eq!(p.join(&Workspace::new().unwrap()).unwrap(), 0);
+
+    let fails = |o: dp::ParallelOptions, want: &str| match model.parallelize(&o) {
+        Ok(_) => panic!("{:?} succeeded", o),
+        Err(e) => {
+            assert_eq!(e.code(), dp::Code::InvalidArgument, "{}", e);
+            assert!(e.message().contains(want), "{:?} -> {}", want, e);
+        }
+    };
+    let store = Some("tcp://nope".to_string());
+    fails(dp::ParallelOptions { num_shards: 2, shard_id: 0, store, ..Default::default() }, "store address");
+    fails(dp::ParallelOptions { num_shards: 2, shard_id: 2, ..Default::default() }, "shard_id");
+    fails(dp::ParallelOptions { num_shards: 1, timeout_ms: -1, ..Default::default() }, "timeout_ms");
+    fails(dp::ParallelOptions { num_shards: 1, run_id: Some("a/b".into()), ..Default::default() }, "run id");
+    // A NUL byte cannot reach C.
+    fails(dp::ParallelOptions { num_shards: 1, run_id: Some("a\0b".into()), ..Default::default() }, "run_id");
+    // Explicit strings that are valid with one process are accepted.
+    let named = dp::ParallelOptions {
+        num_shards: 1,
+        run_id: Some("rust-test".into()),
+        network_interface: Some("lo".into()),
+        timeout_ms: 1000,
+        ..Default::default()
+    };
+    assert_eq!(model.parallelize(&named).unwrap().num_shards(), 1);
+}

@@ -1,5 +1,5 @@
 /* Data parallelism: dp_model_parallelize with dp_parallel_options, the
- * parallel model's nets, sync, replicas, save and load. */
+ * parallel model's nets, sync, join, replicas, shards, save and load. */
 #include "dp_jni.h"
 
 #include <stdlib.h>
@@ -12,15 +12,32 @@ JNIEXPORT jlong JNICALL FN(modelParallelize)(JNIEnv* env, jclass c, jlong m, jin
                                              jint no_fuse, jdouble lr, jint accumulate_steps, jint bmuf,
                                              jdouble bmuf_block_lr, jdouble bmuf_block_momentum,
                                              jint bmuf_no_nesterov, jint bmuf_block_length, jint computed_params,
-                                             jint cuda_collectives, jint shared_model, jint sync_bn) {
+                                             jint cuda_collectives, jint shared_model, jint sync_bn,
+                                             jint shard_id, jint num_shards, jbyteArray jstore, jlong timeout_ms,
+                                             jbyteArray jnetwork_interface, jbyteArray jrun_id) {
   (void)c;
   dp_parallel_options o;
   dp_parallel_options_init(&o, sizeof o);
+  /* The strings are copied to C (NULL stays NULL: the environment's value)
+   * and freed after the call. */
+  int ok1, ok2 = 1, ok3 = 1;
+  char* store = dpj_cstr(env, jstore, &ok1);
+  char* iface = ok1 ? dpj_cstr(env, jnetwork_interface, &ok2) : NULL;
+  char* run_id = ok1 && ok2 ? dpj_cstr(env, jrun_id, &ok3) : NULL;
+  if (!(ok1 && ok2 && ok3)) {
+    free(run_id);
+    free(iface);
+    free(store);
+    return 0;
+  }
   int32_t* dev = NULL;
   if (ids != NULL) {
     jsize n = (*env)->GetArrayLength(env, ids);
     dev = malloc(((size_t)n + 1) * sizeof *dev);
     if (dev == NULL) {
+      free(run_id);
+      free(iface);
+      free(store);
       dpj_throw_oom(env, "dp: device ids");
       return 0;
     }
@@ -44,9 +61,18 @@ JNIEXPORT jlong JNICALL FN(modelParallelize)(JNIEnv* env, jclass c, jlong m, jin
   o.cuda_collectives = cuda_collectives;
   o.shared_model = shared_model;
   o.sync_bn = sync_bn;
+  o.shard_id = shard_id;
+  o.num_shards = num_shards;
+  o.store = store;
+  o.timeout_ms = timeout_ms;
+  o.network_interface = iface;
+  o.run_id = run_id;
   dp_parallel_model* pm = NULL;
   dp_status* s = dp_model_parallelize(DPJ_PTR(dp_model, m), &o, &pm);
   free(dev);
+  free(run_id);
+  free(iface);
+  free(store);
   return dpj_ok(env, s) ? DPJ_JLONG(pm) : 0;
 }
 
@@ -88,6 +114,22 @@ JNIEXPORT void JNICALL FN(parallelModelSync)(JNIEnv* env, jclass c, jlong pm, jl
 JNIEXPORT jlong JNICALL FN(parallelModelNumReplicas)(JNIEnv* env, jclass c, jlong pm) {
   (void)env, (void)c;
   return (jlong)dp_parallel_model_num_replicas(PM(pm));
+}
+
+JNIEXPORT jlong JNICALL FN(parallelModelJoin)(JNIEnv* env, jclass c, jlong pm, jlong ws) {
+  (void)c;
+  int64_t steps = 0;
+  return dpj_ok(env, dp_parallel_model_join(PM(pm), DPJ_PTR(dp_workspace, ws), &steps)) ? (jlong)steps : 0;
+}
+
+JNIEXPORT jint JNICALL FN(parallelModelNumShards)(JNIEnv* env, jclass c, jlong pm) {
+  (void)env, (void)c;
+  return (jint)dp_parallel_model_num_shards(PM(pm));
+}
+
+JNIEXPORT jint JNICALL FN(parallelModelShardId)(JNIEnv* env, jclass c, jlong pm) {
+  (void)env, (void)c;
+  return (jint)dp_parallel_model_shard_id(PM(pm));
 }
 
 JNIEXPORT jstring JNICALL FN(parallelModelScope)(JNIEnv* env, jclass c, jlong pm, jlong i) {

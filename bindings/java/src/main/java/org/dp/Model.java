@@ -128,7 +128,8 @@ public final class Model extends NativeHandle {
       return new ParallelModel(Native.modelParallelize(p, o.deviceType, o.deviceIds, o.firstBucketBytes,
           o.bucketBytes, o.unevenSplit ? 1 : 0, o.noFuse ? 1 : 0, o.lr, o.accumulateSteps, o.bmuf ? 1 : 0,
           o.bmufBlockLr, o.bmufBlockMomentum, o.bmufNoNesterov ? 1 : 0, o.bmufBlockLength, o.computedParams,
-          o.cudaCollectives, o.sharedModel ? 1 : 0, o.syncBn ? 1 : 0));
+          o.cudaCollectives, o.sharedModel ? 1 : 0, o.syncBn ? 1 : 0, o.shardId, o.numShards, Native.z(o.store),
+          o.timeoutMs, Native.z(o.networkInterface), Native.z(o.runId)));
     } finally {
       release();
     }

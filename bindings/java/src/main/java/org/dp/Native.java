@@ -150,13 +150,17 @@ final class Native {
   static native long modelParallelize(long model, int deviceType, int[] deviceIds, long firstBucketBytes,
       long bucketBytes, int unevenSplit, int noFuse, double lr, int accumulateSteps, int bmuf,
       double bmufBlockLr, double bmufBlockMomentum, int bmufNoNesterov, int bmufBlockLength,
-      int computedParams, int cudaCollectives, int sharedModel, int syncBn);
+      int computedParams, int cudaCollectives, int sharedModel, int syncBn, int shardId, int numShards,
+      byte[] store, long timeoutMs, byte[] networkInterface, byte[] runId);
   static native void parallelModelNets(long pm, long[] out);
   static native long parallelModelAccumulateNet(long pm);
   static native long parallelModelBlockNet(long pm, int[] outBlockLength);
   static native long parallelModelSyncNet(long pm);
   static native void parallelModelSync(long pm, long ws);
   static native long parallelModelNumReplicas(long pm);
+  static native int parallelModelNumShards(long pm);
+  static native int parallelModelShardId(long pm);
+  static native long parallelModelJoin(long pm, long ws);
   static native String parallelModelScope(long pm, long i);
   static native void parallelModelFree(long pm);
   static native void parallelModelSave(long pm, long ws, byte[] path, boolean hasOptions, byte[] modelName,

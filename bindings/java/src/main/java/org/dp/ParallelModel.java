@@ -1,8 +1,9 @@
 package org.dp;
 
 /**
- * A model turned into N replicas in this process (dp_parallel_model). Immutable: any thread. Its
- * nets run in one workspace; {@link #sync}, {@link #save} and {@link #load} must not run while a
+ * A model turned into N replicas in this process (dp_parallel_model), possibly one shard of a job of
+ * several processes ({@link #numShards}). Immutable: any thread. Its
+ * nets run in one workspace; {@link #sync}, {@link #join}, {@link #save} and {@link #load} must not run while a
  * net runs on that workspace.
  */
 public final class ParallelModel extends NativeHandle {
@@ -69,10 +70,49 @@ public final class ParallelModel extends NativeHandle {
     }
   }
 
+  /**
+   * Uneven data across processes (dp_parallel_model_join): a process that has run out of batches calls
+   * this instead of running the train net again; it shadows the others' steps until every process has
+   * joined. Returns the steps it shadowed (0 at once with one process).
+   */
+  public long join(Workspace workspace) {
+    long p = acquire();
+    try {
+      long ws = acquireOrNull(workspace);
+      try {
+        return Native.parallelModelJoin(p, ws);
+      } finally {
+        releaseOrNull(workspace);
+      }
+    } finally {
+      release();
+    }
+  }
+
   public int numReplicas() {
     long p = acquire();
     try {
       return (int) Native.parallelModelNumReplicas(p);
+    } finally {
+      release();
+    }
+  }
+
+  /** The job's process count (1 for a one-process model). */
+  public int numShards() {
+    long p = acquire();
+    try {
+      return Native.parallelModelNumShards(p);
+    } finally {
+      release();
+    }
+  }
+
+  /** This process's rank in the job (0 for a one-process model). */
+  public int shardId() {
+    long p = acquire();
+    try {
+      return Native.parallelModelShardId(p);
     } finally {
       release();
     }

@@ -43,6 +43,21 @@ public final class ParallelOptions {
   /** Batch-norm statistics over the global batch. */
   public boolean syncBn;
 
+  // Several processes (since 0.3): numShards processes train one model, meeting through store.
+  // 0/null reads the environment (what dp-run sets), else the default.
+  /** This process's rank in [0, numShards). */
+  public int shardId;
+  /** 0: DP_WORLD_SIZE and DP_RANK when DP_WORLD_SIZE is set, else 1 (this process alone). */
+  public int numShards;
+  /** "file:///dir" or "redis://host:port[/prefix]"; null: DP_STORE. */
+  public String store;
+  /** Bound of every collective; 0: DP_TIMEOUT_MS, else 60000. */
+  public long timeoutMs;
+  /** The interface to listen on ("eth0"); null: DP_INTERFACE, else the host name's address. */
+  public String networkInterface;
+  /** The job's id in the store; null: DP_RUN_ID, else "dp". */
+  public String runId;
+
   /** CPU replicas cpu:0 .. cpu:(n-1). */
   public static ParallelOptions cpu(int n) {
     ParallelOptions o = new ParallelOptions();
@@ -65,6 +80,18 @@ public final class ParallelOptions {
   public ParallelOptions bmuf(int blockLength) {
     bmuf = true;
     bmufBlockLength = blockLength;
+    return this;
+  }
+
+  /** This process is shard shardId of numShards (see {@link #store}). */
+  public ParallelOptions shards(int numShards, int shardId) {
+    this.numShards = numShards;
+    this.shardId = shardId;
+    return this;
+  }
+
+  public ParallelOptions store(String v) {
+    store = v;
     return this;
   }
 }

@@ -122,9 +122,10 @@ class ErrorTest {
       expect(DpInvalidArgumentException.class, DpException.INVALID_ARGUMENT, () -> m.net(7));
       ParallelOptions o = new ParallelOptions();
       o.deviceIds = new int[] {0, 0};
+      o.numShards = 1;
       expect(DpInvalidArgumentException.class, DpException.INVALID_ARGUMENT, () -> m.parallelize(o));
       expect(DpFailedPreconditionException.class, DpException.FAILED_PRECONDITION, () -> {
-        try (ParallelModel pm = m.parallelize(null)) {
+        try (ParallelModel pm = m.parallelize(new ParallelOptions().shards(1, 0))) {
           pm.accumulateNet();
         }
       });

@@ -44,10 +44,12 @@ class ModelTest {
 
   @Test
   void twoCpuReplicasTrainLikeOneDevice() {
-    try (Model m = Model.fromJson(TestSupport.TINY_MODEL); ParallelModel pm = m.parallelize(ParallelOptions.cpu(2));
+    try (Model m = Model.fromJson(TestSupport.TINY_MODEL); ParallelModel pm = m.parallelize(ParallelOptions.cpu(2).shards(1, 0));
          TrainingNets defs = pm.nets(); Workspace ws = Workspace.create(); Net init = Net.create(ws, defs.init);
          Net train = Net.create(ws, defs.train); Net eval = Net.create(ws, defs.eval)) {
       assertEquals(2, pm.numReplicas());
+      assertEquals(1, pm.numShards());
+      assertEquals(0, pm.shardId());
       assertEquals("cpu_0/", pm.scope(0));
       assertEquals("cpu_1/", pm.scope(1));
       assertNull(pm.scope(2));
@@ -71,20 +73,60 @@ class ModelTest {
     }
   }
 
+  /**
+   * The several-processes options (since 0.3), without starting other processes; numShards is explicit
+   * so that DP_WORLD_SIZE and friends in the environment change nothing.
+   */
+  @Test
+  void shardOptionsOfOneProcess() {
+    try (Model m = Model.fromJson(TestSupport.TINY_MODEL)) {
+      try (ParallelModel pm = m.parallelize(ParallelOptions.cpu(1).shards(1, 0)); Workspace ws = Workspace.create()) {
+        assertEquals(1, pm.numShards());
+        assertEquals(0, pm.shardId());
+        assertEquals(1, pm.numReplicas());
+        // One process: join returns at once, having shadowed no step.
+        assertEquals(0, pm.join(ws));
+        assertThrows(DpInvalidArgumentException.class, () -> pm.join(null));
+      }
+      DpException e = assertThrows(DpInvalidArgumentException.class,
+          () -> m.parallelize(new ParallelOptions().shards(2, 0).store("tcp://nope")));
+      assertEquals(DpException.INVALID_ARGUMENT, e.code());
+      assertTrue(e.getMessage().contains("store address"), e.getMessage());
+      e = assertThrows(DpInvalidArgumentException.class, () -> m.parallelize(new ParallelOptions().shards(2, 2)));
+      assertTrue(e.getMessage().contains("shard_id"), e.getMessage());
+      ParallelOptions timeout = new ParallelOptions().shards(1, 0);
+      timeout.timeoutMs = -1;
+      e = assertThrows(DpInvalidArgumentException.class, () -> m.parallelize(timeout));
+      assertTrue(e.getMessage().contains("timeout_ms"), e.getMessage());
+      ParallelOptions runId = new ParallelOptions().shards(1, 0);
+      runId.runId = "a/b";
+      e = assertThrows(DpInvalidArgumentException.class, () -> m.parallelize(runId));
+      assertTrue(e.getMessage().contains("run id"), e.getMessage());
+      // Explicit strings that are valid with one process are accepted.
+      ParallelOptions named = new ParallelOptions().shards(1, 0);
+      named.runId = "java-test";
+      named.networkInterface = "lo";
+      named.timeoutMs = 1000;
+      try (ParallelModel pm = m.parallelize(named)) {
+        assertEquals(1, pm.numShards());
+      }
+    }
+  }
+
   @Test
   void accumulationBmufAndParallelCheckpoints() throws Exception {
     Path dir = TestSupport.tempDir("pm");
     try (Model m = Model.fromJson(TestSupport.TINY_MODEL)) {
-      try (ParallelModel acc = m.parallelize(ParallelOptions.cpu(2).accumulateSteps(2));
+      try (ParallelModel acc = m.parallelize(ParallelOptions.cpu(2).shards(1, 0).accumulateSteps(2));
            NetDef a = acc.accumulateNet()) {
         assertTrue(a.numOps() > 0);
       }
-      try (ParallelModel b = m.parallelize(ParallelOptions.cpu(2).bmuf(4)); BlockNet block = b.blockNet()) {
+      try (ParallelModel b = m.parallelize(ParallelOptions.cpu(2).shards(1, 0).bmuf(4)); BlockNet block = b.blockNet()) {
         assertEquals(4, block.blockLength);
         assertTrue(block.netDef.numOps() > 0);
       }
       String path = dir.resolve(Checkpoint.stepFileName(2)).toString();
-      try (ParallelModel pm = m.parallelize(ParallelOptions.cpu(2)); TrainingNets defs = pm.nets();
+      try (ParallelModel pm = m.parallelize(ParallelOptions.cpu(2).shards(1, 0)); TrainingNets defs = pm.nets();
            Workspace ws = Workspace.create(); Net init = Net.create(ws, defs.init);
            Net train = Net.create(ws, defs.train)) {
         init.run();
@@ -100,7 +142,7 @@ class ModelTest {
           assertEquals(2, info.iteration());
         }
         // Into three replicas: the file does not depend on the device count.
-        try (ParallelModel pm3 = m.parallelize(ParallelOptions.cpu(3)); TrainingNets d3 = pm3.nets();
+        try (ParallelModel pm3 = m.parallelize(ParallelOptions.cpu(3).shards(1, 0)); TrainingNets d3 = pm3.nets();
              Workspace ws3 = Workspace.create(); Net init3 = Net.create(ws3, d3.init)) {
           init3.run();
           pm3.load(ws3, path, new CheckpointLoadOptions());

@@ -1,0 +1,123 @@
+// dp-bench gloo-allreduce: allreduce between processes (GlooCommunicator,
+// float32 sums) per buffer size, 4 KiB .. 256 MiB, for dp's choice (auto)
+// and Gloo's ring, halving-doubling and bcube algorithms, against the
+// memcpy bandwidth of one core measured
+// alongside. Run under dp-run, one process per core:
+//   dp-run -n 2 -- taskset-wrapper dp-bench gloo-allreduce [--quick] [--repeats N] [--max-mib M]
+// (bench/run_multiprocess_bench.sh does that). Rank 0 prints one line per
+// size and algorithm:
+//   gloo_allreduce algorithm=ring ranks=2 bytes=... calls=... median_us=... min_us=... algbw_gbs=...
+//   busbw_gbs=... memcpy_gbs=... busbw_of_memcpy=...
+// algbw = bytes / time; busbw = algbw * 2 (n - 1) / n (what each rank's link
+// carries in a ring: NCCL's convention), comparable across rank counts.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "comm/gloo_communicator.h"
+#include "comm/store.h"
+#include "comm/store_address.h"
+#include "core/error.h"
+
+namespace dpbench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+double MemcpyGbs(size_t bytes, int calls) {
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  std::vector<double> t;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) {
+      std::memcpy(b.data(), a.data(), bytes);
+      a[static_cast<size_t>(i) % bytes] = b[bytes - 1];  // keep the copies
+    }
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / calls);
+  }
+  return static_cast<double>(bytes) / Summarise(t).median * 1e-9;
+}
+
+}  // namespace
+
+int GlooAllreduceMain(int argc, char** argv) {
+  bool quick = false;
+  int repeats = 7;
+  long max_mib = 256;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--repeats" && i + 1 < argc) {
+      repeats = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--max-mib" && i + 1 < argc) {
+      max_mib = std::max(1L, std::atol(argv[++i]));
+    } else {
+      std::fprintf(stderr, "dp-bench gloo-allreduce: unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (quick) {
+    repeats = 3;
+    max_mib = 1;
+  }
+  const int rank = EnvInt("DP_RANK", -1), size = EnvInt("DP_WORLD_SIZE", 0);
+  const char* store_url = std::getenv("DP_STORE");
+  const char* run_id = std::getenv("DP_RUN_ID");
+  if (rank < 0 || size < 2 || store_url == nullptr) {
+    std::fprintf(stderr, "dp-bench gloo-allreduce: run it under dp-run with 2 or more processes\n");
+    return 2;
+  }
+  try {
+    for (const char* algorithm : {"auto", "ring", "halving_doubling", "bcube"}) {
+      dp::GlooOptions o;
+      o.rank = rank;
+      o.size = size;
+      o.timeout = std::chrono::milliseconds(120000);
+      o.algorithm = algorithm;
+      auto comm = dp::ConnectGloo(
+          dp::Store::Open(dp::ParseStoreAddress(store_url), std::string(run_id ? run_id : "dp") + "/bench/" + algorithm), o);
+      for (size_t bytes = size_t{4} << 10; bytes <= (static_cast<size_t>(max_mib) << 20); bytes *= 4) {
+        const int64_t count = static_cast<int64_t>(bytes / sizeof(float));
+        std::vector<float> buf(static_cast<size_t>(count), 1.0f);
+        // Calls per sample: about 64 MiB moved, at least 1, at most 2000
+        // (the same on every rank: it depends on the size only).
+        const int calls = static_cast<int>(std::clamp<size_t>((size_t{64} << 20) / bytes, 1, 2000));
+        for (int w = 0; w < 2; ++w) comm->AllreduceSum(buf.data(), count, dp::DType::kFloat32);
+        std::vector<double> us;
+        for (int r = 0; r < repeats; ++r) {
+          comm->Barrier();
+          const auto t0 = Clock::now();
+          for (int c = 0; c < calls; ++c) comm->AllreduceSum(buf.data(), count, dp::DType::kFloat32);
+          us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / calls);
+          std::fill(buf.begin(), buf.end(), 1.0f);  // keep the values finite
+        }
+        const Stats s = Summarise(us);
+        const double algbw = static_cast<double>(bytes) / (s.median * 1e3);
+        const double busbw = algbw * 2.0 * (size - 1) / size;
+        const double mem = MemcpyGbs(bytes, std::max(1, calls / 4));
+        if (rank == 0)
+          std::printf(
+              "gloo_allreduce algorithm=%s ranks=%d bytes=%zu calls=%d median_us=%.1f min_us=%.1f algbw_gbs=%.3f "
+              "busbw_gbs=%.3f memcpy_gbs=%.2f busbw_of_memcpy=%.3f\n",
+              algorithm, size, bytes, calls, s.median, s.min, algbw, busbw, mem, busbw / mem);
+        std::fflush(stdout);
+      }
+    }
+  } catch (const dp::Error& e) {
+    std::fprintf(stderr, "dp-bench gloo-allreduce: rank %d: %s\n", rank, e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace dpbench
