@@ -156,7 +156,6 @@ class AllreduceOp final : public CollectiveOp {
   void RunOnDevice() override {
     auto comm = Comm();  // held: the blob may be replaced while this runs
     const double scale = CheckedAllreduceScale([&](int d, int j) -> const Tensor& { return Input(In(d, j)); });
-    const int n = num_devices_;
     // Averaging over the active replicas (Join): each device's last tensor is
     // its float32 [1] flag; it is summed with the rest, and the others are
     // divided by that sum.

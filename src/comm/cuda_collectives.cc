@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -37,12 +38,17 @@ std::mutex& NcclMutex() {
 }
 
 // Ends an NCCL group on every path: a failed call inside must not leave the
-// thread in a group, which would swallow every later NCCL call.
+// thread in a group, which would swallow every later NCCL call. When a call
+// inside failed, `abort` (ncclCommAbort of the communicators) runs first, so
+// that ending the group launches no part of the group's collectives, which
+// would wait for peers that never join them.
 class NcclGroup {
  public:
-  NcclGroup() { DP_NCCL_CHECK(ncclGroupStart()); }
+  explicit NcclGroup(std::function<void()> abort) : abort_(std::move(abort)) { DP_NCCL_CHECK(ncclGroupStart()); }
   ~NcclGroup() {
-    if (open_) ncclGroupEnd();
+    if (!open_) return;
+    abort_();  // a call inside failed: no partial launch of the others
+    ncclGroupEnd();
   }
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
@@ -53,6 +59,7 @@ class NcclGroup {
 
  private:
   bool open_ = true;
+  std::function<void()> abort_;
 };
 
 ncclDataType_t NcclType(DType dtype) {
@@ -282,39 +289,70 @@ void CudaCollectives::AllreduceSum(const std::vector<Segment>& segments, double 
     DP_ENFORCE(is_float || scale == 1.0, "AllreduceSum: scale must be 1 for ", DTypeName(seg.dtype), ", got ",
                scale);
   }
+  IssueJoined(ctx, [&] {
+    if (nccl_) {
+      NcclAllreduce(segments);
+      // Every device scales its own copy of the same sum: still equal bitwise.
+      if (scale != 1.0)
+        for (int d = 0; d < size(); ++d) Scale(segments, scale, d);
+    } else {
+      TreeReduce(segments);
+      if (scale != 1.0) Scale(segments, scale, 0);  // once, before the result goes down the tree
+      TreeBroadcast(segments, 0);
+    }
+  });
+}
+
+template <typename Issue>
+void CudaCollectives::IssueJoined(CudaContext& ctx, const Issue& issue) {
   const int caller = IndexOf(ctx);
   std::lock_guard<std::mutex> lock(mu_);
-  Fork(caller, ctx);
-  if (nccl_) {
-    NcclAllreduce(segments);
-    // Every device scales its own copy of the same sum: still equal bitwise.
-    if (scale != 1.0)
-      for (int d = 0; d < size(); ++d) Scale(segments, scale, d);
-  } else {
-    TreeReduce(segments);
-    if (scale != 1.0) Scale(segments, scale, 0);  // once, before the result goes down the tree
-    TreeBroadcast(segments, 0);
+  DP_ENFORCE_CODE(broken_.empty(), Code::kUnavailable, "the CUDA communicator of [", DeviceList(devices_),
+                  "] was aborted after an earlier failure (", broken_, "); create a new one");
+  try {
+    Fork(caller, ctx);
+    issue();
+    Join(ctx);
+  } catch (const std::exception& e) {
+    AbortAndDrain(e.what());
+    throw;
   }
-  Join(ctx);
+}
+
+void CudaCollectives::AbortComms() noexcept {
+  // Abort, not destroy: ncclCommAbort stops kernels that wait for peers.
+  for (PerDevice& p : per_device_)
+    if (p.comm != nullptr) {
+      cuda::OnDeviceNoThrow(p.device, [&] { ncclCommAbort(p.comm); });
+      p.comm = nullptr;
+    }
+}
+
+void CudaCollectives::AbortAndDrain(const std::string& reason) noexcept {
+  broken_ = reason.empty() ? std::string("unknown error") : reason;
+  if (nccl_) {
+    std::lock_guard<std::mutex> lock(NcclMutex());
+    AbortComms();  // (already done when the failure was inside an NCCL group)
+  }
+  for (PerDevice& p : per_device_)
+    if (p.stream != nullptr) cuda::OnDeviceNoThrow(p.device, [&] { cudaStreamSynchronize(p.stream); });
 }
 
 void CudaCollectives::Broadcast(const std::vector<Segment>& segments, int root, CudaContext& ctx) {
   CheckSegments(segments, size(), "Broadcast");
   DP_ENFORCE(root >= 0 && root < size(), "Broadcast: root ", root, " is out of range for ", size(), " devices");
-  const int caller = IndexOf(ctx);
-  std::lock_guard<std::mutex> lock(mu_);
-  Fork(caller, ctx);
-  if (nccl_) {
-    NcclBroadcast(segments, root);
-  } else {
-    TreeBroadcast(segments, root);
-  }
-  Join(ctx);
+  IssueJoined(ctx, [&] {
+    if (nccl_) {
+      NcclBroadcast(segments, root);
+    } else {
+      TreeBroadcast(segments, root);
+    }
+  });
 }
 
 void CudaCollectives::NcclAllreduce(const std::vector<Segment>& segments) {
-  std::lock_guard<std::mutex> lock(NcclMutex());
-  NcclGroup group;
+  std::unique_lock<std::mutex> lock(NcclMutex());
+  NcclGroup group([&] { AbortComms(); });
   for (const Segment& seg : segments) {
     if (seg.count == 0) continue;
     const ncclDataType_t type = NcclType(seg.dtype);
@@ -326,8 +364,8 @@ void CudaCollectives::NcclAllreduce(const std::vector<Segment>& segments) {
 }
 
 void CudaCollectives::NcclBroadcast(const std::vector<Segment>& segments, int root) {
-  std::lock_guard<std::mutex> lock(NcclMutex());
-  NcclGroup group;
+  std::unique_lock<std::mutex> lock(NcclMutex());
+  NcclGroup group([&] { AbortComms(); });
   for (const Segment& seg : segments) {
     if (seg.count == 0) continue;
     // Bytes: a broadcast does not care about the element type.

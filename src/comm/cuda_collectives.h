@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -91,6 +92,16 @@ class CudaCollectives {
   };
 
   void Release() noexcept;
+  // Runs issue() (the work of one call after Fork) and Join. If anything in
+  // between throws, the call's work must not outlive it: NCCL communicators
+  // are aborted (a group with a failed call would otherwise launch part of
+  // its collectives and hang their peers), every stream of the communicator
+  // is drained, and the communicator is marked broken (later calls fail at
+  // once) before the error propagates.
+  template <typename Issue>
+  void IssueJoined(CudaContext& ctx, const Issue& issue);
+  void AbortAndDrain(const std::string& reason) noexcept;
+  void AbortComms() noexcept;  // NcclMutex() held
   // Index in devices() of ctx's device; kInvalidArgument if it is not one.
   int IndexOf(const CudaContext& ctx) const;
   // Communicator streams wait for ctx's stream (fork) / ctx's stream waits for them (join).
@@ -112,6 +123,7 @@ class CudaCollectives {
   const bool nccl_;
   std::vector<PerDevice> per_device_;
   std::mutex mu_;  // one call issues at a time: the streams, events and scratch are shared
+  std::string broken_;  // mu_: why the communicator was aborted ("" while usable)
 };
 
 // What a communicator blob holds: CreateCudaCollectives writes it, the CUDA
