@@ -98,7 +98,7 @@ class CreateCpuCollectivesOp final : public Operator {
       // Per rank as well: ranks that are threads of one process (tests) count apart.
       const std::string key = StrCat(store_.ToString(), "|", run_id_, "|", name, "|", gloo_.rank);
       const std::string scope = StrCat(run_id_, "/", name, "/", NextGeneration(key));
-      comm->peers = ConnectGloo(Store::Open(store_, scope), gloo_);
+      comm->peers = ConnectGloo(Store::Open(store_, scope, gloo_.timeout), gloo_);
     }
     out->Reset(std::move(comm));
   }

@@ -1,6 +1,7 @@
 #include "comm/store.h"
 
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include <cerrno>
 #include <cstring>
@@ -84,7 +85,8 @@ class ScopedGlooStore final : public gloo::rendezvous::Store {
 
 }  // namespace
 
-std::shared_ptr<Store> Store::Open(const StoreAddress& address, const std::string& scope) {
+std::shared_ptr<Store> Store::Open(const StoreAddress& address, const std::string& scope,
+                                   std::chrono::milliseconds connect_timeout) {
   auto backend = std::make_shared<Backend>();
   const std::string url = address.ToString();
   std::string full_scope = scope;
@@ -93,6 +95,21 @@ std::shared_ptr<Store> Store::Open(const StoreAddress& address, const std::strin
       MakeDirs(address.path, url);
       backend->file = std::make_unique<FileStore>(address.path);
     } else {
+      // Reachable within the timeout first: Gloo's RedisStore connects
+      // without one (an unreachable host would block for minutes) and leaks
+      // its connection when the connect fails.
+      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(connect_timeout);
+      timeval tv{};
+      tv.tv_sec = static_cast<time_t>(seconds.count());
+      tv.tv_usec = static_cast<suseconds_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(connect_timeout - seconds).count());
+      redisContext* probe = redisConnectWithTimeout(address.host.c_str(), address.port, tv);
+      const std::string error = probe == nullptr ? std::string("out of memory")
+                                : probe->err != 0 ? std::string(probe->errstr)
+                                                  : std::string();
+      if (probe != nullptr) redisFree(probe);
+      if (!error.empty())
+        DP_THROW(Code::kUnavailable, "store ", url, " cannot be reached within ", connect_timeout.count(), " ms: ", error);
       backend->redis = std::make_unique<gloo::rendezvous::RedisStore>(address.host, address.port);
       if (!address.prefix.empty()) full_scope = address.prefix + "/" + scope;
     }

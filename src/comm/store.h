@@ -27,8 +27,10 @@ class Store {
  public:
   // Opens the store at `address` (a file store's directory is created when
   // missing), with every key under `scope`. kUnavailable when it cannot be
-  // reached (Redis refuses, the directory cannot be made), naming the URL.
-  static std::shared_ptr<Store> Open(const StoreAddress& address, const std::string& scope);
+  // reached (Redis refuses or does not answer within connect_timeout, the
+  // directory cannot be made), naming the URL.
+  static std::shared_ptr<Store> Open(const StoreAddress& address, const std::string& scope,
+                                     std::chrono::milliseconds connect_timeout = std::chrono::milliseconds(30000));
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
