@@ -87,7 +87,8 @@ fi
 start=$(date +%s)
 ninja -C "$tsan_dir" "${tsan_tests[@]/#/tests/test_}" >/dev/null
 echo "== $tsan_dir: built ${tsan_tests[*]} in $(( $(date +%s) - start )) s (options: $tsan_opts)"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+# tools/tsan.supp: Gloo's socket I/O between ranks that are threads of one test process.
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tools/tsan.supp"
 export OPENBLAS_NUM_THREADS=1
 tsan_wrapper=()
 # TSan (GCC 12) cannot map its shadow memory under high-entropy ASLR
