@@ -55,10 +55,11 @@ std::string RankList(const std::vector<int>& ranks) {
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
 // Below this size an allreduce is latency-bound: "auto" and "ring" run
 // Gloo's plain ring (the whole buffer passed along: fewest messages); from
-// it on "auto" runs halving-doubling for power-of-two process counts (its
-// classic case) and "ring" or "auto" otherwise the chunked ring (both move
-// 2 (n - 1) / n of the buffer per process; halving-doubling in 2 log n
-// steps, which measured faster here: bench/README.md).
+// it on the chunked ring (reduce-scatter + allgather in chunks: 2 (n - 1) / n
+// of the buffer per process). Halving-doubling and bcube measured no faster
+// here, and a halving-doubling prepared after plain rings on the same
+// context ran a 64 KiB allreduce in ~40 ms instead of ~0.3 ms
+// (bench/README.md), so "auto" keeps to the ring.
 constexpr size_t kLargeBytes = size_t{64} << 10;
 
 class GlooCommunicator;
@@ -224,11 +225,10 @@ class GlooCommunicator final : public Communicator {
         const int len = static_cast<int>(std::min(count - off, kMaxPiece));
         std::vector<T*> ptrs{static_cast<T*>(data) + off};
         const bool small = static_cast<size_t>(len) * sizeof(T) < kLargeBytes;
-        const bool power_of_two = (o_.size & (o_.size - 1)) == 0;
         const std::string& a = o_.algorithm;
         if (a == "bcube") {
           pieces.push_back(std::make_unique<gloo::AllreduceBcube<T>>(ctx_, ptrs, len));
-        } else if (a == "halving_doubling" || (a == "auto" && !small && power_of_two)) {
+        } else if (a == "halving_doubling") {
           pieces.push_back(std::make_unique<gloo::AllreduceHalvingDoubling<T>>(ctx_, ptrs, len));
         } else if (small) {
           pieces.push_back(std::make_unique<gloo::AllreduceRing<T>>(ctx_, ptrs, len));

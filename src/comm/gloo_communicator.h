@@ -23,9 +23,8 @@ struct GlooOptions {
   // Network interface to listen on ("eth0"); empty: the address the host
   // name resolves to (Gloo's default).
   std::string interface;
-  // Gloo's allreduce algorithm: "auto" (default: the plain ring below 64 KiB,
-  // above it halving-doubling for power-of-two process counts, else the
-  // chunked ring), "ring" (plain, then chunked), "halving_doubling" or "bcube".
+  // Gloo's allreduce algorithm: "auto" (default: today the ring), "ring"
+  // (plain below 64 KiB, chunked above), "halving_doubling" or "bcube".
   std::string algorithm = "auto";
 };
 
