@@ -10,12 +10,12 @@
 // belong to any CPU device; the op runs wherever it is placed.
 #include <algorithm>
 #include <chrono>
-#include <cstring>
-#include <map>
-#include <mutex>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -136,8 +136,9 @@ class CollectiveOp : public CollectiveOpBase {
   std::shared_ptr<CpuCommunicator> Comm() const { return CommOf(*input_blobs()[0], InputDesc(0)); }
 
   // The staged collective of message i of this op (per dtype group): the
-  // op's `key` argument names it when other ops run the same collective
-  // (join), else the op itself does.
+  // op's `key` argument names it (the same collective in several nets, or
+  // in a net made again: Parallelize keys every collective), else the op
+  // itself does (then a net made again prepares its collectives again).
   StagedCollective& Stage(const CpuCommunicator& comm, size_t i, int64_t count, DType dtype, int root = -1) {
     return comm.staging->Get(StrCat(key_, "#", i), comm.peers, count, dtype, root);
   }

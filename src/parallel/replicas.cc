@@ -67,6 +67,11 @@ OperatorDef Replicas::Collective(const std::string& type, const std::vector<std:
   std::vector<std::string> in{kCommBlob};
   in.insert(in.end(), blobs.begin(), blobs.end());
   args.insert(args.begin(), NumDevicesArg());
+  // A stable name across processes and across nets made again (the sync net
+  // of every dp_parallel_model_sync), so that the staged collective is
+  // prepared once (comm/cpu_collectives.h StagingCache).
+  const bool keyed = std::any_of(args.begin(), args.end(), [](const Argument& a) { return a.name == "key"; });
+  if (!keyed && !blobs.empty()) args.push_back(MakeArg("key", type + ":" + blobs.front()));
   return On(0, MakeOperatorDef(type, std::move(in), std::move(blobs), std::move(args)));
 }
 
