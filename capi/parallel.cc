@@ -34,10 +34,11 @@ std::optional<int64_t> EnvInt(const char* name, int64_t lo, int64_t hi) {
 // The several-processes fields of dp_parallel_options, each falling back to
 // its environment variable (what dp-run sets) when zero or NULL.
 void ReadShardOptions(const dp_parallel_options* options, dp::ParallelizeOptions& o) {
+  static constexpr const char* kApi = "dp_model_parallelize";
   const bool have = DP_OPTIONS_HAVE(options, run_id);
   int32_t shards = have ? options->num_shards : 0;
   int32_t shard = have ? options->shard_id : 0;
-  DP_CHECK_ARG(shards >= 0, "options->num_shards must be >= 0 (0: DP_WORLD_SIZE or 1), got ", shards);
+  DP_ENFORCE(shards >= 0, kApi, ": options->num_shards must be >= 0 (0: DP_WORLD_SIZE or 1), got ", shards);
   if (shards == 0) {
     shards = 1;
     if (const auto world = EnvInt("DP_WORLD_SIZE", 1, 1 << 20)) {
@@ -45,21 +46,36 @@ void ReadShardOptions(const dp_parallel_options* options, dp::ParallelizeOptions
       const auto rank = EnvInt("DP_RANK", 0, *world - 1);
       DP_ENFORCE(rank.has_value() || *world == 1, "environment variable DP_WORLD_SIZE=", *world,
                  " is set but DP_RANK is not (dp-run sets both)");
-      DP_CHECK_ARG(shard == 0, "options->shard_id ", shard, " with num_shards 0: the rank comes from DP_RANK");
+      DP_ENFORCE(shard == 0, kApi, ": options->shard_id ", shard, " with num_shards 0: the rank comes from DP_RANK");
       shard = static_cast<int32_t>(rank.value_or(0));
     }
   }
-  DP_CHECK_ARG(shard >= 0 && shard < shards, "options->shard_id ", shard, " must be in [0, num_shards ", shards, ")");
+  DP_ENFORCE(shard >= 0 && shard < shards, kApi, ": options->shard_id ", shard, " must be in [0, num_shards ",
+             shards, ")");
   o.num_shards = shards;
   o.shard_id = shard;
+  const int64_t timeout = have ? options->timeout_ms : 0;
+  DP_ENFORCE(timeout >= 0, kApi, ": options->timeout_ms must be >= 0 (0: DP_TIMEOUT_MS or 60000), got ", timeout);
+  auto check_run_id = [&](const char* from) {
+    DP_ENFORCE(!o.run_id.empty() && o.run_id.size() <= 200 && o.run_id.find('/') == std::string::npos &&
+                   dp::FindInvalidUtf8(o.run_id) == std::string::npos,
+               kApi, ": the run id '", o.run_id.substr(0, 40), "' (", from, ") must be 1 to 200 bytes of UTF-8 ",
+               "without '/'");
+  };
+  const char* run_id = have ? options->run_id : nullptr;
+  if (run_id != nullptr) {
+    o.run_id = run_id;
+    check_run_id("options->run_id");
+  }
+  // The environment only matters with several processes: one process is
+  // not affected by variables meant for others.
+  if (shards == 1) return;
   const char* store = have ? options->store : nullptr;
   if (store != nullptr) {
     o.store = store;
   } else if (auto v = Env("DP_STORE")) {
     o.store = *v;
   }
-  const int64_t timeout = have ? options->timeout_ms : 0;
-  DP_CHECK_ARG(timeout >= 0, "options->timeout_ms must be >= 0 (0: DP_TIMEOUT_MS or 60000), got ", timeout);
   if (timeout > 0) {
     o.timeout_ms = timeout;
   } else if (auto v = EnvInt("DP_TIMEOUT_MS", 1, int64_t{24} * 3600 * 1000)) {
@@ -71,16 +87,11 @@ void ReadShardOptions(const dp_parallel_options* options, dp::ParallelizeOptions
   } else if (auto v = Env("DP_INTERFACE")) {
     o.interface = *v;
   }
-  const char* run_id = have ? options->run_id : nullptr;
-  if (run_id != nullptr) {
-    o.run_id = run_id;
-  } else if (auto v = Env("DP_RUN_ID")) {
-    o.run_id = *v;
-  }
-  DP_CHECK_ARG(!o.run_id.empty() && o.run_id.size() <= 200 && o.run_id.find('/') == std::string::npos &&
-                   dp::FindInvalidUtf8(o.run_id) == std::string::npos,
-               "the run id '", o.run_id.substr(0, 40), "' (options->run_id or DP_RUN_ID) must be 1 to 200 bytes of ",
-               "UTF-8 without '/'");
+  if (run_id == nullptr)
+    if (auto v = Env("DP_RUN_ID")) {
+      o.run_id = *v;
+      check_run_id("DP_RUN_ID");
+    }
 }
 
 }  // namespace

@@ -801,7 +801,10 @@ typedef struct dp_parallel_options {
    * Gloo's TCP transport (CPU replicas). Every collective is bounded by
    * timeout_ms: a process that dies or stalls makes the others' runs fail
    * with DP_ERR_UNAVAILABLE or DP_ERR_TIMEOUT naming the missing rank.
-   * The dp-run launcher sets the environment variables named below. */
+   * The dp-run launcher sets the environment variables named below; the
+   * fallbacks to DP_STORE, DP_TIMEOUT_MS, DP_INTERFACE and DP_RUN_ID are
+   * read only when there are several processes (explicit fields are always
+   * checked). docs/MULTIPROCESS.md has the whole story. */
   int32_t shard_id;           /* this process's rank in [0, num_shards) */
   /* 0: from the environment: DP_WORLD_SIZE and DP_RANK when DP_WORLD_SIZE
    * is set, else 1 (this process alone; shard_id must be 0). */
