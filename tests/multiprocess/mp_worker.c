@@ -18,6 +18,10 @@
  *   mp_worker stall --victim V --step S
  *     rank V stops itself (SIGSTOP) before step S: the others must fail the
  *     same way (the script kills the stopped process afterwards).
+ *   mp_worker accumulate|bmuf --devices D [--steps K]
+ *     gradient accumulation (2 batches per update) and BMUF (blocks of 2
+ *     steps) across processes equal the same options over all the job's
+ *     devices in one process (relative error <= 1e-5).
  *   mp_worker join --devices D [--steps K]
  *     uneven data: rank r has K - r batches, then joins; the params equal
  *     one device trained on the active processes' batches of each step, and
@@ -36,7 +40,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { kIn = 8, kHidden = 16, kClasses = 3, kPerDevice = 4, kMaxDevices = 4, kMaxProcs = 8 };
+enum { kIn = 8, kHidden = 16, kClasses = 3, kPerDevice = 4, kMaxDevices = 8, kMaxProcs = 8 };
 
 static const char kMlp[] =
     "{\"name\": \"mlp\","
@@ -144,32 +148,47 @@ typedef struct {
   dp_workspace* ws;
   dp_parallel_model* pm;
   dp_net* train;
+  dp_net* extra; /* the accumulate net (kAccumulate) or the BMUF block net (kBmuf) */
 } job;
 
-/* shards 0: the environment's processes (dp-run); 1: this process alone. */
-static int make_job(job* j, dp_model* model, int devices, int shards, int sync_bn) {
-  int32_t ids[kMaxDevices] = {0, 1, 2, 3};
+enum { kSyncBn = 1, kAccumulate = 2, kBmuf = 4 };
+
+/* shards 0: the environment's processes (dp-run); 1: this process alone.
+ * flags: kSyncBn, kAccumulate (2 steps), kBmuf (blocks of 2 steps). */
+static int make_job(job* j, dp_model* model, int devices, int shards, int flags) {
+  int32_t ids[kMaxDevices] = {0, 1, 2, 3, 4, 5, 6, 7};
   dp_parallel_options o;
-  dp_netdef *init = NULL, *train = NULL;
+  dp_netdef *init = NULL, *train = NULL, *extra = NULL;
   dp_net* init_net = NULL;
+  int32_t block = 0;
   int ok;
   memset(j, 0, sizeof *j);
   dp_parallel_options_init(&o, sizeof o);
   o.device_ids = ids;
   o.num_devices = (size_t)devices;
   o.num_shards = shards;
-  o.sync_bn = sync_bn;
+  o.sync_bn = (flags & kSyncBn) != 0;
+  if (flags & kAccumulate) o.accumulate_steps = 2;
+  if (flags & kBmuf) {
+    o.bmuf = 1;
+    o.bmuf_block_length = 2;
+  }
   ok = EXPECT_OK(dp_workspace_create(&j->ws)) && EXPECT_OK(dp_model_parallelize(model, &o, &j->pm)) &&
        EXPECT_OK(dp_parallel_model_nets(j->pm, &init, &train, NULL)) &&
        EXPECT_OK(dp_net_create(j->ws, init, NULL, &init_net)) && EXPECT_OK(dp_net_run(init_net)) &&
        EXPECT_OK(dp_net_create(j->ws, train, NULL, &j->train));
+  if (ok && (flags & kAccumulate)) ok = EXPECT_OK(dp_parallel_model_accumulate_net(j->pm, &extra));
+  if (ok && (flags & kBmuf)) ok = EXPECT_OK(dp_parallel_model_block_net(j->pm, &extra, &block)) && CHECK(block == 2);
+  if (ok && extra != NULL) ok = EXPECT_OK(dp_net_create(j->ws, extra, NULL, &j->extra));
   dp_net_free(init_net);
   dp_netdef_free(init);
   dp_netdef_free(train);
+  dp_netdef_free(extra);
   return ok;
 }
 
 static void free_job(job* j) {
+  dp_net_free(j->extra);
   dp_net_free(j->train);
   dp_parallel_model_free(j->pm);
   dp_workspace_free(j->ws);
@@ -226,7 +245,7 @@ static int equivalence(const config* c) {
   char path[1024];
   if (!load_model(sync_bn ? kBn : kMlp, 1, &model) || !load_model(sync_bn ? kBn : kMlp, 1 + 10 * c->rank, &mine))
     return 0;
-  ok = make_job(&multi, mine, c->devices, 0, sync_bn) && make_job(&single, model, 1, 1, 0);
+  ok = make_job(&multi, mine, c->devices, 0, sync_bn ? kSyncBn : 0) && make_job(&single, model, 1, 1, 0);
   ok = ok && CHECK(dp_parallel_model_num_shards(multi.pm) == c->world) &&
        CHECK(dp_parallel_model_shard_id(multi.pm) == c->rank) && CHECK(dp_parallel_model_num_shards(single.pm) == 1);
   for (step = 0; ok && step < c->steps; ++step) {
@@ -246,7 +265,7 @@ static int equivalence(const config* c) {
     f = fopen(path, "rb");
     ok = ok && CHECK(f != NULL);
     if (f != NULL) fclose(f);
-    ok = ok && make_job(&resumed, mine, c->devices, 0, sync_bn) &&
+    ok = ok && make_job(&resumed, mine, c->devices, 0, sync_bn ? kSyncBn : 0) &&
          EXPECT_OK(dp_parallel_model_load(resumed.pm, resumed.ws, path, NULL)) &&
          compare_params("after loading rank 0's checkpoint", resumed.ws, single.ws, model);
     /* One more step on both: still the same. */
@@ -257,6 +276,34 @@ static int equivalence(const config* c) {
   }
   free_job(&multi);
   free_job(&single);
+  dp_model_free(model);
+  dp_model_free(mine);
+  return ok;
+}
+
+/* Gradient accumulation (2 global batches per update) and BMUF (blocks of 2
+ * local steps) across processes equal the same options over all of the
+ * job's devices in one process. */
+static int variant(const config* c, int flag, const char* label) {
+  dp_model *model = NULL, *mine = NULL;
+  job multi, ref;
+  const int local = c->devices * kPerDevice, global = local * c->world;
+  int step, ok;
+  if (!load_model(kMlp, 1, &model) || !load_model(kMlp, 1 + 10 * c->rank, &mine)) return 0;
+  ok = make_job(&multi, mine, c->devices, 0, flag) && make_job(&ref, model, c->devices * c->world, 1, flag);
+  for (step = 0; ok && step < c->steps; ++step) {
+    if (flag == kAccumulate) { /* batch 2s accumulated, batch 2s + 1 in the update */
+      ok = feed_rows(multi.ws, 2 * step, c->rank * local, local) && EXPECT_OK(dp_net_run(multi.extra)) &&
+           feed_rows(ref.ws, 2 * step, 0, global) && EXPECT_OK(dp_net_run(ref.extra));
+    }
+    ok = ok && feed_rows(multi.ws, 2 * step + 1, c->rank * local, local) && EXPECT_OK(dp_net_run(multi.train)) &&
+         feed_rows(ref.ws, 2 * step + 1, 0, global) && EXPECT_OK(dp_net_run(ref.train));
+    if (ok && flag == kBmuf && step % 2 == 1)
+      ok = EXPECT_OK(dp_net_run(multi.extra)) && EXPECT_OK(dp_net_run(ref.extra));
+  }
+  ok = ok && compare_params(label, multi.ws, ref.ws, model);
+  free_job(&multi);
+  free_job(&ref);
   dp_model_free(model);
   dp_model_free(mine);
   return ok;
@@ -357,6 +404,10 @@ int main(int argc, char** argv) {
     ok = equivalence(&c);
   } else if (strcmp(c.mode, "join") == 0) {
     ok = join(&c);
+  } else if (strcmp(c.mode, "accumulate") == 0) {
+    ok = variant(&c, kAccumulate, "accumulating 2 batches per update, against one process over all devices");
+  } else if (strcmp(c.mode, "bmuf") == 0) {
+    ok = variant(&c, kBmuf, "BMUF, against one process over all devices");
   } else if (strcmp(c.mode, "kill") == 0 || strcmp(c.mode, "stall") == 0) {
     ok = failure(&c);
   } else {
