@@ -618,7 +618,9 @@ typedef struct dp_gradient_options {
   const char* const* stop;       /* blobs through which no gradient flows; may be NULL */
   size_t num_stop;
   double loss_scale;             /* the loss gradients are seeded with this value; 0 means 1.
-                                    Data-parallel training seeds 1/(devices x shards). */
+                                    Data-parallel training in one process seeds 1/devices;
+                                    with several processes it seeds 1 and the gradient
+                                    allreduce divides by the active replicas. */
 } dp_gradient_options;
 
 #define DP_GRADIENT_OPTIONS_INIT DP_OPTIONS_INIT_(dp_gradient_options)

@@ -79,8 +79,9 @@ struct ParallelizeOptions {
   bool nccl = true;
   // Several processes (Caffe2's shards; DDP's ranks): num_shards processes
   // each run these nets on their own devices and feed their own part of the
-  // data; gradients are summed over every device of every process (loss
-  // gradient seeded with 1 / (devices x shards)), rank 0's params are
+  // data; gradients are summed over every device of every process (the loss
+  // gradient is seeded with 1, and the allreduce divides by the active
+  // replicas: devices x shards while all have data), rank 0's params are
   // broadcast by the init net, and every collective runs in the same order
   // in every process. The communicator meets the others through `store`.
   int num_shards = 1;
