@@ -16,16 +16,17 @@ namespace dp {
 // The communicator that a blob (`desc` in messages) holds: Holder is the
 // blob's type, with a shared_ptr `collectives`; `kind` ("CPU", "CUDA") and
 // `creator` (the op that makes one) name it in the errors. kNotFound when
-// the blob is empty, kDType when it holds something else.
+// the blob is empty, kDType when it holds something else. The caller copies
+// the shared_ptrs it uses at once (the blob may be replaced while it runs).
 template <typename Holder>
-auto CommunicatorIn(const Blob& b, const std::string& desc, const char* kind, const char* creator) {
+const Holder& CommunicatorIn(const Blob& b, const std::string& desc, const char* kind, const char* creator) {
   if (b.empty()) DP_THROW(Code::kNotFound, desc, " is empty: create the communicator with ", creator, " first");
   if (!b.IsType<Holder>())
     DP_THROW(Code::kDType, desc, " holds ", b.TypeName(), ", not a ", kind, " communicator (", creator,
              " makes one)");
-  auto comm = b.Get<Holder>().collectives;
-  DP_ENFORCE_CODE(comm != nullptr, Code::kInternal, desc, " holds a null communicator");
-  return comm;
+  const Holder& held = b.Get<Holder>();
+  DP_ENFORCE_CODE(held.collectives != nullptr, Code::kInternal, desc, " holds a null communicator");
+  return held;
 }
 
 // Allreduce and Broadcast on either device: input 0 is the communicator,

@@ -92,6 +92,7 @@ class CreateCpuCollectivesOp final : public Operator {
     }
     auto comm = std::make_shared<CpuCommunicator>();
     comm->collectives = std::make_shared<CpuCollectives>(threads_);
+    comm->staging = std::make_shared<StagingCache>();
     comm->peers_config = config_;
     if (gloo_.size > 1) {
       const std::string& name = def().outputs[0];
@@ -112,18 +113,15 @@ class CreateCpuCollectivesOp final : public Operator {
   std::string config_;
 };
 
-// The communicator a blob (`desc` in messages) holds.
-std::shared_ptr<CpuCommunicator> CommOf(const Blob& b, const std::string& desc) {
-  if (b.empty()) DP_THROW(Code::kNotFound, desc, " is empty: create the communicator with CreateCpuCollectives first");
-  if (!b.IsType<CpuCommunicator>())
-    DP_THROW(Code::kDType, desc, " holds ", b.TypeName(), ", not a CPU communicator (CreateCpuCollectives makes one)");
-  const CpuCommunicator& held = b.Get<CpuCommunicator>();
-  DP_ENFORCE_CODE(held.collectives != nullptr, Code::kInternal, desc, " holds a null communicator");
-  // The parts an op uses, held while it runs (the blob may be replaced).
-  auto comm = std::make_shared<CpuCommunicator>();
-  comm->collectives = held.collectives;
-  comm->peers = held.peers;
-  comm->staging = held.staging;
+// The parts of the communicator a blob (`desc` in messages) holds that an
+// op uses, held while it runs (the blob may be replaced meanwhile); by value:
+// no allocation per run.
+CpuCommunicator CommOf(const Blob& b, const std::string& desc) {
+  const CpuCommunicator& held = CommunicatorIn<CpuCommunicator>(b, desc, "CPU", "CreateCpuCollectives");
+  CpuCommunicator comm;
+  comm.collectives = held.collectives;
+  comm.peers = held.peers;
+  comm.staging = held.staging;
   return comm;
 }
 
@@ -133,7 +131,7 @@ class CollectiveOp : public CollectiveOpBase {
   using CollectiveOpBase::CollectiveOpBase;
 
  protected:
-  std::shared_ptr<CpuCommunicator> Comm() const { return CommOf(*input_blobs()[0], InputDesc(0)); }
+  CpuCommunicator Comm() const { return CommOf(*input_blobs()[0], InputDesc(0)); }
 
   // The staged collective of message i of this op (per dtype group): the
   // op's `key` argument names it (the same collective in several nets, or
@@ -185,13 +183,13 @@ class AllreduceOp final : public CollectiveOp {
       const auto& [dtype, segments] = groups[g];
       const bool with_flags = average_active_ && g == 0;
       const double s = average_active_ && g > 0 ? (count > 0 ? scale / count : scale) : scale;
-      if (!comm->peers) {
+      if (!comm.peers) {
         if (with_flags) {
-          comm->collectives->AllreduceSum({flags}, DType::kFloat32, 1.0);
+          comm.collectives->AllreduceSum({flags}, DType::kFloat32, 1.0);
           count = static_cast<const float*>(flags.buffers[0])[0];
-          comm->collectives->AllreduceSum(segments, dtype, count > 0 ? scale / count : scale);
+          comm.collectives->AllreduceSum(segments, dtype, count > 0 ? scale / count : scale);
         } else {
-          comm->collectives->AllreduceSum(segments, dtype, s);
+          comm.collectives->AllreduceSum(segments, dtype, s);
         }
         continue;
       }
@@ -202,17 +200,17 @@ class AllreduceOp final : public CollectiveOp {
       for (const auto& seg : segments) total += seg.count;
       const int64_t sent = total + (with_flags ? 1 : 0);
       if (sent == 0) continue;
-      StagedCollective& st = Stage(*comm, g, sent, dtype);
+      StagedCollective& st = Stage(comm, g, sent, dtype);
       char* staging = st.bytes.data();
-      comm->collectives->SumInto(segments, dtype, staging);
-      if (with_flags) comm->collectives->SumInto({flags}, DType::kFloat32, staging + total * sizeof(float));
+      comm.collectives->SumInto(segments, dtype, staging);
+      if (with_flags) comm.collectives->SumInto({flags}, DType::kFloat32, staging + total * sizeof(float));
       st.prepared->Run();
       if (with_flags) {
         count = reinterpret_cast<const float*>(staging)[total];
-        comm->collectives->CopyOut(staging + total * sizeof(float), {flags}, DType::kFloat32, 1.0);
-        comm->collectives->CopyOut(staging, segments, dtype, count > 0 ? scale / count : scale);
+        comm.collectives->CopyOut(staging + total * sizeof(float), {flags}, DType::kFloat32, 1.0);
+        comm.collectives->CopyOut(staging, segments, dtype, count > 0 ? scale / count : scale);
       } else {
-        comm->collectives->CopyOut(staging, segments, dtype, s);
+        comm.collectives->CopyOut(staging, segments, dtype, s);
       }
     }
   }
@@ -237,7 +235,7 @@ class BroadcastOp final : public CollectiveOp {
   void RunOnDevice() override {
     auto comm = Comm();
     const int n = num_devices_, m = per_device_;
-    if (comm->peers) FromRankZero(*comm);
+    if (comm.peers) FromRankZero(comm);
     std::vector<void*> buffers(static_cast<size_t>(n));
     for (int j = 0; j < m; ++j) {
       const Tensor& src = Input(In(root_, j));
@@ -261,7 +259,7 @@ class BroadcastOp final : public CollectiveOp {
         }
         buffers[static_cast<size_t>(d)] = t->raw_mutable_data();
       }
-      comm->collectives->Broadcast(buffers, root_, src.nbytes());
+      comm.collectives->Broadcast(buffers, root_, src.nbytes());
     }
   }
 
@@ -307,8 +305,8 @@ class BarrierOp final : public Operator {
  private:
   void RunOnDevice() override {
     auto comm = CommOf(*input_blobs()[0], InputDesc(0));
-    comm->collectives->Barrier();
-    if (comm->peers) comm->peers->Barrier();
+    comm.collectives->Barrier();
+    if (comm.peers) comm.peers->Barrier();
   }
 };
 

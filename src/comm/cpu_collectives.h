@@ -126,7 +126,7 @@ struct CpuCommunicator {
   std::shared_ptr<CpuCollectives> collectives;
   std::shared_ptr<Communicator> peers;  // null: this process alone
   std::string peers_config;             // what peers was made from (store, rank, size, ...)
-  std::shared_ptr<StagingCache> staging = std::make_shared<StagingCache>();
+  std::shared_ptr<StagingCache> staging;  // made with the communicator (CreateCpuCollectives)
 };
 
 }  // namespace dp

@@ -64,7 +64,8 @@ class CudaCollectiveOp : public CollectiveOpBase {
   CudaContext& cuda_context() const { return static_cast<CudaContext&>(context()); }
 
   std::shared_ptr<CudaCollectives> Comm() const {
-    auto comm = CommunicatorIn<CudaCommunicator>(*input_blobs()[0], InputDesc(0), "CUDA", "CreateCudaCollectives");
+    auto comm =
+        CommunicatorIn<CudaCommunicator>(*input_blobs()[0], InputDesc(0), "CUDA", "CreateCudaCollectives").collectives;
     DP_ENFORCE(comm->size() == num_devices_, InputDesc(0), " serves ", comm->size(), " devices but num_devices is ",
                num_devices_);
     return comm;

@@ -152,13 +152,11 @@ class GlooCommunicator final : public Communicator {
     if (nbytes == 0) return;
     DP_ENFORCE(nbytes <= static_cast<size_t>(kMaxPiece), "Allgather: ", nbytes, " bytes per process is more than ",
                kMaxPiece);
-    std::vector<std::unique_ptr<gloo::Algorithm>> one;
-    Call("allgather", [&] {
-      one.push_back(std::make_unique<gloo::AllgatherRing<char>>(
+    Prepare("allgather", [&](Pieces& pieces) {
+      pieces.push_back(std::make_unique<gloo::AllgatherRing<char>>(
           ctx_, std::vector<const char*>{static_cast<const char*>(in)}, static_cast<char*>(out),
           static_cast<int>(nbytes)));
-    });
-    GlooPrepared(this, "allgather", std::move(one)).Run();
+    })->Run();
   }
 
   void ReduceScatterSum(void* data, int64_t count, DType dtype) override {
@@ -169,9 +167,8 @@ class GlooCommunicator final : public Communicator {
   }
 
   void Barrier() override {
-    std::vector<std::unique_ptr<gloo::Algorithm>> one;
-    Call("barrier", [&] { one.push_back(std::make_unique<gloo::BarrierAllToAll>(ctx_)); });
-    GlooPrepared(this, "barrier", std::move(one)).Run();
+    Prepare("barrier", [&](Pieces& pieces) { pieces.push_back(std::make_unique<gloo::BarrierAllToAll>(ctx_)); })
+        ->Run();
   }
 
   std::unique_ptr<PreparedCollective> PrepareAllreduceSum(void* data, int64_t count, DType dtype) override {
@@ -190,15 +187,13 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<PreparedCollective> PrepareBroadcast(void* data, size_t nbytes, int root) override {
     DP_ENFORCE(root >= 0 && root < o_.size, "Broadcast: root rank ", root, " is out of range for ", o_.size,
                " processes");
-    std::vector<std::unique_ptr<gloo::Algorithm>> pieces;
-    Call("broadcast", [&] {
+    return Prepare("broadcast", [&](Pieces& pieces) {
       for (size_t off = 0; off < nbytes; off += static_cast<size_t>(kMaxPiece)) {
         const size_t len = std::min(nbytes - off, static_cast<size_t>(kMaxPiece));
         pieces.push_back(std::make_unique<gloo::BroadcastOneToAll<char>>(
             ctx_, std::vector<char*>{static_cast<char*>(data) + off}, len, root, 0));
       }
     });
-    return std::make_unique<GlooPrepared>(this, "broadcast", std::move(pieces));
   }
 
   // Runs fn (a collective's transfers) under the communicator's lock and
@@ -217,10 +212,21 @@ class GlooCommunicator final : public Communicator {
   }
 
  private:
+  using Pieces = std::vector<std::unique_ptr<gloo::Algorithm>>;
+
+  // Gloo's algorithm objects made by build(pieces) (their constructors
+  // register buffers and take slots of the context: under the lock and the
+  // error handling), ready to run.
+  template <typename Build>
+  std::unique_ptr<GlooPrepared> Prepare(const char* what, const Build& build) {
+    Pieces pieces;
+    Call(what, [&] { build(pieces); });
+    return std::make_unique<GlooPrepared>(this, what, std::move(pieces));
+  }
+
   template <typename T>
   std::unique_ptr<PreparedCollective> PrepareSum(void* data, int64_t count) {
-    std::vector<std::unique_ptr<gloo::Algorithm>> pieces;
-    Call("allreduce", [&] {
+    return Prepare("allreduce", [&](Pieces& pieces) {
       for (int64_t off = 0; off < count; off += kMaxPiece) {
         const int len = static_cast<int>(std::min(count - off, kMaxPiece));
         std::vector<T*> ptrs{static_cast<T*>(data) + off};
@@ -237,10 +243,8 @@ class GlooCommunicator final : public Communicator {
         }
       }
     });
-    return std::make_unique<GlooPrepared>(this, "allreduce", std::move(pieces));
   }
 
- private:
   // After a failed transfer: close, report, name the missing ranks, throw.
   [[noreturn]] void Fail(const char* what, const std::string& cause) {
     const auto started = std::chrono::steady_clock::now();

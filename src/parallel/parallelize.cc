@@ -9,6 +9,7 @@
 
 #include "autodiff/add_gradients.h"
 #include "comm/store_address.h"
+#include "core/scope.h"
 #include "model/training.h"
 #include "ops/net_validate.h"
 #include "ops/operator.h"
@@ -174,7 +175,7 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
 std::string ActiveFlagName(size_t bucket) { return "parallel/active_" + std::to_string(bucket); }
 
 std::string JoinCountBlob(const ParallelNets& nets) {
-  return nets.scopes.empty() ? ActiveFlagName(0) : nets.scopes[0] + ActiveFlagName(0);
+  return ScopedName(nets.scopes.empty() ? std::string() : nets.scopes[0], ActiveFlagName(0));
 }
 
 ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& options) {
