@@ -26,7 +26,7 @@
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 #include "comm/cpu_collectives.h"
-#include "comm/gloo_communicator.h"
+#include "comm/process_group.h"
 #include "comm/store.h"
 #include "comm/store_address.h"
 
@@ -59,14 +59,18 @@ class CreateCpuCollectivesOp final : public Operator {
     DP_ENFORCE(world >= 1 && world <= kMaxProcesses, "world_size ", world, " must be in [1, ", kMaxProcesses, "]");
     const int64_t rank = args().Int("rank", 0);
     DP_ENFORCE(rank >= 0 && rank < world, "rank ", rank, " must be in [0, world_size ", world, ")");
-    gloo_.size = static_cast<int>(world);
-    gloo_.rank = static_cast<int>(rank);
-    const int64_t timeout = args().Int("timeout_ms", gloo_.timeout.count());
+    group_.size = static_cast<int>(world);
+    group_.rank = static_cast<int>(rank);
+    const int64_t timeout = args().Int("timeout_ms", group_.timeout.count());
     DP_ENFORCE(timeout > 0 && timeout <= kMaxTimeoutMs, "timeout_ms ", timeout, " must be in [1, ", kMaxTimeoutMs,
                "]");
-    gloo_.timeout = std::chrono::milliseconds(timeout);
-    gloo_.interface = args().String("interface", "");
-    gloo_.algorithm = args().String("algorithm", "auto");
+    group_.timeout = std::chrono::milliseconds(timeout);
+    group_.interface = args().String("interface", "");
+    group_.algorithm = args().String("algorithm", "auto");
+    group_.local_transport = args().String("local_transport", "auto");
+    DP_ENFORCE(group_.local_transport == "auto" || group_.local_transport == "shm" ||
+                   group_.local_transport == "tcp",
+               "local_transport '", group_.local_transport, "' must be auto, shm or tcp");
     run_id_ = args().String("run_id", "dp");
     DP_ENFORCE(!run_id_.empty() && run_id_.size() <= 200 && run_id_.find('/') == std::string::npos,
                "run_id '", run_id_, "' must be 1 to 200 bytes without '/'");
@@ -78,7 +82,7 @@ class CreateCpuCollectivesOp final : public Operator {
     }
     config_ = world == 1 ? std::string()
                          : StrCat(store_.ToString(), " ", run_id_, " ", rank, "/", world, " ", timeout, " ",
-                                  gloo_.interface, " ", gloo_.algorithm);
+                                  group_.interface, " ", group_.algorithm, " ", group_.local_transport);
   }
 
  private:
@@ -94,12 +98,12 @@ class CreateCpuCollectivesOp final : public Operator {
     comm->collectives = std::make_shared<CpuCollectives>(threads_);
     comm->staging = std::make_shared<StagingCache>();
     comm->peers_config = config_;
-    if (gloo_.size > 1) {
+    if (group_.size > 1) {
       const std::string& name = def().outputs[0];
       // Per rank as well: ranks that are threads of one process (tests) count apart.
-      const std::string key = StrCat(store_.ToString(), "|", run_id_, "|", name, "|", gloo_.rank);
+      const std::string key = StrCat(store_.ToString(), "|", run_id_, "|", name, "|", group_.rank);
       const std::string scope = StrCat(run_id_, "/", name, "/", NextGeneration(key));
-      comm->peers = ConnectGloo(Store::Open(store_, scope, gloo_.timeout), gloo_);
+      comm->peers = ConnectProcesses(Store::Open(store_, scope, group_.timeout), group_);
     }
     out->Reset(std::move(comm));
   }
@@ -107,7 +111,7 @@ class CreateCpuCollectivesOp final : public Operator {
   static constexpr int64_t kMaxProcesses = 1 << 20;
   static constexpr int64_t kMaxTimeoutMs = int64_t{24} * 3600 * 1000;
   int threads_ = 1;
-  GlooOptions gloo_;
+  ProcessGroupOptions group_;
   std::string run_id_;
   StoreAddress store_;
   std::string config_;
@@ -193,25 +197,35 @@ class AllreduceOp final : public CollectiveOp {
         }
         continue;
       }
-      // Hierarchical: this process's devices summed into a staging buffer
-      // (the flags last), the processes' sums allreduced, the result scaled
-      // into every device.
+      // Hierarchical: this process's devices summed into the collective's
+      // buffer (the flags first), the processes' sums combined, the result
+      // scaled into every device piece by piece as the pieces are ready.
       int64_t total = 0;
       for (const auto& seg : segments) total += seg.count;
-      const int64_t sent = total + (with_flags ? 1 : 0);
-      if (sent == 0) continue;
-      StagedCollective& st = Stage(comm, g, sent, dtype);
-      char* staging = st.bytes.data();
-      comm.collectives->SumInto(segments, dtype, staging);
-      if (with_flags) comm.collectives->SumInto({flags}, DType::kFloat32, staging + total * sizeof(float));
-      st.prepared->Run();
-      if (with_flags) {
-        count = reinterpret_cast<const float*>(staging)[total];
-        comm.collectives->CopyOut(staging + total * sizeof(float), {flags}, DType::kFloat32, 1.0);
-        comm.collectives->CopyOut(staging, segments, dtype, count > 0 ? scale / count : scale);
-      } else {
-        comm.collectives->CopyOut(staging, segments, dtype, s);
-      }
+      const int64_t head = with_flags ? 1 : 0;
+      if (total + head == 0) continue;
+      StagedCollective& st = Stage(comm, g, total + head, dtype);
+      const size_t item = DTypeSize(dtype);
+      char* in = static_cast<char*>(st.prepared->input());
+      if (with_flags) comm.collectives->SumInto({flags}, DType::kFloat32, in);
+      comm.collectives->SumInto(segments, dtype, in + head * item);
+      double piece_scale = s;
+      auto sink = [&](const void* piece, size_t off, size_t n) {
+        const char* p = static_cast<const char*>(piece);
+        if (with_flags && off == 0) {  // the first piece opens with the flags' sum
+          float active;
+          std::memcpy(&active, p, sizeof active);
+          count = active;
+          comm.collectives->CopyOut(p, {flags}, DType::kFloat32, 1.0);
+          piece_scale = count > 0 ? scale / count : scale;
+          p += item;
+          off += item;
+          n -= item;
+        }
+        comm.collectives->CopyOut(p, segments, dtype, piece_scale, static_cast<int64_t>(off / item) - head,
+                                  static_cast<int64_t>(n / item));
+      };
+      st.prepared->Run(SinkOf(sink));
     }
   }
 
@@ -272,25 +286,27 @@ class BroadcastOp final : public CollectiveOp {
     for (int j = 0; j < m; ++j) total += Input(In(root_, j)).nbytes();
     if (total == 0) return;
     StagedCollective& st = Stage(comm, 0, static_cast<int64_t>(total), DType::kUInt8, 0);
-    char* staging = st.bytes.data();
     const bool sender = comm.peers->rank() == 0;
-    if (sender) {
-      size_t off = 0;
-      for (int j = 0; j < m; ++j) {
-        const Tensor& t = Input(In(root_, j));
-        if (t.nbytes() > 0) std::memcpy(staging + off, t.raw_data(), t.nbytes());
-        off += t.nbytes();
-      }
-    }
-    st.prepared->Run();
-    if (sender) return;
+    char* in = static_cast<char*>(st.prepared->input());
+    // Where each tensor's bytes start in the message, and where they go.
+    std::vector<std::pair<size_t, char*>> to;
     size_t off = 0;
     for (int j = 0; j < m; ++j) {
-      Tensor* t = Output(In(root_, j) - 1);
-      const size_t nb = t->nbytes();
-      if (nb > 0) std::memcpy(t->raw_mutable_data(), staging + off, nb);
+      const size_t nb = Input(In(root_, j)).nbytes();
+      if (sender && nb > 0) std::memcpy(in + off, Input(In(root_, j)).raw_data(), nb);
+      if (!sender && nb > 0) to.emplace_back(off, static_cast<char*>(Output(In(root_, j) - 1)->raw_mutable_data()));
       off += nb;
     }
+    to.emplace_back(total, nullptr);
+    auto sink = [&](const void* piece, size_t at, size_t n) {
+      // The tensors overlapping [at, at + n).
+      const char* p = static_cast<const char*>(piece);
+      for (size_t t = 0; t + 1 < to.size(); ++t) {
+        const size_t lo = std::max(at, to[t].first), hi = std::min(at + n, to[t + 1].first);
+        if (lo < hi) std::memcpy(to[t].second + (lo - to[t].first), p + (lo - at), hi - lo);
+      }
+    };
+    st.prepared->Run(SinkOf(sink));
   }
 
   const int root_;
@@ -361,10 +377,13 @@ DP_OPERATOR_SCHEMA(CreateCpuCollectives)
          "(default 60000)")
     .Arg("interface", ArgKind::kString, "network interface for Gloo's TCP transport (default: the host name's address)")
     .Arg("algorithm", ArgKind::kString, "Gloo's allreduce: auto (default), ring, halving_doubling or bcube")
+    .Arg("local_transport", ArgKind::kString,
+         "between the processes of one host: auto (default: shared memory where available), shm or tcp (Gloo)")
     .Arg("run_id", ArgKind::kString, "the job's id: keys in the store live under it (default \"dp\")")
     .Doc("Creates a communicator for Allreduce, Broadcast and Barrier between CPU replicas and, with world_size > 1, "
-         "between the processes of a job (Gloo over TCP after a rendezvous through the store; hierarchical: "
-         "devices, then processes, then devices). Kept when it exists with the same settings.");
+         "between the processes of a job (after a rendezvous through the store: shared memory between the "
+         "processes of a host, Gloo over TCP between hosts; hierarchical: devices, then processes, then devices). "
+         "Kept when it exists with the same settings.");
 
 DP_OPERATOR_SCHEMA(Allreduce)
     .NumInputs(2, std::numeric_limits<int>::max())

@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "comm/sum_types.h"
 #include "core/error.h"
 
 namespace dp {
@@ -108,13 +109,14 @@ void SumSlice(const std::vector<CpuCollectives::Segment>& segments, const std::v
                });
 }
 
-// Every buffer of the segment = in[pos..] * scale.
+// Every buffer of the segment = in[pos - origin..] * scale (in holds
+// element `origin` of the segments laid end to end).
 template <typename T>
 void CopyOutSlice(const std::vector<CpuCollectives::Segment>& segments, const std::vector<int64_t>& offsets,
-                  int64_t lo, int64_t hi, const T* in, T scale, bool scaled) {
+                  int64_t lo, int64_t hi, const T* in, int64_t origin, T scale, bool scaled) {
   ForEachPiece(segments, offsets, lo, hi,
                [&](const CpuCollectives::Segment& seg, int64_t begin, int64_t len, int64_t pos) {
-                 const T* src = in + pos;
+                 const T* src = in + (pos - origin);
                  for (void* buf : seg.buffers) {
                    T* dst = static_cast<T*>(buf) + begin;
                    if (scaled) {
@@ -196,21 +198,6 @@ void CpuCollectives::Split(int64_t total, size_t itemsize, int threads, const Bo
   });
 }
 
-namespace {
-
-// Calls fn(T{}) with T the C++ type of a summable dtype.
-template <typename Fn>
-void WithSumType(DType dtype, const Fn& fn) {
-  switch (dtype) {
-    case DType::kFloat32: fn(float{}); break;
-    case DType::kFloat64: fn(double{}); break;
-    case DType::kInt32: fn(int32_t{}); break;
-    default: fn(int64_t{}); break;
-  }
-}
-
-}  // namespace
-
 void CpuCollectives::AllreduceSum(const std::vector<Segment>& segments, DType dtype, double scale) {
   const std::vector<int64_t> offsets = Layout("AllreduceSum", segments, dtype, scale);
   const int64_t total = offsets.back();
@@ -218,7 +205,7 @@ void CpuCollectives::AllreduceSum(const std::vector<Segment>& segments, DType dt
   const size_t n = segments[0].buffers.size();
   if (n == 1 && scale == 1.0) return;
   const size_t itemsize = DTypeSize(dtype);
-  WithSumType(dtype, [&](auto zero) {
+  WithSumType(dtype, "AllreduceSum", [&](auto zero) {
     using T = decltype(zero);
     const T s = static_cast<T>(scale);
     Split(total, itemsize, ThreadsForPass(total, itemsize, n),
@@ -233,7 +220,7 @@ void CpuCollectives::SumInto(const std::vector<Segment>& segments, DType dtype, 
   DP_ENFORCE(out != nullptr, "SumInto: the output is null but ", total, " elements are to be written");
   const size_t n = segments[0].buffers.size();
   const size_t itemsize = DTypeSize(dtype);
-  WithSumType(dtype, [&](auto zero) {
+  WithSumType(dtype, "SumInto", [&](auto zero) {
     using T = decltype(zero);
     Split(total, itemsize, ThreadsForPass(total, itemsize, n + 1),
           [&](int64_t lo, int64_t hi) { SumSlice<T>(segments, offsets, lo, hi, static_cast<T*>(out)); });
@@ -241,17 +228,26 @@ void CpuCollectives::SumInto(const std::vector<Segment>& segments, DType dtype, 
 }
 
 void CpuCollectives::CopyOut(const void* in, const std::vector<Segment>& segments, DType dtype, double scale) {
+  int64_t total = 0;
+  for (const Segment& seg : segments) total += seg.count > 0 ? seg.count : 0;
+  CopyOut(in, segments, dtype, scale, 0, total);
+}
+
+void CpuCollectives::CopyOut(const void* in, const std::vector<Segment>& segments, DType dtype, double scale,
+                             int64_t begin, int64_t count) {
   const std::vector<int64_t> offsets = Layout("CopyOut", segments, dtype, scale);
   const int64_t total = offsets.back();
-  if (total == 0) return;
-  DP_ENFORCE(in != nullptr, "CopyOut: the input is null but ", total, " elements are to be read");
+  DP_ENFORCE(begin >= 0 && count >= 0 && begin <= total && count <= total - begin, "CopyOut: elements [", begin,
+             ", ", begin, " + ", count, ") are outside the segments' ", total);
+  if (count == 0) return;
+  DP_ENFORCE(in != nullptr, "CopyOut: the input is null but ", count, " elements are to be read");
   const size_t n = segments[0].buffers.size();
   const size_t itemsize = DTypeSize(dtype);
-  WithSumType(dtype, [&](auto zero) {
+  WithSumType(dtype, "CopyOut", [&](auto zero) {
     using T = decltype(zero);
     const T s = static_cast<T>(scale);
-    Split(total, itemsize, ThreadsForPass(total, itemsize, n + 1), [&](int64_t lo, int64_t hi) {
-      CopyOutSlice<T>(segments, offsets, lo, hi, static_cast<const T*>(in), s, scale != 1.0);
+    Split(count, itemsize, ThreadsForPass(count, itemsize, n + 1), [&](int64_t lo, int64_t hi) {
+      CopyOutSlice<T>(segments, offsets, begin + lo, begin + hi, static_cast<const T*>(in), begin, s, scale != 1.0);
     });
   });
 }
@@ -303,11 +299,9 @@ StagedCollective& StagingCache::Get(const std::string& key, const std::shared_pt
   lock.unlock();  // entries never move or go; one op uses an entry at a time
   StagedCollective& st = *slot;
   if (st.comm != comm || st.count != count || st.dtype != dtype || st.root != root || !st.prepared) {
-    const size_t nbytes = static_cast<size_t>(count) * DTypeSize(dtype);
     st.prepared.reset();
-    st.bytes.resize(nbytes);
-    st.prepared = root < 0 ? comm->PrepareAllreduceSum(st.bytes.data(), count, dtype)
-                           : comm->PrepareBroadcast(st.bytes.data(), nbytes, root);
+    st.prepared = root < 0 ? comm->PrepareBufferedAllreduceSum(count, dtype)
+                           : comm->PrepareBufferedBroadcast(static_cast<size_t>(count) * DTypeSize(dtype), root);
     st.comm = comm;
     st.count = count;
     st.dtype = dtype;

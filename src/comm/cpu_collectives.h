@@ -62,6 +62,10 @@ class CpuCollectives {
   // writes scale * in into every buffer of every segment.
   void SumInto(const std::vector<Segment>& segments, DType dtype, void* out);
   void CopyOut(const void* in, const std::vector<Segment>& segments, DType dtype, double scale);
+  // The same for elements [begin, begin + count) of the segments laid end
+  // to end, `in` holding element begin: a piece of a result.
+  void CopyOut(const void* in, const std::vector<Segment>& segments, DType dtype, double scale, int64_t begin,
+               int64_t count);
 
   // Copies nbytes from buffers[root] to every other buffer (root's is only read).
   void Broadcast(const std::vector<void*>& buffers, int root, size_t nbytes);
@@ -93,15 +97,15 @@ class CpuCollectives {
 // and the collectives are hierarchical: the devices of a process are
 // combined by `collectives`, the processes by `peers`, then the result is
 // spread over the devices again.
-// The staging buffer of a collective across processes and the collective
-// prepared on it (Communicator::Prepare*), kept from run to run.
+// A collective across processes prepared on the communicator's buffer
+// (Communicator::PrepareBuffered*: shared memory between the processes of
+// a host), kept from run to run.
 struct StagedCollective {
-  std::vector<char> bytes;
   std::shared_ptr<Communicator> comm;  // held: what `prepared` runs on
   int64_t count = -1;
   DType dtype = DType::kFloat32;
   int root = -1;  // broadcast root, or -1 for an allreduce
-  std::unique_ptr<PreparedCollective> prepared;
+  std::unique_ptr<BufferedCollective> prepared;
 };
 
 // Staged collectives by key. Processes pair prepared collectives by the

@@ -45,9 +45,11 @@ void IgnoreSigpipeOnce() {
   });
 }
 
-std::string RankList(const std::vector<int>& ranks) {
+// "0, 2": the ranks as `names` call them (GlooOptions::names).
+std::string RankList(const std::vector<int>& ranks, const std::vector<int>& names) {
   std::string s;
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(names.empty() ? ranks[i] : names[static_cast<size_t>(ranks[i])]);
   return s;
 }
 
@@ -95,8 +97,8 @@ class GlooCommunicator final : public Communicator {
       std::vector<int> missing;
       for (int r = 0; r < o_.size; ++r)
         if (!store_->Has({keys[static_cast<size_t>(r)]})) missing.push_back(r);
-      DP_THROW(Code::kTimeout, "rendezvous at ", store_->url(), ": rank ", o_.rank, " of ", o_.size,
-               " waited ", o_.timeout.count(), " ms, but rank", missing.size() > 1 ? "s " : " ", RankList(missing),
+      DP_THROW(Code::kTimeout, "rendezvous at ", store_->url(), ": rank ", Me(), " of ", o_.size,
+               " waited ", o_.timeout.count(), " ms, but rank", missing.size() > 1 ? "s " : " ", RankList(missing, o_.names),
                " did not arrive");
     }
     try {
@@ -112,7 +114,7 @@ class GlooCommunicator final : public Communicator {
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      DP_THROW(Code::kUnavailable, "rendezvous at ", store_->url(), ": rank ", o_.rank, " of ", o_.size,
+      DP_THROW(Code::kUnavailable, "rendezvous at ", store_->url(), ": rank ", Me(), " of ", o_.size,
                " could not connect to its peers", o_.interface.empty() ? "" : " on interface " + o_.interface,
                ": ", e.what());
     }
@@ -196,6 +198,19 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  void Abort(const std::string& why) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_ || !ctx_) return;
+    try {
+      ctx_->closeConnections();  // peers blocked on this process fail now
+    } catch (...) {
+    }
+    try {
+      broken_ = std::make_unique<Error>(Code::kUnavailable, StrCat(why, "; the communicator is closed"));
+    } catch (...) {
+    }
+  }
+
   // Runs fn (a collective's transfers) under the communicator's lock and
   // error handling: a failure breaks the communicator for good.
   template <typename Fn>
@@ -245,6 +260,9 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  // This process's rank as messages name it.
+  int Me() const { return o_.names.empty() ? o_.rank : o_.names[static_cast<size_t>(o_.rank)]; }
+
   // After a failed transfer: close, report, name the missing ranks, throw.
   [[noreturn]] void Fail(const char* what, const std::string& cause) {
     const auto started = std::chrono::steady_clock::now();
@@ -262,18 +280,18 @@ class GlooCommunicator final : public Communicator {
       for (int r = 0; r < o_.size; ++r)
         if (!store_->Has({keys[static_cast<size_t>(r)]})) missing.push_back(r);
     } catch (const std::exception& e) {
-      DP_LOG(kWarning, "dp: rank ", o_.rank, ": the failure roll call at ", store_->url(), " failed: ", e.what());
+      DP_LOG(kWarning, "dp: rank ", Me(), ": the failure roll call at ", store_->url(), " failed: ", e.what());
     }
     const auto waited =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
     std::string who = missing.empty()
                           ? std::string("every rank reported the failure (cause unknown)")
-                          : StrCat("rank", missing.size() > 1 ? "s " : " ", RankList(missing),
+                          : StrCat("rank", missing.size() > 1 ? "s " : " ", RankList(missing, o_.names),
                                    missing.size() > 1 ? " are" : " is", " missing (dead or stalled: no report within ",
                                    waited, " ms)");
     broken_ = std::make_unique<Error>(
         timed_out ? Code::kTimeout : Code::kUnavailable,
-        StrCat("gloo ", what, " on rank ", o_.rank, " of ", o_.size, " failed",
+        StrCat("gloo ", what, " on rank ", Me(), " of ", o_.size, " failed",
                timed_out ? StrCat(" after the ", o_.timeout.count(), " ms timeout") : std::string(), ": ", who,
                "; the communicator is closed (", cause, ")"));
     throw *broken_;
@@ -302,6 +320,8 @@ std::unique_ptr<Communicator> ConnectGloo(std::shared_ptr<Store> store, const Gl
   DP_ENFORCE(options.algorithm == "auto" || options.algorithm == "ring" || options.algorithm == "halving_doubling" ||
                  options.algorithm == "bcube",
              "unknown Gloo allreduce algorithm '", options.algorithm, "' (auto, ring, halving_doubling or bcube)");
+  DP_ENFORCE(options.names.empty() || options.names.size() == static_cast<size_t>(options.size), "gloo: ",
+             options.names.size(), " rank names for ", options.size, " processes");
   DP_ENFORCE_CODE(store != nullptr, Code::kInvalidArgument, "no store to meet the other processes");
   auto comm = std::make_unique<GlooCommunicator>(std::move(store), options);
   comm->Connect();

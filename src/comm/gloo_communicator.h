@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "comm/store.h"
@@ -26,6 +27,9 @@ struct GlooOptions {
   // Gloo's allreduce algorithm: "auto" (default: today the ring), "ring"
   // (plain below 64 KiB, chunked above), "halving_doubling" or "bcube".
   std::string algorithm = "auto";
+  // How messages name rank i (the job's ranks, when this is a group of
+  // them: one local rank of every host); empty: i itself.
+  std::vector<int> names;
 };
 
 // Rendezvous of `options.size` processes through `store` (scoped to this

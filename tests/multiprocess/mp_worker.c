@@ -238,7 +238,7 @@ static int compare_params(const char* label, dp_workspace* got, dp_workspace* wa
 
 static int equivalence(const config* c) {
   dp_model *model = NULL, *mine = NULL;
-  job multi, single;
+  job multi = {0}, single = {0};
   const int sync_bn = strcmp(c->model, "bn") == 0;
   const int local = c->devices * kPerDevice, global = local * c->world;
   int step, ok;
@@ -259,7 +259,7 @@ static int equivalence(const config* c) {
   snprintf(path, sizeof path, "%s/%s-%s-%dx%d.dpckpt", c->dir, c->model, getenv("DP_RUN_ID"), c->world, c->devices);
   if (ok) {
     FILE* f;
-    job resumed;
+    job resumed = {0};
     ok = EXPECT_OK(dp_parallel_model_save(multi.pm, multi.ws, path, NULL)) &&
          EXPECT_OK(dp_parallel_model_sync(multi.pm, multi.ws)); /* a barrier: the file is there */
     f = fopen(path, "rb");
@@ -286,7 +286,7 @@ static int equivalence(const config* c) {
  * job's devices in one process. */
 static int variant(const config* c, int flag, const char* label) {
   dp_model *model = NULL, *mine = NULL;
-  job multi, ref;
+  job multi = {0}, ref = {0};
   const int local = c->devices * kPerDevice, global = local * c->world;
   int step, ok;
   if (!load_model(kMlp, 1, &model) || !load_model(kMlp, 1 + 10 * c->rank, &mine)) return 0;
@@ -312,7 +312,7 @@ static int variant(const config* c, int flag, const char* label) {
 /* Uneven data: rank r runs out after K - r steps and joins. */
 static int join(const config* c) {
   dp_model *model = NULL, *mine = NULL;
-  job multi, single;
+  job multi = {0}, single = {0};
   const int local = c->devices * kPerDevice;
   int step, ok;
   int64_t shadowed = -1;
@@ -336,7 +336,7 @@ static int join(const config* c) {
 /* kill / stall: survivors must fail within the timeout plus 1 s, naming the victim. */
 static int failure(const config* c) {
   dp_model* model = NULL;
-  job j;
+  job j = {0};
   const int local = c->devices * kPerDevice;
   int step, ok, failed = 0;
   char victim[32];

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <string>
@@ -58,7 +59,14 @@ int VersionIn(const std::string& path) {
 TEST_CASE("killing a saving process at random moments never leaves a bad checkpoint under the final name") {
   TempDir dir("dp_test_ckpt_kill");
   const std::string path = dir.Path("step-000000001.dpckpt");
+  // Kill moments are drawn over a few saves' time on this disk (a save of
+  // 8 MiB with its fsyncs took 3 ms on one machine and 15-70 ms on another).
+  const auto save_start = std::chrono::steady_clock::now();
   WriteCheckpoint(path, Version(0), {});
+  const int save_us = static_cast<int>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                           std::chrono::steady_clock::now() - save_start)
+                                           .count());
+  const int max_wait_us = std::max(30000, 3 * save_us);
   std::mt19937 rng(20261125);
   int versions_seen = 0, temp_files_left = 0, last_version = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -85,7 +93,7 @@ TEST_CASE("killing a saving process at random moments never leaves a bad checkpo
     ::close(ready[0]);
     // A random moment: before its first save ends, during a later one, or
     // between two (not a synchronisation: any moment must be safe).
-    std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 30000)(rng)));
+    std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, max_wait_us)(rng)));
     REQUIRE(::kill(pid, SIGKILL) == 0);
     int status = 0;
     REQUIRE(::waitpid(pid, &status, 0) == pid);
@@ -101,7 +109,7 @@ TEST_CASE("killing a saving process at random moments never leaves a bad checkpo
     CHECK(dir.Files() == std::vector<std::string>{"step-000000001.dpckpt"});
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  MESSAGE(kKills, " kills in ", seconds, " s: ", versions_seen, " new versions found, ", temp_files_left,
+  MESSAGE(kKills, " kills in ", seconds, " s (a save: ", save_us, " us): ", versions_seen, " new versions found, ", temp_files_left,
           " kills mid-save (temporary file left)");
   CHECK(temp_files_left > 0);  // some kills did land in the middle of a save
   CHECK(versions_seen > 0);    // and some after a save completed
