@@ -1,7 +1,7 @@
 // dp-bench: benchmarks of the engine, one subcommand per benchmark.
 //   dp-bench executor [--json] [--quick] [--repeats N] [--threads N[,M...]] [--only SHAPES]
 //   dp-bench allreduce [--json] [--quick] [--repeats N] [--devices N] [--threads T]
-//   dp-run -n N -- dp-bench gloo-allreduce [--quick] [--repeats N] [--max-mib M]
+//   dp-run -n N -- dp-bench process-allreduce [--quick] [--repeats N] [--max-mib M] [--transports shm,gloo]
 // See bench/README.md.
 #include <cstdio>
 #include <cstring>
@@ -10,7 +10,7 @@
 namespace dpbench {
 int ExecutorMain(int argc, char** argv);   // executor_bench.cc
 int AllreduceMain(int argc, char** argv);  // allreduce_bench.cc
-int GlooAllreduceMain(int argc, char** argv);  // gloo_allreduce_bench.cc
+int ProcessAllreduceMain(int argc, char** argv);  // process_allreduce_bench.cc
 }
 
 namespace {
@@ -38,11 +38,13 @@ void Usage(FILE* out) {
                "                      --repeats N samples per size (default 9)\n"
                "                      --devices N replicas, i.e. buffers per allreduce (default 2)\n"
                "                      --threads T communicator team size (default min(N, CPUs))\n"
-               "  gloo-allreduce  allreduce between processes (Gloo ring and bcube), 4 KiB .. 256 MiB,\n"
-               "             against one core's memcpy bandwidth; run under dp-run -n N\n"
+               "  process-allreduce  allreduce between processes, 4 KiB .. 256 MiB, through shared\n"
+               "             memory and over Gloo (auto, ring, halving-doubling, bcube), against one\n"
+               "             core's memcpy bandwidth; run under dp-run -n N\n"
                "             options: --quick     sizes up to 1 MiB, 3 repeats\n"
                "                      --repeats N samples per size (default 7)\n"
                "                      --max-mib M largest size (default 256)\n"
+               "                      --transports shm,gloo  which to measure (default both)\n"
                "\n"
                "Benchmarks are never tests; run them on a quiet machine (see bench/README.md).\n");
 }
@@ -61,7 +63,8 @@ int main(int argc, char** argv) {
   }
   if (cmd == "executor") return dpbench::ExecutorMain(argc - 2, argv + 2);
   if (cmd == "allreduce") return dpbench::AllreduceMain(argc - 2, argv + 2);
-  if (cmd == "gloo-allreduce") return dpbench::GlooAllreduceMain(argc - 2, argv + 2);
+  if (cmd == "process-allreduce" || cmd == "gloo-allreduce")  // the latter: its name before 0.4
+    return dpbench::ProcessAllreduceMain(argc - 2, argv + 2);
   std::fprintf(stderr, "dp-bench: unknown subcommand '%s'\n\n", cmd.c_str());
   Usage(stderr);
   return 2;

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Data parallelism across processes on the CPU: the training step of the
 # Fashion-MNIST MLP (784-512-512-10, momentum SGD) with the same global batch
-#   dp_2proc   dp-run -n 2, each process pinned to its own core: train_step --devices 1
-#   dp_2dev    one process on both cores: train_step --devices 2 --workers 1
-#   ddp_2proc  PyTorch DDP (gloo), 2 processes x 1 thread, each on its own core
+#   dp_2proc      dp-run -n 2, each process pinned to its own core: train_step --devices 1
+#                 (the processes talk through shared memory: the default on one host)
+#   dp_2proc_tcp  the same over Gloo's TCP transport (DP_LOCAL_TRANSPORT=tcp, as between hosts)
+#   dp_2dev       one process on both cores: train_step --devices 2 --workers 1
+#   ddp_2proc     PyTorch DDP (gloo), 2 processes x 1 thread, each on its own core
 # run interleaved (the order rotating from round to round), one BLAS thread per
 # compute thread; then the allreduce between 2 processes (one core each) per
-# buffer size, dp's Gloo communicator (dp-bench gloo-allreduce: auto, ring,
-# halving-doubling, bcube) against torch.distributed.all_reduce (gloo).
+# buffer size, dp's communicators (dp-bench process-allreduce: shared memory;
+# Gloo auto, ring, halving-doubling, bcube) against torch.distributed.all_reduce (gloo).
 #
 #   bench/run_multiprocess_bench.sh [--build DIR] [--rounds R] [--steps N] [--batches "256 64"]
 #                                   [--allreduce full|quick|none]
@@ -66,18 +68,21 @@ add() { results[$1]+="$2"$'\n'; }
 run_config() {  # config batch
   local out
   case "$1" in
-    dp_2proc)
+    dp_2proc|dp_2proc_tcp)
       # Each process on its own core (DP_LOCAL_RANK), rank 0's line.
-      out=$("$dp_run" -n 2 --no-prefix -- sh -c 'exec taskset -c "$DP_LOCAL_RANK" "$0" "$@" | sed "s/^/rank$DP_RANK /"' \
+      local transport=auto
+      [[ $1 == dp_2proc_tcp ]] && transport=tcp
+      out=$(DP_LOCAL_TRANSPORT=$transport "$dp_run" -n 2 --no-prefix -- \
+              sh -c 'exec taskset -c "$DP_LOCAL_RANK" "$0" "$@" | sed "s/^/rank$DP_RANK /"' \
               "$train_step" --devices 1 --batch "$2" --steps "$steps" | grep '^rank0 ' | sed 's/^rank0 //') ;;
     dp_2dev) out=$(taskset -c 0,1 "$train_step" --devices 2 --workers 1 --batch "$2" --steps "$steps") ;;
     ddp_2proc) out=$(taskset -c 0,1 "$py" "$here/pytorch_ddp.py" --procs 2 --batch "$2" --steps "$steps" | tail -1) ;;
   esac
-  echo "  $(printf '%-9s' "$1") $(echo "$out" | sed 's/^train_step model=[^ ]* //; s/^pytorch_ddp //')"
+  echo "  $(printf '%-12s' "$1") $(echo "$out" | sed 's/^train_step model=[^ ]* //; s/^pytorch_ddp //')"
   add "$1/$2" "$(echo "$out" | field samples_per_s)"
 }
 
-configs=(dp_2proc dp_2dev ddp_2proc)
+configs=(dp_2proc dp_2proc_tcp dp_2dev ddp_2proc)
 for r in $(seq 1 "$rounds"); do
   echo "round $r/$rounds"
   for b in $batches; do
@@ -95,12 +100,14 @@ for b in $batches; do
   echo
   echo "batch $b: median samples/s over $rounds rounds (min..max)"
   for c in "${configs[@]}"; do
-    printf '  %-9s %10.1f  (%s)\n' "$c" "$(med "$c/$b")" "$(spread "$c/$b")"
+    printf '  %-12s %10.1f  (%s)\n' "$c" "$(med "$c/$b")" "$(spread "$c/$b")"
   done
   r1=$(ratio "$(med dp_2proc/$b)" "$(med ddp_2proc/$b)")
   r2=$(ratio "$(med dp_2proc/$b)" "$(med dp_2dev/$b)")
   echo "  dp 2 processes / torch DDP 2 processes: ${r1}x (target >= 1.5: $(verdict "$r1" 1.5))"
   echo "  dp 2 processes / dp 2 devices in one:   ${r2}x (target >= 0.9: $(verdict "$r2" 0.9))"
+  echo "  the same over TCP: $(ratio "$(med dp_2proc_tcp/$b)" "$(med ddp_2proc/$b)")x DDP," \
+       "$(ratio "$(med dp_2proc_tcp/$b)" "$(med dp_2dev/$b)")x dp 2 devices"
 done
 
 if [[ $allreduce != none ]]; then
@@ -109,6 +116,6 @@ if [[ $allreduce != none ]]; then
   echo
   echo "allreduce between 2 processes (one core each):"
   "$dp_run" -n 2 --no-prefix -- sh -c 'exec taskset -c "$DP_LOCAL_RANK" "$0" "$@"' \
-    "$dp_bench" gloo-allreduce --max-mib "$max" | sed 's/^/  /'
+    "$dp_bench" process-allreduce --max-mib "$max" | sed 's/^/  /'
   taskset -c 0,1 "$py" "$here/pytorch_allreduce.py" --procs 2 --max-mib "$max" | sed 's/^/  /'
 fi

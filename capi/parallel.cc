@@ -67,6 +67,15 @@ void ReadShardOptions(const dp_parallel_options* options, dp::ParallelizeOptions
     o.run_id = run_id;
     check_run_id("options->run_id");
   }
+  auto check_transport = [&](const char* from) {
+    DP_ENFORCE(o.local_transport == "auto" || o.local_transport == "shm" || o.local_transport == "tcp", kApi, ": ",
+               from, " '", o.local_transport.substr(0, 40), "' must be \"auto\", \"shm\" or \"tcp\"");
+  };
+  const char* transport = DP_OPTIONS_HAVE(options, local_transport) ? options->local_transport : nullptr;
+  if (transport != nullptr) {
+    o.local_transport = transport;
+    check_transport("options->local_transport");
+  }
   // The environment only matters with several processes: one process is
   // not affected by variables meant for others.
   if (shards == 1) return;
@@ -91,6 +100,11 @@ void ReadShardOptions(const dp_parallel_options* options, dp::ParallelizeOptions
     if (auto v = Env("DP_RUN_ID")) {
       o.run_id = *v;
       check_run_id("DP_RUN_ID");
+    }
+  if (transport == nullptr)
+    if (auto v = Env("DP_LOCAL_TRANSPORT")) {
+      o.local_transport = *v;
+      check_transport("environment variable DP_LOCAL_TRANSPORT");
     }
 }
 

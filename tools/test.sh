@@ -79,7 +79,7 @@ tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-40}" || status=1
 # the test (halt_on_error). No suppressions are needed.
 tsan_dir=build-tsan
 tsan_opts="-Dcuda=disabled -Db_sanitize=thread -Dbuildtype=debugoptimized -Dsamples=false"
-tsan_tests=(async exec core collectives comm parallelize checkpoint)
+tsan_tests=(async exec core collectives comm shm parallelize checkpoint)
 if [ ! -f "$tsan_dir/build.ninja" ]; then
   # shellcheck disable=SC2086
   meson setup "$tsan_dir" $tsan_opts >/dev/null

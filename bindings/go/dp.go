@@ -42,7 +42,7 @@ const (
 	ABIVersion          = C.DP_ABI_VERSION
 )
 
-// Version is the loaded library's version ("0.3.0").
+// Version is the loaded library's version ("0.4.0").
 func Version() string { return C.GoString(C.dp_version()) }
 
 // VersionNumber is the loaded library's DP_VERSION_NUMBER; compare it with

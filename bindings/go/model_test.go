@@ -315,6 +315,7 @@ func TestParallelShards(t *testing.T) {
 		{"shard out of range", dp.ParallelOptions{NumShards: 2, ShardID: 2}, "shard_id"},
 		{"negative timeout", dp.ParallelOptions{NumShards: 1, TimeoutMS: -1}, "timeout_ms"},
 		{"bad run id", dp.ParallelOptions{NumShards: 1, RunID: "a/b"}, "run id"},
+		{"bad local transport", dp.ParallelOptions{NumShards: 1, LocalTransport: "udp"}, "local_transport"},
 	} {
 		_, err := m.Parallelize(&c.opts)
 		var e *dp.Error
@@ -323,7 +324,8 @@ func TestParallelShards(t *testing.T) {
 		}
 	}
 	// Explicit strings that are valid with one process are accepted.
-	named, err := m.Parallelize(&dp.ParallelOptions{NumShards: 1, RunID: "go-test", NetworkInterface: "lo", TimeoutMS: 1000})
+	named, err := m.Parallelize(&dp.ParallelOptions{NumShards: 1, RunID: "go-test", NetworkInterface: "lo", TimeoutMS: 1000,
+		LocalTransport: "tcp"})
 	must(t, err)
 	if named.NumShards() != 1 || named.ShardID() != 0 {
 		t.Fatal(named.NumShards(), named.ShardID())

@@ -58,6 +58,9 @@ type ParallelOptions struct {
 	TimeoutMS        int64  // 0: DP_TIMEOUT_MS, else 60000
 	NetworkInterface string // "eth0"; "": DP_INTERFACE, else the host name's address
 	RunID            string // "": DP_RUN_ID, else "dp"
+	// Between the processes of one host (since 0.4): "auto" (shared memory
+	// where usable), "shm" or "tcp"; "": DP_LOCAL_TRANSPORT, else "auto".
+	LocalTransport string
 }
 
 func b2i(b bool) C.int32_t {
@@ -144,6 +147,8 @@ func (m *Model) Parallelize(opts *ParallelOptions) (*ParallelModel, error) {
 	defer freeStr(c.network_interface)
 	c.run_id = optStr(opts.RunID)
 	defer freeStr(c.run_id)
+	c.local_transport = optStr(opts.LocalTransport)
+	defer freeStr(c.local_transport)
 	var out *C.dp_parallel_model
 	if err := statusErr(C.dp_model_parallelize(p, &c, &out)); err != nil {
 		return nil, err

@@ -109,7 +109,7 @@ extern "C" {
 
 /* Version of the header the caller was compiled against. */
 #define DP_VERSION_MAJOR 0
-#define DP_VERSION_MINOR 3
+#define DP_VERSION_MINOR 4
 #define DP_VERSION_PATCH 0
 #define DP_VERSION_NUMBER (DP_VERSION_MAJOR * 10000 + DP_VERSION_MINOR * 100 + DP_VERSION_PATCH)
 /* The ABI major version; the shared library is libdp.so.<DP_ABI_VERSION>. */
@@ -799,14 +799,16 @@ typedef struct dp_parallel_options {
    * part of the data (its batch is split over its devices), and gradients
    * are summed over every device of every process, so that a step equals
    * one device's step on all processes' batches together. The processes
-   * meet through `store` (rendezvous, when the init net runs) and talk over
-   * Gloo's TCP transport (CPU replicas). Every collective is bounded by
-   * timeout_ms: a process that dies or stalls makes the others' runs fail
-   * with DP_ERR_UNAVAILABLE or DP_ERR_TIMEOUT naming the missing rank.
+   * meet through `store` (rendezvous, when the init net runs) and talk
+   * through shared memory on one host and Gloo's TCP transport between
+   * hosts (CPU replicas; see local_transport). Every collective is bounded
+   * by timeout_ms: a process that dies or stalls makes the others' runs
+   * fail with DP_ERR_UNAVAILABLE or DP_ERR_TIMEOUT naming the missing rank.
    * The dp-run launcher sets the environment variables named below; the
-   * fallbacks to DP_STORE, DP_TIMEOUT_MS, DP_INTERFACE and DP_RUN_ID are
-   * read only when there are several processes (explicit fields are always
-   * checked). docs/MULTIPROCESS.md has the whole story. */
+   * fallbacks to DP_STORE, DP_TIMEOUT_MS, DP_INTERFACE, DP_RUN_ID and
+   * DP_LOCAL_TRANSPORT are read only when there are several processes
+   * (explicit fields are always checked). docs/MULTIPROCESS.md has the
+   * whole story. */
   int32_t shard_id;           /* this process's rank in [0, num_shards) */
   /* 0: from the environment: DP_WORLD_SIZE and DP_RANK when DP_WORLD_SIZE
    * is set, else 1 (this process alone; shard_id must be 0). */
@@ -823,6 +825,16 @@ typedef struct dp_parallel_options {
   /* The job's id: its keys in the store live under it, so that jobs sharing
    * a store never meet. NULL: DP_RUN_ID, else "dp". Read during the call. */
   const char* run_id;
+  /* --- Since 0.4 ------------------------------------------------------------
+   * How the processes of one host talk: "auto" (shared memory where
+   * /dev/shm is usable, else TCP), "shm" (shared memory; an error where it
+   * is not usable) or "tcp" (Gloo over loopback, as between hosts). Across
+   * hosts it is always Gloo over TCP; with several processes on each of
+   * several hosts (the same number on each), the collectives are
+   * hierarchical: shared memory inside each host, TCP between hosts. Every
+   * process must pass the same. NULL: DP_LOCAL_TRANSPORT, else "auto". Read
+   * during the call. */
+  const char* local_transport;
 } dp_parallel_options;
 
 /* Replica 0's values copied to all (the default), their average, or nothing. */

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
-#include <new>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -47,9 +46,8 @@ size_t AlignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 bool Reached(uint32_t value, uint32_t target) { return static_cast<int32_t>(value - target) >= 0; }
 
-long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
-  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words are 32-bit");
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+long Futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
+  return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
 }
 
 int PidfdOpen(int pid) {
@@ -94,26 +92,36 @@ void ReduceInto(char* const* regions, int parts, int me, int64_t lo, int64_t hi)
 
 // ---- the shared layout ----------------------------------------------------------
 
+// Words of shared memory are plain integers that every access reaches
+// through std::atomic_ref: the kernel zero-fills the segment, and no
+// process constructs objects in it that another would read.
+using Word = std::atomic_ref<uint32_t>;
+
 // One per process, on its own cache line: only its owner writes seq.
 struct alignas(64) ShmSlot {
-  std::atomic<uint32_t> seq;      // the last phase this process posted
-  std::atomic<uint32_t> waiters;  // processes sleeping on seq (the poster wakes them)
-  std::atomic<uint32_t> left;     // 1: it closed its communicator
+  uint32_t seq_word;      // the last phase this process posted (a futex word)
+  uint32_t waiters_word;  // processes sleeping on seq (the poster wakes them)
+  uint32_t left_word;     // 1: it closed its communicator
+  Word seq() { return Word(seq_word); }
+  Word waiters() { return Word(waiters_word); }
+  Word left() { return Word(left_word); }
 };
 
 struct ShmCommunicator::Shared {
+  // Written by local rank 0 before it publishes the segment's name, magic last.
   uint64_t magic;
   uint64_t nonce;
   uint32_t size;
   // 0; kAbortWriting while the first failing process writes its error;
   // then 1 + its local rank, with abort_code and abort_reason.
-  alignas(64) std::atomic<uint32_t> abort_state;
+  alignas(64) uint32_t abort_word;
   int32_t abort_code;
   char abort_reason[kReasonBytes];
 
   static size_t SlotsOffset() { return AlignUp(sizeof(Shared), 64); }
   static size_t ScratchOffset(int size) { return AlignUp(SlotsOffset() + sizeof(ShmSlot) * static_cast<size_t>(size), kPage); }
   static size_t Bytes(int size) { return ScratchOffset(size) + kScratchBytes * static_cast<size_t>(size); }
+  Word abort_state() { return Word(abort_word); }
   ShmSlot& slot(int r) { return reinterpret_cast<ShmSlot*>(reinterpret_cast<char*>(this) + SlotsOffset())[r]; }
   char* scratch(int r) { return reinterpret_cast<char*>(this) + ScratchOffset(static_cast<int>(size)) + kScratchBytes * static_cast<size_t>(r); }
 };
@@ -156,11 +164,10 @@ void ShmCommunicator::Rendezvous() {
     control_ = ShmSegment::Create(bytes);
     std::random_device rd;
     nonce = (uint64_t{rd()} << 32) ^ rd();
-    auto* s = new (control_.data()) Shared();
-    s->magic = kMagic;
-    s->nonce = nonce;
-    s->size = static_cast<uint32_t>(o_.size);
-    for (int r = 0; r < o_.size; ++r) new (&s->slot(r)) ShmSlot();
+    auto* s = reinterpret_cast<Shared*>(control_.data());  // zero-filled
+    std::atomic_ref<uint32_t>(s->size).store(static_cast<uint32_t>(o_.size), std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(s->nonce).store(nonce, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(s->magic).store(kMagic, std::memory_order_release);
     store_->Set("control", StrCat(control_.name(), " ", nonce));
   } else {
     if (!store_->WaitFor({"control"}, o_.timeout))
@@ -169,8 +176,12 @@ void ShmCommunicator::Rendezvous() {
     std::istringstream in(store_->Get("control"));
     in >> name >> nonce;
     control_ = ShmSegment::Open(name, bytes);
-    const auto* s = reinterpret_cast<const Shared*>(control_.data());
-    DP_ENFORCE_CODE(s->magic == kMagic && s->nonce == nonce && s->size == static_cast<uint32_t>(o_.size),
+    auto* s = reinterpret_cast<Shared*>(control_.data());
+    const bool same = std::atomic_ref<uint64_t>(s->magic).load(std::memory_order_acquire) == kMagic &&
+                      std::atomic_ref<uint64_t>(s->nonce).load(std::memory_order_relaxed) == nonce &&
+                      std::atomic_ref<uint32_t>(s->size).load(std::memory_order_relaxed) ==
+                          static_cast<uint32_t>(o_.size);
+    DP_ENFORCE_CODE(same,
                     Code::kUnavailable, "shm rendezvous: ", name, " is not the segment ", Name(0),
                     " made (another job's, or processes on different hosts)");
   }
@@ -201,9 +212,9 @@ void ShmCommunicator::Rendezvous() {
 ShmCommunicator::~ShmCommunicator() {
   if (shared_ != nullptr) {
     ShmSlot& mine = shared_->slot(o_.rank);
-    mine.left.store(1, std::memory_order_seq_cst);
+    mine.left().store(1, std::memory_order_seq_cst);
     // Peers sleeping on this process's word look again and see it left.
-    Futex(&mine.seq, FUTEX_WAKE, INT_MAX, nullptr);
+    Futex(&mine.seq_word, FUTEX_WAKE, INT_MAX, nullptr);
   }
   for (int fd : pidfds_)
     if (fd >= 0) close(fd);
@@ -213,14 +224,14 @@ ShmCommunicator::~ShmCommunicator() {
 
 void ShmCommunicator::Post(uint32_t value) {
   ShmSlot& mine = shared_->slot(o_.rank);
-  mine.seq.store(value, std::memory_order_seq_cst);
+  mine.seq().store(value, std::memory_order_seq_cst);
   // Pairs with a waiter's increment of `waiters` before it loads seq: either
   // it sees the new value or this sees it waiting.
-  if (mine.waiters.load(std::memory_order_seq_cst) > 0) Futex(&mine.seq, FUTEX_WAKE, INT_MAX, nullptr);
+  if (mine.waiters().load(std::memory_order_seq_cst) > 0) Futex(&mine.seq_word, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
 bool ShmCommunicator::PeerGone(int peer, std::string* why) {
-  if (shared_->slot(peer).left.load(std::memory_order_acquire) != 0) {
+  if (shared_->slot(peer).left().load(std::memory_order_acquire) != 0) {
     *why = "it closed its communicator";
     return true;
   }
@@ -238,11 +249,11 @@ bool ShmCommunicator::PeerGone(int peer, std::string* why) {
 }
 
 void ShmCommunicator::CheckAborted(const char* what) {
-  uint32_t state = shared_->abort_state.load(std::memory_order_acquire);
+  uint32_t state = shared_->abort_state().load(std::memory_order_acquire);
   if (state == 0) return;
   // The first failing process is writing its reason: a few microseconds.
   for (auto until = Clock::now() + std::chrono::milliseconds(10); state == kAbortWriting && Clock::now() < until;)
-    state = shared_->abort_state.load(std::memory_order_acquire);
+    state = shared_->abort_state().load(std::memory_order_acquire);
   Code code = Code::kUnavailable;
   std::string reason = "no reason recorded";
   std::string who = "a process";
@@ -258,17 +269,17 @@ void ShmCommunicator::CheckAborted(const char* what) {
 
 void ShmCommunicator::Publish(Code code, const std::string& message) noexcept {
   uint32_t expected = 0;
-  if (!shared_->abort_state.compare_exchange_strong(expected, kAbortWriting)) return;  // someone was first
+  if (!shared_->abort_state().compare_exchange_strong(expected, kAbortWriting)) return;  // someone was first
   shared_->abort_code = static_cast<int32_t>(code);
   const size_t n = std::min(message.size(), kReasonBytes - 1);
   std::memcpy(shared_->abort_reason, message.data(), n);
   shared_->abort_reason[n] = '\0';
-  shared_->abort_state.store(static_cast<uint32_t>(o_.rank) + 1, std::memory_order_release);
+  shared_->abort_state().store(static_cast<uint32_t>(o_.rank) + 1, std::memory_order_release);
   WakeAll();
 }
 
 void ShmCommunicator::WakeAll() noexcept {
-  for (int r = 0; r < o_.size; ++r) Futex(&shared_->slot(r).seq, FUTEX_WAKE, INT_MAX, nullptr);
+  for (int r = 0; r < o_.size; ++r) Futex(&shared_->slot(r).seq_word, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
 void ShmCommunicator::Fail(Code code, const std::string& message) {
@@ -279,7 +290,8 @@ void ShmCommunicator::Fail(Code code, const std::string& message) {
 }
 
 void ShmCommunicator::WaitFor(int peer, uint32_t target, const char* what, std::chrono::milliseconds grace) {
-  std::atomic<uint32_t>& seq = shared_->slot(peer).seq;
+  ShmSlot& slot = shared_->slot(peer);
+  Word seq = slot.seq();
   if (Reached(seq.load(std::memory_order_acquire), target)) return;
   const auto start = Clock::now();
   const auto spin_until = start + kSpin;
@@ -289,7 +301,7 @@ void ShmCommunicator::WaitFor(int peer, uint32_t target, const char* what, std::
     if ((i & 63) == 0 && Clock::now() >= spin_until) break;
   }
   const auto deadline = start + o_.timeout + grace;
-  std::atomic<uint32_t>& waiters = shared_->slot(peer).waiters;
+  Word waiters = slot.waiters();
   for (;;) {
     CheckAborted(what);
     std::string why;
@@ -308,7 +320,7 @@ void ShmCommunicator::WaitFor(int peer, uint32_t target, const char* what, std::
     timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
     waiters.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = seq.load(std::memory_order_seq_cst);
-    if (!Reached(seen, target)) Futex(&seq, FUTEX_WAIT, seen, &ts);
+    if (!Reached(seen, target)) Futex(&slot.seq_word, FUTEX_WAIT, seen, &ts);
     waiters.fetch_sub(1, std::memory_order_release);
     if (Reached(seq.load(std::memory_order_acquire), target)) return;
   }

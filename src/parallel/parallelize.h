@@ -90,6 +90,9 @@ struct ParallelizeOptions {
   int64_t timeout_ms = 60000; // rendezvous and every collective across processes
   std::string interface;      // network interface ("" : the host name's address)
   std::string run_id = "dp";  // the job's id: its keys in the store live under it
+  // Between the processes of one host: "auto" (shared memory where usable),
+  // "shm" or "tcp" (ProcessGroupOptions::local_transport).
+  std::string local_transport = "auto";
 };
 
 struct ParallelNets {

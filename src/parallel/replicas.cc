@@ -92,7 +92,7 @@ void Replicas::AppendReplicated(NetDef& net, const NetDef& tmpl) const {
 OperatorDef Replicas::CreateComm() const {
   if (!cuda()) {
     std::vector<Argument> args;
-    args.reserve(7);
+    args.reserve(8);
     args.push_back(NumDevicesArg());
     if (options_.num_shards > 1) {
       args.push_back(MakeArg("world_size", int64_t{options_.num_shards}));
@@ -101,6 +101,7 @@ OperatorDef Replicas::CreateComm() const {
       args.push_back(MakeArg("timeout_ms", options_.timeout_ms));
       args.push_back(MakeArg("run_id", options_.run_id));
       if (!options_.interface.empty()) args.push_back(MakeArg("interface", options_.interface));
+      if (options_.local_transport != "auto") args.push_back(MakeArg("local_transport", options_.local_transport));
     }
     return MakeOperatorDef("CreateCpuCollectives", {}, {kCommBlob}, std::move(args));
   }

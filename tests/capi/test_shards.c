@@ -15,6 +15,7 @@
 
 #include "check.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,7 +33,8 @@ static const char kModel[] =
 static dp_model* g_model;
 
 static void clear_env(void) {
-  const char* vars[] = {"DP_WORLD_SIZE", "DP_RANK", "DP_STORE", "DP_TIMEOUT_MS", "DP_INTERFACE", "DP_RUN_ID"};
+  const char* vars[] = {"DP_WORLD_SIZE", "DP_RANK",   "DP_STORE",
+                        "DP_TIMEOUT_MS", "DP_INTERFACE", "DP_RUN_ID", "DP_LOCAL_TRANSPORT"};
   size_t i;
   for (i = 0; i < sizeof vars / sizeof vars[0]; ++i) unsetenv(vars[i]);
 }
@@ -93,6 +95,25 @@ static void explicit_fields(void) {
   o.run_id = "";
   refused(&o, DP_ERR_INVALID_ARGUMENT, "run id");
   o.run_id = NULL;
+  o.local_transport = "udp";
+  refused(&o, DP_ERR_INVALID_ARGUMENT, "local_transport");
+  o.num_shards = 1;
+  refused(&o, DP_ERR_INVALID_ARGUMENT, "local_transport"); /* explicit: checked with one process too */
+  o.num_shards = 2;
+  o.local_transport = "tcp";
+  if (EXPECT_OK(dp_model_parallelize(g_model, &o, &pm))) CHECK(dp_parallel_model_num_shards(pm) == 2);
+  dp_parallel_model_free(pm);
+  pm = NULL;
+  {
+    /* A caller compiled against 0.3's header: the struct ends at run_id. */
+    o.local_transport = "udp"; /* beyond struct_size: never read */
+    o.struct_size = (uint32_t)(offsetof(dp_parallel_options, run_id) + sizeof o.run_id);
+    if (EXPECT_OK(dp_model_parallelize(g_model, &o, &pm))) CHECK(dp_parallel_model_num_shards(pm) == 2);
+    dp_parallel_model_free(pm);
+    pm = NULL;
+    o.struct_size = (uint32_t)sizeof o;
+    o.local_transport = NULL;
+  }
   o.uneven_split = 1;
   refused(&o, DP_ERR_INVALID_ARGUMENT, "uneven_split");
   o.uneven_split = 0;
@@ -142,6 +163,18 @@ static void environment(void) {
   setenv("DP_STORE", "file:///tmp/x", 1);
   setenv("DP_RUN_ID", "a/b", 1);
   refused(&o, DP_ERR_INVALID_ARGUMENT, "DP_RUN_ID");
+  setenv("DP_RUN_ID", "job-8", 1);
+  setenv("DP_LOCAL_TRANSPORT", "udp", 1);
+  refused(&o, DP_ERR_INVALID_ARGUMENT, "DP_LOCAL_TRANSPORT");
+  o.local_transport = "shm"; /* the field wins */
+  pm = NULL;
+  if (EXPECT_OK(dp_model_parallelize(g_model, &o, &pm))) CHECK(dp_parallel_model_num_shards(pm) == 2);
+  dp_parallel_model_free(pm);
+  o.local_transport = NULL;
+  setenv("DP_LOCAL_TRANSPORT", "tcp", 1);
+  pm = NULL;
+  if (EXPECT_OK(dp_model_parallelize(g_model, &o, &pm))) CHECK(dp_parallel_model_num_shards(pm) == 2);
+  dp_parallel_model_free(pm);
   /* Explicit fields win over the environment. */
   o.num_shards = 1;
   pm = NULL;

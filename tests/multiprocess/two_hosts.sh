@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Two "hosts" on one machine: network namespaces dpA (10.77.0.1) and dpB
-# (10.77.0.2) joined by a veth pair, each running `dp-run -n 1` of a
+# (10.77.0.2) joined by a veth pair, each running `dp-run -n PER_HOST` of a
 # two-node job (--nodes 2, its own --node-rank, one store and run id) whose
-# process talks to the other over its veth interface only (DP_INTERFACE):
-#   two_hosts.sh DP_RUN MP_WORKER [WORKER ARGS...]
+# processes talk to the other host over its veth interface only
+# (DP_INTERFACE), and to each other through shared memory (different
+# network namespaces count as different hosts):
+#   two_hosts.sh DP_RUN PER_HOST MP_WORKER [WORKER ARGS...]
 # Needs root and iproute2's `ip`; exits 77 (skipped) when either is missing
 # or namespaces cannot be made here. Everything it creates is removed at the end.
 set -euo pipefail
-dp_run=$1 worker=$2
-shift 2
+dp_run=$1 per_host=$2 worker=$3
+shift 3
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
   echo "SKIP: needs root and iproute2's ip to make network namespaces"
   exit 77
@@ -36,10 +38,10 @@ ip -n "$b" link set vethB up
 store="file://$dir/store"
 run_id="two-hosts-$$"
 status=0
-DP_INTERFACE=vethA ip netns exec "$a" "$dp_run" -n 1 --nodes 2 --node-rank 0 --store "$store" --run-id "$run_id" \
+DP_INTERFACE=vethA ip netns exec "$a" "$dp_run" -n "$per_host" --nodes 2 --node-rank 0 --store "$store" --run-id "$run_id" \
   --timeout-ms 30000 -- "$worker" "$@" >"$dir/a.log" 2>&1 &
 pa=$!
-DP_INTERFACE=vethB ip netns exec "$b" "$dp_run" -n 1 --nodes 2 --node-rank 1 --store "$store" --run-id "$run_id" \
+DP_INTERFACE=vethB ip netns exec "$b" "$dp_run" -n "$per_host" --nodes 2 --node-rank 1 --store "$store" --run-id "$run_id" \
   --timeout-ms 30000 -- "$worker" "$@" >"$dir/b.log" 2>&1 || status=$?
 wait "$pa" || status=$?
 sed 's/^/host A: /' "$dir/a.log"

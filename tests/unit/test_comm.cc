@@ -351,51 +351,56 @@ TEST_CASE("CpuCollectives: SumInto and CopyOut lay segments end to end") {
 }
 
 TEST_CASE("collective ops across two processes of two devices: Allreduce, Broadcast, Barrier") {
-  TempDir dir("dp_gloo");
-  const std::string url = "file://" + dir.Path("store");
-  std::vector<std::vector<float>> got(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank)
-    threads.emplace_back([&, rank] {
-      try {
-        auto wsp = std::make_shared<Workspace>();
-        Workspace& ws = *wsp;
-        NetDef net;
-        net.ops.push_back(MakeOperatorDef(
-            "CreateCpuCollectives", {}, {"comm"},
-            {MakeArg("num_devices", int64_t{2}), MakeArg("world_size", int64_t{2}), MakeArg("rank", int64_t{rank}),
-             MakeArg("store", url), MakeArg("timeout_ms", int64_t{20000}), MakeArg("run_id", std::string("t"))}));
-        for (int d = 0; d < 2; ++d) {
-          const float base = static_cast<float>(10 * rank + d);
-          FeedOwned(ws, "x" + std::to_string(d), Make<float>({3}, {base, base + 1, base + 2}));
-          FeedOwned(ws, "w" + std::to_string(d), Make<float>({2}, {base, -base}));
+  // Through shared memory (the default between processes of a host) and over Gloo.
+  for (const char* transport : {"auto", "tcp"}) {
+    CAPTURE(transport);
+    TempDir dir("dp_gloo");
+    const std::string url = "file://" + dir.Path("store");
+    std::vector<std::vector<float>> got(2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < 2; ++rank)
+      threads.emplace_back([&, rank] {
+        try {
+          auto wsp = std::make_shared<Workspace>();
+          Workspace& ws = *wsp;
+          NetDef net;
+          net.ops.push_back(MakeOperatorDef(
+              "CreateCpuCollectives", {}, {"comm"},
+              {MakeArg("num_devices", int64_t{2}), MakeArg("world_size", int64_t{2}), MakeArg("rank", int64_t{rank}),
+               MakeArg("store", url), MakeArg("timeout_ms", int64_t{20000}), MakeArg("run_id", std::string("t")),
+               MakeArg("local_transport", std::string(transport))}));
+          for (int d = 0; d < 2; ++d) {
+            const float base = static_cast<float>(10 * rank + d);
+            FeedOwned(ws, "x" + std::to_string(d), Make<float>({3}, {base, base + 1, base + 2}));
+            FeedOwned(ws, "w" + std::to_string(d), Make<float>({2}, {base, -base}));
+          }
+          net.ops.push_back(MakeOperatorDef("Allreduce", {"comm", "x0", "x1"}, {"x0", "x1"},
+                                            {MakeArg("num_devices", int64_t{2}), MakeArg("scale", 0.25)}));
+          net.ops.push_back(MakeOperatorDef("Broadcast", {"comm", "w0", "w1"}, {"w0", "w1"},
+                                            {MakeArg("num_devices", int64_t{2}), MakeArg("root", int64_t{1})}));
+          net.ops.push_back(MakeOperatorDef("Barrier", {"comm"}, {}));
+          net.external_inputs = {"x0", "x1", "w0", "w1"};
+          Net(std::make_shared<const NetDef>(net), wsp).Run();
+          std::vector<float> out;
+          for (const char* name : {"x0", "x1", "w0", "w1"}) {
+            const Tensor& t = ws.GetBlob(name)->Get<Tensor>();
+            out.insert(out.end(), t.data<float>(), t.data<float>() + t.numel());
+          }
+          got[static_cast<size_t>(rank)] = out;
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(rank)] = e.what();
         }
-        net.ops.push_back(MakeOperatorDef("Allreduce", {"comm", "x0", "x1"}, {"x0", "x1"},
-                                          {MakeArg("num_devices", int64_t{2}), MakeArg("scale", 0.25)}));
-        net.ops.push_back(MakeOperatorDef("Broadcast", {"comm", "w0", "w1"}, {"w0", "w1"},
-                                          {MakeArg("num_devices", int64_t{2}), MakeArg("root", int64_t{1})}));
-        net.ops.push_back(MakeOperatorDef("Barrier", {"comm"}, {}));
-        net.external_inputs = {"x0", "x1", "w0", "w1"};
-        Net(std::make_shared<const NetDef>(net), wsp).Run();
-        std::vector<float> out;
-        for (const char* name : {"x0", "x1", "w0", "w1"}) {
-          const Tensor& t = ws.GetBlob(name)->Get<Tensor>();
-          out.insert(out.end(), t.data<float>(), t.data<float>() + t.numel());
-        }
-        got[static_cast<size_t>(rank)] = out;
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(rank)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int rank = 0; rank < 2; ++rank) {
-    CAPTURE(rank);
-    CHECK(errors[static_cast<size_t>(rank)] == "");
-    // x: (0 + 1 + 10 + 11) / 4 = 5.5 (+1, +2) on every device of every process.
-    // w: rank 0's device 1 ({1, -1}) everywhere.
-    const std::vector<float> want{5.5f, 6.5f, 7.5f, 5.5f, 6.5f, 7.5f, 1, -1, 1, -1};
-    CHECK(got[static_cast<size_t>(rank)] == want);
+      });
+    for (auto& t : threads) t.join();
+    for (int rank = 0; rank < 2; ++rank) {
+      CAPTURE(rank);
+      CHECK(errors[static_cast<size_t>(rank)] == "");
+      // x: (0 + 1 + 10 + 11) / 4 = 5.5 (+1, +2) on every device of every process.
+      // w: rank 0's device 1 ({1, -1}) everywhere.
+      const std::vector<float> want{5.5f, 6.5f, 7.5f, 5.5f, 6.5f, 7.5f, 1, -1, 1, -1};
+      CHECK(got[static_cast<size_t>(rank)] == want);
+    }
   }
 }
 

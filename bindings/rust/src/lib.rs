@@ -57,7 +57,7 @@ pub use workspace::Workspace;
 
 use error::check;
 
-/// Version of the loaded library ("0.3.0").
+/// Version of the loaded library ("0.4.0").
 pub fn version() -> &'static str {
     unsafe { util::static_str(sys::dp_version()) }
 }

@@ -230,6 +230,9 @@ pub struct ParallelOptions {
     pub network_interface: Option<String>,
     /// The job's id in the store; None: DP_RUN_ID, else "dp".
     pub run_id: Option<String>,
+    /// Between the processes of one host (since 0.4): "auto" (shared memory
+    /// where usable), "shm" or "tcp"; None: DP_LOCAL_TRANSPORT, else "auto".
+    pub local_transport: Option<String>,
 }
 
 impl Default for ParallelOptions {
@@ -267,6 +270,7 @@ impl Default for ParallelOptions {
             timeout_ms: c.timeout_ms,
             network_interface: None,
             run_id: None,
+            local_transport: None,
         }
     }
 }
@@ -289,6 +293,7 @@ impl ParallelOptions {
         let store = opt(&self.store, "store")?;
         let network_interface = opt(&self.network_interface, "network_interface")?;
         let run_id = opt(&self.run_id, "run_id")?;
+        let local_transport = opt(&self.local_transport, "local_transport")?;
         let ptr_of = |s: &Option<CString>| s.as_ref().map_or(ptr::null(), |s| s.as_ptr() as *const c_char);
         let mut c: sys::dp_parallel_options = c_init(|p, n| unsafe { sys::dp_parallel_options_init(p, n) });
         c.device_type = self.device_type.value();
@@ -322,13 +327,14 @@ impl ParallelOptions {
         c.timeout_ms = self.timeout_ms;
         c.network_interface = ptr_of(&network_interface);
         c.run_id = ptr_of(&run_id);
-        Ok(ParallelC { c, _keep: [store, network_interface, run_id] })
+        c.local_transport = ptr_of(&local_transport);
+        Ok(ParallelC { c, _keep: [store, network_interface, run_id, local_transport] })
     }
 }
 
 pub(crate) struct ParallelC {
     pub c: sys::dp_parallel_options,
-    _keep: [Option<CString>; 3],
+    _keep: [Option<CString>; 4],
 }
 
 /// dp_checkpoint_save_options.

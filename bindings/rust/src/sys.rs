@@ -8,7 +8,7 @@ use std::os::raw::{c_char, c_void};
 
 // Version of the header this binding mirrors.
 pub const DP_VERSION_MAJOR: u32 = 0;
-pub const DP_VERSION_MINOR: u32 = 3;
+pub const DP_VERSION_MINOR: u32 = 4;
 pub const DP_VERSION_PATCH: u32 = 0;
 pub const DP_VERSION_NUMBER: u32 = DP_VERSION_MAJOR * 10000 + DP_VERSION_MINOR * 100 + DP_VERSION_PATCH;
 pub const DP_ABI_VERSION: u32 = 0;
@@ -204,6 +204,8 @@ pub struct dp_parallel_options {
     pub timeout_ms: i64,
     pub network_interface: *const c_char,
     pub run_id: *const c_char,
+    // Since 0.4.
+    pub local_transport: *const c_char,
 }
 
 #[repr(C)]

@@ -247,7 +247,7 @@ fn option_defaults_come_from_the_library() {
     assert_eq!(p.device_type, dp::DeviceType::Cpu);
     assert_eq!(p.computed_params, dp::ComputedParams::Broadcast);
     assert_eq!((p.shard_id, p.num_shards, p.timeout_ms), (0, 0, 0));
-    assert!(p.store.is_none() && p.network_interface.is_none() && p.run_id.is_none());
+    assert!(p.store.is_none() && p.network_interface.is_none() && p.run_id.is_none() && p.local_transport.is_none());
     assert_eq!(dp::SaveOptions::default().iteration, 0);
     assert!(!dp::LoadOptions::default().lenient);
     // A workspace with a tiny limit refuses a big op output.

@@ -94,5 +94,5 @@ fn struct_sizes_are_the_c_ones() {
     assert_eq!(size_of::<dp_checkpoint_load_options>(), 40);
     assert_eq!(size_of::<dp_build_info>(), 80);
     assert_eq!(size_of::<dp_optimizer_info>(), 128);
-    assert_eq!(size_of::<dp_parallel_options>(), 144);
+    assert_eq!(size_of::<dp_parallel_options>(), 152);
 }

@@ -195,6 +195,8 @@ fn shard_options_of_one_process() {
     fails(dp::ParallelOptions { num_shards: 2, shard_id: 2, ..Default::default() }, "shard_id");
     fails(dp::ParallelOptions { num_shards: 1, timeout_ms: -1, ..Default::default() }, "timeout_ms");
     fails(dp::ParallelOptions { num_shards: 1, run_id: Some("a/b".into()), ..Default::default() }, "run id");
+    let udp = Some("udp".to_string());
+    fails(dp::ParallelOptions { num_shards: 1, local_transport: udp, ..Default::default() }, "local_transport");
     // A NUL byte cannot reach C.
     fails(dp::ParallelOptions { num_shards: 1, run_id: Some("a\0b".into()), ..Default::default() }, "run_id");
     // Explicit strings that are valid with one process are accepted.
@@ -203,6 +205,7 @@ fn shard_options_of_one_process() {
         run_id: Some("rust-test".into()),
         network_interface: Some("lo".into()),
         timeout_ms: 1000,
+        local_transport: Some("tcp".into()),
         ..Default::default()
     };
     assert_eq!(model.parallelize(&named).unwrap().num_shards(), 1);

@@ -14,17 +14,20 @@ JNIEXPORT jlong JNICALL FN(modelParallelize)(JNIEnv* env, jclass c, jlong m, jin
                                              jint bmuf_no_nesterov, jint bmuf_block_length, jint computed_params,
                                              jint cuda_collectives, jint shared_model, jint sync_bn,
                                              jint shard_id, jint num_shards, jbyteArray jstore, jlong timeout_ms,
-                                             jbyteArray jnetwork_interface, jbyteArray jrun_id) {
+                                             jbyteArray jnetwork_interface, jbyteArray jrun_id,
+                                             jbyteArray jlocal_transport) {
   (void)c;
   dp_parallel_options o;
   dp_parallel_options_init(&o, sizeof o);
   /* The strings are copied to C (NULL stays NULL: the environment's value)
    * and freed after the call. */
-  int ok1, ok2 = 1, ok3 = 1;
+  int ok1, ok2 = 1, ok3 = 1, ok4 = 1;
   char* store = dpj_cstr(env, jstore, &ok1);
   char* iface = ok1 ? dpj_cstr(env, jnetwork_interface, &ok2) : NULL;
   char* run_id = ok1 && ok2 ? dpj_cstr(env, jrun_id, &ok3) : NULL;
-  if (!(ok1 && ok2 && ok3)) {
+  char* transport = ok1 && ok2 && ok3 ? dpj_cstr(env, jlocal_transport, &ok4) : NULL;
+  if (!(ok1 && ok2 && ok3 && ok4)) {
+    free(transport);
     free(run_id);
     free(iface);
     free(store);
@@ -35,6 +38,7 @@ JNIEXPORT jlong JNICALL FN(modelParallelize)(JNIEnv* env, jclass c, jlong m, jin
     jsize n = (*env)->GetArrayLength(env, ids);
     dev = malloc(((size_t)n + 1) * sizeof *dev);
     if (dev == NULL) {
+      free(transport);
       free(run_id);
       free(iface);
       free(store);
@@ -67,9 +71,11 @@ JNIEXPORT jlong JNICALL FN(modelParallelize)(JNIEnv* env, jclass c, jlong m, jin
   o.timeout_ms = timeout_ms;
   o.network_interface = iface;
   o.run_id = run_id;
+  o.local_transport = transport;
   dp_parallel_model* pm = NULL;
   dp_status* s = dp_model_parallelize(DPJ_PTR(dp_model, m), &o, &pm);
   free(dev);
+  free(transport);
   free(run_id);
   free(iface);
   free(store);

@@ -14,14 +14,14 @@ public final class Dp {
   /** DP_DEVICE_NONE: a device field that is not set. */
   public static final int DEVICE_NONE = -1;
 
-  /** The dp version this binding was written against (DP_VERSION_NUMBER of dp.h 0.3.0). */
-  public static final int BINDING_VERSION_NUMBER = 300;
+  /** The dp version this binding was written against (DP_VERSION_NUMBER of dp.h 0.4.0). */
+  public static final int BINDING_VERSION_NUMBER = 400;
 
   static {
     Native.load();
   }
 
-  /** Version of the loaded library, e.g. "0.3.0". */
+  /** Version of the loaded library, e.g. "0.4.0". */
   public static String version() {
     return Native.version();
   }

@@ -129,7 +129,7 @@ public final class Model extends NativeHandle {
           o.bucketBytes, o.unevenSplit ? 1 : 0, o.noFuse ? 1 : 0, o.lr, o.accumulateSteps, o.bmuf ? 1 : 0,
           o.bmufBlockLr, o.bmufBlockMomentum, o.bmufNoNesterov ? 1 : 0, o.bmufBlockLength, o.computedParams,
           o.cudaCollectives, o.sharedModel ? 1 : 0, o.syncBn ? 1 : 0, o.shardId, o.numShards, Native.z(o.store),
-          o.timeoutMs, Native.z(o.networkInterface), Native.z(o.runId)));
+          o.timeoutMs, Native.z(o.networkInterface), Native.z(o.runId), Native.z(o.localTransport)));
     } finally {
       release();
     }

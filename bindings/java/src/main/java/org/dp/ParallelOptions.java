@@ -57,6 +57,11 @@ public final class ParallelOptions {
   public String networkInterface;
   /** The job's id in the store; null: DP_RUN_ID, else "dp". */
   public String runId;
+  /**
+   * Between the processes of one host (since 0.4): "auto" (shared memory where usable), "shm" or "tcp"; null:
+   * DP_LOCAL_TRANSPORT, else "auto".
+   */
+  public String localTransport;
 
   /** CPU replicas cpu:0 .. cpu:(n-1). */
   public static ParallelOptions cpu(int n) {

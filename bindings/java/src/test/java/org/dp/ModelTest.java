@@ -102,11 +102,16 @@ class ModelTest {
       runId.runId = "a/b";
       e = assertThrows(DpInvalidArgumentException.class, () -> m.parallelize(runId));
       assertTrue(e.getMessage().contains("run id"), e.getMessage());
+      ParallelOptions transport = new ParallelOptions().shards(1, 0);
+      transport.localTransport = "udp";
+      e = assertThrows(DpInvalidArgumentException.class, () -> m.parallelize(transport));
+      assertTrue(e.getMessage().contains("local_transport"), e.getMessage());
       // Explicit strings that are valid with one process are accepted.
       ParallelOptions named = new ParallelOptions().shards(1, 0);
       named.runId = "java-test";
       named.networkInterface = "lo";
       named.timeoutMs = 1000;
+      named.localTransport = "tcp";
       try (ParallelModel pm = m.parallelize(named)) {
         assertEquals(1, pm.numShards());
       }

@@ -1,24 +1,30 @@
-// dp-bench gloo-allreduce: allreduce between processes (GlooCommunicator,
-// float32 sums) per buffer size, 4 KiB .. 256 MiB, for dp's choice (auto)
-// and Gloo's ring, halving-doubling and bcube algorithms, against the
-// memcpy bandwidth of one core measured
-// alongside. Run under dp-run, one process per core:
-//   dp-run -n 2 -- taskset-wrapper dp-bench gloo-allreduce [--quick] [--repeats N] [--max-mib M]
+// dp-bench process-allreduce: allreduce between processes (float32 sums)
+// per buffer size, 4 KiB .. 256 MiB: through shared memory
+// (ShmCommunicator, what processes of one host use by default) and over
+// Gloo's TCP transport (GlooCommunicator: dp's choice, auto, and Gloo's
+// ring, halving-doubling and bcube algorithms), against the memcpy
+// bandwidth of one core measured alongside. Run under dp-run, one process
+// per core:
+//   dp-run -n 2 -- taskset-wrapper dp-bench process-allreduce [--quick] [--repeats N] [--max-mib M]
+//                                                             [--transports shm,gloo]
 // (bench/run_multiprocess_bench.sh does that). Rank 0 prints one line per
-// size and algorithm:
-//   gloo_allreduce algorithm=ring ranks=2 bytes=... calls=... median_us=... min_us=... algbw_gbs=...
-//   busbw_gbs=... memcpy_gbs=... busbw_of_memcpy=...
+// size and transport/algorithm:
+//   process_allreduce transport=gloo algorithm=ring ranks=2 bytes=... calls=... median_us=... min_us=...
+//   algbw_gbs=... busbw_gbs=... memcpy_gbs=... busbw_of_memcpy=...
 // algbw = bytes / time; busbw = algbw * 2 (n - 1) / n (what each rank's link
 // carries in a ring: NCCL's convention), comparable across rank counts.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
 #include "comm/gloo_communicator.h"
+#include "comm/shm_communicator.h"
 #include "comm/store.h"
 #include "comm/store_address.h"
 #include "core/error.h"
@@ -49,10 +55,11 @@ double MemcpyGbs(size_t bytes, int calls) {
 
 }  // namespace
 
-int GlooAllreduceMain(int argc, char** argv) {
+int ProcessAllreduceMain(int argc, char** argv) {
   bool quick = false;
   int repeats = 7;
   long max_mib = 256;
+  std::string transports = "shm,gloo";
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") {
@@ -61,8 +68,10 @@ int GlooAllreduceMain(int argc, char** argv) {
       repeats = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--max-mib" && i + 1 < argc) {
       max_mib = std::max(1L, std::atol(argv[++i]));
+    } else if (a == "--transports" && i + 1 < argc) {
+      transports = argv[++i];
     } else {
-      std::fprintf(stderr, "dp-bench gloo-allreduce: unknown option %s\n", a.c_str());
+      std::fprintf(stderr, "dp-bench process-allreduce: unknown option %s\n", a.c_str());
       return 2;
     }
   }
@@ -74,18 +83,33 @@ int GlooAllreduceMain(int argc, char** argv) {
   const char* store_url = std::getenv("DP_STORE");
   const char* run_id = std::getenv("DP_RUN_ID");
   if (rank < 0 || size < 2 || store_url == nullptr) {
-    std::fprintf(stderr, "dp-bench gloo-allreduce: run it under dp-run with 2 or more processes\n");
+    std::fprintf(stderr, "dp-bench process-allreduce: run it under dp-run with 2 or more processes\n");
     return 2;
   }
   try {
-    for (const char* algorithm : {"auto", "ring", "halving_doubling", "bcube"}) {
-      dp::GlooOptions o;
-      o.rank = rank;
-      o.size = size;
-      o.timeout = std::chrono::milliseconds(120000);
-      o.algorithm = algorithm;
-      auto comm = dp::ConnectGloo(
-          dp::Store::Open(dp::ParseStoreAddress(store_url), std::string(run_id ? run_id : "dp") + "/bench/" + algorithm), o);
+    // (transport, algorithm) pairs in the order asked for.
+    std::vector<std::pair<std::string, std::string>> runs;
+    if (transports.find("shm") != std::string::npos) runs.emplace_back("shm", "reduce_scatter");
+    if (transports.find("gloo") != std::string::npos)
+      for (const char* a : {"auto", "ring", "halving_doubling", "bcube"}) runs.emplace_back("gloo", a);
+    for (const auto& [transport, algorithm] : runs) {
+      auto store = dp::Store::Open(dp::ParseStoreAddress(store_url), std::string(run_id ? run_id : "dp") + "/bench/" +
+                                                                         transport + "/" + algorithm);
+      std::unique_ptr<dp::Communicator> comm;
+      if (transport == "shm") {
+        dp::ShmOptions o;
+        o.rank = rank;
+        o.size = size;
+        o.timeout = std::chrono::milliseconds(120000);
+        comm = dp::ShmCommunicator::Connect(store, o);
+      } else {
+        dp::GlooOptions o;
+        o.rank = rank;
+        o.size = size;
+        o.timeout = std::chrono::milliseconds(120000);
+        o.algorithm = algorithm;
+        comm = dp::ConnectGloo(store, o);
+      }
       for (size_t bytes = size_t{4} << 10; bytes <= (static_cast<size_t>(max_mib) << 20); bytes *= 4) {
         const int64_t count = static_cast<int64_t>(bytes / sizeof(float));
         std::vector<float> buf(static_cast<size_t>(count), 1.0f);
@@ -109,14 +133,15 @@ int GlooAllreduceMain(int argc, char** argv) {
         const double mem = MemcpyGbs(bytes, std::max(1, calls / 4));
         if (rank == 0)
           std::printf(
-              "gloo_allreduce algorithm=%s ranks=%d bytes=%zu calls=%d median_us=%.1f min_us=%.1f algbw_gbs=%.3f "
-              "busbw_gbs=%.3f memcpy_gbs=%.2f busbw_of_memcpy=%.3f\n",
-              algorithm, size, bytes, calls, s.median, s.min, algbw, busbw, mem, busbw / mem);
+              "process_allreduce transport=%s algorithm=%s ranks=%d bytes=%zu calls=%d median_us=%.1f min_us=%.1f "
+              "algbw_gbs=%.3f busbw_gbs=%.3f memcpy_gbs=%.2f busbw_of_memcpy=%.3f\n",
+              transport.c_str(), algorithm.c_str(), size, bytes, calls, s.median, s.min, algbw, busbw, mem,
+              busbw / mem);
         std::fflush(stdout);
       }
     }
   } catch (const dp::Error& e) {
-    std::fprintf(stderr, "dp-bench gloo-allreduce: rank %d: %s\n", rank, e.what());
+    std::fprintf(stderr, "dp-bench process-allreduce: rank %d: %s\n", rank, e.what());
     return 1;
   }
   return 0;
