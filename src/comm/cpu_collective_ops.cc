@@ -13,37 +13,25 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "ops/gradient_registry.h"
+#include "comm/active_scale.h"
 #include "comm/collective_checks.h"
 #include "comm/collective_op.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 #include "comm/cpu_collectives.h"
+#include "comm/process_args.h"
 #include "comm/process_group.h"
-#include "comm/store.h"
-#include "comm/store_address.h"
 
 namespace dp {
 namespace {
 
 constexpr int kMaxThreads = 1024;
-
-// Processes of a job that met through a store: a process-wide count of the
-// communicators made per (store, run id, blob, rank), so that the same
-// sequence of creations in every process gives every communicator fresh keys.
-int NextGeneration(const std::string& key) {
-  static std::mutex mu;
-  static std::map<std::string, int>* generations = new std::map<std::string, int>();
-  std::lock_guard<std::mutex> lock(mu);
-  return (*generations)[key]++;
-}
 
 class CreateCpuCollectivesOp final : public Operator {
  public:
@@ -55,34 +43,18 @@ class CreateCpuCollectivesOp final : public Operator {
     DP_ENFORCE(devices >= 0 && devices <= std::numeric_limits<int>::max(), "num_devices ", devices,
                " must be >= 0 (0: unknown)");
     threads_ = CpuCollectives::DefaultThreads(static_cast<int>(threads), static_cast<int>(devices));
-    const int64_t world = args().Int("world_size", 1);
-    DP_ENFORCE(world >= 1 && world <= kMaxProcesses, "world_size ", world, " must be in [1, ", kMaxProcesses, "]");
-    const int64_t rank = args().Int("rank", 0);
-    DP_ENFORCE(rank >= 0 && rank < world, "rank ", rank, " must be in [0, world_size ", world, ")");
-    group_.size = static_cast<int>(world);
-    group_.rank = static_cast<int>(rank);
-    const int64_t timeout = args().Int("timeout_ms", group_.timeout.count());
-    DP_ENFORCE(timeout > 0 && timeout <= kMaxTimeoutMs, "timeout_ms ", timeout, " must be in [1, ", kMaxTimeoutMs,
-               "]");
-    group_.timeout = std::chrono::milliseconds(timeout);
+    group_.size = process_.world_size;
+    group_.rank = process_.rank;
+    group_.timeout = process_.timeout;
     group_.interface = args().String("interface", "");
     group_.algorithm = args().String("algorithm", "auto");
     group_.local_transport = args().String("local_transport", "auto");
     DP_ENFORCE(group_.local_transport == "auto" || group_.local_transport == "shm" ||
                    group_.local_transport == "tcp",
                "local_transport '", group_.local_transport, "' must be auto, shm or tcp");
-    run_id_ = args().String("run_id", "dp");
-    DP_ENFORCE(!run_id_.empty() && run_id_.size() <= 200 && run_id_.find('/') == std::string::npos,
-               "run_id '", run_id_, "' must be 1 to 200 bytes without '/'");
-    if (world > 1) {
-      const std::string url = args().String("store", "");
-      DP_ENFORCE(!url.empty(), "world_size ", world, " needs a store (file:///dir or redis://host:port) where the ",
-                 "processes meet");
-      store_ = ParseStoreAddress(url);
-    }
-    config_ = world == 1 ? std::string()
-                         : StrCat(store_.ToString(), " ", run_id_, " ", rank, "/", world, " ", timeout, " ",
-                                  group_.interface, " ", group_.algorithm, " ", group_.local_transport);
+    config_ = process_.world_size == 1 ? std::string()
+                                       : StrCat(process_.Config(), " ", group_.interface, " ", group_.algorithm, " ",
+                                                group_.local_transport);
   }
 
  private:
@@ -98,22 +70,13 @@ class CreateCpuCollectivesOp final : public Operator {
     comm->collectives = std::make_shared<CpuCollectives>(threads_);
     comm->staging = std::make_shared<StagingCache>();
     comm->peers_config = config_;
-    if (group_.size > 1) {
-      const std::string& name = def().outputs[0];
-      // Per rank as well: ranks that are threads of one process (tests) count apart.
-      const std::string key = StrCat(store_.ToString(), "|", run_id_, "|", name, "|", group_.rank);
-      const std::string scope = StrCat(run_id_, "/", name, "/", NextGeneration(key));
-      comm->peers = ConnectProcesses(Store::Open(store_, scope, group_.timeout), group_);
-    }
+    if (group_.size > 1) comm->peers = ConnectProcesses(process_.OpenScope(def().outputs[0]), group_);
     out->Reset(std::move(comm));
   }
 
-  static constexpr int64_t kMaxProcesses = 1 << 20;
-  static constexpr int64_t kMaxTimeoutMs = int64_t{24} * 3600 * 1000;
+  const ProcessArgs process_ = ProcessArgs::Parse(args());
   int threads_ = 1;
   ProcessGroupOptions group_;
-  std::string run_id_;
-  StoreAddress store_;
   std::string config_;
 };
 
@@ -182,16 +145,16 @@ class AllreduceOp final : public CollectiveOp {
     }
     CpuCollectives::Segment flags;
     if (average_active_) flags = Segment(m);
-    double count = 0;  // active replicas, once the flags are summed
+    float count = 0;  // active replicas, once the flags are summed
     for (size_t g = 0; g < groups.size(); ++g) {
       const auto& [dtype, segments] = groups[g];
       const bool with_flags = average_active_ && g == 0;
-      const double s = average_active_ && g > 0 ? (count > 0 ? scale / count : scale) : scale;
+      const double s = average_active_ && g > 0 ? ActiveScale(scale, count) : scale;
       if (!comm.peers) {
         if (with_flags) {
           comm.collectives->AllreduceSum({flags}, DType::kFloat32, 1.0);
           count = static_cast<const float*>(flags.buffers[0])[0];
-          comm.collectives->AllreduceSum(segments, dtype, count > 0 ? scale / count : scale);
+          comm.collectives->AllreduceSum(segments, dtype, ActiveScale(scale, count));
         } else {
           comm.collectives->AllreduceSum(segments, dtype, s);
         }
@@ -217,7 +180,7 @@ class AllreduceOp final : public CollectiveOp {
           std::memcpy(&active, p, sizeof active);
           count = active;
           comm.collectives->CopyOut(p, {flags}, DType::kFloat32, 1.0);
-          piece_scale = count > 0 ? scale / count : scale;
+          piece_scale = ActiveScale(scale, count);
           p += item;
           off += item;
           n -= item;

@@ -1,13 +1,15 @@
 // Collectives between the CUDA replicas of a data-parallel net, through a
 // CudaCollectives communicator held in a blob:
-//   CreateCudaCollectives(device_ids=[...], nccl=1) -> comm
+//   CreateCudaCollectives(device_ids=[...], nccl=1[, world_size, rank, store, ...]) -> comm
 //   Allreduce(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
 //   Broadcast(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
 // Same graph as the CPU collectives (comm/cpu_collective_ops.cc, which owns the
 // Allreduce and Broadcast schemas): the k tensors are device-major, device d's
 // being on cuda:device_ids[d]. The op runs on one of those devices (normally
 // the first) and issues the whole collective from its stream; see
-// comm/cuda_collectives.h for the ordering.
+// comm/cuda_collectives.h for the ordering. With world_size > 1 the
+// communicator spans this device list in every process of the job (NCCL
+// across processes, meeting through the store).
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -17,6 +19,7 @@
 
 #include "ops/gradient_registry.h"
 #include "comm/cuda_collectives.h"
+#include "comm/process_args.h"
 #include "cuda/cuda_context.h"
 #include "comm/collective_op.h"
 #include "ops/operator.h"
@@ -36,6 +39,8 @@ class CreateCudaCollectivesOp final : public Operator {
     nccl_ = nccl == 1;
     // At net creation, like ops placed on a missing device.
     CudaCollectives::CheckDevices(devices_, nccl_);
+    DP_ENFORCE(nccl_ || process_.world_size == 1, "nccl 0 (the copy-and-sum tree) works inside one process; with ",
+               "world_size ", process_.world_size, " use NCCL (nccl 1)");
   }
 
  private:
@@ -44,15 +49,23 @@ class CreateCudaCollectivesOp final : public Operator {
     // Keep a communicator of the same devices and mode: NCCL init is slow, and
     // ops holding it need not notice a re-run of the init net.
     if (out->IsType<CudaCommunicator>()) {
-      const auto& comm = out->Get<CudaCommunicator>().collectives;
-      if (comm && comm->devices() == devices_ && comm->nccl() == nccl_) return;
+      const auto& held = out->Get<CudaCommunicator>();
+      if (held.collectives && held.collectives->devices() == devices_ && held.collectives->nccl() == nccl_ &&
+          held.processes_config == process_.Config())
+        return;
     }
-    auto collectives = std::make_shared<CudaCollectives>(devices_, nccl_);
-    out->Reset(std::make_shared<CudaCommunicator>(CudaCommunicator{std::move(collectives)}));
+    CudaProcesses processes;
+    processes.rank = process_.rank;
+    processes.size = process_.world_size;
+    processes.timeout = process_.timeout;
+    if (process_.world_size > 1) processes.store = process_.OpenScope(def().outputs[0]);
+    auto collectives = std::make_shared<CudaCollectives>(devices_, nccl_, std::move(processes));
+    out->Reset(std::make_shared<CudaCommunicator>(CudaCommunicator{std::move(collectives), process_.Config()}));
   }
 
   std::vector<int> devices_;
   bool nccl_ = true;
+  const ProcessArgs process_ = ProcessArgs::Parse(args());
 };
 
 // Shared by Allreduce and Broadcast (collective_op.h).
@@ -91,7 +104,10 @@ class CudaCollectiveOp : public CollectiveOpBase {
 
 class CudaAllreduceOp final : public CudaCollectiveOp {
  public:
-  using CudaCollectiveOp::CudaCollectiveOp;
+  explicit CudaAllreduceOp(const OpInit& init) : CudaCollectiveOp(init) {
+    DP_ENFORCE(!average_active_ || per_device_ >= 2, "average_active needs each device's tensors followed by its ",
+               "active flag (at least 2 tensors per device), got ", per_device_);
+  }
 
  private:
   void RunOnDevice() override {
@@ -108,8 +124,21 @@ class CudaAllreduceOp final : public CudaCollectiveOp {
     for (int j = 0; j < m; ++j)
       for (int d = 0; d < n; ++d)
         segments[static_cast<size_t>(j)].buffers.push_back(Output(In(d, j) - 1)->raw_mutable_data());
-    comm->AllreduceSum(segments, scale, cuda_context());
+    if (!average_active_) {
+      comm->AllreduceSum(segments, scale, cuda_context());
+      return;
+    }
+    // Each device's last tensor is its active flag (Join): the mean over the
+    // replicas that had data, as the CPU op computes it.
+    CudaCollectives::Segment flags = std::move(segments.back());
+    segments.pop_back();
+    DP_ENFORCE_CODE(flags.dtype == DType::kFloat32 && flags.count == 1, Code::kShape, InputDesc(In(0, m - 1)),
+                    " is ", Replica(*comm, 0, m - 1).DebugString(), ": the active flag of average_active must be ",
+                    "float32 [1]");
+    comm->AllreduceActive(segments, flags, scale, cuda_context());
   }
+
+  const bool average_active_ = args().Int("average_active", 0) != 0;
 };
 
 class CudaBroadcastOp final : public CudaCollectiveOp {
@@ -161,8 +190,14 @@ DP_OPERATOR_SCHEMA(CreateCudaCollectives)
          /*required=*/true)
     .Arg("nccl", ArgKind::kInt,
          "1 (default): NCCL group calls; 0: copy-and-sum tree of peer copies (deterministic sum order)")
-    .Doc("Creates a communicator for Allreduce and Broadcast between CUDA replicas (kept when it exists with the "
-         "same devices and mode).");
+    .Arg("world_size", ArgKind::kInt, "processes of the job, each with its own device_ids (default 1)")
+    .Arg("rank", ArgKind::kInt, "this process's rank in [0, world_size) (default 0)")
+    .Arg("store", ArgKind::kString, "where the processes meet: file:///dir or redis://host:port[/prefix]")
+    .Arg("timeout_ms", ArgKind::kInt, "bound of NCCL's initialisation and of every collective (default 60000)")
+    .Arg("run_id", ArgKind::kString, "the job's id: keys in the store live under it (default \"dp\")")
+    .Doc("Creates a communicator for Allreduce and Broadcast between CUDA replicas and, with world_size > 1, "
+         "between the processes of a job (NCCL across processes; every call bounded by timeout_ms). Kept when it "
+         "exists with the same devices, mode and processes.");
 
 // A host op that only builds the communicator; registered for CUDA too, so
 // that an init net whose default device is a GPU can hold it.

@@ -4,13 +4,16 @@
 #include "comm/cuda_collectives.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "core/logging.h"
 #include "comm/collective_kernels.h"
+#include "comm/store.h"
 #include "cuda/cuda_context.h"
 #include "ops/op_utils.h"
 
@@ -37,6 +40,15 @@ std::mutex& NcclMutex() {
   return mu;
 }
 
+// A call on a non-blocking communicator (across processes) may answer
+// ncclInProgress: queued, its outcome comes through ncclCommGetAsyncError.
+#define DP_NCCL_QUEUED(expr, nonblocking)                                                              \
+  do {                                                                                                 \
+    const ncclResult_t dp_nccl_res_ = (expr);                                                          \
+    if (dp_nccl_res_ != ncclSuccess && !((nonblocking) && dp_nccl_res_ == ncclInProgress))             \
+      ::dp::cuda::ThrowNcclError(dp_nccl_res_, #expr, __FILE__, __LINE__);                             \
+  } while (0)
+
 // Ends an NCCL group on every path: a failed call inside must not leave the
 // thread in a group, which would swallow every later NCCL call. When a call
 // inside failed, `abort` (ncclCommAbort of the communicators) runs first, so
@@ -44,7 +56,9 @@ std::mutex& NcclMutex() {
 // would wait for peers that never join them.
 class NcclGroup {
  public:
-  explicit NcclGroup(std::function<void()> abort) : abort_(std::move(abort)) { DP_NCCL_CHECK(ncclGroupStart()); }
+  NcclGroup(std::function<void()> abort, bool nonblocking) : abort_(std::move(abort)), nonblocking_(nonblocking) {
+    DP_NCCL_CHECK(ncclGroupStart());
+  }
   ~NcclGroup() {
     if (!open_) return;
     abort_();  // a call inside failed: no partial launch of the others
@@ -54,13 +68,28 @@ class NcclGroup {
   NcclGroup& operator=(const NcclGroup&) = delete;
   void End() {
     open_ = false;
-    DP_NCCL_CHECK(ncclGroupEnd());
+    DP_NCCL_QUEUED(ncclGroupEnd(), nonblocking_);
   }
 
  private:
   bool open_ = true;
   std::function<void()> abort_;
+  const bool nonblocking_;
 };
+
+// How long a failing process waits for the other survivors' reports before
+// it names the processes that sent none (as GlooCommunicator does).
+constexpr auto kRollCallGrace = std::chrono::milliseconds(500);
+
+// A bounded poll's pause: short at first (NCCL calls finish in microseconds
+// to milliseconds), then up to 1 ms, so that a long wait costs no CPU.
+void Backoff(int round) {
+  if (round < 64) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * (round - 63))));
+  }
+}
 
 ncclDataType_t NcclType(DType dtype) {
   switch (dtype) {
@@ -166,8 +195,19 @@ void CudaCollectives::CheckDevices(const std::vector<int>& devices, bool nccl) {
   }
 }
 
-CudaCollectives::CudaCollectives(std::vector<int> devices, bool nccl) : devices_(std::move(devices)), nccl_(nccl) {
+CudaCollectives::CudaCollectives(std::vector<int> devices, bool nccl, CudaProcesses processes)
+    : devices_(std::move(devices)), nccl_(nccl), processes_(std::move(processes)) {
   CheckDevices(devices_, nccl_);
+  DP_ENFORCE(processes_.size >= 1 && processes_.rank >= 0 && processes_.rank < processes_.size, "CUDA communicator: ",
+             "process rank ", processes_.rank, " is out of range for ", processes_.size, " processes");
+  DP_ENFORCE(processes_.size == 1 || processes_.store != nullptr, "CUDA communicator: ", processes_.size,
+             " processes need a store to meet through");
+  if (across()) {
+    DP_ENFORCE(nccl_, "CUDA communicator: the copy-and-sum tree works inside one process; across processes use ",
+               "NCCL (nccl=1)");
+    DP_ENFORCE(processes_.timeout.count() > 0, "CUDA communicator: timeout ", processes_.timeout.count(),
+               " ms must be positive");
+  }
   try {
     per_device_.resize(devices_.size());
     for (size_t i = 0; i < devices_.size(); ++i) {
@@ -179,7 +219,9 @@ CudaCollectives::CudaCollectives(std::vector<int> devices, bool nccl) : devices_
       for (cudaEvent_t* e : {&p.start, &p.ready, &p.done})
         DP_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     }
-    if (nccl_) {
+    if (nccl_ && across()) {
+      InitAcrossProcesses();
+    } else if (nccl_) {
       std::vector<ncclComm_t> comms(devices_.size(), nullptr);
       int current = 0;
       DP_CUDA_CHECK(cudaGetDevice(&current));
@@ -208,8 +250,11 @@ void CudaCollectives::Release() noexcept {
     if (p.stream != nullptr) cuda::OnDeviceNoThrow(p.device, [&] { cudaStreamSynchronize(p.stream); });
   if (nccl_) {
     std::lock_guard<std::mutex> lock(NcclMutex());
+    // Across processes every call has completed when it returned, so there
+    // is nothing to wait for; abort does not block on peers that already left.
     for (PerDevice& p : per_device_)
-      if (p.comm != nullptr) cuda::OnDeviceNoThrow(p.device, [&] { ncclCommDestroy(p.comm); });
+      if (p.comm != nullptr)
+        cuda::OnDeviceNoThrow(p.device, [&] { across() ? ncclCommAbort(p.comm) : ncclCommDestroy(p.comm); });
   }
   for (PerDevice& p : per_device_) {
     if (p.stream != nullptr) {  // created first: without it there is nothing else
@@ -289,7 +334,7 @@ void CudaCollectives::AllreduceSum(const std::vector<Segment>& segments, double 
     DP_ENFORCE(is_float || scale == 1.0, "AllreduceSum: scale must be 1 for ", DTypeName(seg.dtype), ", got ",
                scale);
   }
-  IssueJoined(ctx, [&] {
+  IssueJoined(ctx, "allreduce", [&] {
     if (nccl_) {
       NcclAllreduce(segments);
       // Every device scales its own copy of the same sum: still equal bitwise.
@@ -303,8 +348,33 @@ void CudaCollectives::AllreduceSum(const std::vector<Segment>& segments, double 
   });
 }
 
+void CudaCollectives::AllreduceActive(const std::vector<Segment>& segments, const Segment& flags, double scale,
+                                      CudaContext& ctx) {
+  CheckSegments(segments, size(), "AllreduceSum");
+  CheckSegments({flags}, size(), "AllreduceSum (active flags)");
+  DP_ENFORCE_CODE(flags.dtype == DType::kFloat32 && flags.count == 1, Code::kShape,
+                  "AllreduceSum: the active flags must be float32 [1] per device, got ", DTypeName(flags.dtype), " [",
+                  flags.count, "]");
+  for (const Segment& seg : segments)
+    DP_ENFORCE_CODE(seg.dtype == DType::kFloat32 || seg.dtype == DType::kFloat64, Code::kDType,
+                    "AllreduceSum averaged over active replicas needs float tensors, got ", DTypeName(seg.dtype));
+  std::vector<Segment> all = segments;
+  all.push_back(flags);
+  IssueJoined(ctx, "allreduce", [&] {
+    if (nccl_) {
+      NcclAllreduce(all);
+      // Every device reads its own copy of the same flag sum: equal bitwise.
+      for (int d = 0; d < size(); ++d) ScaleByActive(segments, flags, scale, d);
+    } else {
+      TreeReduce(all);
+      ScaleByActive(segments, flags, scale, 0);  // once, before the result goes down the tree
+      TreeBroadcast(all, 0);
+    }
+  });
+}
+
 template <typename Issue>
-void CudaCollectives::IssueJoined(CudaContext& ctx, const Issue& issue) {
+void CudaCollectives::IssueJoined(CudaContext& ctx, const char* what, const Issue& issue) {
   const int caller = IndexOf(ctx);
   std::lock_guard<std::mutex> lock(mu_);
   DP_ENFORCE_CODE(broken_.empty(), Code::kUnavailable, "the CUDA communicator of [", DeviceList(devices_),
@@ -313,6 +383,7 @@ void CudaCollectives::IssueJoined(CudaContext& ctx, const Issue& issue) {
     Fork(caller, ctx);
     issue();
     Join(ctx);
+    if (across()) WaitAcross(what);
   } catch (const std::exception& e) {
     AbortAndDrain(e.what());
     throw;
@@ -341,7 +412,7 @@ void CudaCollectives::AbortAndDrain(const std::string& reason) noexcept {
 void CudaCollectives::Broadcast(const std::vector<Segment>& segments, int root, CudaContext& ctx) {
   CheckSegments(segments, size(), "Broadcast");
   DP_ENFORCE(root >= 0 && root < size(), "Broadcast: root ", root, " is out of range for ", size(), " devices");
-  IssueJoined(ctx, [&] {
+  IssueJoined(ctx, "broadcast", [&] {
     if (nccl_) {
       NcclBroadcast(segments, root);
     } else {
@@ -352,26 +423,29 @@ void CudaCollectives::Broadcast(const std::vector<Segment>& segments, int root, 
 
 void CudaCollectives::NcclAllreduce(const std::vector<Segment>& segments) {
   std::unique_lock<std::mutex> lock(NcclMutex());
-  NcclGroup group([&] { AbortComms(); });
+  NcclGroup group([&] { AbortComms(); }, across());
   for (const Segment& seg : segments) {
     if (seg.count == 0) continue;
     const ncclDataType_t type = NcclType(seg.dtype);
     for (size_t d = 0; d < per_device_.size(); ++d)
-      DP_NCCL_CHECK(ncclAllReduce(seg.buffers[d], seg.buffers[d], static_cast<size_t>(seg.count), type, ncclSum,
-                                  per_device_[d].comm, per_device_[d].stream));
+      DP_NCCL_QUEUED(ncclAllReduce(seg.buffers[d], seg.buffers[d], static_cast<size_t>(seg.count), type, ncclSum,
+                                   per_device_[d].comm, per_device_[d].stream),
+                     across());
   }
   group.End();
 }
 
 void CudaCollectives::NcclBroadcast(const std::vector<Segment>& segments, int root) {
   std::unique_lock<std::mutex> lock(NcclMutex());
-  NcclGroup group([&] { AbortComms(); });
+  NcclGroup group([&] { AbortComms(); }, across());
   for (const Segment& seg : segments) {
     if (seg.count == 0) continue;
-    // Bytes: a broadcast does not care about the element type.
+    // Bytes: a broadcast does not care about the element type. Across
+    // processes, NCCL rank `root` is process 0's device `root`.
     for (size_t d = 0; d < per_device_.size(); ++d)
-      DP_NCCL_CHECK(ncclBroadcast(seg.buffers[d], seg.buffers[d], SegmentBytes(seg), ncclUint8, root,
-                                  per_device_[d].comm, per_device_[d].stream));
+      DP_NCCL_QUEUED(ncclBroadcast(seg.buffers[d], seg.buffers[d], SegmentBytes(seg), ncclUint8, root,
+                                   per_device_[d].comm, per_device_[d].stream),
+                     across());
   }
   group.End();
 }
@@ -430,6 +504,137 @@ void CudaCollectives::Scale(const std::vector<Segment>& segments, double scale, 
                                                 static_cast<T>(scale), seg.count, p.stream));
     });
   }
+}
+
+void CudaCollectives::ScaleByActive(const std::vector<Segment>& segments, const Segment& flags, double scale,
+                                    int index) {
+  const PerDevice& p = per_device_[static_cast<size_t>(index)];
+  cuda::DeviceGuard guard(p.device);
+  const auto* active = static_cast<const float*>(flags.buffers[static_cast<size_t>(index)]);
+  for (const Segment& seg : segments) {
+    DispatchFloat(seg.dtype, "AllreduceSum averaged over active replicas", [&](auto zero) {
+      using T = decltype(zero);
+      DP_CUDA_CHECK(cuda::LaunchScaleByActive<T>(static_cast<T*>(seg.buffers[static_cast<size_t>(index)]), active,
+                                                 scale, seg.count, p.stream));
+    });
+  }
+}
+
+// ---- several processes -------------------------------------------------------
+
+void CudaCollectives::InitAcrossProcesses() {
+  Store& store = *processes_.store;
+  const int me = processes_.rank, procs = processes_.size, n = size();
+  store.Set(StrCat("nccl/devices/", me), std::to_string(n));
+  if (me == 0) {
+    ncclUniqueId id;
+    DP_NCCL_CHECK(ncclGetUniqueId(&id));
+    store.Set("nccl/id", std::string(id.internal, sizeof id.internal));
+  }
+  std::vector<std::string> keys{"nccl/id"};
+  for (int r = 0; r < procs; ++r) keys.push_back(StrCat("nccl/devices/", r));
+  if (!store.WaitFor(keys, processes_.timeout)) {
+    std::string missing;
+    for (int r = 0; r < procs; ++r)
+      if (!store.Has({keys[static_cast<size_t>(r) + 1]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    DP_THROW(Code::kTimeout, "NCCL rendezvous at ", store.url(), ": rank ", me, " of ", procs, " waited ",
+             processes_.timeout.count(), " ms, but rank(s) ", missing.empty() ? std::string("0 (the unique id)") : missing,
+             " did not arrive");
+  }
+  for (int r = 0; r < procs; ++r) {
+    const std::string v = store.Get(keys[static_cast<size_t>(r) + 1]);
+    DP_ENFORCE(v == std::to_string(n), "NCCL across processes: rank ", r, " has ", v.substr(0, 12), " CUDA devices ",
+               "but rank ", me, " has ", n, "; every process needs the same number");
+  }
+  const std::string id_bytes = store.Get("nccl/id");
+  ncclUniqueId id;
+  DP_ENFORCE_CODE(id_bytes.size() == sizeof id.internal, Code::kDataLoss, "NCCL rendezvous at ", store.url(),
+                  ": the unique id holds ", id_bytes.size(), " bytes, not ", sizeof id.internal);
+  std::memcpy(id.internal, id_bytes.data(), sizeof id.internal);
+  {
+    std::lock_guard<std::mutex> lock(NcclMutex());
+    // Non-blocking: NCCL returns at once, and WaitAcross bounds the wait for the peers.
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    NcclGroup group([&] { AbortComms(); }, true);
+    for (int d = 0; d < n; ++d) {
+      PerDevice& p = per_device_[static_cast<size_t>(d)];
+      cuda::DeviceGuard guard(p.device);
+      DP_NCCL_QUEUED(ncclCommInitRankConfig(&p.comm, procs * n, id, me * n + d, &config), true);
+    }
+    group.End();
+  }
+  WaitAcross("initialisation");
+}
+
+void CudaCollectives::WaitAcross(const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + processes_.timeout;
+  for (int round = 0;; ++round) {
+    bool done = true;
+    for (PerDevice& p : per_device_) {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t got = ncclCommGetAsyncError(p.comm, &state);
+      if (got != ncclSuccess) state = got;
+      if (state == ncclInProgress) {
+        done = false;
+        continue;
+      }
+      if (state != ncclSuccess) {
+        const char* last = ncclGetLastError(p.comm);
+        FailAcross(what, false, StrCat("NCCL on ", DeviceName({DeviceType::kCUDA, p.device}), ": ",
+                                       ncclGetErrorString(state),
+                                       last != nullptr && *last != '\0' ? StrCat(" (", last, ")") : std::string()));
+      }
+      // Then the work on the device (`done` is recorded at the end of every
+      // call; an event never recorded counts as complete).
+      const cudaError_t e = cudaEventQuery(p.done);
+      if (e == cudaErrorNotReady) {
+        done = false;
+      } else if (e != cudaSuccess) {
+        cudaGetLastError();
+        FailAcross(what, false, StrCat("CUDA on ", DeviceName({DeviceType::kCUDA, p.device}), ": ",
+                                       cudaGetErrorString(e)));
+      }
+    }
+    if (done) return;
+    if (std::chrono::steady_clock::now() >= deadline)
+      FailAcross(what, true, StrCat("not complete within ", processes_.timeout.count(), " ms"));
+    Backoff(round);
+  }
+}
+
+void CudaCollectives::FailAcross(const char* what, bool timed_out, const std::string& cause) {
+  {
+    std::lock_guard<std::mutex> lock(NcclMutex());
+    AbortComms();  // kernels waiting for peers stop, so the streams drain
+  }
+  Store& store = *processes_.store;
+  const int me = processes_.rank, procs = processes_.size;
+  std::string missing;
+  int count = 0;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    store.Set(StrCat("nccl/failed/", me), cause);
+    std::vector<std::string> keys;
+    for (int r = 0; r < procs; ++r) keys.push_back(StrCat("nccl/failed/", r));
+    store.WaitFor(keys, kRollCallGrace);
+    for (int r = 0; r < procs; ++r)
+      if (!store.Has({keys[static_cast<size_t>(r)]})) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        ++count;
+      }
+  } catch (const std::exception& e) {
+    DP_LOG(kWarning, "dp: rank ", me, ": the NCCL failure roll call at ", store.url(), " failed: ", e.what());
+  }
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+  const std::string who =
+      count == 0 ? std::string("every process reported the failure")
+                 : StrCat("rank", count > 1 ? "s " : " ", missing, count > 1 ? " are" : " is",
+                          " missing (dead or stalled: no report within ", waited, " ms)");
+  DP_THROW(timed_out ? Code::kTimeout : Code::kUnavailable, "NCCL ", what, " on rank ", me, " of ", procs, " failed",
+           timed_out ? StrCat(" after the ", processes_.timeout.count(), " ms timeout") : std::string(), ": ", who,
+           "; the communicator is aborted (", cause, ")");
 }
 
 }  // namespace dp

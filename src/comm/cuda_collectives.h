@@ -23,11 +23,25 @@
 //
 // Device ids are physical CUDA ordinals and must be distinct: dp names a
 // replica by its device, so two replicas cannot share a GPU.
+//
+// Several processes (NCCL only): each process passes its own devices (the
+// same number in every process) and CudaProcesses; device d of process p
+// is NCCL rank p * devices + d of processes * devices. Process 0 makes
+// NCCL's unique id and shares it through the store. The communicators are
+// non-blocking, so that nothing waits without a bound: initialisation and
+// every call end when NCCL reports completion or an error, or when the
+// timeout passes; then the communicators are aborted (their kernels stop),
+// the failing process reports in the store, and the error names the
+// processes that did not (dead or stalled), like Gloo's roll call. A call
+// across processes returns once its work is complete on the devices (the
+// host waits, bounded), so a failure is this call's error, never a later
+// one's; inside a process the work is only queued, as before.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -40,6 +54,17 @@
 namespace dp {
 
 class CudaContext;
+class Store;
+
+// The processes a CUDA communicator spans (see above). Without a store:
+// this process alone (ncclCommInitAll); with one, NCCL meets the other
+// processes through it, even when size is 1.
+struct CudaProcesses {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<Store> store;  // required when size > 1
+  std::chrono::milliseconds timeout{60000};
+};
 
 namespace cuda {
 // Throws kInternal naming the call, NCCL's description and its last error.
@@ -60,24 +85,36 @@ class CudaCollectives {
   // two ids on one physical GPU; kUnavailable naming a device that is not visible.
   static void CheckDevices(const std::vector<int>& devices, bool nccl);
 
-  CudaCollectives(std::vector<int> devices, bool nccl);
+  // kInvalidArgument for bad devices or processes (the tree with several
+  // processes); across processes kTimeout / kUnavailable naming the ranks
+  // that did not join NCCL within the timeout.
+  CudaCollectives(std::vector<int> devices, bool nccl, CudaProcesses processes = {});
   ~CudaCollectives();
   CudaCollectives(const CudaCollectives&) = delete;
   CudaCollectives& operator=(const CudaCollectives&) = delete;
 
   const std::vector<int>& devices() const { return devices_; }
-  int size() const { return static_cast<int>(devices_.size()); }
+  int size() const { return static_cast<int>(devices_.size()); }  // this process's devices
   bool nccl() const { return nccl_; }
+  int process_rank() const { return processes_.rank; }
+  int num_processes() const { return processes_.size; }
 
   // Every buffer of every segment ends up holding scale * (sum of the
   // segment's N buffers), element-wise; scale is converted to the element
   // type and applied after the sum. dtype: float32, float64, int32 or int64
   // (kDType otherwise); scale must be 1 for integers (kInvalidArgument).
   // Ordered on ctx's stream (see above); ctx's device must be one of devices().
+  // Across processes: over every device of every process.
   void AllreduceSum(const std::vector<Segment>& segments, double scale, CudaContext& ctx);
+  // The mean over the replicas that had data (Join): `flags` holds each
+  // device's float32 [1] flag (1 with data, 0 without) and is summed with
+  // the segments; every segment then holds ActiveScale(scale, flags' sum)
+  // times its sum (comm/active_scale.h). Float segments only.
+  void AllreduceActive(const std::vector<Segment>& segments, const Segment& flags, double scale, CudaContext& ctx);
 
   // Copies the root's buffer of every segment to the other devices' buffers
-  // (the root's is only read). Any dtype. Ordered on ctx's stream.
+  // (the root's is only read). Any dtype. Ordered on ctx's stream. Across
+  // processes the root is process 0's device `root`.
   void Broadcast(const std::vector<Segment>& segments, int root, CudaContext& ctx);
 
  private:
@@ -92,6 +129,16 @@ class CudaCollectives {
   };
 
   void Release() noexcept;
+  // Across processes: NCCL's unique id and the device counts through the
+  // store, then ncclCommInitRankConfig on every device (non-blocking), bounded.
+  void InitAcrossProcesses();
+  bool across() const { return processes_.store != nullptr; }
+  // Across processes, after work is queued: waits (bounded) until NCCL has
+  // taken it and every device has finished it; on an error or the timeout,
+  // aborts the communicators, runs the roll call and throws naming the
+  // processes that are missing.
+  void WaitAcross(const char* what);
+  [[noreturn]] void FailAcross(const char* what, bool timed_out, const std::string& cause);
   // Runs issue() (the work of one call after Fork) and Join. If anything in
   // between throws, the call's work must not outlive it: NCCL communicators
   // are aborted (a group with a failed call would otherwise launch part of
@@ -99,7 +146,7 @@ class CudaCollectives {
   // is drained, and the communicator is marked broken (later calls fail at
   // once) before the error propagates.
   template <typename Issue>
-  void IssueJoined(CudaContext& ctx, const Issue& issue);
+  void IssueJoined(CudaContext& ctx, const char* what, const Issue& issue);
   void AbortAndDrain(const std::string& reason) noexcept;
   void AbortComms() noexcept;  // NcclMutex() held
   // Index in devices() of ctx's device; kInvalidArgument if it is not one.
@@ -112,6 +159,8 @@ class CudaCollectives {
   void EnsureScratch(int index, size_t nbytes);
 
   void NcclAllreduce(const std::vector<Segment>& segments);
+  // Scales every float segment on every device by ActiveScale(scale, that device's flag sum).
+  void ScaleByActive(const std::vector<Segment>& segments, const Segment& flags, double scale, int index);
   void NcclBroadcast(const std::vector<Segment>& segments, int root);
   // Sums into position 0 of the tree (device index 0).
   void TreeReduce(const std::vector<Segment>& segments);
@@ -121,6 +170,7 @@ class CudaCollectives {
 
   const std::vector<int> devices_;
   const bool nccl_;
+  const CudaProcesses processes_;
   std::vector<PerDevice> per_device_;
   std::mutex mu_;  // one call issues at a time: the streams, events and scratch are shared
   std::string broken_;  // mu_: why the communicator was aborted ("" while usable)
@@ -132,6 +182,7 @@ class CudaCollectives {
 // destructor waits for the streams).
 struct CudaCommunicator {
   std::shared_ptr<CudaCollectives> collectives;
+  std::string processes_config;  // ProcessArgs::Config() it was made with
 };
 
 }  // namespace dp

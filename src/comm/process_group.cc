@@ -131,6 +131,10 @@ std::unique_ptr<Communicator> ConnectProcesses(std::shared_ptr<Store> store, con
   s.size = static_cast<int>(per_host);
   s.names = layout.ranks_of[static_cast<size_t>(host)];
   s.timeout = o.timeout;
+  // "auto": a collective that /dev/shm cannot hold runs over TCP instead.
+  s.tcp_fallback = o.local_transport == "auto";
+  s.interface = o.interface;
+  s.algorithm = o.algorithm;
   auto shm = ShmCommunicator::Connect(store->Sub(StrCat("shm/", host)), s);
   if (hosts == 1) {
     if (report) DP_LOG(kInfo, "dp: ", o.size, " processes on one host: shared memory between them");

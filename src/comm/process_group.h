@@ -25,9 +25,9 @@ struct ProcessGroupOptions {
   std::string interface;           // Gloo's network interface ("" : the host name's address)
   std::string algorithm = "auto";  // Gloo's allreduce (GlooOptions::algorithm)
   // Between processes of one host: "auto" (shared memory when the host
-  // has it, else TCP), "shm" (shared memory, an error when unavailable) or
-  // "tcp" (Gloo over loopback, as between hosts). Every process must pass
-  // the same.
+  // has it, else TCP; a collective that /dev/shm cannot hold falls back to
+  // TCP), "shm" (shared memory, an error when unavailable or full) or "tcp"
+  // (Gloo over loopback, as between hosts). Every process must pass the same.
   std::string local_transport = "auto";
 };
 

@@ -17,6 +17,7 @@
 #include <thread>
 #include <utility>
 
+#include "comm/gloo_communicator.h"
 #include "comm/sum_types.h"
 #include "core/cpu_relax.h"
 #include "core/logging.h"
@@ -375,7 +376,12 @@ ShmCommunicator::Regions ShmCommunicator::ShareRegions(size_t per_process, const
   const std::string key = StrCat("segment/", segments_++);
   if (o_.rank == 0) {
     try {
+      DP_ENFORCE_CODE(o_.max_bytes == 0 || (total <= o_.max_bytes && shared_bytes_ <= o_.max_bytes - total),
+                      Code::kOutOfMemory, "shared memory: the collectives of this host's processes would hold ",
+                      ByteSize(static_cast<double>(shared_bytes_ + total)), ", over their limit of ",
+                      ByteSize(static_cast<double>(o_.max_bytes)));
       regions.segment = ShmSegment::Create(total);
+      shared_bytes_ += total;
     } catch (const Error& e) {
       // The others fail with the same error, not with a timeout.
       store_->Set(key, StrCat("error ", static_cast<int>(e.code()), " ", e.message()));
@@ -538,23 +544,44 @@ std::unique_ptr<BufferedCollective> ShmCommunicator::PrepareBufferedAllreduceSum
   return PrepareBufferedAllreduceSum(count, dtype, SliceStepFactory());
 }
 
+Communicator& ShmCommunicator::Fallback(const std::string& why) {
+  if (!fallback_) {
+    if (o_.rank == 0) DP_LOG(kWarning, "dp: ", why, "; these collectives fall back to TCP between the processes");
+    GlooOptions g;
+    g.rank = o_.rank;
+    g.size = o_.size;
+    g.timeout = o_.timeout;
+    g.interface = o_.interface;
+    g.algorithm = o_.algorithm;
+    g.names = o_.names;
+    fallback_ = ConnectGloo(store_->Sub("tcp"), g);
+  }
+  return *fallback_;
+}
+
 std::unique_ptr<BufferedCollective> ShmCommunicator::PrepareBufferedAllreduceSum(int64_t count, DType dtype,
                                                                                  const SliceStepFactory& across) {
   DP_ENFORCE(count >= 0, "AllreduceSum: negative count ", count);
   DP_ENFORCE_CODE(IsSumType(dtype), Code::kDType,
                   "AllreduceSum across processes supports float32, float64, int32 and int64, got ", DTypeName(dtype));
   const size_t item = DTypeSize(dtype);
-  std::unique_ptr<BufferedAllreduce> out;
-  Call("allreduce", [&] {
-    Regions regions = ShareRegions(static_cast<size_t>(count) * item, "allreduce");
-    std::unique_ptr<PreparedCollective> step;
-    if (across) {
-      int64_t lo, hi;
-      SliceOf(count, item, o_.size, o_.rank, &lo, &hi);
-      step = across(regions.base[static_cast<size_t>(o_.rank)] + static_cast<size_t>(lo) * item, lo, hi - lo);
-    }
-    out = std::make_unique<BufferedAllreduce>(this, std::move(regions), count, dtype, std::move(step));
-  });
+  std::unique_ptr<BufferedCollective> out;
+  try {
+    Call("allreduce", [&] {
+      Regions regions = ShareRegions(static_cast<size_t>(count) * item, "allreduce");
+      std::unique_ptr<PreparedCollective> step;
+      if (across) {
+        int64_t lo, hi;
+        SliceOf(count, item, o_.size, o_.rank, &lo, &hi);
+        step = across(regions.base[static_cast<size_t>(o_.rank)] + static_cast<size_t>(lo) * item, lo, hi - lo);
+      }
+      out = std::make_unique<BufferedAllreduce>(this, std::move(regions), count, dtype, std::move(step));
+    });
+  } catch (const Error& e) {
+    // Every process of the host got the same error from local rank 0.
+    if (e.code() != Code::kOutOfMemory || !o_.tcp_fallback || across) throw;
+    out = Fallback(e.message()).PrepareBufferedAllreduceSum(count, dtype);
+  }
   return out;
 }
 
@@ -566,13 +593,18 @@ std::unique_ptr<BufferedCollective> ShmCommunicator::PrepareBufferedBroadcast(si
                                                                               const RootStepFactory& across) {
   DP_ENFORCE(root >= 0 && root < o_.size, "Broadcast: root rank ", root, " is out of range for ", o_.size,
              " processes");
-  std::unique_ptr<BufferedBroadcast> out;
-  Call("broadcast", [&] {
-    Regions regions = ShareRegions(nbytes, "broadcast");
-    std::unique_ptr<PreparedCollective> step;
-    if (across && o_.rank == root) step = across(regions.base[static_cast<size_t>(root)], nbytes);
-    out = std::make_unique<BufferedBroadcast>(this, std::move(regions), nbytes, root, std::move(step));
-  });
+  std::unique_ptr<BufferedCollective> out;
+  try {
+    Call("broadcast", [&] {
+      Regions regions = ShareRegions(nbytes, "broadcast");
+      std::unique_ptr<PreparedCollective> step;
+      if (across && o_.rank == root) step = across(regions.base[static_cast<size_t>(root)], nbytes);
+      out = std::make_unique<BufferedBroadcast>(this, std::move(regions), nbytes, root, std::move(step));
+    });
+  } catch (const Error& e) {
+    if (e.code() != Code::kOutOfMemory || !o_.tcp_fallback || across) throw;
+    out = Fallback(e.message()).PrepareBufferedBroadcast(nbytes, root);
+  }
   return out;
 }
 
@@ -673,6 +705,7 @@ void ShmCommunicator::Barrier() {
 
 void ShmCommunicator::Abort(const std::string& why) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
+  if (fallback_) fallback_->Abort(why);
   if (broken_ || shared_ == nullptr) return;
   const std::string message = StrCat(why, "; the communicator is closed");
   Publish(Code::kUnavailable, message);

@@ -51,6 +51,16 @@ struct ShmOptions {
   // How messages name local rank i (the job's ranks); empty: i itself.
   std::vector<int> names;
   std::chrono::milliseconds timeout{60000};
+  // The most shared memory the prepared collectives may hold together (all
+  // processes' regions); 0: whatever /dev/shm holds. Past it, or when
+  // /dev/shm is full, preparing a collective is OUT_OF_MEMORY, unless
+  // tcp_fallback: then that collective runs over Gloo between these
+  // processes (connected when first needed, on `interface`, with
+  // `algorithm`), with a warning; the others keep shared memory.
+  size_t max_bytes = 0;
+  bool tcp_fallback = false;
+  std::string interface;
+  std::string algorithm = "auto";
 };
 
 class ShmCommunicator final : public Communicator {
@@ -117,6 +127,9 @@ class ShmCommunicator final : public Communicator {
 
   // The name of local rank r in messages: "rank 3".
   std::string Name(int r) const;
+  // The Gloo communicator between these processes that collectives fall
+  // back to when shared memory runs out (tcp_fallback), connected on first use.
+  Communicator& Fallback(const std::string& why);
   // One region of per_process bytes for each process (page-aligned), in a
   // segment made by local rank 0 and opened by the others through the
   // store: a prepared collective's buffers.
@@ -160,6 +173,8 @@ class ShmCommunicator final : public Communicator {
   std::mutex mu_;
   uint32_t op_ = 0;           // mu_: collectives run so far (phases 3 op + 1..3)
   int segments_ = 0;          // mu_: segments shared so far (their store keys)
+  size_t shared_bytes_ = 0;   // mu_: bytes of the segments local rank 0 made so far
+  std::unique_ptr<Communicator> fallback_;  // see Fallback
   bool in_collective_ = false;  // mu_: the current call has involved the peers
   std::unique_ptr<Error> broken_;  // mu_
 };

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -79,6 +80,18 @@ void SweepStale(const std::string& pid_ns) {
 
 }  // namespace
 
+std::string ByteSize(double bytes) {
+  char buf[32];
+  if (bytes < 1024.0 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.0f KiB", bytes / 1024);
+  } else if (bytes < 1024.0 * 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  }
+  return buf;
+}
+
 std::string ShmDomain() {
   struct stat st {};
   if (stat(kShmDir, &st) != 0 || !S_ISDIR(st.st_mode)) return std::string();
@@ -136,12 +149,11 @@ ShmSegment ShmSegment::Create(size_t bytes) {
     close(fd);
     struct statvfs vfs {};
     const bool have = statvfs(kShmDir, &vfs) == 0;
-    const auto mib = [](double b) { return StrCat(static_cast<long long>(b / (1 << 20)), " MiB"); };
     if (err == ENOSPC || err == EFBIG)
-      DP_THROW(Code::kOutOfMemory, "shared memory: ", kShmDir, " cannot hold ", mib(static_cast<double>(bytes)),
+      DP_THROW(Code::kOutOfMemory, "shared memory: ", kShmDir, " cannot hold ", ByteSize(static_cast<double>(bytes)),
                " for the collectives between this host's processes",
-               have ? StrCat(" (", mib(static_cast<double>(vfs.f_bavail) * vfs.f_frsize), " free of ",
-                             mib(static_cast<double>(vfs.f_blocks) * vfs.f_frsize), ")")
+               have ? StrCat(" (", ByteSize(static_cast<double>(vfs.f_bavail) * vfs.f_frsize), " free of ",
+                             ByteSize(static_cast<double>(vfs.f_blocks) * vfs.f_frsize), ")")
                     : std::string(),
                "; enlarge it (docker run --shm-size=...) or let the processes talk over TCP "
                "(local_transport \"tcp\", DP_LOCAL_TRANSPORT=tcp)");

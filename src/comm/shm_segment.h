@@ -19,6 +19,9 @@ namespace dp {
 // when this process cannot use shared memory (no /dev/shm).
 std::string ShmDomain();
 
+// "512 KiB", "1.5 MiB", "3.0 GiB": sizes in messages about shared memory.
+std::string ByteSize(double bytes);
+
 class ShmSegment {
  public:
   ShmSegment() = default;

@@ -65,9 +65,9 @@ void CheckOptions(const ParallelizeOptions& o) {
     ParseStoreAddress(o.store);  // a bad URL fails here, before any net runs
     DP_ENFORCE_CODE(o.timeout_ms > 0, Code::kInvalidArgument, "parallelize: timeout_ms must be > 0, got ",
                     o.timeout_ms);
-    DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU, Code::kUnimplemented,
-                    "parallelize: several processes of CUDA replicas (NCCL across processes) are not built yet; "
-                    "CPU replicas use Gloo");
+    DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU || o.nccl, Code::kInvalidArgument,
+                    "parallelize: CUDA replicas of several processes communicate through NCCL; the copy-and-sum "
+                    "tree (DP_CUDA_COLLECTIVES_TREE) works inside one process");
     DP_ENFORCE_CODE(!o.uneven_split, Code::kInvalidArgument,
                     "parallelize: uneven_split weighs replicas by their share of one process's batch; with several "
                     "processes feed equal batches (a process that runs out of data joins instead)");

@@ -90,25 +90,27 @@ void Replicas::AppendReplicated(NetDef& net, const NetDef& tmpl) const {
 }
 
 OperatorDef Replicas::CreateComm() const {
-  if (!cuda()) {
-    std::vector<Argument> args;
-    args.reserve(8);
+  std::vector<Argument> args;
+  args.reserve(8);
+  if (cuda()) {
+    args.push_back(MakeArg("device_ids", std::vector<int64_t>(options_.device_ids.begin(), options_.device_ids.end())));
+    args.push_back(MakeArg("nccl", int64_t{options_.nccl}));
+  } else {
     args.push_back(NumDevicesArg());
-    if (options_.num_shards > 1) {
-      args.push_back(MakeArg("world_size", int64_t{options_.num_shards}));
-      args.push_back(MakeArg("rank", int64_t{options_.shard_id}));
-      args.push_back(MakeArg("store", options_.store));
-      args.push_back(MakeArg("timeout_ms", options_.timeout_ms));
-      args.push_back(MakeArg("run_id", options_.run_id));
-      if (!options_.interface.empty()) args.push_back(MakeArg("interface", options_.interface));
-      if (options_.local_transport != "auto") args.push_back(MakeArg("local_transport", options_.local_transport));
-    }
-    return MakeOperatorDef("CreateCpuCollectives", {}, {kCommBlob}, std::move(args));
   }
-  return MakeOperatorDef(
-      "CreateCudaCollectives", {}, {kCommBlob},
-      {MakeArg("device_ids", std::vector<int64_t>(options_.device_ids.begin(), options_.device_ids.end())),
-       MakeArg("nccl", int64_t{options_.nccl})});
+  // Several processes: where they meet (both communicators); how the CPU
+  // ones talk (CUDA replicas use NCCL).
+  if (options_.num_shards > 1) {
+    args.push_back(MakeArg("world_size", int64_t{options_.num_shards}));
+    args.push_back(MakeArg("rank", int64_t{options_.shard_id}));
+    args.push_back(MakeArg("store", options_.store));
+    args.push_back(MakeArg("timeout_ms", options_.timeout_ms));
+    args.push_back(MakeArg("run_id", options_.run_id));
+    if (!cuda() && !options_.interface.empty()) args.push_back(MakeArg("interface", options_.interface));
+    if (!cuda() && options_.local_transport != "auto")
+      args.push_back(MakeArg("local_transport", options_.local_transport));
+  }
+  return MakeOperatorDef(cuda() ? "CreateCudaCollectives" : "CreateCpuCollectives", {}, {kCommBlob}, std::move(args));
 }
 
 void OrderCollectives(NetDef& net) {

@@ -120,7 +120,7 @@ static void explicit_fields(void) {
   o.device_type = DP_DEVICE_CUDA;
   o.device_ids = NULL;
   {
-    /* CUDA across processes is not built yet (or there is no GPU, or no CUDA). */
+    /* CUDA replicas across processes: no GPU here, or no CUDA, or (today) no CUDA kernels for training. */
     dp_parallel_model* pm2 = (dp_parallel_model*)SENTINEL;
     dp_status* st = dp_model_parallelize(g_model, &o, &pm2);
     CHECK(st != NULL);

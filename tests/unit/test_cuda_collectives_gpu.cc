@@ -1,11 +1,14 @@
 // CUDA collectives on one GPU (built with DP_TEST_NEEDS_GPUS=1: gpu_main.cc
 // skips the whole executable, exit 77, when no CUDA device is visible):
 // single-device communicators (Allreduce is the identity times scale, in NCCL
-// and copy-and-sum tree modes), keeping the communicator, argument errors.
+// and copy-and-sum tree modes), keeping the communicator, argument errors;
+// NCCL across processes through a store (one process; a peer that reaches
+// the store but never NCCL fails the initialisation in bounded time, named).
 #include <doctest/doctest.h>
 
 #if defined(DP_WITH_CUDA) && DP_WITH_CUDA
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,8 +18,11 @@
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "comm/cuda_collectives.h"
+#include "comm/store.h"
+#include "comm/store_address.h"
 #include "cuda_collectives_test_util.h"
 #include "op_test_util.h"
+#include "temp_dir.h"
 
 using namespace dp;
 using namespace dp::testing;
@@ -81,6 +87,56 @@ TEST_CASE("GPU: collective errors with one GPU name what is wrong") {
   other->Feed("comm", Make<float>({1}, {0}));
   ExpectError([&] { RunNet(other, {Collective("Broadcast", {"x"}, 1, 0)}); }, Code::kDType,
               {"not a CUDA communicator"});
+}
+
+// ---- NCCL across processes through a store --------------------------------------
+
+TEST_CASE("GPU: NCCL across processes: one process meets NCCL through the store; the ops run on it") {
+  TempDir dir("dp_nccl");
+  CudaProcesses p;
+  p.store = Store::Open(ParseStoreAddress("file://" + dir.Path("store")), "one");
+  p.timeout = std::chrono::milliseconds(20000);
+  auto comm = std::make_shared<CudaCollectives>(std::vector<int>{0}, true, p);
+  CHECK(comm->num_processes() == 1);
+  auto ws = std::make_shared<Workspace>();
+  ws->CreateBlob("comm")->Reset(std::make_shared<CudaCommunicator>(CudaCommunicator{comm, ""}));
+  ws->Feed("x", OnGpu<float>(0, {4}, {2, 4, 6, 8}));
+  ws->Feed("flag", OnGpu<float>(0, {1}, {2}));  // two "active replicas": the mean halves the sum
+  ws->Feed("w", OnGpu<float>(0, {2}, {5, 6}));
+  RunNet(ws, {Collective("Allreduce", {"x"}, 1, 0, {FloatArg("scale", 0.5)})});
+  CHECK(HostValues<float>(ws->GetTensor("x")) == std::vector<float>{1, 2, 3, 4});
+  RunNet(ws, {Collective("Allreduce", {"x", "flag"}, 1, 0, {IntArg("average_active", 1)})});
+  CHECK(HostValues<float>(ws->GetTensor("x")) == std::vector<float>{0.5f, 1, 1.5f, 2});
+  CHECK(HostValues<float>(ws->GetTensor("flag")) == std::vector<float>{2});
+  RunNet(ws, {Collective("Broadcast", {"w"}, 1, 0)});
+  CHECK(HostValues<float>(ws->GetTensor("w")) == std::vector<float>{5, 6});
+}
+
+TEST_CASE("GPU: NCCL across processes: a peer that never joins NCCL fails the initialisation in bounded time") {
+  TempDir dir("dp_nccl");
+  auto store = Store::Open(ParseStoreAddress("file://" + dir.Path("store")), "two");
+  store->Set("nccl/devices/1", "1");  // rank 1 reaches the store, then never calls NCCL
+  CudaProcesses p;
+  p.size = 2;
+  p.store = store;
+  p.timeout = std::chrono::milliseconds(3000);
+  const auto start = std::chrono::steady_clock::now();
+  ExpectError([&] { CudaCollectives({0}, true, p); }, Code::kTimeout,
+              {"NCCL initialisation on rank 0 of 2", "rank 1 is missing", "3000 ms"});
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 3.0 + 1.5);
+  // Bad process settings are refused before anything starts.
+  CudaProcesses tree = p;
+  ExpectError([&] { CudaCollectives({0}, false, tree); }, Code::kInvalidArgument, {"copy-and-sum tree"});
+  CudaProcesses no_store;
+  no_store.size = 2;
+  ExpectError([&] { CudaCollectives({0}, true, no_store); }, Code::kInvalidArgument, {"need a store"});
+  ExpectBuildError({Op("CreateCudaCollectives", {}, {"comm"},
+                       {IntsArg("device_ids", {0}), IntArg("world_size", 2)})},
+                   {}, Code::kInvalidArgument, {"needs a store"});
+  ExpectBuildError({Op("CreateCudaCollectives", {}, {"comm"},
+                       {IntsArg("device_ids", {0}), IntArg("nccl", 0), IntArg("world_size", 2),
+                        StringArg("store", "file:///tmp/x")})},
+                   {}, Code::kInvalidArgument, {"copy-and-sum tree"});
 }
 
 }  // namespace

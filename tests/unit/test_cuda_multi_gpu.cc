@@ -6,15 +6,21 @@
 // order is exact; the tree's fixed order also bitwise on random floats),
 // Broadcast into uninitialised replicas, errors naming the blobs, and a
 // multi-device net whose producers and consumers run on each GPU's own
-// stream (the event ordering end to end).
+// stream (the event ordering end to end). NCCL across processes, with two
+// "processes" as threads of this one, each on its own GPUs: sums, the mean
+// over active replicas, a broadcast from process 0, and a process that
+// leaves failing the other in bounded time, naming it.
 #include <doctest/doctest.h>
 
 #if defined(DP_WITH_CUDA) && DP_WITH_CUDA
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -26,6 +32,7 @@
 #include "graph/net_def.h"
 #include "cuda_collectives_test_util.h"
 #include "op_test_util.h"
+#include "temp_dir.h"
 
 using namespace dp;
 using namespace dp::testing;
@@ -181,6 +188,107 @@ TEST_CASE("GPU: Allreduce in a multi-GPU net waits for every producer and preced
       }
     }
   }
+}
+
+// ---- NCCL across processes ------------------------------------------------------------
+
+// Process r's workspace with a communicator over its GPUs (half of the
+// visible ones each) of a two-process job meeting at `url`.
+std::shared_ptr<Workspace> ProcessComm(int r, const std::string& url, int64_t timeout_ms) {
+  const int per = DeviceCount(kCuda) / 2;
+  std::vector<int64_t> devices;
+  for (int d = 0; d < per; ++d) devices.push_back(r * per + d);
+  auto ws = std::make_shared<Workspace>();
+  RunNet(ws, {Op("CreateCudaCollectives", {}, {"comm"},
+                 {IntsArg("device_ids", devices), IntArg("world_size", 2), IntArg("rank", r),
+                  StringArg("store", url), IntArg("timeout_ms", timeout_ms), StringArg("run_id", "gpu-test")})});
+  return ws;
+}
+
+// Runs fn(r) on two threads, returning their errors ("" when none).
+std::vector<std::string> TwoProcesses(const std::function<void(int)>& fn) {
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const Error& e) {
+        errors[static_cast<size_t>(r)] = std::string(CodeName(e.code())) + ": " + e.message();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+TEST_CASE("GPUs: NCCL across two processes: sums, the mean over active replicas, a broadcast from process 0") {
+  TempDir dir("dp_nccl");
+  const std::string url = "file://" + dir.Path("store");
+  const int per = DeviceCount(kCuda) / 2;
+  std::vector<std::vector<float>> got(2);
+  const auto errors = TwoProcesses([&](int r) {
+    auto ws = ProcessComm(r, url, 20000);
+    CHECK(ws->GetBlob("comm")->Get<CudaCommunicator>().collectives->num_processes() == 2);
+    std::vector<std::string> x, xf, w;
+    for (int d = 0; d < per; ++d) {
+      const int g = r * per + d;  // the job's replica index
+      x.push_back(Scoped(g, "x"));
+      ws->Feed(x.back(), OnGpu<float>(g, {3}, {float(g + 1), float(2 * (g + 1)), 1}));
+      xf.push_back(x.back());
+      xf.push_back(Scoped(g, "f"));
+      ws->Feed(xf.back(), OnGpu<float>(g, {1}, {r == 0 ? 1.0f : 0.0f}));  // process 1 has no data
+      w.push_back(Scoped(g, "w"));
+      ws->Feed(w.back(), OnGpu<float>(g, {2}, {r == 0 ? 7.0f : 0.0f, float(g)}));
+    }
+    const int n = 2 * per;
+    RunNet(ws, {Collective("Allreduce", x, per, r * per, {FloatArg("scale", 1.0 / n)})});
+    const float mean = static_cast<float>(n + 1) / 2;  // of 1..n
+    for (const auto& b : x) CHECK(HostValues<float>(ws->GetTensor(b)) == std::vector<float>{mean, 2 * mean, 1});
+    // Process 1 joins with zeros: the mean over process 0's replicas alone.
+    for (int d = 0; d < per; ++d)
+      if (r == 1) ws->Feed(x[static_cast<size_t>(d)], OnGpu<float>(r * per + d, {3}, {0, 0, 0}));
+    // (per copies of {mean, 2 mean, 1} and per of zeros) / per active replicas.
+    RunNet(ws, {Collective("Allreduce", xf, per, r * per, {IntArg("average_active", 1)})});
+    for (const auto& b : x) CHECK(HostValues<float>(ws->GetTensor(b)) == std::vector<float>{mean, 2 * mean, 1});
+    RunNet(ws, {Collective("Broadcast", w, per, r * per)});
+    got[static_cast<size_t>(r)] = HostValues<float>(ws->GetTensor(w.back()));
+  });
+  CHECK(errors == std::vector<std::string>{"", ""});
+  for (int r = 0; r < 2; ++r) CHECK(got[static_cast<size_t>(r)] == std::vector<float>{7, 0});  // process 0's device 0
+}
+
+TEST_CASE("GPUs: NCCL across processes: a process that leaves fails the other in bounded time, naming it") {
+  TempDir dir("dp_nccl");
+  const std::string url = "file://" + dir.Path("store");
+  const int per = DeviceCount(kCuda) / 2;
+  std::atomic<bool> left{false};
+  double took = 0;
+  const auto errors = TwoProcesses([&](int r) {
+    auto ws = ProcessComm(r, url, 3000);
+    if (r == 1) {
+      ws.reset();  // closes its communicator
+      left = true;
+      return;
+    }
+    while (!left) std::this_thread::yield();
+    std::vector<std::string> x;
+    for (int d = 0; d < per; ++d) {
+      x.push_back(Scoped(d, "x"));
+      ws->Feed(x.back(), OnGpu<float>(d, {1000}, std::vector<float>(1000, 1.0f)));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      RunNet(ws, {Collective("Allreduce", x, per, 0)});
+    } catch (...) {
+      took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      throw;
+    }
+  });
+  CAPTURE(errors[0]);
+  CHECK((errors[0].rfind("TIMEOUT", 0) == 0 || errors[0].rfind("UNAVAILABLE", 0) == 0));
+  CHECK(errors[0].find("rank 1 is missing") != std::string::npos);
+  CHECK(took < 3.0 + 1.5);
+  CHECK(errors[1] == "");
 }
 
 }  // namespace

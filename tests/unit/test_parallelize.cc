@@ -390,6 +390,17 @@ TEST_CASE("parallelize: bad options and batches give clear errors") {
     ExpectError([&] { Parallelize(m, gpu); }, Code::kUnavailable, {"without CUDA"});
   else  // today's CUDA backend lacks the training kernels; the message lists them
     ExpectError([&] { Parallelize(m, gpu); }, Code::kUnimplemented, {"SoftmaxWithLossGradient"});
+  // Several processes of CUDA replicas (NCCL across processes) meet the same kernels' check...
+  ParallelizeOptions gpu_shards = gpu;
+  gpu_shards.num_shards = 2;
+  gpu_shards.store = "file:///tmp/dp-unused-store";
+  if (!cuda::BuiltWithCuda())
+    ExpectError([&] { Parallelize(m, gpu_shards); }, Code::kUnavailable, {"without CUDA"});
+  else
+    ExpectError([&] { Parallelize(m, gpu_shards); }, Code::kUnimplemented, {"SoftmaxWithLossGradient"});
+  // ... but not with the copy-and-sum tree, which works inside one process.
+  gpu_shards.nccl = false;
+  ExpectError([&] { Parallelize(m, gpu_shards); }, Code::kInvalidArgument, {"NCCL", "tree"});
   ParallelizeOptions shared_gpu = gpu;
   shared_gpu.shared_model = true;
   ExpectError([&] { Parallelize(m, shared_gpu); }, Code::kInvalidArgument, {"shared model", "CPU"});

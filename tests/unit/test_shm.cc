@@ -372,6 +372,47 @@ TEST_CASE("shm segments: full /dev/shm is an error with a remedy; dead makers' s
   CHECK(!ShmDomain().empty());
 }
 
+TEST_CASE("shm: a collective that shared memory cannot hold falls back to TCP (auto), or fails (shm)") {
+  for (bool fallback : {true, false}) {
+    CAPTURE(fallback);
+    TempDir dir("dp_shm");
+    const int64_t count = 100000;  // 400 KB per process: over the 256 KiB limit
+    const auto errors = OnThreads(2, [&](int r) {
+      ShmOptions o;
+      o.rank = r;
+      o.size = 2;
+      o.timeout = milliseconds(20000);
+      o.max_bytes = size_t{256} << 10;
+      o.tcp_fallback = fallback;
+      auto comm = ShmCommunicator::Connect(OpenStore(dir, "shm"), o);
+      auto small = comm->PrepareBufferedAllreduceSum(1000, DType::kFloat32);  // fits: shared memory
+      auto big = comm->PrepareBufferedAllreduceSum(count, DType::kFloat32);   // over TCP, or an error
+      for (auto* coll : {small.get(), big.get()}) {
+        const int64_t n = coll == small.get() ? 1000 : count;
+        auto* in = static_cast<float*>(coll->input());
+        for (int64_t i = 0; i < n; ++i) in[i] = static_cast<float>(r + i % 3);
+        bool exact = true;
+        auto check = [&](const void* piece, size_t off, size_t len) {
+          const auto* p = static_cast<const float*>(piece);
+          for (size_t k = 0; k < len / 4; ++k) exact = exact && p[k] == static_cast<float>(1 + 2 * ((off / 4 + k) % 3));
+        };
+        coll->Run(SinkOf(check));
+        CHECK(exact);
+      }
+      comm->Barrier();
+    });
+    for (const auto& e : errors) {
+      CAPTURE(e);
+      if (fallback) {
+        CHECK(e == "");
+      } else {
+        CHECK(e.rfind("OUT_OF_MEMORY", 0) == 0);
+        CHECK(e.find("would hold 792 KiB, over their limit of 256 KiB") != std::string::npos);
+      }
+    }
+  }
+}
+
 // ---- several hosts: shared memory inside, Gloo across -------------------------------
 
 // Ranks {0, 2} on "host" 0 and {1, 3} on host 1 (interleaved, as --nodes
