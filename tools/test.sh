@@ -8,7 +8,7 @@
 # (clang, recovery off), with the fuzz targets built and each fuzzed for a
 # bounded time (DP_FUZZ_SECONDS, default 40),
 #   build-san  CC=clang -Dcuda=disabled -Db_sanitize=address,undefined -Dfuzz=true
-# then the unit tests that drive threads (async, exec, core, collectives, comm,
+# then the unit tests that drive threads (async, exec, core, collectives, comm, shm,
 # parallelize, checkpoint) under ThreadSanitizer,
 #   build-tsan -Dcuda=disabled -Db_sanitize=thread (only those tests' targets are built)
 # and ends with one line "N passed, N failed, N skipped" over all of them

@@ -147,7 +147,8 @@ class AllreduceOp final : public CollectiveOp {
     if (average_active_) flags = Segment(m);
     float count = 0;  // active replicas, once the flags are summed
     for (size_t g = 0; g < groups.size(); ++g) {
-      const auto& [dtype, segments] = groups[g];
+      const DType dtype = groups[g].first;  // (not a structured binding: clang 14 cannot capture one)
+      const auto& segments = groups[g].second;
       const bool with_flags = average_active_ && g == 0;
       const double s = average_active_ && g > 0 ? ActiveScale(scale, count) : scale;
       if (!comm.peers) {

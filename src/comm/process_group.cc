@@ -73,14 +73,19 @@ HostLayout LayoutOf(const std::vector<Announcement>& all) {
   return layout;
 }
 
-std::unique_ptr<Communicator> AllOverGloo(const std::shared_ptr<Store>& store, const ProcessGroupOptions& o) {
+// Gloo between `size` of the processes, this one being `rank` among them.
+GlooOptions GlooFor(const ProcessGroupOptions& o, int rank, int size) {
   GlooOptions g;
-  g.rank = o.rank;
-  g.size = o.size;
+  g.rank = rank;
+  g.size = size;
   g.timeout = o.timeout;
   g.interface = o.interface;
   g.algorithm = o.algorithm;
-  return ConnectGloo(store->Sub("gloo"), g);
+  return g;
+}
+
+std::unique_ptr<Communicator> AllOverGloo(const std::shared_ptr<Store>& store, const ProcessGroupOptions& o) {
+  return ConnectGloo(store->Sub("gloo"), GlooFor(o, o.rank, o.size));
 }
 
 }  // namespace
@@ -133,19 +138,13 @@ std::unique_ptr<Communicator> ConnectProcesses(std::shared_ptr<Store> store, con
   s.timeout = o.timeout;
   // "auto": a collective that /dev/shm cannot hold runs over TCP instead.
   s.tcp_fallback = o.local_transport == "auto";
-  s.interface = o.interface;
-  s.algorithm = o.algorithm;
+  s.tcp = GlooFor(o, local, static_cast<int>(per_host));
   auto shm = ShmCommunicator::Connect(store->Sub(StrCat("shm/", host)), s);
   if (hosts == 1) {
     if (report) DP_LOG(kInfo, "dp: ", o.size, " processes on one host: shared memory between them");
     return shm;
   }
-  GlooOptions g;
-  g.rank = host;
-  g.size = static_cast<int>(hosts);
-  g.timeout = o.timeout;
-  g.interface = o.interface;
-  g.algorithm = o.algorithm;
+  GlooOptions g = GlooFor(o, host, static_cast<int>(hosts));
   for (const auto& ranks : layout.ranks_of) g.names.push_back(ranks[static_cast<size_t>(local)]);
   auto across = ConnectGloo(store->Sub(StrCat("gloo/column/", local)), g);
   if (report)

@@ -17,7 +17,6 @@
 #include <thread>
 #include <utility>
 
-#include "comm/gloo_communicator.h"
 #include "comm/sum_types.h"
 #include "core/cpu_relax.h"
 #include "core/logging.h"
@@ -547,12 +546,10 @@ std::unique_ptr<BufferedCollective> ShmCommunicator::PrepareBufferedAllreduceSum
 Communicator& ShmCommunicator::Fallback(const std::string& why) {
   if (!fallback_) {
     if (o_.rank == 0) DP_LOG(kWarning, "dp: ", why, "; these collectives fall back to TCP between the processes");
-    GlooOptions g;
+    GlooOptions g = o_.tcp;
     g.rank = o_.rank;
     g.size = o_.size;
     g.timeout = o_.timeout;
-    g.interface = o_.interface;
-    g.algorithm = o_.algorithm;
     g.names = o_.names;
     fallback_ = ConnectGloo(store_->Sub("tcp"), g);
   }

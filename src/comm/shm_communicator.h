@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/gloo_communicator.h"
 #include "comm/shm_segment.h"
 #include "comm/store.h"
 #include "core/error.h"
@@ -55,12 +56,11 @@ struct ShmOptions {
   // processes' regions); 0: whatever /dev/shm holds. Past it, or when
   // /dev/shm is full, preparing a collective is OUT_OF_MEMORY, unless
   // tcp_fallback: then that collective runs over Gloo between these
-  // processes (connected when first needed, on `interface`, with
-  // `algorithm`), with a warning; the others keep shared memory.
+  // processes (connected when first needed, with `tcp`'s interface and
+  // algorithm), with a warning; the others keep shared memory.
   size_t max_bytes = 0;
   bool tcp_fallback = false;
-  std::string interface;
-  std::string algorithm = "auto";
+  GlooOptions tcp;
 };
 
 class ShmCommunicator final : public Communicator {

@@ -24,6 +24,7 @@
 #include "comm/gloo_communicator.h"
 #include "comm/store.h"
 #include "comm/store_address.h"
+#include "communicator_checks.h"
 #include "core/workspace.h"
 #include "exec/net.h"
 #include "expect_error.h"
@@ -194,32 +195,7 @@ TEST_CASE("gloo: allreduce sums four dtypes, identical on every rank") {
 }
 
 TEST_CASE("gloo: broadcast, allgather, reduce-scatter and barrier") {
-  const int size = 3;
-  WithGloo(size, [&](int r, Communicator& comm) {
-    std::vector<char> b(1000, static_cast<char>(r));
-    if (r == 1) std::memcpy(b.data(), "from rank one", 13);
-    comm.Broadcast(b.data(), b.size(), 1);
-    CHECK(std::memcmp(b.data(), "from rank one", 13) == 0);
-    CHECK(b.back() == 1);
-    int64_t mine[2] = {r, 10 * r};
-    std::vector<int64_t> all(2 * size);
-    comm.Allgather(mine, all.data(), sizeof mine);
-    for (int k = 0; k < size; ++k) {
-      CHECK(all[static_cast<size_t>(2 * k)] == k);
-      CHECK(all[static_cast<size_t>(2 * k + 1)] == 10 * k);
-    }
-    std::vector<float> blocks(static_cast<size_t>(2 * size));
-    for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<float>(i + r);
-    comm.ReduceScatterSum(blocks.data(), 2, DType::kFloat32);
-    for (int i = 0; i < 2; ++i) {
-      const size_t at = static_cast<size_t>(2 * r + i);
-      CHECK(blocks[at] == static_cast<float>(size * static_cast<int>(at) + 0 + 1 + 2));
-    }
-    comm.Barrier();
-    ExpectError([&] { comm.Broadcast(b.data(), 1, 3); }, Code::kInvalidArgument, {"root rank 3"});
-    ExpectError([&] { comm.AllreduceSum(b.data(), 1, DType::kUInt8); }, Code::kDType, {"uint8"});
-    comm.Barrier();  // still usable after argument errors
-  });
+  WithGloo(3, [&](int r, Communicator& comm) { CheckOtherCollectives(comm, r, 3, {1000}); });
 }
 
 TEST_CASE("gloo: a rank that never arrives fails the rendezvous in bounded time, naming it") {
@@ -254,46 +230,34 @@ TEST_CASE("gloo: a rank that never arrives fails the rendezvous in bounded time,
 TEST_CASE("gloo: a peer that goes away fails the others in bounded time, naming it; the communicator stays failed") {
   TempDir dir("dp_gloo");
   const std::string url = "file://" + dir.Path("store");
-  const int size = 3;
-  std::vector<std::string> first(size), second(size);
-  std::vector<double> took(size);
+  std::vector<std::unique_ptr<AfterPeerLeft>> seen(3);
+  std::vector<std::string> errors(3);
   std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
+  for (int r = 0; r < 3; ++r)
     threads.emplace_back([&, r] {
       try {
         GlooOptions o;
         o.rank = r;
-        o.size = size;
+        o.size = 3;
         o.timeout = milliseconds(3000);
         auto comm = ConnectGloo(Store::Open(ParseStoreAddress(url), "t"), o);
         comm->Barrier();
         if (r == 2) return;  // leaves: its connections close with the communicator
-        std::vector<float> v(100, 1.0f);
-        const auto start = Clock::now();
-        try {
-          comm->AllreduceSum(v.data(), 100, DType::kFloat32);
-        } catch (const Error& e) {
-          first[static_cast<size_t>(r)] = std::string(CodeName(e.code())) + ": " + e.message();
-        }
-        took[static_cast<size_t>(r)] = std::chrono::duration<double>(Clock::now() - start).count();
-        try {
-          comm->Barrier();
-        } catch (const Error& e) {
-          second[static_cast<size_t>(r)] = e.message();
-        }
+        seen[static_cast<size_t>(r)] = std::make_unique<AfterPeerLeft>(*comm);
       } catch (const std::exception& e) {
-        first[static_cast<size_t>(r)] = std::string("unexpected: ") + e.what();
+        errors[static_cast<size_t>(r)] = e.what();
       }
     });
   for (auto& t : threads) t.join();
+  CHECK(errors == std::vector<std::string>(3));
   for (int r = 0; r < 2; ++r) {
-    CAPTURE(first[static_cast<size_t>(r)]);
-    const bool code_ok = first[static_cast<size_t>(r)].rfind("UNAVAILABLE", 0) == 0 ||
-                         first[static_cast<size_t>(r)].rfind("TIMEOUT", 0) == 0;
-    CHECK(code_ok);
-    CHECK(first[static_cast<size_t>(r)].find("rank 2 is missing") != std::string::npos);
-    CHECK(took[static_cast<size_t>(r)] < 3.0 + 1.0);
-    CHECK(second[static_cast<size_t>(r)] == first[static_cast<size_t>(r)].substr(first[static_cast<size_t>(r)].find(": ") + 2));
+    REQUIRE(seen[static_cast<size_t>(r)]);
+    const AfterPeerLeft& s = *seen[static_cast<size_t>(r)];
+    CAPTURE(s.first);
+    CHECK((s.first.rfind("UNAVAILABLE", 0) == 0 || s.first.rfind("TIMEOUT", 0) == 0));
+    CHECK(s.first.find("rank 2 is missing") != std::string::npos);
+    CHECK(s.seconds < 3.0 + 1.0);
+    CHECK(s.StaysFailed());
   }
 }
 

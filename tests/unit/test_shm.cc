@@ -35,6 +35,7 @@
 #include "comm/shm_segment.h"
 #include "comm/store.h"
 #include "comm/store_address.h"
+#include "communicator_checks.h"
 #include "expect_error.h"
 #include "temp_dir.h"
 
@@ -110,17 +111,6 @@ std::vector<std::string> MySegments() {
   return out;
 }
 
-template <typename T>
-void CheckAllreduce(Communicator& comm, int r, int size, int64_t count, DType dtype) {
-  std::vector<T> v(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = static_cast<T>((r + 1) * (i % 7 + 1));
-  comm.AllreduceSum(v.data(), count, dtype);
-  const T ranks_sum = static_cast<T>(size * (size + 1) / 2);
-  bool exact = true;
-  for (int64_t i = 0; i < count; ++i) exact = exact && v[static_cast<size_t>(i)] == ranks_sum * static_cast<T>(i % 7 + 1);
-  CHECK(exact);
-}
-
 // ---- one host -----------------------------------------------------------------
 
 TEST_CASE("shm: allreduce sums four dtypes over many sizes, exact on every rank") {
@@ -134,11 +124,11 @@ TEST_CASE("shm: allreduce sums four dtypes over many sizes, exact on every rank"
       for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{17}, int64_t{1000}, scratch_floats + 3,
                             2 * scratch_floats + 101}) {
         CAPTURE(count);
-        CheckAllreduce<float>(comm, r, size, count, DType::kFloat32);
+        CheckAllreduceOn<float>(comm, r, size, count, DType::kFloat32);
       }
-      CheckAllreduce<double>(comm, r, size, 1001, DType::kFloat64);
-      CheckAllreduce<int32_t>(comm, r, size, 77, DType::kInt32);
-      CheckAllreduce<int64_t>(comm, r, size, 3, DType::kInt64);
+      CheckAllreduceOn<double>(comm, r, size, 1001, DType::kFloat64);
+      CheckAllreduceOn<int32_t>(comm, r, size, 77, DType::kInt32);
+      CheckAllreduceOn<int64_t>(comm, r, size, 3, DType::kInt64);
     });
   }
 }
@@ -162,36 +152,8 @@ TEST_CASE("shm: float sums are the same bytes on every rank (computed once, rank
 }
 
 TEST_CASE("shm: broadcast, allgather, reduce-scatter and barrier; argument errors leave it usable") {
-  const int size = 3;
-  WithShm(size, [&](int r, ShmCommunicator& comm) {
-    for (size_t n : {size_t{1000}, ShmCommunicator::kScratchBytes * 2 + 5}) {
-      std::vector<char> b(n, static_cast<char>(r));
-      if (r == 1) std::memcpy(b.data(), "from rank one", 13);
-      comm.Broadcast(b.data(), b.size(), 1);
-      CHECK(std::memcmp(b.data(), "from rank one", 13) == 0);
-      CHECK(b.back() == 1);
-    }
-    int64_t mine[2] = {r, 10 * r};
-    std::vector<int64_t> all(2 * size);
-    comm.Allgather(mine, all.data(), sizeof mine);
-    for (int k = 0; k < size; ++k) {
-      CHECK(all[static_cast<size_t>(2 * k)] == k);
-      CHECK(all[static_cast<size_t>(2 * k + 1)] == 10 * k);
-    }
-    std::vector<float> blocks(static_cast<size_t>(2 * size));
-    for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<float>(i + r);
-    comm.ReduceScatterSum(blocks.data(), 2, DType::kFloat32);
-    for (int i = 0; i < 2; ++i) {
-      const size_t at = static_cast<size_t>(2 * r + i);
-      CHECK(blocks[at] == static_cast<float>(size * static_cast<int>(at) + 0 + 1 + 2));
-    }
-    comm.Barrier();
-    std::vector<char> b(8);
-    ExpectError([&] { comm.Broadcast(b.data(), 1, 3); }, Code::kInvalidArgument, {"root rank 3"});
-    ExpectError([&] { comm.AllreduceSum(b.data(), 1, DType::kUInt8); }, Code::kDType, {"uint8"});
-    ExpectError([&] { comm.PrepareBufferedAllreduceSum(-1, DType::kFloat32); }, Code::kInvalidArgument,
-                {"negative count"});
-    comm.Barrier();  // still usable after argument errors
+  WithShm(3, [&](int r, ShmCommunicator& comm) {
+    CheckOtherCollectives(comm, r, 3, {1000, ShmCommunicator::kScratchBytes * 2 + 5});
   });
 }
 
@@ -238,34 +200,21 @@ TEST_CASE("shm: a buffered allreduce hands out ordered pieces from the owners' m
 
 TEST_CASE("shm: a peer that leaves fails the others at once, naming it; the communicator stays failed") {
   TempDir dir("dp_shm");
-  const int size = 3;
-  std::vector<std::string> first(size), second(size);
-  std::vector<double> took(size);
-  CheckNoErrors(OnThreads(size, [&](int r) {
-    auto comm = ConnectShm(dir, r, size, milliseconds(20000));
+  std::vector<std::unique_ptr<AfterPeerLeft>> seen(3);
+  CheckNoErrors(OnThreads(3, [&](int r) {
+    auto comm = ConnectShm(dir, r, 3, milliseconds(20000));
     comm->Barrier();
     if (r == 2) return;  // leaves: its communicator closes
-    std::vector<float> v(100, 1.0f);
-    const auto start = Clock::now();
-    try {
-      comm->AllreduceSum(v.data(), 100, DType::kFloat32);
-    } catch (const Error& e) {
-      first[static_cast<size_t>(r)] = std::string(CodeName(e.code())) + ": " + e.message();
-    }
-    took[static_cast<size_t>(r)] = Seconds(start);
-    try {
-      comm->Barrier();
-    } catch (const Error& e) {
-      second[static_cast<size_t>(r)] = e.message();
-    }
+    seen[static_cast<size_t>(r)] = std::make_unique<AfterPeerLeft>(*comm);
   }));
   for (int r = 0; r < 2; ++r) {
-    CAPTURE(first[static_cast<size_t>(r)]);
-    CHECK(first[static_cast<size_t>(r)].rfind("UNAVAILABLE", 0) == 0);
-    CHECK(first[static_cast<size_t>(r)].find("rank 2 is missing (it closed its communicator)") != std::string::npos);
-    CHECK(took[static_cast<size_t>(r)] < 1.0);  // not the 20 s timeout
-    const std::string& f = first[static_cast<size_t>(r)];
-    CHECK(second[static_cast<size_t>(r)] == f.substr(f.find(": ") + 2));
+    REQUIRE(seen[static_cast<size_t>(r)]);
+    const AfterPeerLeft& s = *seen[static_cast<size_t>(r)];
+    CAPTURE(s.first);
+    CHECK(s.first.rfind("UNAVAILABLE", 0) == 0);
+    CHECK(s.first.find("rank 2 is missing (it closed its communicator)") != std::string::npos);
+    CHECK(s.seconds < 1.0);  // not the 20 s timeout
+    CHECK(s.StaysFailed());
   }
 }
 
@@ -450,22 +399,14 @@ TEST_CASE("hierarchical: allreduce, broadcast, allgather in rank order, reduce-s
     CHECK(comm.size() == 4);
     CHECK(std::string(comm.backend()) == "shm+gloo");
     for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{1000}, int64_t{300000}})
-      CheckAllreduce<float>(comm, r, 4, count, DType::kFloat32);
-    CheckAllreduce<int64_t>(comm, r, 4, 9, DType::kInt64);
+      CheckAllreduceOn<float>(comm, r, 4, count, DType::kFloat32);
+    CheckAllreduceOn<int64_t>(comm, r, 4, 9, DType::kInt64);
     for (int root = 0; root < 4; ++root) {
       std::vector<int32_t> b(1000, r);
       comm.Broadcast(b.data(), b.size() * 4, root);
       CHECK(std::count(b.begin(), b.end(), root) == 1000);
     }
-    int32_t mine[3] = {r, 10 * r, 100 * r};
-    std::vector<int32_t> all(12);
-    comm.Allgather(mine, all.data(), sizeof mine);
-    for (int k = 0; k < 4; ++k) CHECK(all[static_cast<size_t>(3 * k + 2)] == 100 * k);
-    std::vector<double> blocks(8);
-    for (size_t i = 0; i < 8; ++i) blocks[i] = static_cast<double>(i) + r;
-    comm.ReduceScatterSum(blocks.data(), 2, DType::kFloat64);
-    CHECK(blocks[static_cast<size_t>(2 * r)] == 4.0 * (2 * r) + 6);
-    comm.Barrier();
+    CheckOtherCollectives(comm, r, 4, {1000});  // allgather in rank order though hosts interleave ranks
   });
 }
 
@@ -516,7 +457,7 @@ TEST_CASE("ConnectProcesses: shared memory on one host, Gloo with local_transpor
       o.local_transport = transport;
       auto comm = ConnectProcesses(OpenStore(dir, "job"), o);
       CHECK(std::string(comm->backend()) == (std::string(transport) == "tcp" ? "gloo" : "shm"));
-      CheckAllreduce<float>(*comm, r, 3, 5000, DType::kFloat32);
+      CheckAllreduceOn<float>(*comm, r, 3, 5000, DType::kFloat32);
       comm->Barrier();
     }));
   }

@@ -1,0 +1,93 @@
+// Checks every Communicator must pass, called on each rank (a thread) of a
+// communicator of `size` ranks (test_comm: Gloo; test_shm: shared memory and
+// hierarchical): exact sums, and the collectives besides allreduce.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "expect_error.h"
+
+namespace dp::testing {
+
+// AllreduceSum of count elements, (r + 1) * (i % 7 + 1) on rank r: exact in
+// every dtype, so every rank must hold the same exact sums.
+template <typename T>
+void CheckAllreduceOn(Communicator& comm, int r, int size, int64_t count, DType dtype) {
+  std::vector<T> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = static_cast<T>((r + 1) * (i % 7 + 1));
+  comm.AllreduceSum(v.data(), count, dtype);
+  const T ranks_sum = static_cast<T>(size * (size + 1) / 2);
+  bool exact = true;
+  for (int64_t i = 0; i < count; ++i)
+    exact = exact && v[static_cast<size_t>(i)] == ranks_sum * static_cast<T>(i % 7 + 1);
+  CHECK(exact);
+}
+
+// Broadcast from rank 1 (size >= 2) of every length in `lengths`, allgather
+// in rank order, reduce-scatter, barrier; argument errors leave the
+// communicator usable.
+inline void CheckOtherCollectives(Communicator& comm, int r, int size, const std::vector<size_t>& lengths) {
+  for (size_t n : lengths) {
+    std::vector<char> b(n, static_cast<char>(r));
+    if (r == 1) std::memcpy(b.data(), "from rank one", 13);
+    comm.Broadcast(b.data(), b.size(), 1);
+    CHECK(std::memcmp(b.data(), "from rank one", 13) == 0);
+    CHECK(b.back() == 1);
+  }
+  int64_t mine[2] = {r, 10 * r};
+  std::vector<int64_t> all(static_cast<size_t>(2 * size));
+  comm.Allgather(mine, all.data(), sizeof mine);
+  for (int k = 0; k < size; ++k) {
+    CHECK(all[static_cast<size_t>(2 * k)] == k);
+    CHECK(all[static_cast<size_t>(2 * k + 1)] == 10 * k);
+  }
+  std::vector<float> blocks(static_cast<size_t>(2 * size));
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<float>(i + r);
+  comm.ReduceScatterSum(blocks.data(), 2, DType::kFloat32);
+  for (int i = 0; i < 2; ++i) {
+    const size_t at = static_cast<size_t>(2 * r + i);
+    CHECK(blocks[at] == static_cast<float>(size * static_cast<int>(at) + size * (size - 1) / 2));
+  }
+  comm.Barrier();
+  std::vector<char> b(8);
+  ExpectError([&] { comm.Broadcast(b.data(), 1, size); }, Code::kInvalidArgument, {"root rank"});
+  ExpectError([&] { comm.AllreduceSum(b.data(), 1, DType::kUInt8); }, Code::kDType, {"uint8"});
+  ExpectError([&] { comm.PrepareBufferedAllreduceSum(-1, DType::kFloat32); }, Code::kInvalidArgument,
+              {"negative count"});
+  comm.Barrier();  // still usable after argument errors
+}
+
+// What a rank sees after a peer left: its next allreduce's error ("CODE:
+// message"), how long that took, and a later barrier's error.
+struct AfterPeerLeft {
+  std::string first, second;
+  double seconds = 0;
+
+  explicit AfterPeerLeft(Communicator& comm) {
+    std::vector<float> v(100, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm.AllreduceSum(v.data(), 100, DType::kFloat32);
+    } catch (const Error& e) {
+      first = std::string(CodeName(e.code())) + ": " + e.message();
+    }
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    try {
+      comm.Barrier();
+    } catch (const Error& e) {
+      second = e.message();
+    }
+  }
+
+  // The communicator stays failed: the barrier failed with the same message.
+  bool StaysFailed() const { return second == first.substr(first.find(": ") + 2); }
+};
+
+}  // namespace dp::testing
