@@ -801,7 +801,8 @@ typedef struct dp_parallel_options {
    * one device's step on all processes' batches together. The processes
    * meet through `store` (rendezvous, when the init net runs) and talk
    * through shared memory on one host and Gloo's TCP transport between
-   * hosts (CPU replicas; see local_transport). Every collective is bounded
+   * hosts (CPU replicas; see local_transport; CUDA replicas: NCCL across
+   * processes, with DP_CUDA_COLLECTIVES_NCCL). Every collective is bounded
    * by timeout_ms: a process that dies or stalls makes the others' runs
    * fail with DP_ERR_UNAVAILABLE or DP_ERR_TIMEOUT naming the missing rank.
    * The dp-run launcher sets the environment variables named below; the
@@ -826,14 +827,15 @@ typedef struct dp_parallel_options {
    * a store never meet. NULL: DP_RUN_ID, else "dp". Read during the call. */
   const char* run_id;
   /* --- Since 0.4 ------------------------------------------------------------
-   * How the processes of one host talk: "auto" (shared memory where
-   * /dev/shm is usable, else TCP), "shm" (shared memory; an error where it
-   * is not usable) or "tcp" (Gloo over loopback, as between hosts). Across
-   * hosts it is always Gloo over TCP; with several processes on each of
-   * several hosts (the same number on each), the collectives are
-   * hierarchical: shared memory inside each host, TCP between hosts. Every
-   * process must pass the same. NULL: DP_LOCAL_TRANSPORT, else "auto". Read
-   * during the call. */
+   * How the processes of one host talk (CPU replicas): "auto" (shared
+   * memory where /dev/shm is usable, else TCP; a gradient bucket that
+   * /dev/shm cannot hold goes over TCP, with a warning), "shm" (shared
+   * memory; an error where it is not usable or full) or "tcp" (Gloo over
+   * loopback, as between hosts). Across hosts it is always Gloo over TCP;
+   * with several processes on each of several hosts (the same number on
+   * each), the collectives are hierarchical: shared memory inside each
+   * host, TCP between hosts. Every process must pass the same. NULL:
+   * DP_LOCAL_TRANSPORT, else "auto". Read during the call. */
   const char* local_transport;
 } dp_parallel_options;
 
