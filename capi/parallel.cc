@@ -7,6 +7,7 @@
 #include <string>
 
 #include "capi/handles.h"
+#include "comm/process_group.h"
 #include "core/device.h"
 #include "core/utf8.h"
 
@@ -68,7 +69,7 @@ void ReadShardOptions(const dp_parallel_options* options, dp::ParallelizeOptions
     check_run_id("options->run_id");
   }
   auto check_transport = [&](const char* from) {
-    DP_ENFORCE(o.local_transport == "auto" || o.local_transport == "shm" || o.local_transport == "tcp", kApi, ": ",
+    DP_ENFORCE(dp::IsLocalTransport(o.local_transport), kApi, ": ",
                from, " '", o.local_transport.substr(0, 40), "' must be \"auto\", \"shm\" or \"tcp\"");
   };
   const char* transport = DP_OPTIONS_HAVE(options, local_transport) ? options->local_transport : nullptr;

@@ -49,9 +49,7 @@ class CreateCpuCollectivesOp final : public Operator {
     group_.interface = args().String("interface", "");
     group_.algorithm = args().String("algorithm", "auto");
     group_.local_transport = args().String("local_transport", "auto");
-    DP_ENFORCE(group_.local_transport == "auto" || group_.local_transport == "shm" ||
-                   group_.local_transport == "tcp",
-               "local_transport '", group_.local_transport, "' must be auto, shm or tcp");
+    DP_ENFORCE(IsLocalTransport(group_.local_transport), "local_transport '", group_.local_transport, "' must be auto, shm or tcp");
     config_ = process_.world_size == 1 ? std::string()
                                        : StrCat(process_.Config(), " ", group_.interface, " ", group_.algorithm, " ",
                                                 group_.local_transport);

@@ -48,13 +48,7 @@ void ReduceRange(void* const* bufs, size_t n, int64_t begin, int64_t len, T scal
   for (int64_t done = 0; done < len; done += kChunk) {
     const int64_t c = std::min(kChunk, len - done);
     const int64_t off = begin + done;
-    const T* b0 = static_cast<const T*>(bufs[0]) + off;
-    const T* b1 = static_cast<const T*>(bufs[1]) + off;
-    for (int64_t k = 0; k < c; ++k) acc[k] = b0[k] + b1[k];
-    for (size_t i = 2; i < n; ++i) {
-      const T* bi = static_cast<const T*>(bufs[i]) + off;
-      for (int64_t k = 0; k < c; ++k) acc[k] += bi[k];
-    }
+    SumInOrder(acc, bufs, n, off, c);
     if (scaled)
       for (int64_t k = 0; k < c; ++k) acc[k] *= scale;
     const size_t bytes = static_cast<size_t>(c) * sizeof(T);
@@ -94,17 +88,11 @@ void SumSlice(const std::vector<CpuCollectives::Segment>& segments, const std::v
               int64_t hi, T* out) {
   ForEachPiece(segments, offsets, lo, hi,
                [&](const CpuCollectives::Segment& seg, int64_t begin, int64_t len, int64_t pos) {
-                 T* o = out + pos;
-                 const T* b0 = static_cast<const T*>(seg.buffers[0]) + begin;
                  if (seg.buffers.size() == 1) {
-                   std::memcpy(o, b0, static_cast<size_t>(len) * sizeof(T));
-                   return;
-                 }
-                 const T* b1 = static_cast<const T*>(seg.buffers[1]) + begin;
-                 for (int64_t k = 0; k < len; ++k) o[k] = b0[k] + b1[k];
-                 for (size_t i = 2; i < seg.buffers.size(); ++i) {
-                   const T* bi = static_cast<const T*>(seg.buffers[i]) + begin;
-                   for (int64_t k = 0; k < len; ++k) o[k] += bi[k];
+                   std::memcpy(out + pos, static_cast<const T*>(seg.buffers[0]) + begin,
+                               static_cast<size_t>(len) * sizeof(T));
+                 } else {
+                   SumInOrder(out + pos, seg.buffers.data(), seg.buffers.size(), begin, len);
                  }
                });
 }

@@ -525,24 +525,18 @@ void CudaCollectives::ScaleByActive(const std::vector<Segment>& segments, const 
 void CudaCollectives::InitAcrossProcesses() {
   Store& store = *processes_.store;
   const int me = processes_.rank, procs = processes_.size, n = size();
-  store.Set(StrCat("nccl/devices/", me), std::to_string(n));
-  if (me == 0) {
+  if (me == 0) {  // the id first: a process's device count then says that its keys are all set
     ncclUniqueId id;
     DP_NCCL_CHECK(ncclGetUniqueId(&id));
     store.Set("nccl/id", std::string(id.internal, sizeof id.internal));
   }
-  std::vector<std::string> keys{"nccl/id"};
-  for (int r = 0; r < procs; ++r) keys.push_back(StrCat("nccl/devices/", r));
-  if (!store.WaitFor(keys, processes_.timeout)) {
-    std::string missing;
-    for (int r = 0; r < procs; ++r)
-      if (!store.Has({keys[static_cast<size_t>(r) + 1]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  store.Set(StrCat("nccl/devices/", me), std::to_string(n));
+  const std::vector<int> missing = store.MissingRanks("nccl/devices/", procs, processes_.timeout);
+  if (!missing.empty())
     DP_THROW(Code::kTimeout, "NCCL rendezvous at ", store.url(), ": rank ", me, " of ", procs, " waited ",
-             processes_.timeout.count(), " ms, but rank(s) ", missing.empty() ? std::string("0 (the unique id)") : missing,
-             " did not arrive");
-  }
+             processes_.timeout.count(), " ms, but ", RankList(missing), " did not arrive");
   for (int r = 0; r < procs; ++r) {
-    const std::string v = store.Get(keys[static_cast<size_t>(r) + 1]);
+    const std::string v = store.Get(StrCat("nccl/devices/", r));
     DP_ENFORCE(v == std::to_string(n), "NCCL across processes: rank ", r, " has ", v.substr(0, 12), " CUDA devices ",
                "but rank ", me, " has ", n, "; every process needs the same number");
   }
@@ -610,28 +604,20 @@ void CudaCollectives::FailAcross(const char* what, bool timed_out, const std::st
   }
   Store& store = *processes_.store;
   const int me = processes_.rank, procs = processes_.size;
-  std::string missing;
-  int count = 0;
+  std::vector<int> missing;
   const auto started = std::chrono::steady_clock::now();
   try {
     store.Set(StrCat("nccl/failed/", me), cause);
-    std::vector<std::string> keys;
-    for (int r = 0; r < procs; ++r) keys.push_back(StrCat("nccl/failed/", r));
-    store.WaitFor(keys, kRollCallGrace);
-    for (int r = 0; r < procs; ++r)
-      if (!store.Has({keys[static_cast<size_t>(r)]})) {
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        ++count;
-      }
+    missing = store.MissingRanks("nccl/failed/", procs, kRollCallGrace);
   } catch (const std::exception& e) {
     DP_LOG(kWarning, "dp: rank ", me, ": the NCCL failure roll call at ", store.url(), " failed: ", e.what());
   }
   const auto waited =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
   const std::string who =
-      count == 0 ? std::string("every process reported the failure")
-                 : StrCat("rank", count > 1 ? "s " : " ", missing, count > 1 ? " are" : " is",
-                          " missing (dead or stalled: no report within ", waited, " ms)");
+      missing.empty() ? std::string("every process reported the failure")
+                      : StrCat(RankList(missing), missing.size() > 1 ? " are" : " is",
+                               " missing (dead or stalled: no report within ", waited, " ms)");
   DP_THROW(timed_out ? Code::kTimeout : Code::kUnavailable, "NCCL ", what, " on rank ", me, " of ", procs, " failed",
            timed_out ? StrCat(" after the ", processes_.timeout.count(), " ms timeout") : std::string(), ": ", who,
            "; the communicator is aborted (", cause, ")");

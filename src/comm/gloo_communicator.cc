@@ -45,14 +45,6 @@ void IgnoreSigpipeOnce() {
   });
 }
 
-// "0, 2": the ranks as `names` call them (GlooOptions::names).
-std::string RankList(const std::vector<int>& ranks, const std::vector<int>& names) {
-  std::string s;
-  for (size_t i = 0; i < ranks.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(names.empty() ? ranks[i] : names[static_cast<size_t>(ranks[i])]);
-  return s;
-}
-
 // Gloo's algorithms count elements in an int: longer buffers run in pieces.
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
 // Below this size an allreduce is latency-bound: "auto" and "ring" run
@@ -91,16 +83,10 @@ class GlooCommunicator final : public Communicator {
     // Arrival first, so that a missing process is named (Gloo's own
     // rendezvous only says that a key is missing).
     store_->Set("arrived/" + std::to_string(o_.rank), "1");
-    std::vector<std::string> keys;
-    for (int r = 0; r < o_.size; ++r) keys.push_back("arrived/" + std::to_string(r));
-    if (!store_->WaitFor(keys, o_.timeout)) {
-      std::vector<int> missing;
-      for (int r = 0; r < o_.size; ++r)
-        if (!store_->Has({keys[static_cast<size_t>(r)]})) missing.push_back(r);
-      DP_THROW(Code::kTimeout, "rendezvous at ", store_->url(), ": rank ", Me(), " of ", o_.size,
-               " waited ", o_.timeout.count(), " ms, but rank", missing.size() > 1 ? "s " : " ", RankList(missing, o_.names),
-               " did not arrive");
-    }
+    const std::vector<int> missing = store_->MissingRanks("arrived/", o_.size, o_.timeout);
+    if (!missing.empty())
+      DP_THROW(Code::kTimeout, "rendezvous at ", store_->url(), ": rank ", Me(), " of ", o_.size, " waited ",
+               o_.timeout.count(), " ms, but ", RankList(missing, o_.names), " did not arrive");
     try {
       gloo::transport::tcp::attr attr;
       if (!o_.interface.empty()) attr.iface = o_.interface;
@@ -274,11 +260,7 @@ class GlooCommunicator final : public Communicator {
     std::vector<int> missing;
     try {
       store_->Set("failed/" + std::to_string(o_.rank), cause);
-      std::vector<std::string> keys;
-      for (int r = 0; r < o_.size; ++r) keys.push_back("failed/" + std::to_string(r));
-      store_->WaitFor(keys, kRollCallGrace);
-      for (int r = 0; r < o_.size; ++r)
-        if (!store_->Has({keys[static_cast<size_t>(r)]})) missing.push_back(r);
+      missing = store_->MissingRanks("failed/", o_.size, kRollCallGrace);
     } catch (const std::exception& e) {
       DP_LOG(kWarning, "dp: rank ", Me(), ": the failure roll call at ", store_->url(), " failed: ", e.what());
     }
@@ -286,9 +268,8 @@ class GlooCommunicator final : public Communicator {
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
     std::string who = missing.empty()
                           ? std::string("every rank reported the failure (cause unknown)")
-                          : StrCat("rank", missing.size() > 1 ? "s " : " ", RankList(missing, o_.names),
-                                   missing.size() > 1 ? " are" : " is", " missing (dead or stalled: no report within ",
-                                   waited, " ms)");
+                          : StrCat(RankList(missing, o_.names), missing.size() > 1 ? " are" : " is",
+                                   " missing (dead or stalled: no report within ", waited, " ms)");
     broken_ = std::make_unique<Error>(
         timed_out ? Code::kTimeout : Code::kUnavailable,
         StrCat("gloo ", what, " on rank ", Me(), " of ", o_.size, " failed",
@@ -317,8 +298,7 @@ std::unique_ptr<Communicator> ConnectGloo(std::shared_ptr<Store> store, const Gl
   DP_ENFORCE(options.rank >= 0 && options.rank < options.size, "rank ", options.rank, " is out of range for world size ",
              options.size);
   DP_ENFORCE(options.timeout.count() > 0, "timeout ", options.timeout.count(), " ms must be positive");
-  DP_ENFORCE(options.algorithm == "auto" || options.algorithm == "ring" || options.algorithm == "halving_doubling" ||
-                 options.algorithm == "bcube",
+  DP_ENFORCE(IsGlooAlgorithm(options.algorithm),
              "unknown Gloo allreduce algorithm '", options.algorithm, "' (auto, ring, halving_doubling or bcube)");
   DP_ENFORCE(options.names.empty() || options.names.size() == static_cast<size_t>(options.size), "gloo: ",
              options.names.size(), " rank names for ", options.size, " processes");

@@ -32,6 +32,11 @@ struct GlooOptions {
   std::vector<int> names;
 };
 
+// Whether `a` is one of GlooOptions::algorithm's values.
+inline bool IsGlooAlgorithm(const std::string& a) {
+  return a == "auto" || a == "ring" || a == "halving_doubling" || a == "bcube";
+}
+
 // Rendezvous of `options.size` processes through `store` (scoped to this
 // communicator: every process must pass the same scope). kTimeout naming the
 // ranks that did not arrive; kUnavailable when Gloo cannot connect;

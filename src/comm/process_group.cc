@@ -24,20 +24,13 @@ struct Announcement {
 // Every process's announcement, after waiting (bounded) for all of them.
 std::vector<Announcement> Announce(Store& store, const ProcessGroupOptions& o, const std::string& domain) {
   store.Set(StrCat("host/", o.rank), StrCat(o.local_transport, "\n", domain));
-  std::vector<std::string> keys;
-  for (int r = 0; r < o.size; ++r) keys.push_back(StrCat("host/", r));
-  if (!store.WaitFor(keys, o.timeout)) {
-    std::vector<int> missing;
-    for (int r = 0; r < o.size; ++r)
-      if (!store.Has({keys[static_cast<size_t>(r)]})) missing.push_back(r);
-    std::string list;
-    for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
+  const std::vector<int> missing = store.MissingRanks("host/", o.size, o.timeout);
+  if (!missing.empty())
     DP_THROW(Code::kTimeout, "rendezvous at ", store.url(), ": rank ", o.rank, " of ", o.size, " waited ",
-             o.timeout.count(), " ms, but rank", missing.size() > 1 ? "s " : " ", list, " did not arrive");
-  }
+             o.timeout.count(), " ms, but ", RankList(missing), " did not arrive");
   std::vector<Announcement> all(static_cast<size_t>(o.size));
   for (int r = 0; r < o.size; ++r) {
-    const std::string value = store.Get(keys[static_cast<size_t>(r)]);
+    const std::string value = store.Get(StrCat("host/", r));
     const size_t nl = value.find('\n');
     all[static_cast<size_t>(r)].transport = value.substr(0, nl);
     if (nl != std::string::npos) all[static_cast<size_t>(r)].domain = value.substr(nl + 1);
@@ -94,11 +87,9 @@ std::unique_ptr<Communicator> ConnectProcesses(std::shared_ptr<Store> store, con
   DP_ENFORCE(o.size >= 1, "world size ", o.size, " must be >= 1");
   DP_ENFORCE(o.rank >= 0 && o.rank < o.size, "rank ", o.rank, " is out of range for world size ", o.size);
   DP_ENFORCE(o.timeout.count() > 0, "timeout ", o.timeout.count(), " ms must be positive");
-  DP_ENFORCE(o.algorithm == "auto" || o.algorithm == "ring" || o.algorithm == "halving_doubling" ||
-                 o.algorithm == "bcube",
+  DP_ENFORCE(IsGlooAlgorithm(o.algorithm),
              "unknown Gloo allreduce algorithm '", o.algorithm, "' (auto, ring, halving_doubling or bcube)");
-  DP_ENFORCE(o.local_transport == "auto" || o.local_transport == "shm" || o.local_transport == "tcp",
-             "unknown local transport '", o.local_transport, "' (auto, shm or tcp)");
+  DP_ENFORCE(IsLocalTransport(o.local_transport), "unknown local transport '", o.local_transport, "' (auto, shm or tcp)");
   DP_ENFORCE_CODE(store != nullptr, Code::kInvalidArgument, "no store to meet the other processes");
   const std::string domain = o.local_transport == "tcp" ? std::string() : ShmDomain();
   DP_ENFORCE_CODE(!domain.empty() || o.local_transport != "shm", Code::kUnavailable,

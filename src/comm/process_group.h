@@ -31,6 +31,9 @@ struct ProcessGroupOptions {
   std::string local_transport = "auto";
 };
 
+// "auto", "shm" or "tcp" (every layer that takes the setting checks it with this).
+inline bool IsLocalTransport(const std::string& t) { return t == "auto" || t == "shm" || t == "tcp"; }
+
 // kTimeout naming the ranks that did not arrive; kInvalidArgument for bad
 // options (checked before the rendezvous); errors of the communicator made.
 std::unique_ptr<Communicator> ConnectProcesses(std::shared_ptr<Store> store, const ProcessGroupOptions& options);

@@ -77,13 +77,7 @@ void ReduceInto(char* const* regions, int parts, int me, int64_t lo, int64_t hi)
   T* out = reinterpret_cast<T*>(regions[me]);
   for (int64_t pos = lo; pos < hi; pos += kChunk) {
     const int64_t c = std::min(kChunk, hi - pos);
-    const T* a = reinterpret_cast<const T*>(regions[0]) + pos;
-    const T* b = reinterpret_cast<const T*>(regions[1]) + pos;
-    for (int64_t k = 0; k < c; ++k) acc[k] = a[k] + b[k];
-    for (int s = 2; s < parts; ++s) {
-      const T* r = reinterpret_cast<const T*>(regions[s]) + pos;
-      for (int64_t k = 0; k < c; ++k) acc[k] += r[k];
-    }
+    SumInOrder(acc, regions, static_cast<size_t>(parts), pos, c);  // out's own slice is among the inputs
     std::memcpy(out + pos, acc, static_cast<size_t>(c) * sizeof(T));
   }
 }
@@ -119,17 +113,21 @@ struct ShmCommunicator::Shared {
   char abort_reason[kReasonBytes];
 
   static size_t SlotsOffset() { return AlignUp(sizeof(Shared), 64); }
-  static size_t ScratchOffset(int size) { return AlignUp(SlotsOffset() + sizeof(ShmSlot) * static_cast<size_t>(size), kPage); }
+  static size_t ScratchOffset(int size) {
+    return AlignUp(SlotsOffset() + sizeof(ShmSlot) * static_cast<size_t>(size), kPage);
+  }
   static size_t Bytes(int size) { return ScratchOffset(size) + kScratchBytes * static_cast<size_t>(size); }
   Word abort_state() { return Word(abort_word); }
   ShmSlot& slot(int r) { return reinterpret_cast<ShmSlot*>(reinterpret_cast<char*>(this) + SlotsOffset())[r]; }
-  char* scratch(int r) { return reinterpret_cast<char*>(this) + ScratchOffset(static_cast<int>(size)) + kScratchBytes * static_cast<size_t>(r); }
+  // Process r's scratch region, of `size` processes.
+  char* scratch(int size, int r) {
+    return reinterpret_cast<char*>(this) + ScratchOffset(size) + kScratchBytes * static_cast<size_t>(r);
+  }
 };
 
 struct ShmCommunicator::Regions {
   ShmSegment segment;          // empty for the scratch regions (in the control segment)
   std::vector<char*> base;     // per local rank
-  size_t bytes = 0;            // per process
   bool used = false;
   uint32_t released = 0;       // the phase that releases the last run's reads of these regions
 };
@@ -187,26 +185,20 @@ void ShmCommunicator::Rendezvous() {
   }
   shared_ = reinterpret_cast<Shared*>(control_.data());
   store_->Set(StrCat("attached/", o_.rank), std::to_string(getpid()));
-  std::vector<std::string> keys;
-  for (int r = 0; r < o_.size; ++r) keys.push_back(StrCat("attached/", r));
-  if (!store_->WaitFor(keys, o_.timeout)) {
-    std::string missing;
-    for (int r = 0; r < o_.size; ++r)
-      if (!store_->Has({keys[static_cast<size_t>(r)]})) missing += (missing.empty() ? "" : ", ") + Name(r);
+  const std::vector<int> missing = store_->MissingRanks("attached/", o_.size, o_.timeout);
+  if (!missing.empty())
     DP_THROW(Code::kTimeout, "shm rendezvous at ", store_->url(), ": ", Name(o_.rank), " waited ",
-             o_.timeout.count(), " ms, but ", missing, " did not arrive");
-  }
+             o_.timeout.count(), " ms, but ", RankList(missing, o_.names), " did not arrive");
   control_.Unlink();  // every process has it mapped
   pids_.resize(static_cast<size_t>(o_.size));
   pidfds_.assign(static_cast<size_t>(o_.size), -1);
   for (int r = 0; r < o_.size; ++r) {
-    const int pid = std::stoi(store_->Get(keys[static_cast<size_t>(r)]));
+    const int pid = std::stoi(store_->Get(StrCat("attached/", r)));
     pids_[static_cast<size_t>(r)] = pid;
     if (pid != getpid()) pidfds_[static_cast<size_t>(r)] = PidfdOpen(pid);
   }
   scratch_ = std::make_unique<Regions>();
-  scratch_->bytes = kScratchBytes;
-  for (int r = 0; r < o_.size; ++r) scratch_->base.push_back(shared_->scratch(r));
+  for (int r = 0; r < o_.size; ++r) scratch_->base.push_back(shared_->scratch(o_.size, r));
 }
 
 ShmCommunicator::~ShmCommunicator() {
@@ -369,7 +361,6 @@ void ShmCommunicator::SliceOf(int64_t count, size_t itemsize, int parts, int r, 
 
 ShmCommunicator::Regions ShmCommunicator::ShareRegions(size_t per_process, const char* what) {
   Regions regions;
-  regions.bytes = per_process;
   const size_t stride = AlignUp(std::max<size_t>(per_process, 1), kPage);
   const size_t total = stride * static_cast<size_t>(o_.size);
   const std::string key = StrCat("segment/", segments_++);
@@ -388,11 +379,9 @@ ShmCommunicator::Regions ShmCommunicator::ShareRegions(size_t per_process, const
     }
     store_->Set(key, "ok " + regions.segment.name());
   } else {
-    in_collective_ = true;
     if (!store_->WaitFor({key}, o_.timeout))
       Fail(Code::kTimeout, StrCat("shm ", what, " on ", Name(o_.rank), ": ", Name(0), " did not share the ",
                                   "collective's memory within the ", o_.timeout.count(), " ms timeout"));
-    in_collective_ = false;
     const std::string value = store_->Get(key);
     if (value.rfind("error ", 0) == 0) {
       std::istringstream in(value.substr(6));
@@ -405,21 +394,15 @@ ShmCommunicator::Regions ShmCommunicator::ShareRegions(size_t per_process, const
     regions.segment = ShmSegment::Open(value.substr(3), total);
   }
   // Unlinked once every process has it mapped: nothing stays in /dev/shm.
-  in_collective_ = true;
   store_->Set(StrCat(key, "/open/", o_.rank), "1");
   if (o_.rank == 0) {
-    std::vector<std::string> keys;
-    for (int r = 1; r < o_.size; ++r) keys.push_back(StrCat(key, "/open/", r));
-    if (!store_->WaitFor(keys, o_.timeout)) {
-      std::string missing;
-      for (int r = 1; r < o_.size; ++r)
-        if (!store_->Has({keys[static_cast<size_t>(r - 1)]})) missing += (missing.empty() ? "" : ", ") + Name(r);
-      Fail(Code::kTimeout, StrCat("shm ", what, " on ", Name(o_.rank), ": ", missing, " did not map the ",
-                                  "collective's memory within the ", o_.timeout.count(), " ms timeout"));
-    }
+    const std::vector<int> missing = store_->MissingRanks(StrCat(key, "/open/"), o_.size, o_.timeout);
+    if (!missing.empty())
+      Fail(Code::kTimeout, StrCat("shm ", what, " on ", Name(o_.rank), ": ", RankList(missing, o_.names),
+                                  " did not map the collective's memory within the ", o_.timeout.count(),
+                                  " ms timeout"));
     regions.segment.Unlink();
   }
-  in_collective_ = false;
   for (int r = 0; r < o_.size; ++r) regions.base.push_back(regions.segment.data() + stride * static_cast<size_t>(r));
   return regions;
 }
@@ -445,21 +428,28 @@ void ShmCommunicator::AllreduceLocked(Regions& rg, int64_t count, DType dtype, c
   if (across_prepared != nullptr) across_prepared->Run();
   Post(base + 2);  // slice `me` is final
   WaitAll(base + 2, what, hosts ? kAcrossGrace : std::chrono::milliseconds(0));
-  rg.used = true;
-  rg.released = base + 3;
-  in_collective_ = false;  // complete: a sink's error is the caller's alone
-  std::exception_ptr sink_error;
-  try {
+  HandOut(rg, base, [&] {
     for (int s = 0; s < parts; ++s) {
       SliceOf(count, item, parts, s, &lo, &hi);
       sink(rg.base[static_cast<size_t>(s)] + static_cast<size_t>(lo) * item, static_cast<size_t>(lo) * item,
            static_cast<size_t>(hi - lo) * item);
     }
+  });
+}
+
+template <typename Read>
+void ShmCommunicator::HandOut(Regions& rg, uint32_t base, const Read& read) {
+  rg.used = true;
+  rg.released = base + 3;
+  in_collective_ = false;  // complete: an error of `read` (a caller's sink) is the caller's alone
+  std::exception_ptr error;
+  try {
+    read();
   } catch (...) {
-    sink_error = std::current_exception();
+    error = std::current_exception();
   }
   Post(base + 3);  // done reading the others' regions
-  if (sink_error) std::rethrow_exception(sink_error);
+  if (error) std::rethrow_exception(error);
 }
 
 void ShmCommunicator::BroadcastLocked(Regions& rg, size_t nbytes, int root, const RootStep* across,
@@ -475,17 +465,7 @@ void ShmCommunicator::BroadcastLocked(Regions& rg, size_t nbytes, int root, cons
   }
   Post(base + 1);  // the root: its data is in its region
   if (o_.rank != root) WaitFor(root, base + 1, what, hosts ? kAcrossGrace : std::chrono::milliseconds(0));
-  rg.used = true;
-  rg.released = base + 3;
-  in_collective_ = false;
-  std::exception_ptr sink_error;
-  try {
-    sink(data, 0, nbytes);
-  } catch (...) {
-    sink_error = std::current_exception();
-  }
-  Post(base + 3);
-  if (sink_error) std::rethrow_exception(sink_error);
+  HandOut(rg, base, [&] { sink(data, 0, nbytes); });
 }
 
 // ---- prepared collectives -----------------------------------------------------------
@@ -562,22 +542,31 @@ std::unique_ptr<BufferedCollective> ShmCommunicator::PrepareBufferedAllreduceSum
   DP_ENFORCE_CODE(IsSumType(dtype), Code::kDType,
                   "AllreduceSum across processes supports float32, float64, int32 and int64, got ", DTypeName(dtype));
   const size_t item = DTypeSize(dtype);
+  return SharedOrTcp(
+      "allreduce", static_cast<bool>(across),
+      [&]() -> std::unique_ptr<BufferedCollective> {
+        Regions regions = ShareRegions(static_cast<size_t>(count) * item, "allreduce");
+        std::unique_ptr<PreparedCollective> step;
+        if (across) {
+          int64_t lo, hi;
+          SliceOf(count, item, o_.size, o_.rank, &lo, &hi);
+          step = across(regions.base[static_cast<size_t>(o_.rank)] + static_cast<size_t>(lo) * item, lo, hi - lo);
+        }
+        return std::make_unique<BufferedAllreduce>(this, std::move(regions), count, dtype, std::move(step));
+      },
+      [&](Communicator& tcp) { return tcp.PrepareBufferedAllreduceSum(count, dtype); });
+}
+
+template <typename Share, typename Tcp>
+std::unique_ptr<BufferedCollective> ShmCommunicator::SharedOrTcp(const char* what, bool across, const Share& share,
+                                                                const Tcp& tcp) {
   std::unique_ptr<BufferedCollective> out;
   try {
-    Call("allreduce", [&] {
-      Regions regions = ShareRegions(static_cast<size_t>(count) * item, "allreduce");
-      std::unique_ptr<PreparedCollective> step;
-      if (across) {
-        int64_t lo, hi;
-        SliceOf(count, item, o_.size, o_.rank, &lo, &hi);
-        step = across(regions.base[static_cast<size_t>(o_.rank)] + static_cast<size_t>(lo) * item, lo, hi - lo);
-      }
-      out = std::make_unique<BufferedAllreduce>(this, std::move(regions), count, dtype, std::move(step));
-    });
+    Call(what, [&] { out = share(); });
   } catch (const Error& e) {
     // Every process of the host got the same error from local rank 0.
     if (e.code() != Code::kOutOfMemory || !o_.tcp_fallback || across) throw;
-    out = Fallback(e.message()).PrepareBufferedAllreduceSum(count, dtype);
+    out = tcp(Fallback(e.message()));
   }
   return out;
 }
@@ -590,19 +579,15 @@ std::unique_ptr<BufferedCollective> ShmCommunicator::PrepareBufferedBroadcast(si
                                                                               const RootStepFactory& across) {
   DP_ENFORCE(root >= 0 && root < o_.size, "Broadcast: root rank ", root, " is out of range for ", o_.size,
              " processes");
-  std::unique_ptr<BufferedCollective> out;
-  try {
-    Call("broadcast", [&] {
-      Regions regions = ShareRegions(nbytes, "broadcast");
-      std::unique_ptr<PreparedCollective> step;
-      if (across && o_.rank == root) step = across(regions.base[static_cast<size_t>(root)], nbytes);
-      out = std::make_unique<BufferedBroadcast>(this, std::move(regions), nbytes, root, std::move(step));
-    });
-  } catch (const Error& e) {
-    if (e.code() != Code::kOutOfMemory || !o_.tcp_fallback || across) throw;
-    out = Fallback(e.message()).PrepareBufferedBroadcast(nbytes, root);
-  }
-  return out;
+  return SharedOrTcp(
+      "broadcast", static_cast<bool>(across),
+      [&]() -> std::unique_ptr<BufferedCollective> {
+        Regions regions = ShareRegions(nbytes, "broadcast");
+        std::unique_ptr<PreparedCollective> step;
+        if (across && o_.rank == root) step = across(regions.base[static_cast<size_t>(root)], nbytes);
+        return std::make_unique<BufferedBroadcast>(this, std::move(regions), nbytes, root, std::move(step));
+      },
+      [&](Communicator& tcp) { return tcp.PrepareBufferedBroadcast(nbytes, root); });
 }
 
 std::unique_ptr<PreparedCollective> ShmCommunicator::PrepareAllreduceSum(void* data, int64_t count, DType dtype) {
@@ -676,11 +661,10 @@ void ShmCommunicator::Allgather(const void* in, void* out, size_t nbytes) {
       in_collective_ = true;
       Post(base + 1);
       WaitAll(base + 1, "allgather");
-      for (int s = 0; s < o_.size; ++s)
-        std::memcpy(dst + static_cast<size_t>(s) * nbytes + off, scratch_->base[static_cast<size_t>(s)], n);
-      scratch_->used = true;
-      scratch_->released = base + 3;
-      Post(base + 3);
+      HandOut(*scratch_, base, [&] {
+        for (int s = 0; s < o_.size; ++s)
+          std::memcpy(dst + static_cast<size_t>(s) * nbytes + off, scratch_->base[static_cast<size_t>(s)], n);
+      });
     });
   }
 }

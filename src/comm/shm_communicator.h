@@ -150,10 +150,21 @@ class ShmCommunicator final : public Communicator {
                        PreparedCollective* across_prepared, const ResultSink& sink, const char* what);
   void BroadcastLocked(Regions& regions, size_t nbytes, int root, const RootStep* across,
                        PreparedCollective* across_prepared, const ResultSink& sink, const char* what);
+  // The end of a collective that read the regions: `read` (the pieces
+  // handed out) runs, then this process releases them; an error of `read`
+  // is rethrown after the release and leaves the communicator usable.
+  template <typename Read>
+  void HandOut(Regions& regions, uint32_t base, const Read& read);
   // Runs body under mu_; a failure once the peers are involved breaks the
   // communicator (and tells the peers) before it propagates.
   template <typename Body>
   void Call(const char* what, const Body& body);
+  // A prepared collective in shared memory (share()), or, when /dev/shm
+  // cannot hold it and tcp_fallback allows (not with a step across hosts),
+  // tcp(Fallback()).
+  template <typename Share, typename Tcp>
+  std::unique_ptr<BufferedCollective> SharedOrTcp(const char* what, bool across, const Share& share,
+                                                  const Tcp& tcp);
   // Whether the peer closed its communicator or its process ended (*why says which).
   bool PeerGone(int peer, std::string* why);
   // Throws (breaking this communicator) when another process published a failure.

@@ -56,9 +56,10 @@ std::string Hex(uint64_t v) {
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-// Unlinks segments whose maker (in this PID namespace) no longer runs:
-// a maker that died between making a segment and unlinking it.
-void SweepStale(const std::string& pid_ns) {
+}  // namespace
+
+void ShmSegment::SweepStale() {
+  const std::string pid_ns = Namespace("pid");
   DIR* dir = opendir(kShmDir);
   if (dir == nullptr) return;
   const std::string mine = kPrefix + pid_ns + "-";
@@ -77,8 +78,6 @@ void SweepStale(const std::string& pid_ns) {
   }
   closedir(dir);
 }
-
-}  // namespace
 
 std::string ByteSize(double bytes) {
   char buf[32];
@@ -129,8 +128,12 @@ void ShmSegment::Unlink() noexcept {
 
 ShmSegment ShmSegment::Create(size_t bytes) {
   DP_ENFORCE(bytes > 0, "shared memory segment of 0 bytes");
-  const std::string pid_ns = Namespace("pid");
-  SweepStale(pid_ns);
+  // Once per process: the namespace does not change, and earlier jobs'
+  // leftovers need one sweep, not one per collective.
+  static const std::string pid_ns = [] {
+    SweepStale();
+    return Namespace("pid");
+  }();
   std::random_device rd;
   ShmSegment seg;
   int fd = -1;

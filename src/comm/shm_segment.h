@@ -33,9 +33,12 @@ class ShmSegment {
 
   // A new segment of `bytes` (zero-filled), under a fresh name.
   // kOutOfMemory when /dev/shm cannot hold it (naming the size and what
-  // to do), kUnavailable for other failures. Removes segments of earlier
-  // jobs whose maker died before unlinking them.
+  // to do), kUnavailable for other failures. The first one a process makes
+  // runs SweepStale.
   static ShmSegment Create(size_t bytes);
+  // Unlinks the segments of makers in this PID namespace that no longer run
+  // (a maker that died between making a segment and unlinking it).
+  static void SweepStale();
   // The segment `name` made by another process, which must be `bytes` long.
   static ShmSegment Open(const std::string& name, size_t bytes);
 

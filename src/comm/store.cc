@@ -165,6 +165,23 @@ bool Store::WaitFor(const std::vector<std::string>& keys, std::chrono::milliseco
   }
 }
 
+std::vector<int> Store::MissingRanks(const std::string& prefix, int size, std::chrono::milliseconds timeout) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(prefix + std::to_string(r));
+  std::vector<int> missing;
+  if (WaitFor(keys, timeout)) return missing;
+  for (int r = 0; r < size; ++r)
+    if (!Has({keys[static_cast<size_t>(r)]})) missing.push_back(r);
+  return missing;
+}
+
+std::string RankList(const std::vector<int>& ranks, const std::vector<int>& names) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(names.empty() ? ranks[i] : names[static_cast<size_t>(ranks[i])]);
+  return s;
+}
+
 std::string Store::Get(const std::string& key) {
   const std::string k = scope_ + "/" + key;
   std::lock_guard<std::mutex> lock(backend_->mu);

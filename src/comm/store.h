@@ -46,6 +46,10 @@ class Store {
   bool Has(const std::vector<std::string>& keys);
   // Waits until every key is set; false when `timeout` passes first.
   bool WaitFor(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // Waits until prefix + r is set for every rank r in [0, size); returns
+  // the ranks whose key is still missing when `timeout` passes (empty: all
+  // arrived). How rendezvous and roll calls name the ranks that are gone.
+  std::vector<int> MissingRanks(const std::string& prefix, int size, std::chrono::milliseconds timeout);
   // The value of a key that is set (check with Has or WaitFor first).
   std::string Get(const std::string& key);
 
@@ -62,5 +66,9 @@ class Store {
   std::string url_;
   std::unique_ptr<gloo::rendezvous::Store> prefixed_;  // backend_'s store under scope_
 };
+
+// "rank 2", "ranks 0, 2": ranks in messages, each shown as names[rank]
+// when names are given (a group's ranks as the job's).
+std::string RankList(const std::vector<int>& ranks, const std::vector<int>& names = {});
 
 }  // namespace dp

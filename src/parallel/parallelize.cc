@@ -8,6 +8,7 @@
 #include <set>
 
 #include "autodiff/add_gradients.h"
+#include "comm/process_group.h"
 #include "comm/store_address.h"
 #include "core/scope.h"
 #include "model/training.h"
@@ -56,8 +57,7 @@ void CheckOptions(const ParallelizeOptions& o) {
                   o.num_shards);
   DP_ENFORCE_CODE(o.shard_id >= 0 && o.shard_id < o.num_shards, Code::kInvalidArgument, "parallelize: shard_id ",
                   o.shard_id, " is out of range for ", o.num_shards, " shards");
-  DP_ENFORCE_CODE(o.local_transport == "auto" || o.local_transport == "shm" || o.local_transport == "tcp",
-                  Code::kInvalidArgument, "parallelize: local_transport '", o.local_transport,
+  DP_ENFORCE_CODE(IsLocalTransport(o.local_transport), Code::kInvalidArgument, "parallelize: local_transport '", o.local_transport,
                   "' must be auto, shm or tcp");
   if (o.num_shards > 1) {
     DP_ENFORCE_CODE(!o.store.empty(), Code::kInvalidArgument, "parallelize: ", o.num_shards,
