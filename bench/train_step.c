@@ -6,8 +6,8 @@
  * Data: NUM_BATCHES pre-generated random batches ([B, 1, 28, 28] uniform in
  * [0, 1), labels uniform in 0..9) fed in rotation, zero-copy. Each step
  * (feed + dp_net_run of the train net) is timed on its own after the warm-up;
- * the median is reported. Threads: dp's simple executor on this thread, plus
- * whatever OpenBLAS uses (OPENBLAS_NUM_THREADS).
+ * the median is reported. Threads: dp's own (dp_cpu_threads: the CPUs this
+ * process may use; taskset limits them).
  *
  *   train_step [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak]
  *              [--devices N] [--workers W] [--bucket-kb K] [--trace FILE]
@@ -82,8 +82,12 @@ static long parse_long(const char* flag, const char* s, long lo, long hi) {
   return v;
 }
 
-/* Best GFLOP/s of n^3 cblas_sgemm (C = A B), after two warm-up calls. */
+/* Best GFLOP/s of n^3 cblas_sgemm (C = A B), after two warm-up calls, with
+ * as many BLAS threads as dp's compute uses (dp_cpu_threads: dp itself runs
+ * BLAS single-threaded in its own threads, and restores that at its next
+ * GEMM). */
 static double sgemm_peak(int n, int reps) {
+  openblas_set_num_threads((int)dp_cpu_threads());
   size_t nn = (size_t)n * (size_t)n;
   float* a = malloc(nn * sizeof(float));
   float* b = malloc(nn * sizeof(float));

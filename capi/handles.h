@@ -91,6 +91,7 @@ inline const char* OptionsName(const dp_training_options*) { return "dp_training
 inline const char* OptionsName(const dp_parallel_options*) { return "dp_parallel_options"; }
 inline const char* OptionsName(const dp_checkpoint_save_options*) { return "dp_checkpoint_save_options"; }
 inline const char* OptionsName(const dp_checkpoint_load_options*) { return "dp_checkpoint_load_options"; }
+inline const char* OptionsName(const dp_loader_options*) { return "dp_loader_options"; }
 
 // Checks the caller's struct_size: at least `min_size` (the struct's leading,
 // required fields; kInvalidArgument otherwise), and when it is larger than

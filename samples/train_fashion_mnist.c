@@ -6,14 +6,17 @@
  * (samples/nets/fashion_mlp.json or fashion_cnn.json), derives the training
  * nets (dp_model_build_training: init, one training step, evaluation; with
  * --devices, dp_model_parallelize: data parallelism over N replicas), then
- * for each epoch shuffles the training set, runs one step per batch (the last
- * partial batch is dropped) and evaluates the whole test set.
+ * for each epoch runs one step per batch and evaluates the whole test set.
+ * The batches come from dp's input pipeline (dp_loader_create): it shuffles
+ * the training set every epoch from the seed, drops the last partial batch
+ * and gathers the next batches on its own thread while a step runs.
  *
  * With --checkpoint DIR (made if missing) it saves the training state at the
  * end of every epoch as DIR/step-<N>.dpckpt (atomically; the newest --keep K
  * files stay, default 3), and with --resume it continues from the newest
  * checkpoint in DIR that loads: the same seed then gives exactly the run that
- * was not interrupted (the data order is replayed from the seed).
+ * was not interrupted (the loader seeks to the checkpoint's epoch: its order
+ * depends only on the seed and the epoch).
  *
  *   train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
@@ -58,7 +61,8 @@ typedef struct {
   int32_t* train_y;
   float* test_x;
   int32_t* test_y;
-  uint32_t* order;
+  dp_tensor* train_set[2]; /* the training images and labels the loader reads */
+  dp_loader* loader;
   dp_model* model;
   dp_parallel_model* parallel;
   dp_netdef* init_def;
@@ -73,6 +77,9 @@ typedef struct {
 static app_t app;
 
 static void app_free(void) {
+  dp_loader_free(app.loader);
+  dp_tensor_free(app.train_set[0]);
+  dp_tensor_free(app.train_set[1]);
   dp_net_free(app.eval);
   dp_net_free(app.train);
   dp_net_free(app.init);
@@ -83,7 +90,6 @@ static void app_free(void) {
   dp_netdef_free(app.init_def);
   dp_model_free(app.model);
   for (int i = 0; i < 4; ++i) dp_tensor_free(app.raw[i]);
-  free(app.order);
   free(app.test_y);
   free(app.test_x);
   free(app.train_y);
@@ -119,33 +125,6 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* xorshift64* with a splitmix64-scrambled seed (never zero). */
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t seed) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  rng_state = z ? z : 0x2545F4914F6CDD1Dull;
-}
-
-static uint64_t rng_next(void) {
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return rng_state * 0x2545F4914F6CDD1Dull;
-}
-
-static void shuffle(uint32_t* a, size_t n) {
-  for (size_t i = n; i > 1; --i) {
-    size_t j = (size_t)(rng_next() % i);
-    uint32_t t = a[i - 1];
-    a[i - 1] = a[j];
-    a[j] = t;
-  }
 }
 
 static int file_exists(const char* path) {
@@ -200,48 +179,19 @@ static size_t load_split(const char* dir, const char* split, int slot, float** o
   return n;
 }
 
-static void free_deleter(void* data, void* user_data) {
-  (void)user_data;
-  free(data);
-}
-
-/* Feeds "data" [b, 1, 28, 28] and "label" [b]. With `idx`, gathers rows
- * idx[0..b) of x/y into fresh buffers handed to dp (zero-copy); without it,
- * borrows x/y directly (they stay unchanged until the workspace is freed). */
-static void feed_batch(const float* x, const int32_t* y, const uint32_t* idx, size_t b) {
+/* Feeds "data" [b, 1, 28, 28] and "label" [b], borrowing x/y (they stay
+ * unchanged until the workspace is freed). */
+static void feed_batch(const float* x, const int32_t* y, size_t b) {
   int64_t xd[4] = {(int64_t)b, 1, 28, 28};
   int64_t yd[1] = {(int64_t)b};
-  size_t xbytes = b * IMAGE_PIXELS * sizeof(float), ybytes = b * sizeof(int32_t);
   dp_tensor* tx = NULL;
   dp_tensor* ty = NULL;
-  dp_status* s;
-  if (idx != NULL) {
-    float* bx = xmalloc(xbytes);
-    int32_t* by = xmalloc(ybytes);
-    for (size_t i = 0; i < b; ++i) {
-      memcpy(bx + i * IMAGE_PIXELS, x + (size_t)idx[i] * IMAGE_PIXELS, IMAGE_PIXELS * sizeof(float));
-      by[i] = y[idx[i]];
-    }
-    s = dp_tensor_create_owned(DP_DTYPE_FLOAT32, xd, 4, bx, xbytes, free_deleter, NULL, &tx);
-    if (s != NULL) {
-      free(bx);
-      free(by);
-      check(s, "dp_tensor_create_owned (data)");
-    }
-    s = dp_tensor_create_owned(DP_DTYPE_INT32, yd, 1, by, ybytes, free_deleter, NULL, &ty);
-    if (s != NULL) {
-      free(by);
-      dp_tensor_free(tx);
-      check(s, "dp_tensor_create_owned (label)");
-    }
-  } else {
-    s = dp_tensor_create_borrowed(DP_DTYPE_FLOAT32, xd, 4, x, xbytes, &tx);
-    if (s != NULL) check(s, "dp_tensor_create_borrowed (data)");
-    s = dp_tensor_create_borrowed(DP_DTYPE_INT32, yd, 1, y, ybytes, &ty);
-    if (s != NULL) {
-      dp_tensor_free(tx);
-      check(s, "dp_tensor_create_borrowed (label)");
-    }
+  dp_status* s = dp_tensor_create_borrowed(DP_DTYPE_FLOAT32, xd, 4, x, b * IMAGE_PIXELS * sizeof(float), &tx);
+  if (s != NULL) check(s, "dp_tensor_create_borrowed (data)");
+  s = dp_tensor_create_borrowed(DP_DTYPE_INT32, yd, 1, y, b * sizeof(int32_t), &ty);
+  if (s != NULL) {
+    dp_tensor_free(tx);
+    check(s, "dp_tensor_create_borrowed (label)");
   }
   s = dp_workspace_feed(app.ws, "data", tx);
   if (s == NULL) s = dp_workspace_feed(app.ws, "label", ty);
@@ -266,7 +216,7 @@ static double evaluate(size_t n) {
   double correct = 0;
   for (size_t off = 0; off < n; off += EVAL_BATCH) {
     size_t b = n - off < EVAL_BATCH ? n - off : EVAL_BATCH;
-    feed_batch(app.test_x + off * IMAGE_PIXELS, app.test_y + off, NULL, b);
+    feed_batch(app.test_x + off * IMAGE_PIXELS, app.test_y + off, b);
     check(dp_net_run(app.eval), "running the eval net");
     correct += fetch_scalar("accuracy") * (double)b;
   }
@@ -489,8 +439,6 @@ int main(int argc, char** argv) {
     app_free();
     return 1;
   }
-  app.order = xmalloc(n_train * sizeof(uint32_t));
-  for (size_t i = 0; i < n_train; ++i) app.order[i] = (uint32_t)i;
 
   /* Model and nets. */
   check(dp_model_from_file(model_path, &app.model), model_path);
@@ -539,7 +487,28 @@ int main(int argc, char** argv) {
   check(dp_net_create(app.ws, app.eval_def, NULL, &app.eval), "creating the eval net");
   check(dp_net_run(app.init), "running the init net");
 
-  const size_t steps = n_train / (size_t)batch;
+  /* The input pipeline over the (first n_train) training samples, borrowed
+   * from app.train_x/train_y, which outlive it. With several processes each
+   * is fed its part of every global batch of --batch samples. */
+  {
+    int64_t xd[4] = {(int64_t)n_train, 1, 28, 28};
+    int64_t yd[1] = {(int64_t)n_train};
+    const char* blobs[2] = {"data", "label"};
+    check(dp_tensor_create_borrowed(DP_DTYPE_FLOAT32, xd, 4, app.train_x, n_train * IMAGE_PIXELS * sizeof(float),
+                                    &app.train_set[0]),
+          "dp_tensor_create_borrowed (training images)");
+    check(dp_tensor_create_borrowed(DP_DTYPE_INT32, yd, 1, app.train_y, n_train * sizeof(int32_t),
+                                    &app.train_set[1]),
+          "dp_tensor_create_borrowed (training labels)");
+    dp_loader_options lopts = DP_LOADER_OPTIONS_INIT;
+    lopts.batch_size = batch;
+    lopts.seed = seed;
+    lopts.num_shards = shards;
+    lopts.shard_id = shard;
+    check(dp_loader_create(app.ws, blobs, (const dp_tensor* const*)app.train_set, 2, &lopts, &app.loader),
+          "dp_loader_create");
+  }
+  const size_t steps = (size_t)dp_loader_steps_per_epoch(app.loader);
   char lr_text[64];
   if (lr > 0) snprintf(lr_text, sizeof lr_text, "%g", lr);
   else snprintf(lr_text, sizeof lr_text, "the model's");
@@ -547,7 +516,6 @@ int main(int argc, char** argv) {
          steps, batch, n_test, epochs, lr_text, seed);
   fflush(stdout);
 
-  rng_seed(seed);
   long first_epoch = 1;
   if (resume) {
     const long long done = resume_checkpoint(checkpoint_dir);
@@ -557,19 +525,19 @@ int main(int argc, char** argv) {
       app_free();
       return 1;
     }
-    /* The epochs done, replayed: the same shuffles, so the data order goes on as it would have. */
-    for (first_epoch = 1; first_epoch <= done / (long long)steps; ++first_epoch) shuffle(app.order, n_train);
+    /* The loader's order depends only on the seed and the epoch. */
+    first_epoch = 1 + (long)(done / (long long)steps);
+    check(dp_loader_seek(app.loader, first_epoch - 1, 0), "dp_loader_seek");
     fflush(stdout);
   }
   double total_time = 0, last_loss = 0, last_acc = 0;
   for (long e = first_epoch; e <= epochs; ++e) {
-    shuffle(app.order, n_train);
     double loss_sum = 0;
     double t0 = now_s();
-    for (size_t s = 0; s < steps; ++s) {
-      /* This process's part of the global batch (all of it with one process). */
-      const size_t part = (size_t)batch / (size_t)shards;
-      feed_batch(app.train_x, app.train_y, app.order + s * (size_t)batch + (size_t)shard * part, part);
+    for (;;) {
+      int32_t fed = 0;
+      check(dp_loader_next(app.loader, &fed), "dp_loader_next");
+      if (!fed) break; /* the epoch's end */
       check(dp_net_run(app.train), "running the train net");
       loss_sum += fetch_scalar("loss");
     }

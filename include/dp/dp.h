@@ -109,7 +109,7 @@ extern "C" {
 
 /* Version of the header the caller was compiled against. */
 #define DP_VERSION_MAJOR 0
-#define DP_VERSION_MINOR 4
+#define DP_VERSION_MINOR 5
 #define DP_VERSION_PATCH 0
 #define DP_VERSION_NUMBER (DP_VERSION_MAJOR * 10000 + DP_VERSION_MINOR * 100 + DP_VERSION_PATCH)
 /* The ABI major version; the shared library is libdp.so.<DP_ABI_VERSION>. */
@@ -194,6 +194,31 @@ DP_API DP_MUST_USE dp_status* dp_device_count(int32_t device_type, int32_t* out_
 /* A device field that is not set (dp_opdef_device_type of an op that runs on
  * its net's default device). */
 enum { DP_DEVICE_NONE = -1 };
+
+/* ------------------------------------------------------------------------ */
+/* Threads                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* dp decides how many threads its compute uses; no environment variable is
+ * needed. It uses the CPUs of the process's affinity mask, capped by its
+ * cgroup's CPU quota (a container's CPU limit), capped by the limit set
+ * here. A net splits that budget between its CPU replicas (cpu:N: each
+ * replica's ops get budget / N threads, so replicas never oversubscribe the
+ * cores) and its ops split their work (GEMM blocks, a convolution's images)
+ * across their share on dp's own threads; BLAS itself runs single-threaded
+ * in them (dp sets OpenBLAS to one thread when it first multiplies, which
+ * also applies to other users of OpenBLAS in the process). Idle threads
+ * sleep. Processes started by dp-run are each bound to their own CPUs.
+ *
+ * Caps dp's compute threads at `max_threads` (0: no cap, the default).
+ * Process wide, any thread, any time: nets created afterwards size their
+ * worker pools from it, and ops started afterwards split their work within
+ * it. DP_ERR_INVALID_ARGUMENT for a negative value. Since 0.5. */
+DP_API DP_MUST_USE dp_status* dp_set_cpu_threads(int32_t max_threads);
+
+/* The threads dp's compute uses now: the usable CPUs (affinity and cgroup
+ * quota), capped by dp_set_cpu_threads; at least 1. Any thread. Since 0.5. */
+DP_API int32_t dp_cpu_threads(void);
 
 /* ------------------------------------------------------------------------ */
 /* Build information                                                         */
@@ -1135,6 +1160,107 @@ DP_API DP_MUST_USE dp_status* dp_parallel_model_load(const dp_parallel_model* mo
 /* ------------------------------------------------------------------------ */
 /* Data                                                                      */
 /* ------------------------------------------------------------------------ */
+
+/* The input pipeline. A loader feeds a workspace one batch per step from a
+ * dataset held in memory (tensors sharing dim 0, the sample dimension) or
+ * from a callback that writes samples into memory the loader provides. It
+ * shuffles (each epoch a permutation that depends only on the seed and the
+ * epoch: the same seed gives the same order in every run and every
+ * process, and dp_loader_seek can resume mid-run exactly) and gathers the
+ * next batches on its own thread into a ring of buffers allocated once,
+ * while the current step runs: a step allocates nothing and the caller
+ * copies nothing. The net reads the fed batch in place, data-parallel nets
+ * too (each replica reads its slice of the global batch where the loader
+ * wrote it). Since 0.5. */
+typedef struct dp_loader dp_loader;
+
+/* Zero means default for every field; struct_size must reach at least
+ * batch_size (which has no default). Since 0.5. */
+typedef struct dp_loader_options {
+  uint32_t struct_size; /* sizeof(dp_loader_options) */
+  int64_t batch_size;   /* the global batch: samples per step over all processes; > 0 */
+  uint64_t seed;        /* the shuffle's seed */
+  int32_t no_shuffle;   /* 1: every epoch in dataset order */
+  int32_t keep_last;    /* 1: a last partial batch is fed too (one process only); 0: dropped */
+  int32_t num_shards;   /* processes that share each global batch (0: 1); batch_size divides by it */
+  int32_t shard_id;     /* this process, 0 <= shard_id < num_shards: it is fed rows
+                           [shard_id * B / S, (shard_id + 1) * B / S) of every global batch */
+  int32_t prefetch;     /* batches gathered ahead, 1..64 (0: 2, double buffering) */
+  int32_t timeout_ms;   /* longest dp_loader_next waits for a batch (0: 60000) */
+} dp_loader_options;
+
+#define DP_LOADER_OPTIONS_INIT DP_OPTIONS_INIT_(dp_loader_options)
+
+/* See dp_workspace_options_init. Since 0.5. */
+DP_API void dp_loader_options_init(dp_loader_options* options, size_t struct_size);
+
+/* A loader over tensors: input i is tensors[i], whose dim 0 indexes the
+ * samples (all share it), fed to blob blob_names[i] as a batch of shape
+ * [rows, dims[1:]...] and its dtype. The loader shares the tensors' memory
+ * (no copy): memory the tensors borrow must stay valid and unchanged until
+ * the loader is freed; the caller may free its handles at once. The loader
+ * keeps the workspace alive. DP_ERR_SHAPE when the tensors' dim 0 differ,
+ * DP_ERR_INVALID_ARGUMENT for bad options or blob names (empty, repeated)
+ * or a dataset with no (full) batch. Since 0.5. */
+DP_API DP_MUST_USE dp_status* dp_loader_create(dp_workspace* workspace, const char* const* blob_names,
+                                               const dp_tensor* const* tensors, size_t num_inputs,
+                                               const dp_loader_options* options, dp_loader** out);
+
+/* One input of a callback loader: the blob it is fed to, its dtype
+ * (DP_DTYPE_*) and one sample's shape (without the batch dimension; NULL
+ * and 0 for a scalar per sample). Since 0.5. */
+typedef struct dp_loader_input {
+  const char* blob;
+  int32_t dtype;
+  const int64_t* sample_dims;
+  size_t sample_ndim;
+} dp_loader_input;
+
+/* Writes samples indices[0..count) into the batch: for input j, sample
+ * indices[i] goes to buffers[j] + i * row_bytes[j] (row_bytes[j] is one
+ * sample's size). Returns 0 on success; anything else fails that batch:
+ * dp_loader_next then gives DP_ERR_INTERNAL naming the value. Runs on the
+ * loader's thread, one call at a time, while the caller's steps run; the
+ * pointers are valid during the call only. It must return (no longjmp). */
+typedef int32_t (*dp_loader_fill_fn)(void* user_data, const int64_t* indices, size_t count, void* const* buffers,
+                                     const size_t* row_bytes, size_t num_inputs);
+
+/* A loader over `num_samples` samples that `fill` writes. The inputs
+ * (blob names and dims) are copied; `user_data` must stay valid until the
+ * loader is freed. Errors as dp_loader_create. Since 0.5. */
+DP_API DP_MUST_USE dp_status* dp_loader_create_callback(dp_workspace* workspace, const dp_loader_input* inputs,
+                                                        size_t num_inputs, int64_t num_samples,
+                                                        dp_loader_fill_fn fill, void* user_data,
+                                                        const dp_loader_options* options, dp_loader** out);
+
+/* Feeds the next batch of the epoch into the blobs (as dp_workspace_feed
+ * would, without copying) and sets *out_fed to 1; at the end of an epoch
+ * feeds nothing and sets *out_fed to 0, once: the next call starts the next
+ * epoch. Call it between runs of the nets that read the blobs, from one
+ * thread at a time. DP_ERR_TIMEOUT when the batch is not ready within
+ * timeout_ms; a failed fill's error (the same on every call until
+ * dp_loader_seek). Since 0.5. */
+DP_API DP_MUST_USE dp_status* dp_loader_next(dp_loader* loader, int32_t* out_fed);
+
+/* The next dp_loader_next feeds step `step` of epoch `epoch` (both from 0,
+ * step < dp_loader_steps_per_epoch): after dp_checkpoint_load, seek to the
+ * checkpoint's iteration to continue with exactly the batches an
+ * uninterrupted run would have seen. DP_ERR_OUT_OF_RANGE otherwise. Not
+ * concurrently with dp_loader_next. Since 0.5. */
+DP_API DP_MUST_USE dp_status* dp_loader_seek(dp_loader* loader, int64_t epoch, int64_t step);
+
+/* Batches per epoch; the epoch and step the next dp_loader_next feeds;
+ * this process's samples per batch (batch_size / num_shards). 0 for NULL.
+ * Since 0.5. */
+DP_API int64_t dp_loader_steps_per_epoch(const dp_loader* loader);
+DP_API int64_t dp_loader_epoch(const dp_loader* loader);
+DP_API int64_t dp_loader_step(const dp_loader* loader);
+DP_API int64_t dp_loader_batch_rows(const dp_loader* loader);
+
+/* Stops the loader's thread (after the batch it is filling) and releases
+ * the loader. Accepts NULL. Batches already fed stay in their blobs. Since
+ * 0.5. */
+DP_API void dp_loader_free(dp_loader* loader);
 
 /* Reads an IDX file (the MNIST format; gzip-compressed or not, detected from
  * its contents) into a new tensor of the file's dims and element type

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "comm/sum_types.h"
+#include "core/cpu_budget.h"
 #include "core/error.h"
 
 namespace dp {
@@ -120,8 +121,8 @@ void CopyOutSlice(const std::vector<CpuCollectives::Segment>& segments, const st
 
 int CpuCollectives::DefaultThreads(int num_threads, int num_devices_hint) {
   if (num_threads > 0) return num_threads;
-  const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  return num_devices_hint > 0 ? std::min(num_devices_hint, hw) : hw;
+  const int cpus = CpuBudget();
+  return num_devices_hint > 0 ? std::min(num_devices_hint, cpus) : cpus;
 }
 
 CpuCollectives::CpuCollectives(int num_threads, int num_devices_hint)

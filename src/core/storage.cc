@@ -123,6 +123,16 @@ std::shared_ptr<Storage> Storage::Borrow(DeviceOption device, void* data, size_t
   return std::shared_ptr<Storage>(new Storage(device, data, nbytes, Kind::kBorrowed, {}));
 }
 
+std::shared_ptr<Storage> Storage::Slice(std::shared_ptr<Storage> parent, size_t offset, size_t nbytes) {
+  DP_ENFORCE_CODE(parent != nullptr && offset <= parent->nbytes() && nbytes <= parent->nbytes() - offset,
+                  Code::kInternal, "a slice of ", nbytes, " bytes at ", offset, " is outside its storage of ",
+                  parent ? parent->nbytes() : 0, " bytes");
+  auto s = std::shared_ptr<Storage>(new Storage(parent->device(), static_cast<char*>(parent->data()) + offset,
+                                                nbytes, Kind::kBorrowed, {}));
+  s->parent_ = std::move(parent);
+  return s;
+}
+
 std::shared_ptr<Storage> Storage::Adopt(DeviceOption device, void* data, size_t nbytes,
                                         ExternalDeleter deleter) {
   // The deleter is set only once nothing can fail: if an allocation here

@@ -79,6 +79,11 @@ class Storage {
   // ownership and the deleter is never called.
   static std::shared_ptr<Storage> Adopt(DeviceOption device, void* data, size_t nbytes,
                                         ExternalDeleter deleter);
+  // Bytes [offset, offset + nbytes) of `parent`, which stays alive while
+  // the slice does. Like borrowed memory, a slice is only ever read: a
+  // tensor over it that is written gets fresh storage first (so a parent's
+  // owner may reuse the parent once it is the sole owner again).
+  static std::shared_ptr<Storage> Slice(std::shared_ptr<Storage> parent, size_t offset, size_t nbytes);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -87,6 +92,9 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   DeviceOption device() const { return device_; }
   bool library_owned() const { return kind_ == Kind::kLibrary; }
+  // Whether the memory lives as long as this storage (not borrowed from a
+  // caller who may free it once dp no longer holds the tensor it fed).
+  bool keeps_memory_alive() const { return kind_ != Kind::kBorrowed || parent_ != nullptr; }
   // The budget this storage is charged to (nullptr: none).
   const std::shared_ptr<MemoryBudget>& budget() const { return budget_; }
 
@@ -100,6 +108,7 @@ class Storage {
   Kind kind_;
   ExternalDeleter deleter_;
   std::shared_ptr<MemoryBudget> budget_;  // charged nbytes_ (library storage only)
+  std::shared_ptr<Storage> parent_;       // slices only
 };
 
 // Copies n bytes between any two devices. With a context, CUDA copies are

@@ -29,7 +29,9 @@
 #include <string>
 #include <thread>
 
+#include "core/cpu_budget.h"
 #include "core/cpu_relax.h"
+#include "core/parallel_for.h"
 #include "exec/executor.h"
 #include "exec/worker_pool.h"
 
@@ -58,8 +60,18 @@ class AsyncExecutor final : public Executor, public TaskRunner {
                     options.cpu_workers, " is more than the ", AsyncOptions::kMaxWorkers, " a net may start");
     DP_ENFORCE_CODE(options.streams_per_gpu <= AsyncOptions::kMaxWorkers, Code::kInvalidArgument, "streams_per_gpu ",
                     options.streams_per_gpu, " is more than the ", AsyncOptions::kMaxWorkers, " a net may start");
-    int cpu_workers = options.cpu_workers > 0 ? options.cpu_workers
-                                              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    // The CPU budget is split between the net's CPU replicas: one worker
+    // each (at most one per CPU), and each op gets its replica's share of
+    // the CPUs for its own parallelism (a GEMM's blocks), so that
+    // cpu_workers x share never exceeds the budget.
+    const int budget = CpuBudget();
+    const int groups = std::clamp(CountCpuDevices(graph), 1, budget);
+    intra_threads_ = std::max(1, budget / groups);
+    // A synchronous run's caller is one of the replicas' threads (it runs
+    // tasks too), so a pool of groups - 1 workers serves it; the first
+    // asynchronous run, whose caller leaves, adds the missing worker.
+    cpu_workers_wanted_ = options.cpu_workers > 0 ? options.cpu_workers : groups;
+    const int cpu_workers = options.cpu_workers > 0 ? options.cpu_workers : std::max(1, groups - 1);
     int streams = std::max(1, options.streams_per_gpu);
     pools_.push_back({DeviceType::kCPU, -1, {}, nullptr, {}});  // pool 0: every CPU device
     const size_t n = graph.chains.size();
@@ -107,11 +119,15 @@ class AsyncExecutor final : public Executor, public TaskRunner {
     for (size_t i = 0; i < pools_.size(); ++i) {
       Pool& p = pools_[i];
       int workers = p.type == DeviceType::kCPU ? cpu_workers : streams;
-      p.workers = std::make_unique<WorkerPool>(workers);
+      // Idle CPU workers spin only while other replicas' work may come: with
+      // one replica the caller runs its chain, and a spinning worker would
+      // take the core its ops' helpers need.
+      p.workers = std::make_unique<WorkerPool>(workers, nullptr,
+                                               p.type == DeviceType::kCPU ? std::min(groups, budget) - 1 : -1);
       p.workers->Reserve(pool_tasks[i]);
     }
     caller_id_ = pools_[0].workers->size();
-    caller_spin_ = cpu_workers < WorkerPool::UsableCpus() ? kHelperSpinTime : kWaitSpinTime;
+    caller_spin_ = cpu_workers < budget ? kHelperSpinTime : kWaitSpinTime;
   }
 
   ~AsyncExecutor() override {
@@ -123,10 +139,18 @@ class AsyncExecutor final : public Executor, public TaskRunner {
     for (auto& p : pools_) p.workers.reset();
   }
 
-  void Start(RunControl* rc) override { Begin(rc, /*caller_runs=*/false); }
+  void Start(RunControl* rc) override {
+    WorkerPool& cpu = *pools_[0].workers;
+    while (cpu.size() < cpu_workers_wanted_) {
+      cpu.AddWorker();
+      caller_id_ = cpu.size();
+    }
+    Begin(rc, /*caller_runs=*/false);
+  }
 
   void Run(RunControl* rc) override {
     int first = Begin(rc, /*caller_runs=*/true);
+    IntraOpThreadsScope threads(intra_threads_);
     if (first >= 0) {
       CpuContext ctx(tasks_[static_cast<size_t>(first)].device);
       Publish(Execute(first, caller_id_, &ctx));
@@ -166,6 +190,7 @@ class AsyncExecutor final : public Executor, public TaskRunner {
 
   // Tasks taken from a pool together: their completions are published at once.
   void RunTasks(const int* tasks, size_t n, int worker) override {
+    IntraOpThreadsScope threads(intra_threads_);
     int finished = 0;
     for (size_t i = 0; i < n; ++i) {
       const Task& t = tasks_[static_cast<size_t>(tasks[i])];
@@ -202,6 +227,14 @@ class AsyncExecutor final : public Executor, public TaskRunner {
     std::unique_ptr<WorkerPool> workers;
     std::vector<int> roots;  // tasks of this pool without parents
   };
+
+  // The CPU replicas (distinct CPU device ids) that the net's chains run on.
+  static int CountCpuDevices(const TaskGraph& graph) {
+    std::vector<int> ids;
+    for (const DeviceOption& d : graph.chain_device)
+      if (d.type == DeviceType::kCPU && std::find(ids.begin(), ids.end(), d.id) == ids.end()) ids.push_back(d.id);
+    return static_cast<int>(ids.size());
+  }
 
   int PoolFor(DeviceOption d) {
     if (d.type == DeviceType::kCPU) return 0;
@@ -375,6 +408,8 @@ class AsyncExecutor final : public Executor, public TaskRunner {
   std::vector<int> event_tasks_;  // tasks with an event (reset every run)
   std::vector<Pool> pools_;
   int caller_id_ = 0;
+  int intra_threads_ = 1;  // IntraOpThreads() of every CPU task
+  int cpu_workers_wanted_ = 1;  // CPU workers an asynchronous run needs
   std::chrono::microseconds caller_spin_ = kWaitSpinTime;
   RunControl* rc_ = nullptr;
   bool running_ = false;

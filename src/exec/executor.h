@@ -71,7 +71,7 @@ struct AsyncOptions {
   // Past this a count is a mistake (or hostile input), not a plan: each
   // worker is a thread with its own stack.
   static constexpr int kMaxWorkers = 1024;
-  int cpu_workers = 0;       // 0: hardware concurrency; at most kMaxWorkers
+  int cpu_workers = 0;       // 0: one per CPU replica of the net, at most CpuBudget(); at most kMaxWorkers
   int streams_per_gpu = 1;   // CUDA workers (each with its own stream) per device; at most kMaxWorkers
 };
 

@@ -5,10 +5,7 @@
 #include <chrono>
 #include <system_error>
 
-#if defined(__linux__)
-#include <sched.h>
-#endif
-
+#include "core/cpu_budget.h"
 #include "core/cpu_relax.h"
 #include "core/error.h"
 
@@ -40,18 +37,6 @@ void WorkerPool::SpinLock::lock() {
   }
 }
 
-int WorkerPool::UsableCpus() {
-#if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-#endif
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
 WorkerPool::WorkerPool(int num_workers, std::function<void(int)> on_start, int max_spinners)
     : max_spinners_(max_spinners >= 0 ? max_spinners : UsableCpus() - 1), on_start_(std::move(on_start)) {
   ring_.resize(64);
@@ -70,6 +55,21 @@ WorkerPool::WorkerPool(int num_workers, std::function<void(int)> on_start, int m
 }
 
 WorkerPool::~WorkerPool() { Stop(); }
+
+void WorkerPool::AddWorker() {
+  const int w = static_cast<int>(threads_.size());
+  {
+    std::lock_guard<SpinLock> lock(qlock_);
+    ++num_threads_;
+  }
+  try {
+    threads_.emplace_back([this, w] { Loop(w); });
+  } catch (const std::system_error& e) {
+    std::lock_guard<SpinLock> lock(qlock_);
+    --num_threads_;
+    DP_THROW(Code::kUnavailable, "cannot start worker thread ", w + 1, ": ", e.what());
+  }
+}
 
 void WorkerPool::Stop() {
   {

@@ -54,6 +54,9 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
+  // Starts one more worker (id size()). Not concurrent with itself, size()
+  // or the destructor; jobs may be queued and running meanwhile.
+  void AddWorker();
   // Makes room for `jobs` queued jobs, so that pushes allocate nothing while
   // at most that many are queued (std::bad_alloc here, on the calling thread).
   void Reserve(size_t jobs);
@@ -70,8 +73,6 @@ class WorkerPool {
   // Jobs the ring holds before a push must grow it.
   size_t capacity();
 
-  // CPUs this process may run on (its affinity mask), at least 1.
-  static int UsableCpus();
   // How long an idle (spinning) thread leaves queued jobs to the busy thread
   // that queued them before it takes them itself.
   static constexpr std::chrono::nanoseconds kIdleTakeDelay{1000};
@@ -114,7 +115,7 @@ class WorkerPool {
   alignas(64) std::atomic<int> spinning_{0};  // workers spinning (or about to look at the queue)
   std::atomic<int> sleepers_{0};               // workers waiting on cv_ (changed under mu_)
   int max_spinners_ = 1;
-  size_t num_threads_ = 0;        // threads_.size(), fixed before they start
+  size_t num_threads_ = 0;        // qlock_: threads_.size() (AddWorker changes both)
   std::mutex mu_;                 // sleeping and waking only
   std::condition_variable cv_;
   int wakes_pending_ = 0;         // mu_: sleepers notified and not yet awake

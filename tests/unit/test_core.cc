@@ -3,15 +3,25 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "core/blob.h"
 #include "core/context.h"
+#include "core/cpu_budget.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/event.h"
 #include "core/logging.h"
+#include "core/parallel_for.h"
 #include "core/scope.h"
 #include "core/random.h"
 #include "core/tensor.h"
@@ -447,4 +457,137 @@ TEST_CASE("an unlimited budget counts; a workspace's budget has its limit") {
   // Fed tensors are the caller's: they do not count.
   capped.Feed("x", Tensor({100}, DType::kFloat32));
   CHECK(capped.budget()->used() == 0);
+}
+
+// ---- the CPU budget and intra-op parallelism -------------------------------
+
+namespace {
+
+// A fake /sys/fs/cgroup: path -> contents.
+std::function<std::optional<std::string>(const std::string&)> FakeCgroupFs(
+    std::map<std::string, std::string> files) {
+  return [files = std::move(files)](const std::string& path) -> std::optional<std::string> {
+    auto it = files.find(path);
+    if (it == files.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+}  // namespace
+
+TEST_CASE("cgroup v2 quota: the smallest over the group and its ancestors, rounded up") {
+  const std::string self = "0::/user.slice/job.scope\n";
+  CHECK(dp::CgroupCpuLimit(self, FakeCgroupFs({})) == std::nullopt);
+  CHECK(dp::CgroupCpuLimit(self, FakeCgroupFs({{"/user.slice/job.scope/cpu.max", "max 100000\n"}})) ==
+        std::nullopt);
+  CHECK(dp::CgroupCpuLimit(self, FakeCgroupFs({{"/user.slice/job.scope/cpu.max", "200000 100000\n"}})) == 2);
+  CHECK(dp::CgroupCpuLimit(self, FakeCgroupFs({{"/user.slice/job.scope/cpu.max", "150000 100000\n"}})) == 2);
+  CHECK(dp::CgroupCpuLimit(self, FakeCgroupFs({{"/user.slice/job.scope/cpu.max", "50000 100000\n"}})) == 1);
+  CHECK(dp::CgroupCpuLimit(self, FakeCgroupFs({{"/user.slice/job.scope/cpu.max", "400000 100000"},
+                                               {"/user.slice/cpu.max", "300000 100000"}})) == 3);
+  // A container whose namespace shows its own group at the mount point.
+  CHECK(dp::CgroupCpuLimit(self, FakeCgroupFs({{"/cpu.max", "100000 100000"}})) == 1);
+  CHECK(dp::CgroupCpuLimit("0::/\n", FakeCgroupFs({{"/cpu.max", "300000 100000"}})) == 3);
+  CHECK(dp::CgroupCpuLimit(self, FakeCgroupFs({{"/user.slice/job.scope/cpu.max", "garbage"}})) == std::nullopt);
+}
+
+TEST_CASE("cgroup v1 quota from the cpu controller's hierarchy") {
+  const std::string self = "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n";
+  CHECK(dp::CgroupCpuLimit(self, FakeCgroupFs({{"/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n"},
+                                               {"/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n"}})) ==
+        std::nullopt);
+  CHECK(dp::CgroupCpuLimit(self, FakeCgroupFs({{"/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "250000\n"},
+                                               {"/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n"}})) == 3);
+  CHECK(dp::CgroupCpuLimit(self, FakeCgroupFs({{"/cpu/cpu.cfs_quota_us", "100000"},
+                                               {"/cpu/cpu.cfs_period_us", "100000"}})) == 1);
+  // The memory hierarchy's files are not the cpu controller's.
+  CHECK(dp::CgroupCpuLimit("3:memory:/x\n", FakeCgroupFs({{"/memory/x/cpu.cfs_quota_us", "100000"},
+                                                          {"/memory/x/cpu.cfs_period_us", "100000"}})) ==
+        std::nullopt);
+}
+
+TEST_CASE("the CPU budget: usable CPUs capped by the application's limit") {
+  const int usable = dp::UsableCpus();
+  REQUIRE(usable >= 1);
+  CHECK(dp::CpuBudget() == usable);
+  dp::SetCpuThreadLimit(1);
+  CHECK(dp::CpuBudget() == 1);
+  CHECK(dp::IntraOpThreads() == 1);
+  dp::SetCpuThreadLimit(usable + 5);  // a cap, never more than the CPUs
+  CHECK(dp::CpuBudget() == usable);
+  dp::SetCpuThreadLimit(0);
+  CHECK(dp::CpuBudget() == usable);
+  {
+    dp::IntraOpThreadsScope scope(1);
+    CHECK(dp::IntraOpThreads() == 1);
+    CHECK(dp::ParallelChunks(1000, 1) == 1);
+  }
+  CHECK(dp::IntraOpThreads() == usable);
+}
+
+TEST_CASE("ParallelForChunks covers the range once, in aligned chunks, on several threads") {
+  for (int chunks : {1, 2, 3, 7}) {
+    for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{64}, int64_t{1000}}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::vector<std::pair<int64_t, int64_t>> ranges(static_cast<size_t>(chunks), {-1, -1});
+      dp::ParallelForChunks(n, chunks, 16, [&](int c, int64_t b, int64_t e) {
+        ranges[static_cast<size_t>(c)] = {b, e};
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+      });
+      for (int64_t i = 0; i < n; ++i) CHECK(hits[static_cast<size_t>(i)].load() == 1);
+      for (int c = 0; c < chunks; ++c) {
+        const auto [b, e] = ranges[static_cast<size_t>(c)];
+        CHECK(b >= 0);
+        CHECK(b <= e);
+        if (c + 1 < chunks && e < n) CHECK(e % 16 == 0);  // cut at multiples of the alignment
+      }
+    }
+  }
+  // With more than one CPU the team's helpers take part.
+  if (dp::UsableCpus() > 1) {
+    std::mutex mu;
+    std::set<std::thread::id> threads;
+    for (int round = 0; round < 200 && threads.size() < 2; ++round)
+      dp::ParallelForChunks(2, 2, 1, [&](int, int64_t, int64_t) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));  // work, not synchronisation
+        std::lock_guard<std::mutex> lock(mu);
+        threads.insert(std::this_thread::get_id());
+      });
+    CHECK(threads.size() == 2);
+    CHECK(dp::ComputeTeamHelpers() == dp::UsableCpus() - 1);
+  }
+}
+
+TEST_CASE("ParallelForChunks rethrows a chunk's error after the others finish; nested calls run inline") {
+  std::atomic<int> ran{0};
+  CHECK_THROWS_WITH_AS(dp::ParallelForChunks(8, 8, 1,
+                                             [&](int c, int64_t, int64_t) {
+                                               ran.fetch_add(1);
+                                               if (c == 3) DP_THROW(dp::Code::kShape, "chunk three failed");
+                                             }),
+                       doctest::Contains("chunk three failed"), dp::Error);
+  CHECK(ran.load() >= 1);
+  CHECK(ran.load() <= 8);
+  // The team is free again, and an op inside an op (the team busy) runs alone.
+  std::atomic<int> inner{0};
+  dp::ParallelForChunks(4, 4, 1, [&](int, int64_t, int64_t) {
+    dp::ParallelForChunks(3, 3, 1, [&](int, int64_t, int64_t) { inner.fetch_add(1); });
+  });
+  CHECK(inner.load() == 12);
+}
+
+TEST_CASE("a slice of storage keeps its parent alive and is copied before it is written") {
+  dp::Tensor parent({4, 2}, dp::DType::kFloat32);
+  float* p = parent.mutable_data<float>();
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<float>(i);
+  dp::Tensor half = dp::Tensor::FromStorage({2, 2}, dp::DType::kFloat32,
+                                            dp::Storage::Slice(parent.storage(), 4 * sizeof(float), 4 * sizeof(float)));
+  CHECK(half.data<float>() == p + 4);
+  CHECK(parent.storage().use_count() == 2);
+  parent = dp::Tensor();  // the slice keeps the memory
+  CHECK(half.data<float>()[0] == 4.0f);
+  float* w = half.mutable_data<float>();  // written: a fresh copy, the parent untouched
+  CHECK(w[3] == 7.0f);
+  CHECK(half.storage()->library_owned());
+  CHECK_THROWS_AS(dp::Storage::Slice(half.storage(), 8, 16), dp::Error);
 }

@@ -10,8 +10,13 @@
 // dp-run exits non-zero after one summary line per rank. Several machines:
 // run dp-run on each with --nodes M --node-rank K, the same --store (one
 // every machine reaches: a shared directory or Redis) and the same --run-id.
+// The processes are bound to their own CPUs (the CPUs dp-run may use, cut
+// into N contiguous slices) when there are at least N, so that each one's
+// dp sizes its threads to its slice instead of every process using every
+// core; --no-bind leaves placement to the kernel.
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -38,7 +43,8 @@ constexpr const char* kUsage =
     "  --timeout-ms MS bound of the rendezvous and of every collective (sets DP_TIMEOUT_MS)\n"
     "  --nodes M       machines of the job (default 1); --node-rank K: this one's index\n"
     "  --grace-ms MS   after a failure, how long the others have to stop on SIGTERM before SIGKILL (5000)\n"
-    "  --no-prefix     do not prefix output lines with the rank\n";
+    "  --no-prefix     do not prefix output lines with the rank\n"
+    "  --no-bind       do not bind each process to its own slice of the CPUs\n";
 
 int signal_pipe[2] = {-1, -1};  // handlers write the signal number; the loop reads it
 
@@ -135,7 +141,7 @@ bool Failed(const Child& c) { return !c.running && !(WIFEXITED(c.status) && WEXI
 int main(int argc, char** argv) {
   long n = 0, nodes = 1, node_rank = 0, grace_ms = 5000, timeout_ms = 0;
   std::string store, run_id;
-  bool prefix = true;
+  bool prefix = true, bind = true;
   int i = 1;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
@@ -162,6 +168,8 @@ int main(int argc, char** argv) {
       grace_ms = ParseNumber("--grace-ms", value("--grace-ms"), 0, 3600000);
     } else if (a == "--no-prefix") {
       prefix = false;
+    } else if (a == "--no-bind") {
+      bind = false;
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -204,6 +212,16 @@ int main(int argc, char** argv) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(sig, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // Process `local` gets CPUs [local * C / n, (local + 1) * C / n) of the C
+  // that dp-run may use (when C >= n).
+  std::vector<int> cpus;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (bind && sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (static_cast<long>(cpus.size()) < n) cpus.clear();
+
   std::vector<Child> children(static_cast<size_t>(n));
   for (long local = 0; local < n; ++local) {
     Child& c = children[static_cast<size_t>(local)];
@@ -217,6 +235,16 @@ int main(int argc, char** argv) {
       dup2(out[1], 1);
       dup2(err[1], 2);
       for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) signal(sig, SIG_DFL);
+      if (!cpus.empty()) {
+        cpu_set_t mine;
+        CPU_ZERO(&mine);
+        const size_t total = cpus.size();
+        for (size_t k = static_cast<size_t>(local) * total / static_cast<size_t>(n);
+             k < static_cast<size_t>(local + 1) * total / static_cast<size_t>(n); ++k)
+          CPU_SET(cpus[k], &mine);
+        if (sched_setaffinity(0, sizeof mine, &mine) != 0)
+          std::fprintf(stderr, "dp-run: cannot bind rank %d to its CPUs: %s\n", c.rank, strerror(errno));
+      }
       setenv("DP_RANK", std::to_string(c.rank).c_str(), 1);
       setenv("DP_LOCAL_RANK", std::to_string(local).c_str(), 1);
       setenv("DP_WORLD_SIZE", std::to_string(world).c_str(), 1);

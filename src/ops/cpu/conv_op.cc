@@ -17,12 +17,12 @@
 // already [C/group, H*W] (and dX_g is written by the GEMM directly).
 // Window arguments and the output-size rule live in conv_utils.h, shared
 // with shape inference and the pooling operators.
-#include <cblas.h>
-
 #include <algorithm>
 #include <type_traits>
 #include <vector>
 
+#include "core/parallel_for.h"
+#include "ops/cpu/gemm.h"
 #include "ops/gradient_registry.h"
 #include "ops/cpu/conv_utils.h"
 #include "ops/op_utils.h"
@@ -33,15 +33,21 @@ namespace {
 
 using conv::ConvShape;
 
-void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, BlasInt(m, "GEMM M"), BlasInt(n, "GEMM N"), BlasInt(k, "GEMM K"), 1.0f, a,
-              BlasInt(lda, "GEMM lda"), b, BlasInt(ldb, "GEMM ldb"), beta, c, BlasInt(ldc, "GEMM ldc"));
+// One image's GEMMs run single-threaded: the images are what is split
+// across threads (ImageChunks).
+template <typename T>
+void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  GemmSerial(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
 }
-void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
-          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, BlasInt(m, "GEMM M"), BlasInt(n, "GEMM N"), BlasInt(k, "GEMM K"), 1.0, a,
-              BlasInt(lda, "GEMM lda"), b, BlasInt(ldb, "GEMM ldb"), beta, c, BlasInt(ldc, "GEMM ldc"));
+
+// How many parts the batch is split into: one per thread the op may use, as
+// long as each part has an image and enough multiply-adds to be worth a
+// thread (a tiny convolution runs on the caller alone).
+int ImageChunks(const ConvShape& s) {
+  const int64_t macs_per_image = s.m * s.k() * s.out_hw();
+  const int64_t min_images = std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, macs_per_image));
+  return ParallelChunks(s.n, min_images);
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }  // a >= 0, b > 0
@@ -122,26 +128,30 @@ class ConvOp final : public Operator {
       T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
       const int64_t K = s.k(), ohw = s.out_hw(), chw = s.c * s.in_hw();
       const bool direct = s.pointwise();
-      T* col = direct ? nullptr : Scratch<T>(K * ohw);
-      for (int64_t n = 0; n < s.n; ++n) {
-        T* yn = yp + n * s.m * ohw;
-        if (bp) {
-          for (int64_t m = 0; m < s.m; ++m) std::fill(yn + m * ohw, yn + (m + 1) * ohw, bp[m]);
-        } else if (K == 0) {
-          std::fill(yn, yn + s.m * ohw, T(0));
-        }
-        if (K == 0 || s.mg == 0) continue;
-        for (int64_t g = 0; g < s.group; ++g) {
-          const T* xg = xp + n * chw + g * s.cg * s.in_hw();
-          const T* cp = xg;
-          if (!direct) {
-            Im2Col(s, xg, col);
-            cp = col;
+      const int chunks = ImageChunks(s);
+      T* cols = direct ? nullptr : Scratch<T>(K * ohw * chunks);
+      ParallelForChunks(s.n, chunks, 1, [&](int chunk, int64_t first, int64_t last) {
+        T* col = direct ? nullptr : cols + chunk * K * ohw;
+        for (int64_t n = first; n < last; ++n) {
+          T* yn = yp + n * s.m * ohw;
+          if (bp) {
+            for (int64_t m = 0; m < s.m; ++m) std::fill(yn + m * ohw, yn + (m + 1) * ohw, bp[m]);
+          } else if (K == 0) {
+            std::fill(yn, yn + s.m * ohw, T(0));
           }
-          Gemm(CblasNoTrans, CblasNoTrans, s.mg, ohw, K, wp + g * s.mg * K, K, cp, ohw, bp ? T(1) : T(0),
-               yn + g * s.mg * ohw, ohw);
+          if (K == 0 || s.mg == 0) continue;
+          for (int64_t g = 0; g < s.group; ++g) {
+            const T* xg = xp + n * chw + g * s.cg * s.in_hw();
+            const T* cp = xg;
+            if (!direct) {
+              Im2Col(s, xg, col);
+              cp = col;
+            }
+            Gemm(CblasNoTrans, CblasNoTrans, s.mg, ohw, K, wp + g * s.mg * K, K, cp, ohw, bp ? T(1) : T(0),
+                 yn + g * s.mg * ohw, ohw);
+          }
         }
-      }
+      });
     });
   }
 
@@ -204,27 +214,40 @@ class ConvGradientOp final : public Operator {
       }
       if (K == 0 || s.mg == 0) return;
       const bool direct = s.pointwise();
-      T* col = direct ? nullptr : Scratch<T>(2 * K * ohw);
-      T* dcol = direct ? nullptr : col + K * ohw;
-      for (int64_t n = 0; n < s.n; ++n) {
-        for (int64_t g = 0; g < s.group; ++g) {
-          const int64_t xoff = n * chw + g * s.cg * s.in_hw();
-          const T* wg = wp + g * s.mg * K;
-          const T* dyg = dyp + (n * s.m + g * s.mg) * ohw;
-          const T* cp = xp + xoff;
-          if (!direct) {
-            Im2Col(s, xp + xoff, col);
-            cp = col;
-          }
-          Gemm(CblasNoTrans, CblasTrans, s.mg, K, ohw, dyg, ohw, cp, ohw, T(1), dwp + g * s.mg * K, K);
-          if (!dxp) continue;
-          if (direct) {
-            Gemm(CblasTrans, CblasNoTrans, K, ohw, s.mg, wg, K, dyg, ohw, T(0), dxp + xoff, ohw);
-          } else {
-            Gemm(CblasTrans, CblasNoTrans, K, ohw, s.mg, wg, K, dyg, ohw, T(0), dcol, ohw);
-            Col2Im(s, dcol, dxp + xoff);
+      // Each part of the batch has its own column buffers and, but the first,
+      // its own dW, summed into dW in part order once all are done.
+      const int chunks = ImageChunks(s);
+      const int64_t wsize = w.numel(), colsize = direct ? 0 : 2 * K * ohw;
+      T* scratch = Scratch<T>(colsize * chunks + wsize * (chunks - 1));
+      ParallelForChunks(s.n, chunks, 1, [&](int chunk, int64_t first, int64_t last) {
+        T* col = scratch + chunk * colsize;
+        T* dcol = col + K * ohw;
+        T* dw = chunk == 0 ? dwp : scratch + colsize * chunks + (chunk - 1) * wsize;
+        if (chunk > 0) std::fill(dw, dw + wsize, T(0));
+        for (int64_t n = first; n < last; ++n) {
+          for (int64_t g = 0; g < s.group; ++g) {
+            const int64_t xoff = n * chw + g * s.cg * s.in_hw();
+            const T* wg = wp + g * s.mg * K;
+            const T* dyg = dyp + (n * s.m + g * s.mg) * ohw;
+            const T* cp = xp + xoff;
+            if (!direct) {
+              Im2Col(s, xp + xoff, col);
+              cp = col;
+            }
+            Gemm(CblasNoTrans, CblasTrans, s.mg, K, ohw, dyg, ohw, cp, ohw, T(1), dw + g * s.mg * K, K);
+            if (!dxp) continue;
+            if (direct) {
+              Gemm(CblasTrans, CblasNoTrans, K, ohw, s.mg, wg, K, dyg, ohw, T(0), dxp + xoff, ohw);
+            } else {
+              Gemm(CblasTrans, CblasNoTrans, K, ohw, s.mg, wg, K, dyg, ohw, T(0), dcol, ohw);
+              Col2Im(s, dcol, dxp + xoff);
+            }
           }
         }
+      });
+      for (int c = 1; c < chunks; ++c) {
+        const T* part = scratch + colsize * chunks + (c - 1) * wsize;
+        for (int64_t i = 0; i < wsize; ++i) dwp[i] += part[i];
       }
     });
   }

@@ -3,11 +3,10 @@
 // fused into the GEMM: Y is seeded with b and the product added (beta = 1).
 // FCGradient: dW = dY^T X, db = column sums of dY, dX = dY W (only when
 // wanted: the first layer's dX would be a wasted GEMM).
-#include <cblas.h>
-
 #include <string>
 #include <vector>
 
+#include "ops/cpu/gemm.h"
 #include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
@@ -15,21 +14,17 @@
 namespace dp {
 namespace {
 
-void Gemm(int m, int n, int k, const float* x, const float* w, float* y) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, 1.0f, y, n);
-}
-void Gemm(int m, int n, int k, const double* x, const double* w, double* y) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0, x, k, w, k, 1.0, y, n);
+// Y [m, n] += X [m, k] W^T (Y holds the bias).
+template <typename T>
+void GemmXWt(int64_t m, int64_t n, int64_t k, const T* x, const T* w, T* y) {
+  Gemm(CblasNoTrans, CblasTrans, m, n, k, T(1), x, k, w, k, T(1), y, n);
 }
 
 // C [rows, cols] = op(A) op(B) (beta = 0), row-major, leading dims given.
-void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int rows, int cols, int inner, const float* a, int lda,
-          const float* b, int ldb, float* c) {
-  cblas_sgemm(CblasRowMajor, ta, tb, rows, cols, inner, 1.0f, a, lda, b, ldb, 0.0f, c, cols);
-}
-void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int rows, int cols, int inner, const double* a, int lda,
-          const double* b, int ldb, double* c) {
-  cblas_dgemm(CblasRowMajor, ta, tb, rows, cols, inner, 1.0, a, lda, b, ldb, 0.0, c, cols);
+template <typename T>
+void GemmInto(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t rows, int64_t cols, int64_t inner, const T* a,
+              int64_t lda, const T* b, int64_t ldb, T* c) {
+  Gemm(ta, tb, rows, cols, inner, T(1), a, lda, b, ldb, T(0), c, cols);
 }
 
 class FcOp final : public Operator {
@@ -53,7 +48,7 @@ class FcOp final : public Operator {
       T* yp = Output(0, d.out, x.dtype())->template mutable_data<T>();
       for (int64_t i = 0; i < d.m; ++i) std::copy(bp, bp + d.n, yp + i * d.n);
       if (d.m > 0 && d.n > 0 && d.k > 0)
-        Gemm(BlasInt(d.m, "M"), BlasInt(d.n, "N"), BlasInt(d.k, "K"), xp, wp, yp);
+        GemmXWt(d.m, d.n, d.k, xp, wp, yp);
       // Fused activation: one pass over Y while it is still in cache.
       if (relu_) {
         const int64_t n = d.m * d.n;
@@ -120,8 +115,8 @@ class FcGradientOp final : public Operator {
         std::fill(dw, dw + static_cast<int64_t>(n) * k, T(0));
         if (dx) std::fill(dx, dx + static_cast<int64_t>(m) * k, T(0));
       } else {
-        Gemm(CblasTrans, CblasNoTrans, n, k, m, dyp, n, xp, k, dw);
-        if (dx) Gemm(CblasNoTrans, CblasNoTrans, m, k, n, dyp, n, wp, k, dx);
+        GemmInto(CblasTrans, CblasNoTrans, n, k, m, dyp, n, xp, k, dw);
+        if (dx) GemmInto(CblasNoTrans, CblasNoTrans, m, k, n, dyp, n, wp, k, dx);
       }
       // Column sums, row by row (contiguous, vectorised); fixed order, so deterministic.
       std::fill(db, db + n, T(0));

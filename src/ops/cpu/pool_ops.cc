@@ -18,6 +18,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/parallel_for.h"
 #include "ops/gradient_registry.h"
 #include "ops/cpu/conv_utils.h"
 #include "ops/op_utils.h"
@@ -57,13 +58,18 @@ struct Spans {
     return include_pad ? full : (w.h1 - w.h0) * (w.w1 - w.w0);
   }
   // f(p, o, window) for every plane p (of N * C) and output o (of oh * ow) in
-  // that plane, in memory order.
+  // that plane, in memory order within a plane. Planes are split across the
+  // op's threads (core/parallel_for.h): f may only write plane p's outputs.
   template <typename F>
   void ForEachWindow(const PoolShape& s, F&& f) const {
     if (h0.empty() || w0.empty()) return;
-    for (int64_t p = 0; p < s.n * s.c; ++p)
-      for (int64_t oh = 0; oh < s.oh; ++oh)
-        for (int64_t ow = 0; ow < s.ow; ++ow) f(p, oh * s.ow + ow, Window{h0[oh], h1[oh], w0[ow], w1[ow]});
+    // At least ~32k window elements per part: less costs more to hand out.
+    const int64_t per_plane = std::max<int64_t>(1, s.oh * s.ow * full);
+    ParallelFor(s.n * s.c, std::max<int64_t>(1, (int64_t{1} << 15) / per_plane), [&](int64_t first, int64_t last) {
+      for (int64_t p = first; p < last; ++p)
+        for (int64_t oh = 0; oh < s.oh; ++oh)
+          for (int64_t ow = 0; ow < s.ow; ++ow) f(p, oh * s.ow + ow, Window{h0[oh], h1[oh], w0[ow], w1[ow]});
+    });
   }
 
  private:

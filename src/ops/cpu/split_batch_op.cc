@@ -44,13 +44,25 @@ class SplitBatchOp final : public Operator {
     const int64_t rows = x.dims()[0];
     const size_t row_bytes = rows == 0 ? 0 : x.nbytes() / static_cast<size_t>(rows);
     const char* src = static_cast<const char*>(x.raw_data());
+    // Parts of memory that lives as long as its storage are views (no copy:
+    // the batch a loader or a caller wrote is read by the replicas in place;
+    // a view is never written, see Storage::Slice); borrowed memory is
+    // copied, since its owner may free it once the fed tensor is replaced.
+    const bool view = x.storage() != nullptr && x.storage()->keeps_memory_alive() &&
+                      x.storage()->device().type == DeviceType::kCPU;
+    size_t offset = 0;
     for (int64_t i = 0; i < n; ++i) {
       Dims d = x.dims();
       d[0] = PartRows(rows, n, i);
-      Tensor* y = Output(static_cast<int>(i), d, x.dtype());
       const size_t bytes = static_cast<size_t>(d[0]) * row_bytes;
-      if (bytes > 0) std::memcpy(y->raw_mutable_data(), src, bytes);
-      src += bytes;
+      if (view) {
+        Output(static_cast<int>(i))
+            ->ShareData(Tensor::FromStorage(std::move(d), x.dtype(), Storage::Slice(x.storage(), offset, bytes)));
+      } else {
+        Tensor* y = Output(static_cast<int>(i), d, x.dtype());
+        if (bytes > 0) std::memcpy(y->raw_mutable_data(), src + offset, bytes);
+      }
+      offset += bytes;
     }
   }
 

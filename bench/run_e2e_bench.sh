@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The main job end to end: samples/train_fashion_mnist (default settings, no
+# environment variables) against the same loop in PyTorch
+# (bench/pytorch_fashion.py), one epoch each, runs interleaved.
+#
+#   bench/run_e2e_bench.sh [--build DIR] [--rounds R] [--cnn-limit N]
+#
+# Needs the sample and bench/train_step built in DIR (default build) and
+# python3-torch (installed with apt when missing).
+#
+# Each round runs, for the MLP at batch 64 and 256:
+#   1 core  (taskset -c 0):   dp; torch 1 thread
+#   2 cores (taskset -c 0,1): dp (one device); dp --devices cpu:2;
+#                             torch 2 threads and torch 1 thread (its best counts)
+# and the CNN at batch 64 on 2 cores over the first N training images
+# (default 12800): dp; torch 2 threads and 1 thread.
+# Samples/s are the samples' last line (the training loop only, as the sample
+# prints it). The summary gives medians over rounds with their spread
+# (min..max), the ratios of medians, and the fraction of the GEMM floor: the
+# step's FLOPs at the 1024^3 sgemm peak measured on the same cores
+# (train_step --peak), i.e. the share of the machine's sgemm speed that the
+# whole job reaches.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+build="$root/build"
+rounds=3
+cnn_limit=12800
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) build=$(cd "$2" && pwd); shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --cnn-limit) cnn_limit=$2; shift 2 ;;
+    *) echo "usage: $0 [--build DIR] [--rounds R] [--cnn-limit N]" >&2; exit 2 ;;
+  esac
+done
+sample="$build/samples/train_fashion_mnist"
+train_step="$build/bench/train_step"
+for exe in "$sample" "$train_step"; do
+  [[ -x "$exe" ]] || { echo "error: $exe not found; build it: ninja -C $build" >&2; exit 1; }
+done
+# shellcheck source=bench/bench_lib.sh
+source "$here/bench_lib.sh"
+ensure_torch
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+dp() {  # CPUS KEY ARGS...: one sample run, its samples/s appended to $tmp/KEY
+  local cpus=$1 key=$2
+  shift 2
+  local out
+  out=$(taskset -c "$cpus" "$sample" --epochs 1 "$@" | tail -n 1)
+  echo "$out" | field samples_per_s >>"$tmp/$key"
+  echo "  dp    $key: $out"
+}
+torch() {  # CPUS THREADS KEY ARGS...
+  local cpus=$1 threads=$2 key=$3
+  shift 3
+  local out
+  out=$(taskset -c "$cpus" "$py" "$here/pytorch_fashion.py" --threads "$threads" --epochs 1 "$@" | tail -n 1)
+  echo "$out" | field samples_per_s >>"$tmp/$key"
+  echo "  torch $key: $out"
+}
+
+machine_header
+echo "# dp $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), $rounds rounds; reproduce: bench/run_e2e_bench.sh --build $build --rounds $rounds"
+for r in $(seq 1 "$rounds"); do
+  echo "round $r"
+  for b in 64 256; do
+    dp 0 "dp_1core_b$b" --model mlp --batch "$b"
+    torch 0 1 "torch_1core_b$b" --model mlp --batch "$b"
+    dp 0,1 "dp_2core_b$b" --model mlp --batch "$b"
+    torch 0,1 2 "torch_2core_t2_b$b" --model mlp --batch "$b"
+    dp 0,1 "dp_cpu2_b$b" --model mlp --batch "$b" --devices cpu:2
+    torch 0,1 1 "torch_2core_t1_b$b" --model mlp --batch "$b"
+  done
+  dp 0,1 dp_cnn --model cnn --batch 64 --limit "$cnn_limit"
+  torch 0,1 2 torch_cnn_t2 --model cnn --batch 64 --limit "$cnn_limit"
+  torch 0,1 1 torch_cnn_t1 --model cnn --batch 64 --limit "$cnn_limit"
+done
+peak1=$(taskset -c 0 "$train_step" --steps 1 --warmup 0 --peak | grep sgemm_peak | field gflops)
+peak2=$(taskset -c 0,1 "$train_step" --steps 1 --warmup 0 --peak | grep sgemm_peak | field gflops)
+
+med() { median <"$tmp/$1"; }
+spread() { sort -g "$tmp/$1" | awk 'NR==1{lo=$1} {hi=$1} END{printf "%.0f..%.0f", lo, hi}'; }
+best() { awk -v a="$(med "$1")" -v b="$(med "$2")" 'BEGIN{print (a > b ? a : b)}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; }
+# Training FLOPs per sample: forward, and backward without the first layer's dX.
+mlp_flop=$(awk 'BEGIN{f = 2 * (784*512 + 512*512 + 512*10); print 3 * f - 2 * 784 * 512}')
+cnn_flop=$(awk 'BEGIN{c1 = 2*32*25*784; c2 = 2*64*800*196; f1 = 2*3136*256; f2 = 2*256*10;
+                      print (c1 + c2 + f1 + f2) + c1 + 2 * (c2 + f1 + f2)}')
+floor() { awk -v s="$1" -v f="$2" -v p="$3" 'BEGIN{printf "%.2f", s * f / (p * 1e9)}'; }
+
+echo
+echo "medians over $rounds rounds, samples/s (spread min..max); sgemm peak: 1 core $peak1, 2 cores $peak2 GFLOP/s"
+for b in 64 256; do
+  d1=$(med "dp_1core_b$b"); t1=$(med "torch_1core_b$b")
+  d2=$(med "dp_2core_b$b"); dx=$(med "dp_cpu2_b$b"); t2=$(best "torch_2core_t2_b$b" "torch_2core_t1_b$b")
+  echo "mlp batch $b:"
+  echo "  1 core : dp $d1 ($(spread "dp_1core_b$b"))  torch $t1 ($(spread "torch_1core_b$b"))  dp/torch $(ratio "$d1" "$t1")  (target >= 1.5)  GEMM floor fraction $(floor "$d1" "$mlp_flop" "$peak1")"
+  echo "  2 cores: dp $d2 ($(spread "dp_2core_b$b"))  torch best $t2 (2 threads $(med "torch_2core_t2_b$b"), 1 thread $(med "torch_2core_t1_b$b"))  dp/torch $(ratio "$d2" "$t2")  (target >= 1.5)  GEMM floor fraction $(floor "$d2" "$mlp_flop" "$peak2")"
+  echo "  2 cores / 1 core: dp $(ratio "$d2" "$d1")$([[ $b == 256 ]] && echo '  (target >= 1.8)')"
+  echo "  --devices cpu:2: $dx ($(spread "dp_cpu2_b$b"))  / one device $(ratio "$dx" "$d2")  (target >= $([[ $b == 64 ]] && echo 1.0 || echo 1.1))"
+done
+dc=$(med dp_cnn); tc=$(best torch_cnn_t2 torch_cnn_t1)
+echo "cnn batch 64, 2 cores, $cnn_limit images: dp $dc ($(spread dp_cnn))  torch best $tc (2 threads $(med torch_cnn_t2), 1 thread $(med torch_cnn_t1))  dp/torch $(ratio "$dc" "$tc")  (target >= 1.2)  GEMM floor fraction $(floor "$dc" "$cnn_flop" "$peak2")"

@@ -1,0 +1,243 @@
+#include "data/loader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <system_error>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace dp {
+namespace {
+
+// Rows are gathered from tensors kept by reference (their storage is shared).
+class TensorSource final : public BatchSource {
+ public:
+  explicit TensorSource(std::vector<Tensor> tensors) : tensors_(std::move(tensors)) {
+    DP_ENFORCE_CODE(!tensors_.empty(), Code::kInvalidArgument, "a dataset needs at least one tensor");
+    for (size_t j = 0; j < tensors_.size(); ++j) {
+      const Tensor& t = tensors_[j];
+      DP_ENFORCE_CODE(t.defined() && t.ndim() >= 1, Code::kShape, "dataset tensor ", j, " ", t.DebugString(),
+                      " has no sample dimension (dim 0)");
+      DP_ENFORCE_CODE(t.device().type == DeviceType::kCPU, Code::kInvalidArgument, "dataset tensor ", j, " is on ",
+                      DeviceName(t.device()), "; a dataset lives in host memory");
+      DP_ENFORCE_CODE(t.dim(0) == tensors_[0].dim(0), Code::kShape, "dataset tensor ", j, " ", t.DebugString(),
+                      " has ", t.dim(0), " samples but tensor 0 ", tensors_[0].DebugString(), " has ",
+                      tensors_[0].dim(0), "; they must share dim 0");
+    }
+  }
+
+  int64_t size() const override { return tensors_[0].dim(0); }
+
+  void Fill(const int64_t* indices, size_t count, void* const* buffers, const size_t* row_bytes) override {
+    for (size_t j = 0; j < tensors_.size(); ++j) {
+      const char* base = static_cast<const char*>(tensors_[j].raw_data());
+      char* out = static_cast<char*>(buffers[j]);
+      const size_t rb = row_bytes[j];
+      for (size_t i = 0; i < count; ++i) std::memcpy(out + i * rb, base + static_cast<size_t>(indices[i]) * rb, rb);
+    }
+  }
+
+ private:
+  std::vector<Tensor> tensors_;
+};
+
+// splitmix64: the permutations' generator (fixed, so an order is the same
+// on every platform and in every release).
+uint64_t SplitMix(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+bool SoleOwner(const Tensor& t) {
+  if (!t.storage() || t.storage().use_count() != 1 || !t.storage()->library_owned()) return false;
+  std::atomic_thread_fence(std::memory_order_acquire);  // the last holder's reads are done
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<BatchSource> MakeTensorSource(std::vector<Tensor> tensors) {
+  return std::make_unique<TensorSource>(std::move(tensors));
+}
+
+Loader::Loader(std::shared_ptr<Workspace> ws, std::vector<LoaderInput> inputs, std::unique_ptr<BatchSource> source,
+               LoaderOptions options)
+    : ws_(std::move(ws)), inputs_(std::move(inputs)), source_(std::move(source)), options_(options) {
+  const LoaderOptions& o = options_;
+  DP_ENFORCE_CODE(ws_ && source_, Code::kInvalidArgument, "a loader needs a workspace and a source");
+  DP_ENFORCE_CODE(!inputs_.empty(), Code::kInvalidArgument, "a loader needs at least one input blob");
+  DP_ENFORCE_CODE(o.batch_size > 0, Code::kInvalidArgument, "batch_size must be positive, got ", o.batch_size);
+  DP_ENFORCE_CODE(o.num_shards >= 1 && o.shard >= 0 && o.shard < o.num_shards, Code::kInvalidArgument, "shard ",
+                  o.shard, " of ", o.num_shards, " processes: need 0 <= shard < num_shards");
+  DP_ENFORCE_CODE(o.batch_size % o.num_shards == 0, Code::kInvalidArgument, "batch_size ", o.batch_size,
+                  " does not divide by the ", o.num_shards, " processes that share each batch");
+  DP_ENFORCE_CODE(o.num_shards == 1 || o.drop_last, Code::kInvalidArgument,
+                  "with several processes the last partial batch must be dropped (drop_last)");
+  DP_ENFORCE_CODE(o.prefetch >= 1 && o.prefetch <= 64, Code::kInvalidArgument, "prefetch must be in 1..64, got ",
+                  o.prefetch);
+  DP_ENFORCE_CODE(o.timeout.count() > 0, Code::kInvalidArgument, "timeout must be positive");
+  std::unordered_set<std::string> names;
+  for (const LoaderInput& in : inputs_) {
+    DP_ENFORCE_CODE(!in.blob.empty(), Code::kInvalidArgument, "an input's blob name is empty");
+    DP_ENFORCE_CODE(names.insert(in.blob).second, Code::kInvalidArgument, "blob '", in.blob,
+                    "' is named by two inputs");
+    DP_ENFORCE_CODE(in.dtype != DType::kUndefined, Code::kDType, "input '", in.blob, "' has no dtype");
+  }
+  const int64_t n = source_->size();
+  steps_ = o.drop_last ? n / o.batch_size : (n + o.batch_size - 1) / o.batch_size;
+  DP_ENFORCE_CODE(steps_ >= 1, Code::kInvalidArgument, "the dataset's ", n, " samples make no ",
+                  o.drop_last ? "full " : "", "batch of ", o.batch_size);
+  rows_ = o.batch_size / o.num_shards;
+  for (const LoaderInput& in : inputs_) {
+    row_bytes_.push_back(TensorBytes(in.sample_dims, in.dtype));
+    blobs_.push_back(ws_->CreateBlob(in.blob));
+  }
+  slots_.resize(static_cast<size_t>(o.prefetch) + 2);
+  for (Slot& slot : slots_)
+    for (const LoaderInput& in : inputs_) {
+      Dims d{rows_};
+      d.insert(d.end(), in.sample_dims.begin(), in.sample_dims.end());
+      slot.tensors.emplace_back(std::move(d), in.dtype);
+      slot.tensors.back().raw_mutable_data();  // allocated now, not on the loader's thread
+    }
+  order_.reserve(static_cast<size_t>(n));
+  indices_.reserve(static_cast<size_t>(rows_));
+  buffers_.resize(inputs_.size());
+  try {
+    thread_ = std::thread([this] { Produce(); });
+  } catch (const std::system_error& e) {
+    DP_THROW(Code::kUnavailable, "cannot start the loader's thread: ", e.what());
+  }
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  consumed_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t Loader::BatchRows(int64_t seq) const {
+  const int64_t step = seq % steps_;
+  const int64_t left = source_->size() - step * options_.batch_size;
+  return std::min(rows_, left);  // short only for the last batch without drop_last (one process)
+}
+
+void Loader::Permute(int64_t epoch) {
+  const int64_t n = source_->size();
+  order_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order_[static_cast<size_t>(i)] = i;
+  if (options_.shuffle) {
+    uint64_t state = options_.seed ^ (0xD1B54A32D192ED03ull * static_cast<uint64_t>(epoch + 1));
+    for (int64_t i = n - 1; i > 0; --i) {
+      // Lemire's multiply-shift: an index in [0, i] from 64 random bits.
+      const auto j = static_cast<int64_t>((static_cast<unsigned __int128>(SplitMix(state)) *
+                                           static_cast<uint64_t>(i + 1)) >> 64);
+      std::swap(order_[static_cast<size_t>(i)], order_[static_cast<size_t>(j)]);
+    }
+  }
+  order_epoch_ = epoch;
+}
+
+void Loader::FillSlot(Slot& slot, int64_t seq) {
+  slot.error = nullptr;
+  try {
+    const int64_t epoch = seq / steps_, step = seq % steps_;
+    if (order_epoch_ != epoch) Permute(epoch);
+    const int64_t rows = BatchRows(seq);
+    const int64_t first = step * options_.batch_size + options_.shard * rows_;
+    indices_.assign(order_.begin() + first, order_.begin() + first + rows);
+    for (size_t j = 0; j < inputs_.size(); ++j) {
+      Tensor& t = slot.tensors[j];
+      Dims d{rows};
+      if (!SoleOwner(t)) {
+        // Still held (a fetched tensor, or a view not yet replaced): theirs now.
+        d.insert(d.end(), inputs_[j].sample_dims.begin(), inputs_[j].sample_dims.end());
+        t = Tensor(std::move(d), inputs_[j].dtype);
+      } else if (t.dim(0) != rows) {
+        d.insert(d.end(), inputs_[j].sample_dims.begin(), inputs_[j].sample_dims.end());
+        std::shared_ptr<Storage> storage = t.storage();
+        if (storage->nbytes() >= TensorBytes(d, inputs_[j].dtype)) {
+          t = Tensor();  // drop this tensor's reference first: the storage stays solely owned
+          t = Tensor::FromStorage(std::move(d), inputs_[j].dtype, std::move(storage));
+        } else {
+          t = Tensor(std::move(d), inputs_[j].dtype);
+        }
+      }
+      buffers_[j] = t.raw_mutable_data();
+    }
+    source_->Fill(indices_.data(), static_cast<size_t>(rows), buffers_.data(), row_bytes_.data());
+    slot.rows = rows;
+  } catch (...) {
+    slot.error = std::current_exception();
+  }
+}
+
+void Loader::Produce() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t ahead = options_.prefetch;
+  for (;;) {
+    consumed_cv_.wait(lock, [&] { return stop_ || produced_ < next_ + ahead; });
+    if (stop_) return;
+    const int64_t seq = produced_;
+    const uint64_t generation = generation_;
+    Slot& slot = slots_[static_cast<size_t>(seq) % slots_.size()];
+    lock.unlock();
+    FillSlot(slot, seq);
+    lock.lock();
+    if (generation != generation_) continue;  // a Seek happened: this batch is not wanted
+    produced_ = seq + 1;
+    produced_cv_.notify_all();
+  }
+}
+
+bool Loader::Next() {
+  if (end_pending_) {
+    end_pending_ = false;
+    return false;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!produced_cv_.wait_for(lock, options_.timeout, [&] { return produced_ > next_; }))
+    DP_THROW(Code::kTimeout, "the loader's batch ", next_ % steps_, " of epoch ", next_ / steps_,
+             " was not ready after ", options_.timeout.count(), " ms (is the fill callback stuck?)");
+  Slot& slot = slots_[static_cast<size_t>(next_) % slots_.size()];
+  if (slot.error) {
+    // Stays failed: the same batch is tried again only after a Seek.
+    try {
+      std::rethrow_exception(slot.error);
+    } catch (Error& e) {
+      throw e.Prepend(StrCat("loading batch ", next_ % steps_, " of epoch ", next_ / steps_));
+    }
+  }
+  lock.unlock();
+  // The producer does not touch this slot until `prefetch + 1` more batches
+  // have been taken.
+  for (size_t j = 0; j < blobs_.size(); ++j) blobs_[j]->GetMutable<Tensor>()->ShareData(slot.tensors[j]);
+  lock.lock();
+  ++next_;
+  end_pending_ = next_ % steps_ == 0;
+  lock.unlock();
+  consumed_cv_.notify_one();
+  return true;
+}
+
+void Loader::Seek(int64_t epoch, int64_t step) {
+  DP_ENFORCE_CODE(epoch >= 0 && step >= 0 && step < steps_, Code::kOutOfRange, "cannot seek to step ", step,
+                  " of epoch ", epoch, ": an epoch has steps 0..", steps_ - 1);
+  DP_ENFORCE_CODE(epoch <= (INT64_MAX - step) / steps_, Code::kOutOfRange, "epoch ", epoch, " is too large");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++generation_;
+    next_ = produced_ = epoch * steps_ + step;
+  }
+  end_pending_ = false;
+  consumed_cv_.notify_all();
+}
+
+}  // namespace dp

@@ -1,0 +1,88 @@
+#include "ops/cpu/gemm.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "core/parallel_for.h"
+#include "ops/op_utils.h"
+
+namespace dp {
+namespace {
+
+// A block smaller than this many multiply-adds costs less than handing it
+// to another thread (a spinning helper picks a block up in about a
+// microsecond; this is ~5 microseconds of one core's sgemm).
+constexpr int64_t kMinBlockMacs = 1 << 18;
+// Blocks are cut at multiples of this many rows or columns: whole
+// micro-kernel tiles of the BLAS kernels.
+constexpr int64_t kBlockAlign = 16;
+
+void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, BlasInt(m, "GEMM M"), BlasInt(n, "GEMM N"), BlasInt(k, "GEMM K"), alpha, a,
+              BlasInt(lda, "GEMM lda"), b, BlasInt(ldb, "GEMM ldb"), beta, c, BlasInt(ldc, "GEMM ldc"));
+}
+void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, BlasInt(m, "GEMM M"), BlasInt(n, "GEMM N"), BlasInt(k, "GEMM K"), alpha, a,
+              BlasInt(lda, "GEMM lda"), b, BlasInt(ldb, "GEMM ldb"), beta, c, BlasInt(ldc, "GEMM ldc"));
+}
+
+template <typename T>
+void SplitGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+               int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  UseSingleThreadedBlas();
+  const int64_t macs = m * n * std::max<int64_t>(k, 1);
+  int chunks = static_cast<int>(std::min<int64_t>(IntraOpThreads(), std::max<int64_t>(1, macs / kMinBlockMacs)));
+  // Rows when there are enough for whole tiles per block, else columns.
+  const bool by_rows = m >= n || m / kBlockAlign >= chunks;
+  chunks = static_cast<int>(std::min<int64_t>(chunks, std::max<int64_t>(1, (by_rows ? m : n) / kBlockAlign)));
+  if (chunks <= 1 || m == 0 || n == 0) {
+    Blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  ParallelForChunks(by_rows ? m : n, chunks, kBlockAlign, [&](int, int64_t lo, int64_t hi) {
+    if (by_rows) {
+      // Rows lo..hi of op(A): row lo of A, or column lo of A^T.
+      const T* ab = ta == CblasNoTrans ? a + lo * lda : a + lo;
+      Blas(ta, tb, hi - lo, n, k, alpha, ab, lda, b, ldb, beta, c + lo * ldc, ldc);
+    } else {
+      // Columns lo..hi of op(B).
+      const T* bb = tb == CblasNoTrans ? b + lo : b + lo * ldb;
+      Blas(ta, tb, m, hi - lo, k, alpha, a, lda, bb, ldb, beta, c + lo, ldc);
+    }
+  });
+}
+
+}  // namespace
+
+void UseSingleThreadedBlas() {
+  // Checked on every call (a read of OpenBLAS's setting): the application
+  // may set BLAS threads itself between dp's GEMMs.
+  if (openblas_get_num_threads() == 1) return;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  SplitGemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  SplitGemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void GemmSerial(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  UseSingleThreadedBlas();
+  Blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void GemmSerial(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha,
+                const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  UseSingleThreadedBlas();
+  Blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace dp
