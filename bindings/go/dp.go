@@ -7,9 +7,9 @@
 // the call returns.
 //
 // Handles. Every object that owns a dp handle (Tensor, Workspace, NetDef,
-// Net, Model, ParallelModel, CheckpointJob, HostMemory) has an idempotent
-// Close that releases it; a finalizer does the same for handles that are
-// forgotten, but relying on it keeps C memory alive until the garbage
+// Net, Model, ParallelModel, CheckpointJob, Loader, HostMemory) has an
+// idempotent Close that releases it; a finalizer does the same for handles
+// that are forgotten, but relying on it keeps C memory alive until the garbage
 // collector runs. Close never blocks: when another goroutine is inside a
 // call on the handle, the release happens as that call returns. Any call on
 // a closed handle returns an error matching ErrClosed (getters without an
@@ -42,7 +42,7 @@ const (
 	ABIVersion          = C.DP_ABI_VERSION
 )
 
-// Version is the loaded library's version ("0.4.0").
+// Version is the loaded library's version ("0.5.0").
 func Version() string { return C.GoString(C.dp_version()) }
 
 // VersionNumber is the loaded library's DP_VERSION_NUMBER; compare it with
@@ -68,6 +68,22 @@ func DeviceCount(t DeviceType) (int, error) {
 	}
 	return int(n), nil
 }
+
+// SetCPUThreads caps the threads dp's compute uses at maxThreads (0: no
+// cap, the default), process wide: nets created afterwards size their
+// worker pools from it and ops started afterwards split their work within
+// it. ErrInvalidArgument for a negative value. Any goroutine. Since 0.5.
+func SetCPUThreads(maxThreads int) error {
+	if maxThreads < -1<<31 || maxThreads > 1<<31-1 {
+		return argErr("dp.SetCPUThreads: %d does not fit an int32", maxThreads)
+	}
+	return statusErr(C.dp_set_cpu_threads(C.int32_t(maxThreads)))
+}
+
+// CPUThreads is the number of threads dp's compute uses now: the usable
+// CPUs (affinity mask and cgroup quota) capped by SetCPUThreads; at least
+// 1. Since 0.5.
+func CPUThreads() int { return int(C.dp_cpu_threads()) }
 
 // BuildInfo says how the loaded library was built (see dp_build_info).
 type BuildInfo struct {

@@ -15,36 +15,6 @@ import (
 
 const fashionDir = "/usr/share/datasets/fashion-mnist"
 
-// rng is the C sample's xorshift64* with a splitmix64-scrambled seed.
-type rng uint64
-
-func newRNG(seed uint64) rng {
-	z := seed + 0x9E3779B97F4A7C15
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
-	z ^= z >> 31
-	if z == 0 {
-		z = 0x2545F4914F6CDD1D
-	}
-	return rng(z)
-}
-
-func (r *rng) next() uint64 {
-	s := uint64(*r)
-	s ^= s >> 12
-	s ^= s << 25
-	s ^= s >> 27
-	*r = rng(s)
-	return s * 0x2545F4914F6CDD1D
-}
-
-func (r *rng) shuffle(a []uint32) {
-	for i := len(a); i > 1; i-- {
-		j := int(r.next() % uint64(i))
-		a[i-1], a[j] = a[j], a[i-1]
-	}
-}
-
 // loadImages reads the training images as the sample does: standardised float32.
 func loadTrain(t *testing.T, n int) ([]float32, []int32) {
 	img, err := dp.TensorFromIDXFile(filepath.Join(fashionDir, "train-images-idx3-ubyte.gz"))
@@ -75,7 +45,7 @@ func loadTrain(t *testing.T, n int) ([]float32, []int32) {
 }
 
 // TestTrainingMatchesC trains the sample's MLP 4 steps through the binding
-// and compares every checkpointed blob bit for bit with the checkpoint the
+// (batches from a Loader, as the sample takes them) and compares every checkpointed blob bit for bit with the checkpoint the
 // C sample writes after the same steps.
 func TestTrainingMatchesC(t *testing.T) {
 	sample := filepath.Join(buildDir(t), "samples", "train_fashion_mnist")
@@ -110,23 +80,29 @@ func TestTrainingMatchesC(t *testing.T) {
 	defer m.Close()
 	tr := newTrainer(t, m, &dp.TrainingOptions{})
 	defer tr.Close()
-	order := make([]uint32, limit)
-	for i := range order {
-		order[i] = uint32(i)
-	}
-	r := newRNG(seed)
-	r.shuffle(order)
-	for s := 0; s < limit/batch; s++ {
-		bx := make([]float32, batch*784)
-		by := make([]int32, batch)
-		for i := 0; i < batch; i++ {
-			k := int(order[s*batch+i])
-			copy(bx[i*784:], x[k*784:(k+1)*784])
-			by[i] = y[k]
+	// The sample's batches come from dp's input pipeline with its seed.
+	tx, err := dp.NewTensorOf([]int64{limit, 1, 28, 28}, x)
+	must(t, err)
+	ty, err := dp.NewTensorOf([]int64{limit}, y)
+	must(t, err)
+	loader, err := dp.NewLoader(tr.ws, []string{"data", "label"}, []*dp.Tensor{tx, ty},
+		&dp.LoaderOptions{BatchSize: batch, Seed: seed})
+	must(t, err)
+	defer loader.Close()
+	tx.Close()
+	ty.Close()
+	steps := 0
+	for {
+		fed, err := loader.Next()
+		must(t, err)
+		if !fed {
+			break
 		}
-		must(t, dp.FeedValues(tr.ws, "data", []int64{batch, 1, 28, 28}, bx))
-		must(t, dp.FeedValues(tr.ws, "label", []int64{batch}, by))
 		must(t, tr.train.Run())
+		steps++
+	}
+	if steps != limit/batch {
+		t.Fatalf("%d steps in an epoch of %d samples in batches of %d", steps, limit, batch)
 	}
 
 	ref, err := dp.NewWorkspace(nil)

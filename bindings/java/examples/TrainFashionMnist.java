@@ -1,12 +1,15 @@
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.util.Arrays;
 import java.util.List;
 import org.dp.Checkpoint;
 import org.dp.CheckpointInfo;
 import org.dp.DType;
 import org.dp.Dp;
 import org.dp.DpException;
+import org.dp.Loader;
+import org.dp.LoaderOptions;
 import org.dp.Model;
 import org.dp.Net;
 import org.dp.ParallelModel;
@@ -17,8 +20,9 @@ import org.dp.TrainingOptions;
 import org.dp.Workspace;
 
 /**
- * Port of samples/train_fashion_mnist.c to the Java binding, with the same flags and output:
- * for the same seed its final line (samples_per_s aside) equals the C sample's.
+ * Port of samples/train_fashion_mnist.c to the Java binding, with the same flags and output and its
+ * batches from dp's input pipeline ({@link Loader}): for the same seed its final line (samples_per_s
+ * aside) equals the C sample's.
  *
  * <pre>
  * java -cp dp.jar:. -Djava.library.path=DIR TrainFashionMnist [--model mlp|cnn|PATH.json]
@@ -28,32 +32,6 @@ import org.dp.Workspace;
  */
 public final class TrainFashionMnist {
   static final int PIXELS = 28 * 28, EVAL_BATCH = 1000;
-  static long rng;
-
-  static void seed(long s) {
-    long z = s + 0x9E3779B97F4A7C15L;
-    z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
-    z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
-    z ^= z >>> 31;
-    rng = z != 0 ? z : 0x2545F4914F6CDD1DL;
-  }
-
-  static long next() {
-    rng ^= rng >>> 12;
-    rng ^= rng << 25;
-    rng ^= rng >>> 27;
-    return rng * 0x2545F4914F6CDD1DL;
-  }
-
-  static void shuffle(int[] a, int n) {
-    for (int i = n; i > 1; --i) {
-      int j = (int) Long.remainderUnsigned(next(), i);
-      int t = a[i - 1];
-      a[i - 1] = a[j];
-      a[j] = t;
-    }
-  }
-
   static float[] x(Tensor images) {
     byte[] px = images.toByteArray();
     float[] x = new float[px.length];
@@ -70,16 +48,24 @@ public final class TrainFashionMnist {
     return y;
   }
 
-  static void feed(Workspace ws, float[] x, int[] y, int[] idx, int off, int b) {
-    float[] bx = new float[b * PIXELS];
-    int[] by = new int[b];
-    for (int i = 0; i < b; ++i) {
-      int r = idx == null ? off + i : idx[off + i];
-      System.arraycopy(x, r * PIXELS, bx, i * PIXELS, PIXELS);
-      by[i] = y[r];
+  /** Feeds rows [off, off + b) of x/y as "data" [b, 1, 28, 28] and "label" [b] (copies). */
+  static void feed(Workspace ws, float[] x, int[] y, int off, int b) {
+    ws.feed("data", Arrays.copyOfRange(x, off * PIXELS, (off + b) * PIXELS), b, 1, 28, 28);
+    ws.feed("label", Arrays.copyOfRange(y, off, off + b), b);
+  }
+
+  /**
+   * The input pipeline over the first n training samples (copied into dp tensors, which the loader
+   * reads in place). With several processes each is fed its part of every global batch.
+   */
+  static Loader trainingLoader(Workspace ws, float[] x, int[] y, int n, int batch, long seed,
+      ParallelModel parallel) {
+    try (Tensor tx = Tensor.of(Arrays.copyOf(x, n * PIXELS), n, 1, 28, 28);
+         Tensor ty = Tensor.of(Arrays.copyOf(y, n), n)) {
+      LoaderOptions o = new LoaderOptions().batchSize(batch).seed(seed);
+      if (parallel != null) o.shards(parallel.numShards(), parallel.shardId());
+      return Loader.create(ws, List.of("data", "label"), List.of(tx, ty), o);
     }
-    ws.feed("data", bx, b, 1, 28, 28);
-    ws.feed("label", by, b);
   }
 
   static double scalar(Workspace ws, String name) {
@@ -186,8 +172,6 @@ public final class TrainFashionMnist {
       System.err.println("TrainFashionMnist: " + nTrain + " training samples make no full batch of " + batch);
       System.exit(1);
     }
-    int[] order = new int[nTrain];
-    for (int i = 0; i < nTrain; ++i) order[i] = i;
     ParallelModel parallel = null;
     try (Model model = Model.fromFile(modelPath)) {
       TrainingNets defs;
@@ -207,13 +191,13 @@ public final class TrainFashionMnist {
             + " ... " + parallel.scope(parallel.numReplicas() - 1) + ")");
       }
       try (TrainingNets d = defs; Workspace ws = Workspace.create(); Net init = Net.create(ws, d.init);
-           Net train = Net.create(ws, d.train); Net eval = Net.create(ws, d.eval)) {
+           Net train = Net.create(ws, d.train); Net eval = Net.create(ws, d.eval);
+           Loader loader = trainingLoader(ws, trainX, trainY, nTrain, batch, seed, parallel)) {
         init.run();
-        int steps = nTrain / batch;
+        int steps = (int) loader.stepsPerEpoch();
         String lrText = lr > 0 ? String.format("%s", fmtG(lr)) : "the model's";
         System.out.printf("model %s: train %d (%d steps of %d), test %d, epochs %d, lr %s, seed %d%n", modelPath,
             nTrain, steps, batch, nTest, epochs, lrText, seed);
-        seed(seed);
         int firstEpoch = 1;
         if (resume) {
           long done = resumeFrom(ckpt, model, parallel, ws);
@@ -222,15 +206,15 @@ public final class TrainFashionMnist {
                 + " is not a whole number of epochs of " + steps + " steps");
             System.exit(1);
           }
-          for (firstEpoch = 1; firstEpoch <= done / steps; ++firstEpoch) shuffle(order, nTrain);
+          // The loader's order depends only on the seed and the epoch.
+          firstEpoch = 1 + (int) (done / steps);
+          loader.seek(firstEpoch - 1, 0);
         }
         double totalTime = 0, lastLoss = 0, lastAcc = 0;
         for (int e = firstEpoch; e <= epochs; ++e) {
-          shuffle(order, nTrain);
           double lossSum = 0;
           long t0 = System.nanoTime();
-          for (int s = 0; s < steps; ++s) {
-            feed(ws, trainX, trainY, order, s * batch, batch);
+          while (loader.next()) { // until the epoch's end
             train.run();
             lossSum += scalar(ws, "loss");
           }
@@ -240,7 +224,7 @@ public final class TrainFashionMnist {
           double correct = 0;
           for (int off = 0; off < nTest; off += EVAL_BATCH) {
             int b = Math.min(EVAL_BATCH, nTest - off);
-            feed(ws, testX, testY, null, off, b);
+            feed(ws, testX, testY, off, b);
             eval.run();
             correct += scalar(ws, "accuracy") * b;
           }

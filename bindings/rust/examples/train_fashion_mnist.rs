@@ -1,12 +1,13 @@
 //! train_fashion_mnist: the C sample (samples/train_fashion_mnist.c) ported
-//! to the safe Rust API, with the same flags and output lines; for the same
-//! seed its final line (timing aside) equals the C sample's.
+//! to the safe Rust API, with the same flags and output lines and its batches
+//! from dp's input pipeline (`dp::Loader`); for the same seed its final line
+//! (timing aside) equals the C sample's.
 //!
 //!   train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
 //!                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
 //!                       [--limit N] [--min-acc A] [--devices cpu:N|cuda:N]
 //!                       [--checkpoint DIR [--resume] [--keep K]]
-use dp::{checkpoint, DeviceType, Model, Net, ParallelModel, Tensor, TrainingOptions, Workspace};
+use dp::{checkpoint, DeviceType, Loader, LoaderOptions, Model, Net, ParallelModel, Tensor, TrainingOptions, Workspace};
 use std::path::Path;
 use std::process::exit;
 use std::time::Instant;
@@ -14,31 +15,6 @@ use std::time::Instant;
 const IMAGE_PIXELS: usize = 28 * 28;
 const NUM_CLASSES: i32 = 10;
 const EVAL_BATCH: usize = 1000;
-
-/// xorshift64* with a splitmix64-scrambled seed, as in the C sample.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        let mut z = seed.wrapping_add(0x9E3779B97F4A7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^= z >> 31;
-        Rng(if z != 0 { z } else { 0x2545F4914F6CDD1D })
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn shuffle(&mut self, a: &mut [u32]) {
-        for i in (2..=a.len()).rev() {
-            let j = (self.next() % i as u64) as usize;
-            a.swap(i - 1, j);
-        }
-    }
-}
 
 fn fail(what: &str, e: dp::Error) -> ! {
     eprintln!("train_fashion_mnist: {} failed: [{}] {}", what, e.code().name(), e.message());
@@ -100,21 +76,6 @@ fn load_split(dir: &str, split: &str) -> (Vec<f32>, Vec<i32>) {
         exit(1);
     }
     (x, y)
-}
-
-/// Feeds a training batch gathered by `idx` into Vecs handed to dp.
-fn feed_gathered(ws: &Workspace<'_>, x: &[f32], y: &[i32], idx: &[u32]) {
-    let b = idx.len();
-    let mut bx = Vec::with_capacity(b * IMAGE_PIXELS);
-    let mut by = Vec::with_capacity(b);
-    for &i in idx {
-        let i = i as usize;
-        bx.extend_from_slice(&x[i * IMAGE_PIXELS..(i + 1) * IMAGE_PIXELS]);
-        by.push(y[i]);
-    }
-    let tx = check(Tensor::from_vec(&[b as i64, 1, 28, 28], bx), "dp_tensor_create_owned (data)");
-    let ty = check(Tensor::from_vec(&[b as i64], by), "dp_tensor_create_owned (label)");
-    check(ws.feed("data", &tx).and_then(|_| ws.feed("label", &ty)), "feeding a batch");
 }
 
 /// Feeds a batch borrowed straight from x/y (they outlive the workspace).
@@ -240,7 +201,8 @@ fn main() {
 
     println!("dp {}", dp::version());
 
-    // Data: it outlives the workspace, so eval batches are borrowed.
+    // Data: it outlives the workspace, so the loader's dataset and the eval
+    // batches are borrowed.
     let (train_x, train_y) = load_split(&data_dir, "train");
     let (test_x, test_y) = load_split(&data_dir, "t10k");
     let mut n_train = train_y.len();
@@ -252,7 +214,6 @@ fn main() {
         eprintln!("train_fashion_mnist: {} training samples make no full batch of {}", n_train, batch);
         exit(1);
     }
-    let mut order: Vec<u32> = (0..n_train as u32).collect();
 
     let model = check(Model::from_file(&model_path), &model_path);
     let mut parallel: Option<ParallelModel> = None;
@@ -277,14 +238,24 @@ fn main() {
     let eval = check(Net::new(&ws, &nets.eval, None), "creating the eval net");
     check(init.run(), "running the init net");
 
-    let steps = n_train / batch as usize;
+    // The input pipeline over the first n_train training samples, borrowed.
+    // With several processes each is fed its part of every global batch.
+    let (shards, shard) = parallel.as_ref().map_or((1, 0), |p| (p.num_shards(), p.shard_id()));
+    let tx = check(
+        Tensor::borrowed(&[n_train as i64, 1, 28, 28], &train_x[..n_train * IMAGE_PIXELS]),
+        "dp_tensor_create_borrowed (training images)",
+    );
+    let ty = check(Tensor::borrowed(&[n_train as i64], &train_y[..n_train]), "dp_tensor_create_borrowed (training labels)");
+    let lopts = LoaderOptions { seed, num_shards: shards, shard_id: shard, ..LoaderOptions::new(batch) };
+    let mut loader = check(Loader::new(&ws, &[("data", &tx), ("label", &ty)], &lopts), "dp_loader_create");
+    drop((tx, ty));
+    let steps = loader.steps_per_epoch() as usize;
     let lr_text = if lr > 0.0 { format!("{}", lr) } else { "the model's".to_string() };
     println!(
         "model {}: train {} ({} steps of {}), test {}, epochs {}, lr {}, seed {}",
         model_path, n_train, steps, batch, n_test, epochs, lr_text, seed
     );
 
-    let mut rng = Rng::new(seed);
     let mut first_epoch = 1i64;
     if resume {
         let dir = checkpoint_dir.as_deref().unwrap();
@@ -321,19 +292,17 @@ fn main() {
             eprintln!("{}: the checkpoint's iteration {} is not a whole number of epochs of {} steps (were --batch and --limit the same?)", argv0, done, steps);
             exit(1);
         }
-        while first_epoch <= done / steps as i64 {
-            rng.shuffle(&mut order);
-            first_epoch += 1;
-        }
+        // The loader's order depends only on the seed and the epoch.
+        first_epoch = 1 + done / steps as i64;
+        check(loader.seek(first_epoch - 1, 0), "dp_loader_seek");
     }
 
     let (mut total_time, mut last_loss, mut last_acc) = (0f64, 0f64, 0f64);
     for e in first_epoch..=epochs {
-        rng.shuffle(&mut order);
         let mut loss_sum = 0f64;
         let t0 = Instant::now();
-        for s in 0..steps {
-            feed_gathered(&ws, &train_x, &train_y, &order[s * batch as usize..(s + 1) * batch as usize]);
+        // Until the epoch's end.
+        while check(loader.next(), "dp_loader_next") {
             check(train.run(), "running the train net");
             loss_sum += fetch_scalar(&ws, "loss");
         }

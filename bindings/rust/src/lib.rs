@@ -7,9 +7,9 @@
 //! - Every handle is released by `Drop`.
 //! - Immutable handles (NetDef, Model, ParallelModel, Tensor,
 //!   CheckpointInfo, CheckpointJob) are `Send + Sync`, as dp.h allows.
-//!   `Workspace` is `Send` only and `Net` neither, so a net and the feeds of
-//!   its workspace stay on one thread (dp.h forbids feeding a blob that a
-//!   running net writes); `Canceller` cancels from any thread.
+//!   `Workspace` is `Send` only and `Net` and `Loader` neither, so a net and
+//!   the feeds of its workspace stay on one thread (dp.h forbids feeding a
+//!   blob that a running net writes); `Canceller` cancels from any thread.
 //! - Borrowed strings, arrays and views carry the lifetime of their owner.
 //!
 //! Memory fed without copying must outlive the workspace (this must not
@@ -35,6 +35,7 @@ mod util;
 
 pub mod checkpoint;
 pub mod error;
+pub mod loader;
 pub mod log;
 pub mod model;
 pub mod net;
@@ -45,11 +46,12 @@ pub mod workspace;
 
 pub use checkpoint::{CheckpointInfo, CheckpointJob, TensorInfo};
 pub use error::{code_name, Code, Error, Result};
+pub use loader::{Loader, LoaderBatch, LoaderInput};
 pub use model::{BlobList, Model, ModelNet, OptimizerInfo, ParallelModel, TrainingNets};
 pub use net::{AsyncRun, Canceller, Net};
 pub use netdef::{ArgDef, ArgKind, NetDef, OpDef};
 pub use options::{
-    ComputedParams, CudaCollectives, DeviceType, Executor, GradientOptions, LoadOptions, NetOptions,
+    ComputedParams, CudaCollectives, DeviceType, Executor, GradientOptions, LoadOptions, LoaderOptions, NetOptions,
     ParallelOptions, SaveOptions, TrainingOptions, WorkspaceOptions,
 };
 pub use tensor::{dtype_size, DType, Element, Tensor};
@@ -57,7 +59,7 @@ pub use workspace::Workspace;
 
 use error::check;
 
-/// Version of the loaded library ("0.4.0").
+/// Version of the loaded library ("0.5.0").
 pub fn version() -> &'static str {
     unsafe { util::static_str(sys::dp_version()) }
 }
@@ -78,6 +80,20 @@ pub fn device_count_raw(device_type: i32) -> Result<i32> {
     let mut n = 0;
     check(unsafe { sys::dp_device_count(device_type, &mut n) })?;
     Ok(n)
+}
+
+/// Caps dp's compute threads at `max_threads` (0: no cap, the default),
+/// process wide (dp_set_cpu_threads, since 0.5): nets created afterwards
+/// size their worker pools from it, ops started afterwards split their work
+/// within it. InvalidArgument for a negative value.
+pub fn set_cpu_threads(max_threads: i32) -> Result<()> {
+    check(unsafe { sys::dp_set_cpu_threads(max_threads) })
+}
+
+/// The threads dp's compute uses now: the usable CPUs (affinity and cgroup
+/// quota), capped by [`set_cpu_threads`]; at least 1 (dp_cpu_threads).
+pub fn cpu_threads() -> i32 {
+    unsafe { sys::dp_cpu_threads() }
 }
 
 /// How the loaded library was built (dp_build_info); strings are static.

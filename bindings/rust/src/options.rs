@@ -422,3 +422,62 @@ impl LoadOptions {
         Ok(LoadC { c, _keep: names })
     }
 }
+
+/// dp_loader_options (since 0.5). `batch_size` has no default (the
+/// library's is 0, which it refuses): set it, or use [`LoaderOptions::new`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoaderOptions {
+    /// The global batch: samples per step over all processes; > 0.
+    pub batch_size: i64,
+    /// The shuffle's seed.
+    pub seed: u64,
+    /// Every epoch in dataset order.
+    pub no_shuffle: bool,
+    /// Feed a last partial batch too (one process only); false: dropped.
+    pub keep_last: bool,
+    /// Processes that share each global batch (0: 1); batch_size divides by it.
+    pub num_shards: i32,
+    /// This process, in [0, num_shards): it is fed rows
+    /// [shard_id * B / S, (shard_id + 1) * B / S) of every global batch.
+    pub shard_id: i32,
+    /// Batches gathered ahead, 1..64 (0: 2, double buffering).
+    pub prefetch: i32,
+    /// Longest `Loader::next` waits for a batch (0: 60000).
+    pub timeout_ms: i32,
+}
+
+impl Default for LoaderOptions {
+    fn default() -> Self {
+        let c: sys::dp_loader_options = c_init(|p, n| unsafe { sys::dp_loader_options_init(p, n) });
+        LoaderOptions {
+            batch_size: c.batch_size,
+            seed: c.seed,
+            no_shuffle: c.no_shuffle != 0,
+            keep_last: c.keep_last != 0,
+            num_shards: c.num_shards,
+            shard_id: c.shard_id,
+            prefetch: c.prefetch,
+            timeout_ms: c.timeout_ms,
+        }
+    }
+}
+
+impl LoaderOptions {
+    /// Every default, with the given batch size.
+    pub fn new(batch_size: i64) -> LoaderOptions {
+        LoaderOptions { batch_size, ..Default::default() }
+    }
+
+    pub(crate) fn to_c(&self) -> sys::dp_loader_options {
+        let mut c: sys::dp_loader_options = c_init(|p, n| unsafe { sys::dp_loader_options_init(p, n) });
+        c.batch_size = self.batch_size;
+        c.seed = self.seed;
+        c.no_shuffle = self.no_shuffle as i32;
+        c.keep_last = self.keep_last as i32;
+        c.num_shards = self.num_shards;
+        c.shard_id = self.shard_id;
+        c.prefetch = self.prefetch;
+        c.timeout_ms = self.timeout_ms;
+        c
+    }
+}

@@ -8,7 +8,7 @@ use std::os::raw::{c_char, c_void};
 
 // Version of the header this binding mirrors.
 pub const DP_VERSION_MAJOR: u32 = 0;
-pub const DP_VERSION_MINOR: u32 = 4;
+pub const DP_VERSION_MINOR: u32 = 5;
 pub const DP_VERSION_PATCH: u32 = 0;
 pub const DP_VERSION_NUMBER: u32 = DP_VERSION_MAJOR * 10000 + DP_VERSION_MINOR * 100 + DP_VERSION_PATCH;
 pub const DP_ABI_VERSION: u32 = 0;
@@ -93,11 +93,22 @@ macro_rules! opaque {
 }
 opaque!(
     dp_status, dp_tensor, dp_workspace, dp_string_list, dp_netdef, dp_buffer, dp_opdef, dp_argdef, dp_net,
-    dp_model, dp_parallel_model, dp_checkpoint_info, dp_checkpoint_job
+    dp_model, dp_parallel_model, dp_checkpoint_info, dp_checkpoint_job, dp_loader
 );
 
 pub type dp_log_callback = Option<unsafe extern "C" fn(user_data: *mut c_void, level: i32, message: *const c_char)>;
 pub type dp_deleter = Option<unsafe extern "C" fn(data: *mut c_void, user_data: *mut c_void)>;
+// Since 0.5.
+pub type dp_loader_fill_fn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        indices: *const i64,
+        count: usize,
+        buffers: *const *mut c_void,
+        row_bytes: *const usize,
+        num_inputs: usize,
+    ) -> i32,
+>;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -228,6 +239,31 @@ pub struct dp_checkpoint_load_options {
     pub mmap: i32,
 }
 
+// Since 0.5.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct dp_loader_options {
+    pub struct_size: u32,
+    pub batch_size: i64,
+    pub seed: u64,
+    pub no_shuffle: i32,
+    pub keep_last: i32,
+    pub num_shards: i32,
+    pub shard_id: i32,
+    pub prefetch: i32,
+    pub timeout_ms: i32,
+}
+
+// Since 0.5.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct dp_loader_input {
+    pub blob: *const c_char,
+    pub dtype: i32,
+    pub sample_dims: *const i64,
+    pub sample_ndim: usize,
+}
+
 extern "C" {
     // Version
     pub fn dp_version() -> *const c_char;
@@ -245,6 +281,10 @@ extern "C" {
     // Devices and build information
     pub fn dp_device_count(device_type: i32, out_count: *mut i32) -> *mut dp_status;
     pub fn dp_build_info_get(out: *mut dp_build_info) -> *mut dp_status;
+
+    // Threads (since 0.5)
+    pub fn dp_set_cpu_threads(max_threads: i32) -> *mut dp_status;
+    pub fn dp_cpu_threads() -> i32;
 
     // Tensors
     pub fn dp_dtype_size(dtype: i32) -> usize;
@@ -441,6 +481,25 @@ extern "C" {
         options: *const dp_checkpoint_load_options,
     ) -> *mut dp_status;
 
-    // Data
+    // Data: the input pipeline (since 0.5)
+    pub fn dp_loader_options_init(options: *mut dp_loader_options, struct_size: usize);
+    pub fn dp_loader_create(
+        workspace: *mut dp_workspace, blob_names: *const *const c_char, tensors: *const *const dp_tensor,
+        num_inputs: usize, options: *const dp_loader_options, out: *mut *mut dp_loader,
+    ) -> *mut dp_status;
+    pub fn dp_loader_create_callback(
+        workspace: *mut dp_workspace, inputs: *const dp_loader_input, num_inputs: usize, num_samples: i64,
+        fill: dp_loader_fill_fn, user_data: *mut c_void, options: *const dp_loader_options,
+        out: *mut *mut dp_loader,
+    ) -> *mut dp_status;
+    pub fn dp_loader_next(loader: *mut dp_loader, out_fed: *mut i32) -> *mut dp_status;
+    pub fn dp_loader_seek(loader: *mut dp_loader, epoch: i64, step: i64) -> *mut dp_status;
+    pub fn dp_loader_steps_per_epoch(loader: *const dp_loader) -> i64;
+    pub fn dp_loader_epoch(loader: *const dp_loader) -> i64;
+    pub fn dp_loader_step(loader: *const dp_loader) -> i64;
+    pub fn dp_loader_batch_rows(loader: *const dp_loader) -> i64;
+    pub fn dp_loader_free(loader: *mut dp_loader);
+
+    // Data: files
     pub fn dp_tensor_from_idx_file(path: *const c_char, out: *mut *mut dp_tensor) -> *mut dp_status;
 }

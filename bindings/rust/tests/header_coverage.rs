@@ -95,4 +95,6 @@ fn struct_sizes_are_the_c_ones() {
     assert_eq!(size_of::<dp_build_info>(), 80);
     assert_eq!(size_of::<dp_optimizer_info>(), 128);
     assert_eq!(size_of::<dp_parallel_options>(), 152);
+    assert_eq!(size_of::<dp_loader_options>(), 48);
+    assert_eq!(size_of::<dp_loader_input>(), 32);
 }

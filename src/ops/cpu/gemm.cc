@@ -34,8 +34,13 @@ void SplitGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
   UseSingleThreadedBlas();
   const int64_t macs = m * n * std::max<int64_t>(k, 1);
   int chunks = static_cast<int>(std::min<int64_t>(IntraOpThreads(), std::max<int64_t>(1, macs / kMinBlockMacs)));
-  // Rows when there are enough for whole tiles per block, else columns.
-  const bool by_rows = m >= n || m / kBlockAlign >= chunks;
+  // Every block packs its part of one operand and the whole other one (BLAS
+  // copies its operands into tiles first): split C's rows when it has more
+  // rows than columns (the blocks share op(B)), else its columns (they share
+  // op(A)), so that what each block packs whole is the smaller operand. At
+  // batch 64, blocks of rows would each pack all of a layer's weights.
+  bool by_rows = m >= n;
+  if ((by_rows ? m : n) / kBlockAlign < chunks && (by_rows ? n : m) / kBlockAlign >= chunks) by_rows = !by_rows;
   chunks = static_cast<int>(std::min<int64_t>(chunks, std::max<int64_t>(1, (by_rows ? m : n) / kBlockAlign)));
   if (chunks <= 1 || m == 0 || n == 0) {
     Blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -7,7 +7,7 @@
 // a one-element float32/float64 tensor (LearningRate's output) and iter the
 // one-element int64 step counter (Iter's output, 1 on the first step).
 //
-// Each update is one pass over memory. Decisions (weight decay, Nesterov) are
+// Each update is one pass over memory, split across the op's threads. Decisions (weight decay, Nesterov) are
 // template parameters, so the loops carry no branches; SGD and MomentumSGD
 // loops are auto-vectorised. Adam and Adagrad need a square root, which GCC
 // does not vectorise unless -fno-math-errno (errno needs a branch per
@@ -24,6 +24,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/parallel_for.h"
 #include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
@@ -234,6 +235,8 @@ class UpdateOp : public Operator {
 
  protected:
   static constexpr int kMaxStates = 2;
+  // Elements per part: tens of microseconds of one core's memory traffic.
+  static constexpr int64_t kGrain = int64_t{1} << 15;
 
   struct Step {
     int64_t n;
@@ -262,7 +265,15 @@ class UpdateOp : public Operator {
       T* p = Output(0)->template mutable_data<T>();
       T* s[kMaxStates] = {};
       for (int k = 0; k < layout_.num_states; ++k) s[k] = Output(1 + k)->template mutable_data<T>();
-      static_cast<Derived*>(this)->template Update<T>(step, p, g, s);
+      // Elementwise: parts of the tensor on the op's threads (an update is
+      // memory-bound, and the step's tail after the last gradient).
+      ParallelForChunks(step.n, ParallelChunks(step.n, kGrain), 64, [&](int, int64_t lo, int64_t hi) {
+        Step part = step;
+        part.n = hi - lo;
+        T* sp[kMaxStates] = {};
+        for (int k = 0; k < layout_.num_states; ++k) sp[k] = s[k] + lo;
+        static_cast<Derived*>(this)->template Update<T>(part, p + lo, g + lo, sp);
+      });
     });
   }
 

@@ -1,5 +1,6 @@
 // train_fashion_mnist is the Go port of samples/train_fashion_mnist.c: the
-// same flags, output lines, data order and (for the same seed) results.
+// same flags, output lines, data order (dp's input pipeline, dp.Loader) and
+// (for the same seed) results.
 //
 //	go run ./examples/train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
 //	    [--lr LR] [--seed S] [--data DIR] [--nets DIR] [--limit N] [--min-acc A]
@@ -38,35 +39,6 @@ func check(err error, what string) {
 			fmt.Fprintf(os.Stderr, "train_fashion_mnist: %s failed: %v\n", what, err)
 		}
 		os.Exit(1)
-	}
-}
-
-type rng uint64
-
-func newRNG(seed uint64) rng {
-	z := seed + 0x9E3779B97F4A7C15
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
-	z ^= z >> 31
-	if z == 0 {
-		z = 0x2545F4914F6CDD1D
-	}
-	return rng(z)
-}
-
-func (r *rng) next() uint64 {
-	s := uint64(*r)
-	s ^= s >> 12
-	s ^= s << 25
-	s ^= s >> 27
-	*r = rng(s)
-	return s * 0x2545F4914F6CDD1D
-}
-
-func (r *rng) shuffle(a []uint32) {
-	for i := len(a); i > 1; i-- {
-		j := int(r.next() % uint64(i))
-		a[i-1], a[j] = a[j], a[i-1]
 	}
 }
 
@@ -114,17 +86,9 @@ func loadSplit(dir, split string) ([]float32, []int32) {
 	return x, y
 }
 
-func (a *app) feed(x []float32, y []int32, idx []uint32, b int) {
-	bx, by := x, y
-	if idx != nil {
-		bx, by = make([]float32, b*pixels), make([]int32, b)
-		for i := 0; i < b; i++ {
-			copy(bx[i*pixels:(i+1)*pixels], x[int(idx[i])*pixels:])
-			by[i] = y[idx[i]]
-		}
-	}
-	check(dp.FeedValues(a.ws, "data", []int64{int64(b), 1, 28, 28}, bx[:b*pixels]), "feeding a batch")
-	check(dp.FeedValues(a.ws, "label", []int64{int64(b)}, by[:b]), "feeding a batch")
+func (a *app) feed(x []float32, y []int32, b int) {
+	check(dp.FeedValues(a.ws, "data", []int64{int64(b), 1, 28, 28}, x[:b*pixels]), "feeding a batch")
+	check(dp.FeedValues(a.ws, "label", []int64{int64(b)}, y[:b]), "feeding a batch")
 }
 
 func (a *app) scalar(name string) float64 {
@@ -140,7 +104,7 @@ func (a *app) evaluate(x []float32, y []int32) float64 {
 		if b > evalBatch {
 			b = evalBatch
 		}
-		a.feed(x[off*pixels:], y[off:], nil, b)
+		a.feed(x[off*pixels:], y[off:], b)
 		check(a.eval.Run(), "running the eval net")
 		correct += a.scalar("accuracy") * float64(b)
 	}
@@ -298,10 +262,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "train_fashion_mnist: %d training samples make no full batch of %d\n", nTrain, batch)
 		os.Exit(1)
 	}
-	order := make([]uint32, nTrain)
-	for i := range order {
-		order[i] = uint32(i)
-	}
 
 	a := &app{}
 	var err error
@@ -334,7 +294,24 @@ func main() {
 	nets.Close()
 	check(a.init.Run(), "running the init net")
 
-	steps := nTrain / batch
+	// The input pipeline over the first nTrain training samples (copied
+	// into dp: the loader reads them in place from there). With several
+	// processes each is fed its part of every global batch of --batch.
+	shards, shard := 1, 0
+	if a.parallel != nil {
+		shards, shard = a.parallel.NumShards(), a.parallel.ShardID()
+	}
+	tx, err := dp.NewTensorOf([]int64{int64(nTrain), 1, 28, 28}, trainX[:nTrain*pixels])
+	check(err, "creating the training images")
+	ty, err := dp.NewTensorOf([]int64{int64(nTrain)}, trainY[:nTrain])
+	check(err, "creating the training labels")
+	trainX, trainY = nil, nil
+	loader, err := dp.NewLoader(a.ws, []string{"data", "label"}, []*dp.Tensor{tx, ty},
+		&dp.LoaderOptions{BatchSize: int64(batch), Seed: seed, NumShards: shards, ShardID: shard})
+	check(err, "dp_loader_create")
+	tx.Close()
+	ty.Close()
+	steps := int(loader.StepsPerEpoch())
 	lrText := "the model's"
 	if lr > 0 {
 		lrText = strconv.FormatFloat(lr, 'g', 6, 64)
@@ -342,7 +319,6 @@ func main() {
 	fmt.Printf("model %s: train %d (%d steps of %d), test %d, epochs %d, lr %s, seed %d\n", modelPath, nTrain, steps,
 		batch, len(testY), epochs, lrText, seed)
 
-	r := newRNG(seed)
 	first := int64(1)
 	if resume {
 		done := a.resume(ckptDir)
@@ -351,18 +327,21 @@ func main() {
 				"(were --batch and --limit the same?)\n", os.Args[0], done, steps)
 			os.Exit(1)
 		}
-		for ; first <= done/int64(steps); first++ {
-			r.shuffle(order)
-		}
+		// The loader's order depends only on the seed and the epoch.
+		first = 1 + done/int64(steps)
+		check(loader.SeekTo(first-1, 0), "dp_loader_seek")
 	}
 	var total time.Duration
 	lastLoss, lastAcc := 0.0, 0.0
 	for e := first; e <= epochs; e++ {
-		r.shuffle(order)
 		lossSum := 0.0
 		t0 := time.Now()
-		for s := 0; s < steps; s++ {
-			a.feed(trainX, trainY, order[s*batch:], batch)
+		for {
+			fed, err := loader.Next()
+			check(err, "dp_loader_next")
+			if !fed {
+				break // the epoch's end
+			}
 			check(a.train.Run(), "running the train net")
 			lossSum += a.scalar("loss")
 		}
@@ -382,6 +361,7 @@ func main() {
 		sps = float64(steps*batch) * float64(trained) / total.Seconds()
 	}
 	fmt.Printf("final test_acc=%.4f train_loss=%.4f samples_per_s=%.1f\n", lastAcc, lastLoss, sps)
+	loader.Close()
 	a.eval.Close()
 	a.train.Close()
 	a.init.Close()

@@ -18,7 +18,8 @@ static jclass g_illegal_argument;
 static jclass g_oom;
 static pthread_key_t g_detach_key;
 
-void dpj_log_on_load(JNIEnv* env); /* jni_log.c */
+void dpj_log_on_load(JNIEnv* env);    /* jni_log.c */
+void dpj_loader_on_load(JNIEnv* env); /* jni_loader.c */
 
 /* Threads we attached are detached when they exit (a pthread key's
  * destructor runs then), so that the JVM does not keep their Thread objects. */
@@ -67,6 +68,8 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void* reserved) {
   g_utf8_name = (jstring)(*env)->NewGlobalRef(env, name);
   (*env)->DeleteLocalRef(env, name);
   dpj_log_on_load(env);
+  if ((*env)->ExceptionCheck(env)) return JNI_ERR;
+  dpj_loader_on_load(env);
   if ((*env)->ExceptionCheck(env)) return JNI_ERR;
   return JNI_VERSION_1_8;
 }

@@ -1,4 +1,5 @@
-/* Library-wide queries: version, code names, devices, build info, dtypes.
+/* Library-wide queries: version, code names, devices, build info, dtypes,
+ * and the thread budget (dp_set_cpu_threads, dp_cpu_threads).
  * (dp_status_code/message/free are used by dpj_ok in jni_common.c.) */
 #include "dp_jni.h"
 
@@ -48,4 +49,14 @@ JNIEXPORT void JNICALL FN(buildInfo)(JNIEnv* env, jclass c, jobjectArray strings
 JNIEXPORT jlong JNICALL FN(dtypeSize)(JNIEnv* env, jclass c, jint dtype) {
   (void)env, (void)c;
   return (jlong)dp_dtype_size(dtype);
+}
+
+JNIEXPORT void JNICALL FN(setCpuThreads)(JNIEnv* env, jclass c, jint max_threads) {
+  (void)c;
+  dpj_ok(env, dp_set_cpu_threads(max_threads));
+}
+
+JNIEXPORT jint JNICALL FN(cpuThreads)(JNIEnv* env, jclass c) {
+  (void)env, (void)c;
+  return (jint)dp_cpu_threads();
 }

@@ -1,7 +1,8 @@
 package org.dp;
 
 /**
- * Library-wide queries of dp (dp.h: version, status code names, devices, build info).
+ * Library-wide queries and settings of dp (dp.h: version, status code names, devices, the thread
+ * budget, build info).
  * Every method may be called from any thread at any time.
  */
 public final class Dp {
@@ -14,14 +15,14 @@ public final class Dp {
   /** DP_DEVICE_NONE: a device field that is not set. */
   public static final int DEVICE_NONE = -1;
 
-  /** The dp version this binding was written against (DP_VERSION_NUMBER of dp.h 0.4.0). */
-  public static final int BINDING_VERSION_NUMBER = 400;
+  /** The dp version this binding was written against (DP_VERSION_NUMBER of dp.h 0.5.0). */
+  public static final int BINDING_VERSION_NUMBER = 500;
 
   static {
     Native.load();
   }
 
-  /** Version of the loaded library, e.g. "0.4.0". */
+  /** Version of the loaded library, e.g. "0.5.0". */
   public static String version() {
     return Native.version();
   }
@@ -47,6 +48,24 @@ public final class Dp {
     int[] i = new int[5];
     Native.buildInfo(s, i);
     return new BuildInfo(s, i);
+  }
+
+  /**
+   * Caps dp's compute threads at {@code maxThreads} (0: no cap, the default), process wide
+   * (dp_set_cpu_threads, since 0.5): nets created afterwards size their worker pools from it, and
+   * ops started afterwards split their work within it. Throws {@link DpInvalidArgumentException}
+   * for a negative value.
+   */
+  public static void setCpuThreads(int maxThreads) {
+    Native.setCpuThreads(maxThreads);
+  }
+
+  /**
+   * The threads dp's compute uses now: the usable CPUs (affinity mask and cgroup quota), capped by
+   * {@link #setCpuThreads}; at least 1 (dp_cpu_threads, since 0.5).
+   */
+  public static int cpuThreads() {
+    return Native.cpuThreads();
   }
 
   /** Element size in bytes of a DP_DTYPE_* value; 0 when unknown. */

@@ -45,6 +45,8 @@ final class Native {
   static native int deviceCount(int deviceType);
   static native void buildInfo(String[] strings, int[] ints);
   static native long dtypeSize(int dtype);
+  static native void setCpuThreads(int maxThreads);
+  static native int cpuThreads();
 
   // --- jni_log.c ------------------------------------------------------------
   static native void logSetCallback(boolean enabled, int minLevel);
@@ -190,4 +192,19 @@ final class Native {
   static native void checkpointInfoFree(long info);
   static native String[] checkpointListSteps(byte[] dir);
   static native void checkpointPrune(byte[] dir, int keep);
+
+  // --- jni_loader.c ---------------------------------------------------------
+  static native long loaderCreate(long ws, byte[][] blobs, long[] tensors, boolean hasOptions, long batchSize,
+      long seed, int noShuffle, int keepLast, int numShards, int shardId, int prefetch, int timeoutMs);
+  /** fill is kept through a JNI global reference until {@link #loaderFree}. */
+  static native long loaderCreateCallback(long ws, byte[][] blobs, int[] dtypes, long[][] sampleDims,
+      long numSamples, Loader.Fill fill, boolean hasOptions, long batchSize, long seed, int noShuffle,
+      int keepLast, int numShards, int shardId, int prefetch, int timeoutMs);
+  static native boolean loaderNext(long loader);
+  static native void loaderSeek(long loader, long epoch, long step);
+  static native long loaderStepsPerEpoch(long loader);
+  static native long loaderEpoch(long loader);
+  static native long loaderStep(long loader);
+  static native long loaderBatchRows(long loader);
+  static native void loaderFree(long loader);
 }

@@ -1,8 +1,8 @@
 package org.dp;
 
 /**
- * The C sample's data path and shuffling, ported exactly (samples/train_fashion_mnist.c): images
- * standardised in float arithmetic, xorshift64* seeded through splitmix64, Fisher-Yates.
+ * The C sample's data path, ported exactly (samples/train_fashion_mnist.c): images standardised in
+ * float arithmetic. Its batches come from dp's input pipeline ({@link Loader}).
  */
 final class FashionData {
   static final int PIXELS = 28 * 28;
@@ -39,45 +39,9 @@ final class FashionData {
     }
   }
 
-  /** xorshift64* with a splitmix64-scrambled seed, as in the C sample. */
-  static final class Rng {
-    private long state;
-
-    Rng(long seed) {
-      long z = seed + 0x9E3779B97F4A7C15L;
-      z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
-      z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
-      z ^= z >>> 31;
-      state = z != 0 ? z : 0x2545F4914F6CDD1DL;
-    }
-
-    long next() {
-      state ^= state >>> 12;
-      state ^= state << 25;
-      state ^= state >>> 27;
-      return state * 0x2545F4914F6CDD1DL;
-    }
-
-    void shuffle(int[] a, int n) {
-      for (int i = n; i > 1; --i) {
-        int j = (int) Long.remainderUnsigned(next(), i);
-        int t = a[i - 1];
-        a[i - 1] = a[j];
-        a[j] = t;
-      }
-    }
-  }
-
-  /** Feeds rows idx[off .. off+b) as "data" [b,1,28,28] and "label" [b]. */
-  void feedBatch(Workspace ws, int[] idx, int off, int b) {
-    float[] bx = new float[b * PIXELS];
-    int[] by = new int[b];
-    for (int i = 0; i < b; ++i) {
-      int r = idx == null ? off + i : idx[off + i];
-      System.arraycopy(x, r * PIXELS, bx, i * PIXELS, PIXELS);
-      by[i] = y[r];
-    }
-    ws.feed("data", bx, b, 1, 28, 28);
-    ws.feed("label", by, b);
+  /** The first n samples as tensors: "data" [n, 1, 28, 28] and "label" [n] (copies). */
+  Tensor[] tensors(int n) {
+    return new Tensor[] {Tensor.of(java.util.Arrays.copyOf(x, n * PIXELS), n, 1, 28, 28),
+        Tensor.of(java.util.Arrays.copyOf(y, n), n)};
   }
 }

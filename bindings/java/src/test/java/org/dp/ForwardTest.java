@@ -191,7 +191,7 @@ class ForwardTest {
   @Test
   void libraryQueries() {
     assertEquals(Dp.BINDING_VERSION_NUMBER, Dp.versionNumber());
-    assertEquals("0.4.0", Dp.version());
+    assertEquals("0.5.0", Dp.version());
     assertEquals("NOT_FOUND", Dp.statusCodeName(DpException.NOT_FOUND));
     assertEquals("UNKNOWN", Dp.statusCodeName(999));
     assertEquals(1, Dp.deviceCount(Dp.DEVICE_CPU));

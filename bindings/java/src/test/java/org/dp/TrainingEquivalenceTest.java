@@ -11,8 +11,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The C sample trains the MLP for one epoch on the first 640 images and writes a checkpoint; the
- * same training through the Java binding (same data order from the same seed) must end with the
- * same parameters and optimizer state.
+ * same training through the Java binding (batches from a {@link Loader} with the same seed, as the
+ * sample takes them) must end with the same parameters and optimizer state.
  */
 class TrainingEquivalenceTest {
   static final String DATA = "/usr/share/datasets/fashion-mnist";
@@ -41,19 +41,22 @@ class TrainingEquivalenceTest {
 
       FashionData train = FashionData.load(DATA, "train");
       int n = LIMIT, steps = n / BATCH;
-      int[] order = new int[n];
-      for (int i = 0; i < n; ++i) order[i] = i;
-      FashionData.Rng rng = new FashionData.Rng(3);
-      rng.shuffle(order, n);
+      Tensor[] set = train.tensors(n);
       String model = TestSupport.sourceRoot().resolve("samples/nets/fashion_mlp.json").toString();
       try (Model m = Model.fromFile(model); TrainingNets defs = m.buildTraining(new TrainingOptions());
            Workspace ws = Workspace.create(); Net init = Net.create(ws, defs.init);
-           Net trainNet = Net.create(ws, defs.train); Workspace c = Workspace.create()) {
+           Net trainNet = Net.create(ws, defs.train); Workspace c = Workspace.create();
+           Loader loader = Loader.create(ws, List.of("data", "label"), List.of(set),
+               new LoaderOptions().batchSize(BATCH).seed(3))) {
+        set[0].close();
+        set[1].close();
         init.run();
-        for (int s = 0; s < steps; ++s) {
-          train.feedBatch(ws, order, s * BATCH, BATCH);
+        int done = 0;
+        while (loader.next()) {
           trainNet.run();
+          ++done;
         }
+        assertEquals(steps, done);
         Checkpoint.load(c, cfiles.get(0), new CheckpointLoadOptions().lenient(true));
         try (CheckpointInfo info = CheckpointInfo.fromFile(cfiles.get(0))) {
           assertEquals(steps, info.iteration());

@@ -1,0 +1,64 @@
+package org.dp;
+
+/**
+ * Options of {@link Loader} (dp_loader_options, since 0.5). {@link #batchSize} has no default and
+ * must be set; every other field 0/false means its default.
+ */
+public final class LoaderOptions {
+  /** The global batch: samples per step over all processes; &gt; 0. */
+  public long batchSize;
+  /** The shuffle's seed. */
+  public long seed;
+  /** Every epoch in dataset order. */
+  public boolean noShuffle;
+  /** Feed a last partial batch too (one process only); false: it is dropped. */
+  public boolean keepLast;
+  /** Processes that share each global batch (0: 1); {@link #batchSize} divides by it. */
+  public int numShards;
+  /**
+   * This process, 0 &lt;= shardId &lt; numShards: it is fed rows [shardId * B / S, (shardId + 1) * B / S)
+   * of every global batch.
+   */
+  public int shardId;
+  /** Batches gathered ahead, 1..64 (0: 2, double buffering). */
+  public int prefetch;
+  /** Longest {@link Loader#next} waits for a batch (0: 60000). */
+  public int timeoutMs;
+
+  public LoaderOptions batchSize(long v) {
+    batchSize = v;
+    return this;
+  }
+
+  public LoaderOptions seed(long v) {
+    seed = v;
+    return this;
+  }
+
+  public LoaderOptions noShuffle(boolean v) {
+    noShuffle = v;
+    return this;
+  }
+
+  public LoaderOptions keepLast(boolean v) {
+    keepLast = v;
+    return this;
+  }
+
+  /** This process's part: shard {@code id} of {@code n} processes. */
+  public LoaderOptions shards(int n, int id) {
+    numShards = n;
+    shardId = id;
+    return this;
+  }
+
+  public LoaderOptions prefetch(int v) {
+    prefetch = v;
+    return this;
+  }
+
+  public LoaderOptions timeoutMs(int v) {
+    timeoutMs = v;
+    return this;
+  }
+}
