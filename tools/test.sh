@@ -9,7 +9,7 @@
 # (clang, recovery off), with the fuzz targets built and each fuzzed for a
 # bounded time (DP_FUZZ_SECONDS, default 40),
 #   build-san  CC=clang -Dcuda=disabled -Db_sanitize=address,undefined -Dfuzz=true
-# then the unit tests that drive threads (async, exec, core, collectives, comm, shm,
+# then the unit tests that drive threads (async, exec, core, data, collectives, comm, shm,
 # parallelize, checkpoint) under ThreadSanitizer,
 #   build-tsan -Dcuda=disabled -Db_sanitize=thread (only those tests' targets are built)
 # and ends with one line "N passed, N failed, N skipped" over all of them
@@ -62,8 +62,11 @@ done
 # ASan + UBSan over every unit, C API, sample and fuzz-replay test, then
 # each fuzz target for a bounded time. Any report aborts its process.
 san_dir=build-san
+# Line tables only (-gline-tables-only): reports still name files and lines,
+# and the build and links take far less time than with full debug info.
 san_opts="-Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized -Dfuzz=true
-  -Dbench=false -Dc_args=-fno-sanitize-recover=all -Dcpp_args=-fno-sanitize-recover=all"
+  -Dbench=false -Dc_args=['-fno-sanitize-recover=all','-gline-tables-only']
+  -Dcpp_args=['-fno-sanitize-recover=all','-gline-tables-only']"
 if [ ! -f "$san_dir/build.ninja" ]; then
   # shellcheck disable=SC2086
   CC=clang CXX=clang++ meson setup "$san_dir" $san_opts >/dev/null
@@ -79,13 +82,13 @@ meson test -C "$san_dir" --no-rebuild --print-errorlogs --num-processes 2 --no-s
 tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-40}" || status=1
 
 # ThreadSanitizer over the tests that drive threads: the async executor, its
-# worker pools and nets, the in-process collectives and data-parallel training
+# worker pools and nets, the compute team (core), the loader's thread (data), the in-process collectives and data-parallel training
 # (the whole suite under TSan would take far longer).
 # OpenBLAS is not instrumented, so it runs single-threaded; any report fails
 # the test (halt_on_error). No suppressions are needed.
 tsan_dir=build-tsan
-tsan_opts="-Dcuda=disabled -Db_sanitize=thread -Dbuildtype=debugoptimized -Dsamples=false"
-tsan_tests=(async exec core collectives comm shm parallelize checkpoint)
+tsan_opts="-Dcuda=disabled -Db_sanitize=thread -Dbuildtype=debugoptimized -Dsamples=false -Dc_args=-g1 -Dcpp_args=-g1"
+tsan_tests=(async exec core data collectives comm shm parallelize checkpoint)
 if [ ! -f "$tsan_dir/build.ninja" ]; then
   # shellcheck disable=SC2086
   meson setup "$tsan_dir" $tsan_opts >/dev/null

@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <set>
+#include <vector>
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
@@ -25,6 +28,7 @@
 #include "data/idx_reader.h"
 #include "expect_error.h"
 #include "temp_dir.h"
+#include "data/loader.h"
 
 using namespace dp;
 
@@ -490,4 +494,85 @@ TEST_CASE("IDX: data buffered in chunks (gzip, FIFO) reads the same as a plain f
   std::string plain = Tmp().Path("eight_mib.idx");
   WritePlain(plain, b);
   CHECK(PeakGrowth([&] { CHECK(ReadIdx(plain).numel() == (8 << 20)); }) == 8 * kMiB);
+}
+
+// ---- the input pipeline's thread (also run under ThreadSanitizer) -----------
+
+namespace {
+
+// Sample i is the float i (one per row); Fill can be told to fail.
+class CountingSource final : public dp::BatchSource {
+ public:
+  explicit CountingSource(int64_t n, int64_t fail_at = -1) : n_(n), fail_at_(fail_at) {}
+  int64_t size() const override { return n_; }
+  void Fill(const int64_t* indices, size_t count, void* const* buffers, const size_t* row_bytes) override {
+    REQUIRE(row_bytes[0] == sizeof(float));
+    for (size_t i = 0; i < count; ++i) {
+      if (indices[i] == fail_at_) DP_THROW(dp::Code::kDataLoss, "sample ", indices[i], " is unreadable");
+      static_cast<float*>(buffers[0])[i] = static_cast<float>(indices[i]);
+    }
+  }
+
+ private:
+  int64_t n_, fail_at_;
+};
+
+std::vector<int> FedRows(dp::Workspace& ws) {
+  const dp::Tensor& t = ws.GetTensor("x");
+  std::vector<int> rows;
+  for (int64_t i = 0; i < t.dim(0); ++i) rows.push_back(static_cast<int>(t.data<float>()[i]));
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("Loader: epochs of distinct samples, seekable, while its thread runs ahead") {
+  auto ws = std::make_shared<dp::Workspace>();
+  dp::LoaderOptions o;
+  o.batch_size = 8;
+  o.seed = 11;
+  o.prefetch = 3;
+  dp::Loader loader(ws, {{"x", dp::DType::kFloat32, {}}}, std::make_unique<CountingSource>(100), o);
+  CHECK(loader.steps_per_epoch() == 12);
+  std::vector<std::vector<int>> epoch0;
+  for (int e = 0; e < 3; ++e) {
+    std::set<int> seen;
+    int batches = 0;
+    while (loader.Next()) {
+      const std::vector<int> rows = FedRows(*ws);
+      REQUIRE(rows.size() == 8);
+      seen.insert(rows.begin(), rows.end());
+      if (e == 0) epoch0.push_back(rows);
+      ++batches;
+    }
+    CHECK(batches == 12);
+    CHECK(seen.size() == 96);  // no sample twice in an epoch
+  }
+  // Seek back into epoch 0 while the thread is filling epoch 3's batches.
+  loader.Seek(0, 5);
+  REQUIRE(loader.Next());
+  CHECK(FedRows(*ws) == epoch0[5]);
+  // A fetched batch (a tensor still held) is left to its holder.
+  dp::Tensor held = ws->GetTensor("x");
+  const std::vector<int> kept = FedRows(*ws);
+  for (int i = 0; i < 5; ++i) REQUIRE(loader.Next());  // steps 6..10: the ring has turned over
+  std::vector<int> still;
+  for (int64_t i = 0; i < held.dim(0); ++i) still.push_back(static_cast<int>(held.data<float>()[i]));
+  CHECK(still == kept);
+}
+
+TEST_CASE("Loader: a failing fill is reported for its batch until a seek") {
+  auto ws = std::make_shared<dp::Workspace>();
+  dp::LoaderOptions o;
+  o.batch_size = 10;
+  o.shuffle = false;
+  dp::Loader loader(ws, {{"x", dp::DType::kFloat32, {}}}, std::make_unique<CountingSource>(40, 25), o);
+  CHECK(loader.Next());
+  CHECK(loader.Next());
+  CHECK_THROWS_WITH_AS(loader.Next(), doctest::Contains("sample 25 is unreadable"), dp::Error);
+  CHECK_THROWS_WITH_AS(loader.Next(), doctest::Contains("batch 2 of epoch 0"), dp::Error);
+  loader.Seek(0, 3);
+  CHECK(loader.Next());
+  CHECK(FedRows(*ws).front() == 30);
+  // Destroyed with batches queued and the thread possibly mid-fill.
 }
