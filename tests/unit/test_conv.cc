@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "ops/gradient_registry.h"
+#include "core/parallel_for.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "exec/net.h"
@@ -827,5 +828,34 @@ TEST_CASE("pooling an input with H or W = 0 is a shape error (its padded windows
     CAPTURE(type);
     ExpectRunError({Op(type, {"x"}, {"y"}, {IntArg("kernel", 3), IntArg("pad", 2)})}, {{"x", x}}, Code::kShape,
                    {"H and W > 0"});
+  }
+}
+
+TEST_CASE("ConvGradient split across threads and image blocks equals the one-thread result") {
+  // 13 images of 2 groups: parts of the batch on up to 3 threads, each in
+  // blocks of images side by side, dW partials summed in part order.
+  const std::vector<Argument> args{IntArg("kernel", 3), IntArg("pad", 1), IntArg("group", 2)};
+  // (16 x 36 x 256 multiply-adds per image: enough for a thread each; 256
+  // columns per image: blocks of 8 images.)
+  const Feeds feeds{{"X", RandomTensor<double>({13, 8, 16, 16}, 1)},
+                    {"W", RandomTensor<double>({16, 4, 3, 3}, 2)},
+                    {"b", RandomTensor<double>({16}, 3)},
+                    {"dY", RandomTensor<double>({13, 16, 16, 16}, 4)}};
+  auto run = [&](int threads) {
+    IntraOpThreadsScope scope(threads);
+    return RunOps({Op("Conv", {"X", "W", "b"}, {"Y"}, args),
+                   Op("ConvGradient", {"X", "W", "dY"}, {"dW", "db", "dX"}, args)},
+                  feeds);
+  };
+  auto one = run(1);
+  for (int threads : {2, 3}) {
+    auto many = run(threads);
+    for (const char* blob : {"Y", "dW", "db", "dX"}) {
+      const std::vector<double> a = Values<double>(one->GetTensor(blob)), b = Values<double>(many->GetTensor(blob));
+      REQUIRE(a.size() == b.size());
+      double worst = 0;
+      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+      CHECK_MESSAGE(worst < 1e-12, blob, " differs by ", worst, " with ", threads, " threads");
+    }
   }
 }

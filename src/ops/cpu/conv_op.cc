@@ -1,11 +1,16 @@
-// Conv (2-D, NCHW) and ConvGradient on the CPU: im2col + GEMM (OpenBLAS), per
-// image and per group.
+// Conv (2-D, NCHW) and ConvGradient on the CPU: im2col + GEMM (OpenBLAS) per
+// group over blocks of images.
 //
 //   Conv:          X [N, C, H, W], W [M, C/group, kh, kw], optional b [M] -> Y [N, M, OH, OW]
-//                  Y_g = W_g col(X_g) (+ b, fused: Y seeded with b, GEMM with beta = 1)
+//                  Y_g = W_g col(X_g) + b
 //   ConvGradient:  X, W, dY -> dW, db (unless no_bias = 1), dX (when a last output is present)
 //                  dW_g += dY_g col(X_g)^T, db = sum of dY over N, OH, OW,
 //                  dX_g = col2im(W_g^T dY_g)
+//
+// The batch is split across the op's threads (core/parallel_for.h), and each
+// thread puts the columns of several images side by side so that one GEMM
+// covers them ([K, images * OH * OW]): one small image's GEMM runs BLAS at
+// about half speed. BLAS is single-threaded in each part.
 //
 // The gradient op's outputs are positional: dW first, then db when the
 // forward op had a bias (the maker sets no_bias = 1 when it had none), then
@@ -13,8 +18,6 @@
 // layer's dX is a wasted GEMM). So the output count decides whether dX is
 // computed: 1 + (no_bias ? 0 : 1) outputs without dX, one more with it.
 //
-// A 1x1 kernel with stride 1 and no pads needs no column matrix: X_g is
-// already [C/group, H*W] (and dX_g is written by the GEMM directly).
 // Window arguments and the output-size rule live in conv_utils.h, shared
 // with shape inference and the pooling operators.
 #include <algorithm>
@@ -52,20 +55,30 @@ int ImageChunks(const ConvShape& s) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }  // a >= 0, b > 0
 
+// Images whose columns one GEMM takes side by side: enough for ~2048 GEMM
+// columns (a single 14x14 image gives 196, which BLAS runs at about half its
+// speed), at most ~4M elements of column matrix per block.
+int64_t BlockImages(const ConvShape& s) {
+  const int64_t ohw = std::max<int64_t>(1, s.out_hw()), k = std::max<int64_t>(1, s.k());
+  const int64_t want = CeilDiv(2048, ohw), fit = std::max<int64_t>(1, (int64_t{4} << 20) / (k * ohw));
+  return std::max<int64_t>(1, std::min({want, fit, s.n}));
+}
+
 // Walks the column matrix [C/group * kh * kw, OH * OW] of one image's group
 // X_g [C/group, H, W]: fn(row of the column matrix, row of X or null when the
 // kernel row falls in the padding, offset of output column 0 in that row,
 // first valid output column, end of the valid output columns). Output column
 // ow reads X row element ow * sw + offset for ow in [lo, hi); outside, pads.
-// ColT and XT are T or const T: Im2Col writes col, Col2Im writes x.
+// ColT and XT are T or const T: Im2Col writes col, Col2Im writes x. Rows of
+// the column matrix are `ld` apart (several images' columns side by side).
 template <typename ColT, typename XT, typename Fn>
-void ForEachColumnRow(const ConvShape& s, ColT* col, XT* x, Fn&& fn) {
+void ForEachColumnRow(const ConvShape& s, ColT* col, int64_t ld, XT* x, Fn&& fn) {
   const conv::Window& k = s.win;
   for (int64_t c = 0; c < s.cg; ++c) {
     XT* xc = x + c * s.h * s.w;
     for (int64_t i = 0; i < k.kh; ++i) {
       for (int64_t j = 0; j < k.kw; ++j) {
-        ColT* rowp = col + ((c * k.kh + i) * k.kw + j) * s.out_hw();
+        ColT* rowp = col + ((c * k.kh + i) * k.kw + j) * ld;
         const int64_t off = j * k.dw - k.pl;  // input column of output column 0
         const int64_t lo = std::min(s.ow, off >= 0 ? 0 : CeilDiv(-off, k.sw));
         const int64_t hi = std::max(lo, std::min(s.ow, s.w - off <= 0 ? 0 : CeilDiv(s.w - off, k.sw)));
@@ -80,9 +93,9 @@ void ForEachColumnRow(const ConvShape& s, ColT* col, XT* x, Fn&& fn) {
 }
 
 template <typename T>
-void Im2Col(const ConvShape& s, const T* x, T* col) {
+void Im2Col(const ConvShape& s, const T* x, T* col, int64_t ld) {
   const int64_t sw = s.win.sw, ow = s.ow;
-  ForEachColumnRow(s, col, x, [&](T* out, const T* xr, int64_t off, int64_t lo, int64_t hi) {
+  ForEachColumnRow(s, col, ld, x, [&](T* out, const T* xr, int64_t off, int64_t lo, int64_t hi) {
     if (xr == nullptr) {
       std::fill(out, out + ow, T(0));
       return;
@@ -99,9 +112,9 @@ void Im2Col(const ConvShape& s, const T* x, T* col) {
 
 // Adds the column matrix back into dx [C/group, H, W] (which the caller zeroed).
 template <typename T>
-void Col2Im(const ConvShape& s, const T* col, T* dx) {
+void Col2Im(const ConvShape& s, const T* col, int64_t ld, T* dx) {
   const int64_t sw = s.win.sw;
-  ForEachColumnRow(s, col, dx, [&](const T* in, T* dr, int64_t off, int64_t lo, int64_t hi) {
+  ForEachColumnRow(s, col, ld, dx, [&](const T* in, T* dr, int64_t off, int64_t lo, int64_t hi) {
     if (dr == nullptr) return;
     for (int64_t o = lo; o < hi; ++o) dr[o * sw + off] += in[o];
   });
@@ -127,28 +140,34 @@ class ConvOp final : public Operator {
       const T* bp = b ? b->data<T>() : nullptr;
       T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
       const int64_t K = s.k(), ohw = s.out_hw(), chw = s.c * s.in_hw();
-      const bool direct = s.pointwise();
+      if (K == 0 || s.mg == 0) {
+        // No inputs per output: Y is the bias (or zero).
+        for (int64_t n = 0; n < s.n; ++n)
+          for (int64_t m = 0; m < s.m; ++m)
+            std::fill(yp + (n * s.m + m) * ohw, yp + (n * s.m + m + 1) * ohw, bp ? bp[m] : T(0));
+        return;
+      }
+      // Each part of the batch, in blocks of `bi` images: their columns side by
+      // side [K, bi * ohw], one GEMM per group into [mg, bi * ohw], then each
+      // image's rows moved to Y (+ bias).
       const int chunks = ImageChunks(s);
-      T* cols = direct ? nullptr : Scratch<T>(K * ohw * chunks);
+      const int64_t bi = BlockImages(s), cols = K * bi * ohw, outs = s.mg * bi * ohw;
+      T* scratch = Scratch<T>((cols + outs) * chunks);
       ParallelForChunks(s.n, chunks, 1, [&](int chunk, int64_t first, int64_t last) {
-        T* col = direct ? nullptr : cols + chunk * K * ohw;
-        for (int64_t n = first; n < last; ++n) {
-          T* yn = yp + n * s.m * ohw;
-          if (bp) {
-            for (int64_t m = 0; m < s.m; ++m) std::fill(yn + m * ohw, yn + (m + 1) * ohw, bp[m]);
-          } else if (K == 0) {
-            std::fill(yn, yn + s.m * ohw, T(0));
-          }
-          if (K == 0 || s.mg == 0) continue;
+        T* col = scratch + chunk * (cols + outs);
+        T* out = col + cols;
+        for (int64_t n0 = first; n0 < last; n0 += bi) {
+          const int64_t nb = std::min(bi, last - n0), ld = nb * ohw;
           for (int64_t g = 0; g < s.group; ++g) {
-            const T* xg = xp + n * chw + g * s.cg * s.in_hw();
-            const T* cp = xg;
-            if (!direct) {
-              Im2Col(s, xg, col);
-              cp = col;
-            }
-            Gemm(CblasNoTrans, CblasNoTrans, s.mg, ohw, K, wp + g * s.mg * K, K, cp, ohw, bp ? T(1) : T(0),
-                 yn + g * s.mg * ohw, ohw);
+            for (int64_t j = 0; j < nb; ++j) Im2Col(s, xp + (n0 + j) * chw + g * s.cg * s.in_hw(), col + j * ohw, ld);
+            Gemm(CblasNoTrans, CblasNoTrans, s.mg, ld, K, wp + g * s.mg * K, K, col, ld, T(0), out, ld);
+            for (int64_t j = 0; j < nb; ++j)
+              for (int64_t m = 0; m < s.mg; ++m) {
+                const T* src = out + m * ld + j * ohw;
+                T* dst = yp + ((n0 + j) * s.m + g * s.mg + m) * ohw;
+                const T bias = bp ? bp[g * s.mg + m] : T(0);
+                for (int64_t i = 0; i < ohw; ++i) dst[i] = src[i] + bias;
+              }
           }
         }
       });
@@ -213,40 +232,41 @@ class ConvGradientOp final : public Operator {
         }
       }
       if (K == 0 || s.mg == 0) return;
-      const bool direct = s.pointwise();
-      // Each part of the batch has its own column buffers and, but the first,
-      // its own dW, summed into dW in part order once all are done.
+      // Each part of the batch, in blocks of `bi` images side by side (see
+      // ConvOp): dY's rows gathered into [mg, bi * ohw]; dW_g += dY_b col^T,
+      // one GEMM over the block's bi * ohw columns; dcol = W_g^T dY_b, then
+      // col2im per image. Parts but the first accumulate their own dW,
+      // summed into dW in part order once all are done.
       const int chunks = ImageChunks(s);
-      const int64_t wsize = w.numel(), colsize = direct ? 0 : 2 * K * ohw;
-      T* scratch = Scratch<T>(colsize * chunks + wsize * (chunks - 1));
+      const int64_t bi = BlockImages(s), cols = K * bi * ohw, dys = s.mg * bi * ohw;
+      const int64_t wsize = w.numel(), per_chunk = cols * (dxp ? 2 : 1) + dys;
+      T* scratch = Scratch<T>(per_chunk * chunks + wsize * (chunks - 1));
+      T* partials = scratch + per_chunk * chunks;
       ParallelForChunks(s.n, chunks, 1, [&](int chunk, int64_t first, int64_t last) {
-        T* col = scratch + chunk * colsize;
-        T* dcol = col + K * ohw;
-        T* dw = chunk == 0 ? dwp : scratch + colsize * chunks + (chunk - 1) * wsize;
+        T* col = scratch + chunk * per_chunk;
+        T* dyb = col + cols;
+        T* dcol = dyb + dys;
+        T* dw = chunk == 0 ? dwp : partials + (chunk - 1) * wsize;
         if (chunk > 0) std::fill(dw, dw + wsize, T(0));
-        for (int64_t n = first; n < last; ++n) {
+        for (int64_t n0 = first; n0 < last; n0 += bi) {
+          const int64_t nb = std::min(bi, last - n0), ld = nb * ohw;
           for (int64_t g = 0; g < s.group; ++g) {
-            const int64_t xoff = n * chw + g * s.cg * s.in_hw();
-            const T* wg = wp + g * s.mg * K;
-            const T* dyg = dyp + (n * s.m + g * s.mg) * ohw;
-            const T* cp = xp + xoff;
-            if (!direct) {
-              Im2Col(s, xp + xoff, col);
-              cp = col;
+            for (int64_t j = 0; j < nb; ++j) {
+              Im2Col(s, xp + (n0 + j) * chw + g * s.cg * s.in_hw(), col + j * ohw, ld);
+              for (int64_t m = 0; m < s.mg; ++m) {
+                const T* src = dyp + ((n0 + j) * s.m + g * s.mg + m) * ohw;
+                std::copy(src, src + ohw, dyb + m * ld + j * ohw);
+              }
             }
-            Gemm(CblasNoTrans, CblasTrans, s.mg, K, ohw, dyg, ohw, cp, ohw, T(1), dw + g * s.mg * K, K);
+            Gemm(CblasNoTrans, CblasTrans, s.mg, K, ld, dyb, ld, col, ld, T(1), dw + g * s.mg * K, K);
             if (!dxp) continue;
-            if (direct) {
-              Gemm(CblasTrans, CblasNoTrans, K, ohw, s.mg, wg, K, dyg, ohw, T(0), dxp + xoff, ohw);
-            } else {
-              Gemm(CblasTrans, CblasNoTrans, K, ohw, s.mg, wg, K, dyg, ohw, T(0), dcol, ohw);
-              Col2Im(s, dcol, dxp + xoff);
-            }
+            Gemm(CblasTrans, CblasNoTrans, K, ld, s.mg, wp + g * s.mg * K, K, dyb, ld, T(0), dcol, ld);
+            for (int64_t j = 0; j < nb; ++j) Col2Im(s, dcol + j * ohw, ld, dxp + (n0 + j) * chw + g * s.cg * s.in_hw());
           }
         }
       });
       for (int c = 1; c < chunks; ++c) {
-        const T* part = scratch + colsize * chunks + (c - 1) * wsize;
+        const T* part = partials + (c - 1) * wsize;
         for (int64_t i = 0; i < wsize; ++i) dwp[i] += part[i];
       }
     });

@@ -157,11 +157,6 @@ struct ConvShape {
   int64_t k() const { return cg * win.kh * win.kw; }  // im2col rows per group
   int64_t in_hw() const { return h * w; }
   int64_t out_hw() const { return oh * ow; }
-  // 1x1 kernel, stride 1, no pads: the column matrix is X itself.
-  bool pointwise() const {
-    return win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.pt == 0 && win.pl == 0 && win.pb == 0 &&
-           win.pr == 0;
-  }
 };
 
 // `b` is null when the op has no bias. `op` names the blobs in messages.
