@@ -140,6 +140,7 @@ class ConvOp final : public Operator {
       const T* bp = b ? b->data<T>() : nullptr;
       T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
       const int64_t K = s.k(), ohw = s.out_hw(), chw = s.c * s.in_hw();
+      if (ohw == 0 || s.n == 0) return;  // Y has no elements
       if (K == 0 || s.mg == 0) {
         // No inputs per output: Y is the bias (or zero).
         for (int64_t n = 0; n < s.n; ++n)
@@ -231,7 +232,7 @@ class ConvGradientOp final : public Operator {
           dbp[m] = acc;
         }
       }
-      if (K == 0 || s.mg == 0) return;
+      if (K == 0 || s.mg == 0 || ohw == 0 || s.n == 0) return;  // dW and dX stay zero
       // Each part of the batch, in blocks of `bi` images side by side (see
       // ConvOp): dY's rows gathered into [mg, bi * ohw]; dW_g += dY_b col^T,
       // one GEMM over the block's bi * ohw columns; dcol = W_g^T dY_b, then
