@@ -8,8 +8,8 @@
 # the default) and python3-torch (installed with apt when missing).
 #
 # Configurations:
-#   1 core : taskset -c 0;   dp with OPENBLAS_NUM_THREADS=1; torch 1 thread, 1 BLAS thread
-#   2 cores: taskset -c 0,1; dp with OPENBLAS_NUM_THREADS=2; torch best of
+#   1 core : taskset -c 0;   dp (its own threads: one per CPU it may use); torch 1 thread, 1 BLAS thread
+#   2 cores: taskset -c 0,1; dp (two threads); torch best of
 #            (1 torch thread, OPENBLAS_NUM_THREADS=2) and (2 torch threads)
 # Each round runs dp, then every torch variant, alternating, so that drift in
 # the machine's load hits both alike. Each run reports the median step time of
@@ -49,7 +49,8 @@ echo "# torch $("$py" -c 'import torch; print(torch.__version__)'), rounds $roun
 declare -A results  # key "config/variant" -> newline-separated samples/s
 add() { results[$1]+="$2"$'\n'; }
 
-run_dp() {  # cpus blas_threads key
+run_dp() {  # cpus blas_threads key (dp ignores the BLAS setting: it runs BLAS single-threaded in its own
+            # threads; the sgemm peak uses blas_threads)
   local out
   out=$(OPENBLAS_NUM_THREADS=$2 OMP_NUM_THREADS=$2 taskset -c "$1" "$train_step" --steps "$steps" --peak)
   echo "  dp    [$3] $(echo "$out" | head -1 | sed 's/^train_step model=[^ ]* //') sgemm_peak=$(echo "$out" | grep sgemm_peak | field gflops)"

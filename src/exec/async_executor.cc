@@ -122,8 +122,7 @@ class AsyncExecutor final : public Executor, public TaskRunner {
       // Idle CPU workers spin only while other replicas' work may come: with
       // one replica the caller runs its chain, and a spinning worker would
       // take the core its ops' helpers need.
-      p.workers = std::make_unique<WorkerPool>(workers, nullptr,
-                                               p.type == DeviceType::kCPU ? std::min(groups, budget) - 1 : -1);
+      p.workers = std::make_unique<WorkerPool>(workers, nullptr, p.type == DeviceType::kCPU ? groups - 1 : -1);
       p.workers->Reserve(pool_tasks[i]);
     }
     caller_id_ = pools_[0].workers->size();
