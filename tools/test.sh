@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # README's test command: builds and tests both configurations,
 #   build      default (-Dcuda=auto: CUDA compiled and linked when the toolkit exists;
-#              all but the failure-injection jobs, which run in build-cpu and under ASan)
+#              the CUDA, C API, sample and package tests: what CUDA changes)
 #   build-cpu  -Dcuda=disabled (CPU only)
 # then the Go, Rust and Java bindings' suites (bindings/<lang>/test.sh)
 # against build-cpu's libdp,
 # then the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
 # (clang, recovery off), with the fuzz targets built and each fuzzed for a
-# bounded time (DP_FUZZ_SECONDS, default 40),
+# bounded time (DP_FUZZ_SECONDS, default 30, two targets at a time),
 #   build-san  CC=clang -Dcuda=disabled -Db_sanitize=address,undefined -Dfuzz=true
 # then the unit tests that drive threads (async, exec, core, data, collectives, comm, shm,
 # parallelize, checkpoint) under ThreadSanitizer,
@@ -22,11 +22,15 @@ status=0
 for c in "${configs[@]}"; do
   dir=${c%%:*}
   opts=${c#*:}
-  # The failure-injection jobs (suite 'failures': ~140 process starts, each
-  # loading the CUDA libraries in the default build) run once, in build-cpu
-  # and under ASan; they exercise CPU communicators only.
-  skip=()
-  [ "$dir" = build ] && skip=(--no-suite failures)
+  # The default (CUDA) build runs what its CUDA parts change: the CUDA unit
+  # tests (zero devices reported gracefully, CUDA ops and collectives
+  # refusing cleanly; their GPU cases skip without a GPU), the C API and
+  # sample tests and the package checks (exports, install). The CPU-only
+  # suites (unit, multiprocess jobs, failure injection) run in build-cpu and
+  # under the sanitizers: the same CPU code, without each of their hundreds
+  # of process starts loading the CUDA libraries.
+  select=()
+  [ "$dir" = build ] && select=(--suite capi --suite samples --suite package --suite gpu)
   if [ ! -f "$dir/build.ninja" ]; then
     # shellcheck disable=SC2086
     meson setup "$dir" $opts >/dev/null
@@ -34,7 +38,12 @@ for c in "${configs[@]}"; do
   start=$(date +%s)
   ninja -C "$dir" >/dev/null
   echo "== $dir: built in $(( $(date +%s) - start )) s (options: ${opts:-default})"
-  meson test -C "$dir" --print-errorlogs --num-processes 2 "${skip[@]}" || status=1
+  meson test -C "$dir" --print-errorlogs --num-processes 2 "${select[@]}" || status=1
+  # (Test names and suites intersect in one `meson test`: the CUDA unit
+  # tests run on their own, logged as testlog-cuda.)
+  if [ "$dir" = build ]; then
+    meson test -C "$dir" --no-rebuild --print-errorlogs --logbase testlog-cuda cuda cuda_collectives || status=1
+  fi
 done
 
 # The Go, Rust and Java bindings, each with its own runner (go test, cargo
@@ -80,7 +89,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # The package checks (exported symbols, install) are the plain builds' job:
 # a sanitizer runtime changes what a shared library imports.
 meson test -C "$san_dir" --no-rebuild --print-errorlogs --num-processes 2 --no-suite package || status=1
-tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-40}" || status=1
+tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-30}" || status=1
 
 # ThreadSanitizer over the tests that drive threads: the async executor, its
 # worker pools and nets, the compute team (core), the loader's thread (data), the in-process collectives and data-parallel training
@@ -113,7 +122,7 @@ meson test -C "$tsan_dir" --no-rebuild "${tsan_wrapper[@]}" --print-errorlogs --
   status=1
 
 python3 - "$bindings_results" "${configs[@]%%:*}" "$san_dir" "$tsan_dir" <<'PY'
-import json, os, re, sys
+import glob, json, os, re, sys
 passed = failed = skipped = 0
 # The bindings' suites: "bindings-<lang>: N passed, N failed, N skipped".
 for line in open(sys.argv.pop(1)):
@@ -134,8 +143,8 @@ if os.path.exists(fuzz):
             failed += 1
 else:
     failed += 1
-for d in sys.argv[1:]:
-    with open(f"{d}/meson-logs/testlog.json") as f:
+for log in [p for d in sys.argv[1:] for p in sorted(glob.glob(f"{d}/meson-logs/testlog*.json"))]:
+    with open(log) as f:
         for line in f:
             r = json.loads(line)["result"]
             if r in ("OK", "EXPECTEDFAIL"):
