@@ -6,6 +6,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_budget.h"
@@ -15,6 +16,12 @@ namespace dp {
 namespace {
 
 thread_local int t_intra_threads = 0;  // 0: no scope, the whole budget
+
+// [begin, end) of chunk c of `chunks` over [0, n), cut at multiples of `align`.
+std::pair<int64_t, int64_t> ChunkRange(int64_t n, int chunks, int64_t align, int c) {
+  const int64_t units = (n + align - 1) / align;
+  return {std::min(n, units * c / chunks * align), std::min(n, units * (c + 1) / chunks * align)};
+}
 
 // How long an idle helper looks for the next op's chunks before sleeping.
 // Long enough to bridge a training loop's gaps (the ops between GEMMs, the
@@ -89,9 +96,7 @@ class ComputeTeam {
       const int c = next_.fetch_add(1, std::memory_order_relaxed);
       if (c >= chunks_) return;
       if (!failed_.load(std::memory_order_relaxed)) {
-        const int64_t units = (n_ + align_ - 1) / align_;
-        const int64_t begin = std::min(n_, units * c / chunks_ * align_);
-        const int64_t end = std::min(n_, units * (c + 1) / chunks_ * align_);
+        const auto [begin, end] = ChunkRange(n_, chunks_, align_, c);
         try {
           (*fn_)(c, begin, end);
         } catch (...) {
@@ -176,9 +181,10 @@ void ParallelForChunks(int64_t n, int chunks, int64_t align, FunctionRef<void(in
     }
   }
   // Alone: the same chunks, in order, on this thread.
-  const int64_t units = (n + align - 1) / align;
-  for (int c = 0; c < chunks; ++c)
-    fn(c, std::min(n, units * c / chunks * align), std::min(n, units * (c + 1) / chunks * align));
+  for (int c = 0; c < chunks; ++c) {
+    const auto [begin, end] = ChunkRange(n, chunks, align, c);
+    fn(c, begin, end);
+  }
 }
 
 int ComputeTeamHelpers() { return ComputeTeam::Get().helpers(); }

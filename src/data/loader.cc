@@ -105,7 +105,6 @@ Loader::Loader(std::shared_ptr<Workspace> ws, std::vector<LoaderInput> inputs, s
       slot.tensors.back().raw_mutable_data();  // allocated now, not on the loader's thread
     }
   order_.reserve(static_cast<size_t>(n));
-  indices_.reserve(static_cast<size_t>(rows_));
   buffers_.resize(inputs_.size());
   try {
     thread_ = std::thread([this] { Produce(); });
@@ -152,7 +151,6 @@ void Loader::FillSlot(Slot& slot, int64_t seq) {
     if (order_epoch_ != epoch) Permute(epoch);
     const int64_t rows = BatchRows(seq);
     const int64_t first = step * options_.batch_size + options_.shard * rows_;
-    indices_.assign(order_.begin() + first, order_.begin() + first + rows);
     for (size_t j = 0; j < inputs_.size(); ++j) {
       Tensor& t = slot.tensors[j];
       Dims d{rows};
@@ -172,7 +170,7 @@ void Loader::FillSlot(Slot& slot, int64_t seq) {
       }
       buffers_[j] = t.raw_mutable_data();
     }
-    source_->Fill(indices_.data(), static_cast<size_t>(rows), buffers_.data(), row_bytes_.data());
+    source_->Fill(order_.data() + first, static_cast<size_t>(rows), buffers_.data(), row_bytes_.data());
     slot.rows = rows;
   } catch (...) {
     slot.error = std::current_exception();

@@ -117,9 +117,8 @@ class Loader {
   std::vector<Slot> slots_;
 
   // Producer-only state.
-  std::vector<int64_t> order_;
+  std::vector<int64_t> order_;  // this epoch's permutation; a batch's indices are a run of it
   int64_t order_epoch_ = -1;
-  std::vector<int64_t> indices_;
   std::vector<void*> buffers_;
 
   std::mutex mu_;

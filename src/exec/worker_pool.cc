@@ -64,10 +64,16 @@ void WorkerPool::AddWorker() {
   }
   try {
     threads_.emplace_back([this, w] { Loop(w); });
-  } catch (const std::system_error& e) {
-    std::lock_guard<SpinLock> lock(qlock_);
-    --num_threads_;
-    DP_THROW(Code::kUnavailable, "cannot start worker thread ", w + 1, ": ", e.what());
+  } catch (...) {
+    {
+      std::lock_guard<SpinLock> lock(qlock_);
+      --num_threads_;
+    }
+    try {
+      throw;
+    } catch (const std::system_error& e) {
+      DP_THROW(Code::kUnavailable, "cannot start worker thread ", w + 1, ": ", e.what());
+    }
   }
 }
 

@@ -32,8 +32,10 @@ template <typename T>
 void SplitGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
                int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   UseSingleThreadedBlas();
-  const int64_t macs = m * n * std::max<int64_t>(k, 1);
-  int chunks = static_cast<int>(std::min<int64_t>(IntraOpThreads(), std::max<int64_t>(1, macs / kMinBlockMacs)));
+  // In double: the product of three dims may pass int64 (BlasInt rejects such dims later).
+  const double blocks = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(std::max<int64_t>(k, 1)) /
+                        static_cast<double>(kMinBlockMacs);
+  int chunks = blocks < 2 ? 1 : static_cast<int>(std::min<double>(IntraOpThreads(), blocks));
   // Every block packs its part of one operand and the whole other one (BLAS
   // copies its operands into tiles first): split C's rows when it has more
   // rows than columns (the blocks share op(B)), else its columns (they share
