@@ -10,7 +10,7 @@
  * process may use; taskset limits them).
  *
  *   train_step [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak]
- *              [--devices N] [--workers W] [--bucket-kb K] [--trace FILE]
+ *              [--devices N] [--shared-model] [--workers W] [--bucket-kb K] [--trace FILE]
  *
  * With --devices N the step is data-parallel over CPU replicas cpu_0..N-1
  * (under dp-run: in each process, the processes sharing the global batch B)
@@ -122,10 +122,12 @@ int main(int argc, char** argv) {
 #endif
   long batch = 256, warmup = 20, steps = 100, devices = 0, workers = 0, bucket_kb = 0;
   const char* trace = NULL;
-  int peak = 0;
+  int peak = 0, shared_model = 0;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--peak") == 0) {
       peak = 1;
+    } else if (strcmp(argv[i], "--shared-model") == 0) {
+      shared_model = 1;
     } else if (i + 1 < argc && strcmp(argv[i], "--model") == 0) {
       model_path = argv[++i];
     } else if (i + 1 < argc && strcmp(argv[i], "--batch") == 0) {
@@ -143,7 +145,7 @@ int main(int argc, char** argv) {
     } else if (i + 1 < argc && strcmp(argv[i], "--bucket-kb") == 0) {
       bucket_kb = parse_long("--bucket-kb", argv[++i], 1, 1L << 20);
     } else {
-      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak] [--devices N] [--workers W] [--bucket-kb K] [--trace FILE]\n",
+      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak] [--devices N] [--shared-model] [--workers W] [--bucket-kb K] [--trace FILE]\n",
               argv[0]);
       return 2;
     }
@@ -165,6 +167,7 @@ int main(int argc, char** argv) {
     dp_parallel_options popts = DP_PARALLEL_OPTIONS_INIT;
     popts.device_ids = ids;
     popts.num_devices = (size_t)devices;
+    popts.shared_model = shared_model;
     if (bucket_kb > 0) popts.first_bucket_bytes = popts.bucket_bytes = (int64_t)bucket_kb << 10;
     check(dp_model_parallelize(model, &popts, &parallel), "dp_model_parallelize");
     /* Under dp-run the processes share the global batch B. */

@@ -465,6 +465,10 @@ int main(int argc, char** argv) {
     popts.device_ids = ids;
     popts.num_devices = (size_t)num_devices;
     popts.lr = lr;
+    /* CPU replicas share one copy of the params in memory: each param is
+     * updated once (the updates spread over the replicas), not once per
+     * replica. */
+    popts.shared_model = device_type == DP_DEVICE_CPU;
     check(dp_model_parallelize(app.model, &popts, &app.parallel), "dp_model_parallelize");
     check(dp_parallel_model_nets(app.parallel, &app.init_def, &app.train_def, &app.eval_def),
           "dp_parallel_model_nets");

@@ -810,9 +810,11 @@ typedef struct dp_parallel_options {
   int32_t computed_params;     /* DP_COMPUTED_PARAMS_*: BN running statistics after each step's
                                   forward; 0 is BROADCAST */
   int32_t cuda_collectives;    /* DP_CUDA_COLLECTIVES_*: how CUDA replicas communicate; 0 is NCCL */
-  /* CPU only: 1 keeps one copy of the params (replica 0's) that every
-   * replica reads; gradients are still summed, and only replica 0 runs the
-   * optimizer. Not with BMUF. */
+  /* CPU only: 1 keeps one copy of the params and optimizer state (replica
+   * 0's) that every replica reads; gradients are still summed, and each
+   * param is updated once, by one replica (the updates spread over the
+   * replicas by size). Faster than a copy per replica on a CPU: the update
+   * is not repeated on every copy. Not with BMUF. */
   int32_t shared_model;
   /* 1: every training-mode SpatialBN normalises with the mean and variance
    * of the whole global batch (statistics allreduced in forward and

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <variant>
 #include <unordered_map>
 
 namespace dp {
@@ -23,6 +24,15 @@ std::string Escape(const std::string& s) {
 
 }  // namespace
 
+PartialWrite PartialWriteOf(const OperatorDef& op) {
+  const Argument* parts = op.FindArg("parts");
+  const Argument* part = op.FindArg("part");
+  const int64_t* np = parts ? std::get_if<int64_t>(&parts->value) : nullptr;
+  const int64_t* k = part ? std::get_if<int64_t>(&part->value) : nullptr;
+  if (np == nullptr || *np <= 1) return {};
+  return {*np, k ? *k : 0};
+}
+
 size_t TaskGraph::num_edges() const {
   size_t n = 0;
   for (const auto& c : children) n += c.size();
@@ -34,36 +44,74 @@ TaskGraph BuildTaskGraph(const NetDef& net, const std::vector<DeviceOption>& dev
   TaskGraph g;
   g.parents.resize(static_cast<size_t>(n));
   g.children.resize(static_cast<size_t>(n));
+  // A write is one op, or a group of ops writing disjoint parts of the blob
+  // (PartialWrite): the group's members depend on what came before the
+  // group, not on one another; a later access depends on every member.
   struct Access {
-    int writer = -1;
+    std::vector<int> writers;  // the last write
     std::vector<int> readers;  // since the last write
+    int64_t parts = 0;         // > 1: the last write is a group of parts ...
+    std::vector<int64_t> parts_written;
+    std::vector<int> before_writers, before_readers;  // ... and what it followed
   };
   std::unordered_map<std::string, Access> blobs;
+  auto joins_group = [](const Access& a, const PartialWrite& w) {
+    return w.parts > 1 && a.parts == w.parts && a.readers.empty() &&
+           std::find(a.parts_written.begin(), a.parts_written.end(), w.part) == a.parts_written.end();
+  };
   for (int i = 0; i < n; ++i) {
     const OperatorDef& op = net.ops[static_cast<size_t>(i)];
+    const PartialWrite part = PartialWriteOf(op);
     auto& parents = g.parents[static_cast<size_t>(i)];
+    // Blobs this op writes as one more part of the last write: it depends on
+    // what that write depended on.
+    std::vector<std::string> joined;
+    for (const auto& out : op.outputs) {
+      auto it = blobs.find(out);
+      if (it != blobs.end() && joins_group(it->second, part)) joined.push_back(out);
+    }
+    auto is_joined = [&](const std::string& b) { return std::find(joined.begin(), joined.end(), b) != joined.end(); };
+    for (const auto& b : joined) {
+      const Access& a = blobs[b];
+      parents.insert(parents.end(), a.before_writers.begin(), a.before_writers.end());
+      for (int r : a.before_readers)
+        if (r != i) parents.push_back(r);
+    }
     for (const auto& in : op.inputs) {
       auto it = blobs.find(in);
-      if (it != blobs.end() && it->second.writer >= 0) parents.push_back(it->second.writer);  // RAW
+      if (it != blobs.end() && !is_joined(in))
+        parents.insert(parents.end(), it->second.writers.begin(), it->second.writers.end());  // RAW
     }
     for (const auto& c : op.control_inputs) {
       auto it = blobs.find(c);
-      if (it != blobs.end() && it->second.writer >= 0) parents.push_back(it->second.writer);
+      if (it != blobs.end()) parents.insert(parents.end(), it->second.writers.begin(), it->second.writers.end());
     }
     for (const auto& out : op.outputs) {
       auto it = blobs.find(out);
-      if (it == blobs.end()) continue;
-      if (it->second.writer >= 0) parents.push_back(it->second.writer);  // WAW
+      if (it == blobs.end() || is_joined(out)) continue;
+      parents.insert(parents.end(), it->second.writers.begin(), it->second.writers.end());  // WAW
       for (int r : it->second.readers)
         if (r != i) parents.push_back(r);  // WAR
     }
     SortUnique(parents);
     for (int p : parents) g.children[static_cast<size_t>(p)].push_back(i);
-    for (const auto& in : op.inputs) blobs[in].readers.push_back(i);
+    for (const auto& in : op.inputs)
+      if (!is_joined(in)) blobs[in].readers.push_back(i);
     for (const auto& out : op.outputs) {
       Access& a = blobs[out];
-      a.writer = i;
+      if (is_joined(out)) {
+        a.writers.push_back(i);
+        a.parts_written.push_back(part.part);
+        continue;
+      }
+      // A new write (of a whole blob or a group's first part).
+      a.before_writers = std::move(a.writers);
+      a.before_readers = std::move(a.readers);
+      a.before_readers.erase(std::remove(a.before_readers.begin(), a.before_readers.end(), i), a.before_readers.end());
+      a.writers.assign(1, i);
       a.readers.clear();
+      a.parts = part.parts;
+      a.parts_written.assign(1, part.part);
     }
   }
   for (auto& c : g.children) SortUnique(c);

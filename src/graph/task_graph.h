@@ -4,6 +4,14 @@
 // A chain is a maximal run of ops on one device where each op has exactly one
 // parent and that parent has exactly one child: it executes as one task, and
 // only its tail needs an event (Caffe2's computeChains).
+//
+// Partial writes: an op with int arguments parts = P > 1 and part = k writes
+// only part k of P disjoint parts of each of its outputs (and reads only that
+// part of them; the optimizer updates of a shared model, one op per replica).
+// Consecutive such writers of a blob, with the same P and distinct k and no
+// other reader between them, form one write: each depends on what came before
+// the group, not on the others, so they run at once; a later access depends
+// on every member.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +35,13 @@ struct TaskGraph {
 
   size_t num_edges() const;
 };
+
+// The op's partial write (parts = 1: it writes its outputs whole).
+struct PartialWrite {
+  int64_t parts = 1;
+  int64_t part = 0;
+};
+PartialWrite PartialWriteOf(const OperatorDef& op);
 
 // `devices[i]` is op i's resolved device.
 TaskGraph BuildTaskGraph(const NetDef& net, const std::vector<DeviceOption>& devices);

@@ -39,11 +39,10 @@ NetDef BuildJoinUpdateNet(const ParallelPlan& p) {
   net.name = p.name + "_parallel_join_update";
   net.ops = IterAndLearningRateOps(p.opt);  // the counter and the rate advance with the others'
   AddExternalInput(net, kIterBlob);
-  for (size_t r = 0; r < p.updaters; ++r)
-    for (const auto& param : p.model.params) {
-      AddExternalInput(net, p.replicas.BlobName(r, param));
-      AddExternalInput(net, p.Grad(r, param));
-    }
+  for (const auto& u : p.Updates()) {
+    AddExternalInput(net, p.replicas.BlobName(u.replica, u.param));
+    AddExternalInput(net, p.Grad(u.replica, u.param));
+  }
   AddOptimizerUpdates(p, net);
   ValidateNet(net);
   return net;

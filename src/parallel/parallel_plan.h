@@ -44,7 +44,21 @@ struct ParallelPlan {
   std::vector<std::vector<std::string>> buckets;  // gradient buckets in launch order (params)
   // What each replica keeps: its params (unless shared) and computed params.
   std::vector<std::string> replicated;
-  size_t updaters = 0;  // replicas that own params and run the optimizer: the first `updaters`
+  size_t updaters = 0;  // replicas that own params and optimizer state: the first `updaters`
+  // One optimizer update op: `replica` runs it on `param` (or on part `part`
+  // of `parts` of its elements: ops/cpu/optimizer_ops.cc).
+  struct Update {
+    size_t replica;
+    std::string param;
+    int64_t part = 0, parts = 1;
+  };
+  // Shared model: each param updated once, on the shared param and state,
+  // the work spread over the replicas (parallelize.cc AssignUpdates).
+  std::vector<Update> shared_updates;
+  // Shared model in one process: no gradient allreduce; each update sums
+  // the replicas' gradients itself (replica order) over the elements it
+  // updates.
+  bool sum_in_update = false;
   // Several processes (not BMUF): a process that runs out of data may join
   // (join_nets.cc). Every gradient bucket then carries each replica's active
   // flag (ActiveFlagName) and is divided by their sum: the loss gradient is
@@ -53,6 +67,15 @@ struct ParallelPlan {
 
   // Replicas over every process: what averages divide by.
   size_t total_replicas() const { return n * shards; }
+
+  // Every optimizer update: each updater's params, or the shared ones.
+  std::vector<Update> Updates() const {
+    if (!shared_updates.empty()) return shared_updates;
+    std::vector<Update> updates;
+    for (size_t r = 0; r < updaters; ++r)
+      for (const auto& param : model.params) updates.push_back({r, param});
+    return updates;
+  }
 
   // Replica r's gradient of `param`.
   std::string Grad(size_t r, const std::string& param) const { return replicas.BlobName(r, grad_of.at(param)); }

@@ -119,6 +119,38 @@ std::vector<std::vector<std::string>> MakeBuckets(const GradientResult& g, const
   return buckets;
 }
 
+// A shared model's updates, spread over the replicas so that each updates a
+// like number of bytes and the step's optimizer tail runs on every core:
+// params of kSplitBytes or more in one part per replica (the task graph runs
+// the parts at once), the others whole, largest first, each on the least
+// loaded replica.
+std::vector<ParallelPlan::Update> AssignUpdates(const ModelDef& model, const std::map<std::string, int64_t>& bytes,
+                                                size_t replicas) {
+  constexpr int64_t kSplitBytes = int64_t{256} << 10;
+  std::vector<int64_t> load(replicas, 0);
+  std::vector<ParallelPlan::Update> updates;
+  std::vector<std::string> whole;
+  for (const auto& param : model.params) {
+    const int64_t b = bytes.at(param);
+    if (replicas > 1 && b >= kSplitBytes) {
+      for (size_t r = 0; r < replicas; ++r) {
+        updates.push_back({r, param, static_cast<int64_t>(r), static_cast<int64_t>(replicas)});
+        load[r] += b / static_cast<int64_t>(replicas);
+      }
+    } else {
+      whole.push_back(param);
+    }
+  }
+  std::stable_sort(whole.begin(), whole.end(),
+                   [&](const std::string& a, const std::string& b) { return bytes.at(a) > bytes.at(b); });
+  for (const auto& param : whole) {
+    const size_t r = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    updates.push_back({r, param});
+    load[r] += std::max<int64_t>(bytes.at(param), 0);
+  }
+  return updates;
+}
+
 // CUDA replicas run every op of the template on their device: all must have
 // CUDA kernels.
 void CheckKernels(const NetDef& tmpl, DeviceType type) {
@@ -163,13 +195,16 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
   if (plan.weighted) gopt.loss_weight = kBatchShareBlob;
   const GradientResult g = AddGradients(plan.forward, gopt);
   plan.grad_of.insert(g.grads.begin(), g.grads.end());
-  plan.buckets = MakeBuckets(g, ParamBytes(model), o);
+  const std::map<std::string, int64_t> bytes = ParamBytes(model);
+  plan.buckets = MakeBuckets(g, bytes, o);
   plan.tmpl = o.sync_bn && plan.total_replicas() > 1 ? SynchronizeBatchNorm(g.net, kCommBlob) : g.net;
   if (replicas.cuda()) CheckKernels(plan.tmpl, o.device_type);
 
   plan.replicated = o.shared_model ? std::vector<std::string>{} : model.params;
   plan.replicated.insert(plan.replicated.end(), model.computed_params.begin(), model.computed_params.end());
   plan.updaters = o.shared_model ? 1 : n;
+  if (o.shared_model) plan.shared_updates = AssignUpdates(model, bytes, n);
+  plan.sum_in_update = o.shared_model && plan.shards == 1 && n > 1;
   return plan;
 }
 

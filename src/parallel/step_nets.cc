@@ -106,7 +106,7 @@ void AddComputedParamsSync(const ParallelPlan& p, NetDef& train) {
 // replica's active flag rides along as the bucket's last tensor, and the
 // gradients are divided by the flags' sum.
 void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
-  if (p.options.bmuf.enabled || p.total_replicas() <= 1) return;
+  if (p.options.bmuf.enabled || p.total_replicas() <= 1 || p.sum_in_update) return;
   for (size_t k = 0; k < p.buckets.size(); ++k) {
     std::vector<std::string> tensors;
     for (const auto& param : p.buckets[k]) tensors.push_back(p.grad_of.at(param));
@@ -124,21 +124,30 @@ void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
   }
 }
 
-// Each updating replica's optimizer update of every param. The learning rate
-// lives on the host; CUDA updates read a copy on their device.
+// The optimizer updates (ParallelPlan::Updates), each on the replica that
+// runs it, reading that replica's summed gradient, or every replica's
+// gradient (sum_in_update). The learning rate lives on the host; CUDA updates
+// read a copy on their device.
 void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
   const Replicas& b = p.replicas;
-  for (size_t r = 0; r < p.updaters; ++r) {
+  std::set<size_t> lr_copied;
+  for (const auto& u : p.Updates()) {
     std::string lr = kLrBlob;
     if (b.cuda()) {
-      lr = b.BlobName(r, kLrBlob);
-      train.ops.push_back(b.On(r, MakeOperatorDef("Copy", {kLrBlob}, {lr})));
+      lr = b.BlobName(u.replica, kLrBlob);
+      if (lr_copied.insert(u.replica).second)
+        train.ops.push_back(b.On(u.replica, MakeOperatorDef("Copy", {kLrBlob}, {lr})));
     }
-    for (const auto& param : p.model.params) {
-      const std::string w = b.BlobName(r, param);
-      train.ops.push_back(b.On(r, OptimizerUpdateOp(p.opt, w, p.Grad(r, param), lr)));
-      for (const auto& st : OptimizerStateBlobs(p.opt, w)) AddExternalInput(train, st);
+    const std::string w = b.BlobName(u.replica, u.param);
+    OperatorDef op = OptimizerUpdateOp(p.opt, w, p.Grad(p.sum_in_update ? 0 : u.replica, u.param), lr);
+    if (p.sum_in_update)
+      for (size_t r = 1; r < p.n; ++r) op.inputs.push_back(p.Grad(r, u.param));
+    if (u.parts > 1) {
+      op.args.push_back(MakeArg("part", u.part));
+      op.args.push_back(MakeArg("parts", u.parts));
     }
+    train.ops.push_back(b.On(u.replica, std::move(op)));
+    for (const auto& st : OptimizerStateBlobs(p.opt, w)) AddExternalInput(train, st);
   }
 }
 

@@ -33,6 +33,7 @@
 #include "exec/net.h"
 #include "graph/task_graph.h"
 #include "exec/worker_pool.h"
+#include "ops/gradient_registry.h"  // MakeArg
 #include "ops/operator.h"
 
 using namespace dp;
@@ -382,6 +383,9 @@ void CheckGraph(const NetDef& net, const TaskGraph& g, const std::vector<DeviceO
       }
       for (const auto& rd : oi.inputs)
         if (std::find(oj.outputs.begin(), oj.outputs.end(), rd) != oj.outputs.end()) conflict = true;       // WAR
+      // Disjoint parts of one write (graph/task_graph.h) do not conflict.
+      const PartialWrite pi = PartialWriteOf(oi), pj = PartialWriteOf(oj);
+      if (pi.parts > 1 && pi.parts == pj.parts && pi.part != pj.part) conflict = false;
       if (conflict && !before(i, j)) {
         if (unordered++ == 0) example = StrCat("ops ", i, " and ", j);
       }
@@ -608,6 +612,39 @@ TEST_CASE("task graph: a write after several reads waits for all of them, and la
   CHECK(g.parents[4] == V{0, 1, 2, 3});  // RAW r1 (1), WAW a (0), WAR a (1, 2, 3)
   CHECK(g.parents[5] == V{4});
   CHECK(g.parents[6] == V{4, 5});  // readers before the previous write are ordered through it
+  CheckGraph(net, g, Devices(net));
+}
+
+TEST_CASE("task graph: partial writes of one blob run at once, later accesses wait for every part") {
+  auto part = [](OperatorDef op, int64_t k, int64_t parts) {
+    op.args.push_back(MakeArg("part", k));
+    op.args.push_back(MakeArg("parts", parts));
+    return op;
+  };
+  NetDef net;
+  net.ops = {Op("NoOp", {}, {"w"}),                         // 0
+             Op("NoOp", {"w"}, {"r"}),                      // 1: reads w
+             part(Op("NoOp", {"w", "g0"}, {"w"}), 0, 3),    // 2: part 0 of 3
+             part(Op("NoOp", {"w", "g1"}, {"w"}), 1, 3),    // 3: part 1: not after 2
+             part(Op("NoOp", {"w", "g2"}, {"w"}), 2, 3),    // 4: part 2
+             Op("NoOp", {"w"}, {"x"}),                      // 5: reads the whole: after 2, 3, 4
+             part(Op("NoOp", {"w"}, {"w"}), 0, 2),          // 6: a new group (a reader came between)
+             part(Op("NoOp", {"w"}, {"w"}), 0, 2),          // 7: the same part again: after 6
+             part(Op("NoOp", {"w"}, {"w"}), 1, 3),          // 8: other part count: a new write
+             Op("NoOp", {}, {"w"})};                        // 9: a whole write after 8
+  TaskGraph g = BuildTaskGraph(net, Devices(net));
+  using V = std::vector<int>;
+  CHECK(g.parents[2] == V{0, 1});
+  CHECK(g.parents[3] == V{0, 1});
+  CHECK(g.parents[4] == V{0, 1});
+  CHECK(g.parents[5] == V{2, 3, 4});
+  CHECK(g.parents[6] == V{2, 3, 4, 5});
+  CHECK(g.parents[7] == V{6});
+  CHECK(g.parents[8] == V{7});
+  CHECK(g.parents[9] == V{8});
+  CHECK(PartialWriteOf(net.ops[3]).part == 1);
+  CHECK(PartialWriteOf(net.ops[3]).parts == 3);
+  CHECK(PartialWriteOf(net.ops[0]).parts == 1);
   CheckGraph(net, g, Devices(net));
 }
 

@@ -289,6 +289,86 @@ TEST_CASE("SGD and Adam accept empty parameters") {
   CHECK(ws->GetTensor("v").dims() == Dims{0});
 }
 
+// ---- shared params: extra gradients and parts --------------------------------
+
+// One update split into `parts` ops (part k on CPU device k, run by the async
+// executor at once), each summing the gradients g0 + g1 + g2 itself, equals
+// one whole update on the precomputed sum, bit for bit; caller-owned param
+// memory is never written (the parts make one copy-on-write copy together).
+TEST_CASE("updates in parts, summing extra gradients, equal one update on the summed gradient") {
+  struct Kind {
+    const char* type;
+    std::vector<std::string> states;
+    bool iter;
+    std::vector<Argument> args;
+  };
+  const std::vector<Kind> kinds = {{"SGD", {}, false, {FloatArg("weight_decay", 0.1)}},
+                                   {"MomentumSGD", {"mom"}, false, {IntArg("nesterov", 1)}},
+                                   {"Adam", {"m", "v"}, true, {FloatArg("weight_decay", 0.01)}},
+                                   {"Adagrad", {"h"}, false, {}}};
+  const int64_t n = 5003;  // parts of 64 elements, the last one short
+  for (const Kind& k : kinds)
+    for (int64_t parts : {1, 2, 3, 7}) {
+      CAPTURE(k.type);
+      CAPTURE(parts);
+      std::vector<float> w0 = Random<float>(n, 1), g0 = Random<float>(n, 2), g1 = Random<float>(n, 3),
+                         g2 = Random<float>(n, 4);
+      std::vector<float> sum(static_cast<size_t>(n));
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] = g0[i] + g1[i] + g2[i];
+      Feeds feeds = {{"g0", Make<float>({n}, g0)}, {"g1", Make<float>({n}, g1)}, {"g2", Make<float>({n}, g2)},
+                     {"sum", Make<float>({n}, sum)}, {"lr", Make<float>({1}, {0.05f})}, {"it", Int64(3)}};
+      uint32_t seed = 10;
+      for (const auto& st : k.states) feeds.push_back({st, Make<float>({n}, Random<float>(n, seed++, 0.0, 1.0))});
+      auto inputs = [&](const std::string& g) {
+        std::vector<std::string> in = {"w", g};
+        in.insert(in.end(), k.states.begin(), k.states.end());
+        in.push_back("lr");
+        if (k.iter) in.push_back("it");
+        return in;
+      };
+      std::vector<std::string> outs = {"w"};
+      outs.insert(outs.end(), k.states.begin(), k.states.end());
+
+      Feeds whole_feeds = feeds;
+      whole_feeds.push_back({"w", Make<float>({n}, w0)});
+      auto want = RunOps({Op(k.type, inputs("sum"), outs, k.args)}, whole_feeds);
+
+      std::vector<float> caller = w0;  // the param in caller memory
+      Feeds part_feeds = feeds;
+      part_feeds.push_back({"w", Tensor::FromStorage(Dims{n}, DType::kFloat32,
+                                                     Storage::Borrow(DeviceOption{}, caller.data(), caller.size() * sizeof(float)))});
+      NetDef net = MakeNet({}, part_feeds);
+      net.executor = ExecutorKind::kAsync;
+      for (int64_t p = 0; p < parts; ++p) {
+        std::vector<std::string> in = inputs("g0");
+        in.push_back("g1");
+        in.push_back("g2");
+        std::vector<Argument> args = k.args;
+        args.push_back(IntArg("part", p));
+        args.push_back(IntArg("parts", parts));
+        OperatorDef op = Op(k.type, in, outs, args);
+        op.device = DeviceOption{DeviceType::kCPU, static_cast<int32_t>(p)};
+        net.ops.push_back(op);
+      }
+      auto ws = std::make_shared<Workspace>();
+      for (const auto& [name, t] : part_feeds) ws->Feed(name, t);
+      Net(std::make_shared<const NetDef>(net), ws).Run();
+      CHECK(caller == w0);
+      for (const auto& b : outs) {
+        CAPTURE(b);
+        CHECK(Values<float>(ws->GetTensor(b)) == Values<float>(want->GetTensor(b)));
+      }
+    }
+}
+
+TEST_CASE("updates reject bad parts and extra gradients of another shape") {
+  Feeds feeds = {{"w", Make<float>({4}, {1, 2, 3, 4})}, {"g", Make<float>({4}, {1, 1, 1, 1})},
+                 {"g1", Make<float>({3}, {1, 1, 1})}, {"lr", Make<float>({1}, {0.1f})}};
+  ExpectRunError({Op("SGD", {"w", "g", "lr", "g1"}, {"w"})}, feeds, Code::kShape, {"g1"});
+  ExpectBuildError({Op("SGD", {"w", "g", "lr"}, {"w"}, {IntArg("part", 2), IntArg("parts", 2)})}, feeds,
+                 Code::kInvalidArgument, {"part"});
+}
+
 // ---- MomentumSGD ---------------------------------------------------------------
 
 TEST_CASE_TEMPLATE("MomentumSGD matches the reference, Nesterov on and off", T, float, double) {

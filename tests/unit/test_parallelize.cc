@@ -8,11 +8,13 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/workspace.h"
 #include "exec/net.h"
+#include "graph/task_graph.h"
 #include "model/model_format.h"
 #include "model/training.h"
 #include "op_test_util.h"
@@ -24,14 +26,16 @@ using dp::testing::ExpectError;
 
 namespace {
 
-// A 2-layer MLP on 8 features, 3 classes, with the given optimizer JSON.
-ModelDef Mlp(const std::string& optimizer) {
+// A 2-layer MLP on 8 features, `hidden` units, 3 classes, with the given
+// optimizer JSON.
+ModelDef Mlp(const std::string& optimizer, int hidden = 16) {
+  const std::string h = std::to_string(hidden);
   return ModelFromJson(R"({
   "name": "mlp",
   "init_net": {"ops": [
-    {"type": "XavierFill", "outputs": ["w1"], "args": [{"name": "shape", "ints": [16, 8]}, {"name": "seed", "i": 1}]},
-    {"type": "ConstantFill", "outputs": ["b1"], "args": [{"name": "shape", "ints": [16]}, {"name": "value", "f": 0.1}]},
-    {"type": "XavierFill", "outputs": ["w2"], "args": [{"name": "shape", "ints": [3, 16]}, {"name": "seed", "i": 2}]},
+    {"type": "XavierFill", "outputs": ["w1"], "args": [{"name": "shape", "ints": [)" + h + R"(, 8]}, {"name": "seed", "i": 1}]},
+    {"type": "ConstantFill", "outputs": ["b1"], "args": [{"name": "shape", "ints": [)" + h + R"(]}, {"name": "value", "f": 0.1}]},
+    {"type": "XavierFill", "outputs": ["w2"], "args": [{"name": "shape", "ints": [3, )" + h + R"(]}, {"name": "seed", "i": 2}]},
     {"type": "ConstantFill", "outputs": ["b2"], "args": [{"name": "shape", "ints": [3]}]}]},
   "forward_net": {"ops": [
     {"type": "FC", "inputs": ["data", "w1", "b1"], "outputs": ["h"]},
@@ -488,7 +492,7 @@ TEST_CASE("uneven split: each replica's loss weighs its share of the batch, exac
   }
 }
 
-TEST_CASE("shared model: replicas read replica 0's params, only it runs the optimizer") {
+TEST_CASE("shared model: replicas read replica 0's params, one update per param, spread over the replicas") {
   const int batch = 12, steps = 3;
   ModelDef m = BnMlp(R"({"type": "momentum", "lr": 0.1, "nesterov": true})");
   auto want = TrainOneDevice(m, batch, steps);
@@ -505,9 +509,71 @@ TEST_CASE("shared model: replicas read replica 0's params, only it runs the opti
       CHECK_FALSE(ws->HasBlob(s + "w1/momentum"));
       CHECK(Floats(*ws, s + "rm") == Floats(*ws, "cpu_0/rm"));  // computed params stay per replica
     }
-    int updates = 0;
-    for (const auto& op : nets.train.ops) updates += op.type == "MomentumSGD";
-    CHECK(updates == static_cast<int>(m.params.size()));
+    // Each (small) param updated once, the updates spread over the
+    // replicas, each summing every replica's gradient: no allreduce.
+    std::set<std::string> updated, on;
+    for (const auto& op : nets.train.ops) {
+      if (op.type == "Allreduce") {  // sync BN's statistics only
+        const Argument* key = op.FindArg("key");
+        CHECK((key && std::get<std::string>(key->value).rfind("grad_bucket", 0) != 0));
+      }
+      if (op.type != "MomentumSGD") continue;
+      CHECK(op.inputs.at(0).rfind("cpu_0/", 0) == 0);
+      CHECK(op.inputs.at(1).rfind("cpu_0/", 0) == 0);
+      CHECK(op.inputs.size() == 4 + static_cast<size_t>(n) - 1);
+      CHECK(updated.insert(op.inputs.at(0)).second);
+      on.insert(nets.scopes.at(static_cast<size_t>(op.device->id)));
+    }
+    CHECK(updated.size() == m.params.size());
+    CHECK(on.size() == static_cast<size_t>(n));
+  }
+}
+
+TEST_CASE("shared model in one process: big params updated in one part per replica, gradients summed by the updates") {
+  // w1 is 8192 x 8 floats (256 KiB): split; the others are updated whole.
+  const int batch = 12, steps = 3;
+  for (const char* opt : {R"({"type": "adam", "lr": 0.01, "weight_decay": 0.01})", R"({"type": "momentum", "lr": 0.05})"}) {
+    CAPTURE(opt);
+    const ModelDef mo = Mlp(opt, 8192);
+    auto want_o = TrainOneDevice(mo, batch, steps);
+    for (int n : {2, 3}) {
+      CAPTURE(n);
+      ParallelizeOptions o = Cpus(n);
+      o.shared_model = true;
+      ParallelNets nets = Parallelize(mo, o);
+      std::map<std::string, std::set<int64_t>> parts;
+      for (const auto& op : nets.train.ops) {
+        CHECK(op.type != "Allreduce");
+        if (op.type != "Adam" && op.type != "MomentumSGD") continue;
+        const size_t replica = static_cast<size_t>(op.device->id);
+        const PartialWrite w = PartialWriteOf(op);
+        if (op.inputs.at(0) == "cpu_0/w1") {
+          CHECK(w.parts == n);
+          CHECK(w.part == static_cast<int64_t>(replica));  // part k on replica k
+        } else {
+          CHECK(w.parts == 1);
+        }
+        parts[op.inputs.at(0)].insert(w.part);
+        // grad (replica 0's), then the other replicas' in order.
+        const size_t first_extra = op.type == "Adam" ? 6 : 4;
+        REQUIRE(op.inputs.size() == first_extra + static_cast<size_t>(n) - 1);
+        CHECK(op.inputs.at(1).rfind("cpu_0/", 0) == 0);
+        for (int r = 1; r < n; ++r) CHECK(op.inputs.at(first_extra + static_cast<size_t>(r) - 1).rfind(nets.scopes.at(static_cast<size_t>(r)), 0) == 0);
+      }
+      CHECK(parts.size() == mo.params.size());
+      CHECK(parts["cpu_0/w1"].size() == static_cast<size_t>(n));
+      // The parts of w1 do not wait for one another.
+      std::vector<DeviceOption> devices;
+      for (const auto& op : nets.train.ops) devices.push_back(*op.device);
+      const TaskGraph g = BuildTaskGraph(nets.train, devices);
+      std::vector<int> w1_parts;
+      for (size_t i = 0; i < nets.train.ops.size(); ++i)
+        if (PartialWriteOf(nets.train.ops[i]).parts > 1) w1_parts.push_back(static_cast<int>(i));
+      for (int a : w1_parts)
+        for (int b : w1_parts) CHECK(std::find(g.parents[static_cast<size_t>(a)].begin(), g.parents[static_cast<size_t>(a)].end(), b) == g.parents[static_cast<size_t>(a)].end());
+      auto ws = TrainSteps(nets.init, nets.train, batch, steps);
+      CHECK(MaxRelErr(*ws, "cpu_0/", mo, want_o) <= 1e-5);
+    }
   }
 }
 

@@ -7,6 +7,15 @@
 // a one-element float32/float64 tensor (LearningRate's output) and iter the
 // one-element int64 step counter (Iter's output, 1 on the first step).
 //
+// Two options serve replicas that share one param (a shared model):
+//   - more gradients after the last input: the update uses grad + grad_1 +
+//     ... (summed in input order), so the replicas' gradients need no
+//     allreduce within a process;
+//   - args part = k and parts = P: the update touches only part k of P
+//     contiguous parts of the elements, so P ops (one per replica) update
+//     one param together. The task graph lets such ops run at once
+//     (graph/task_graph.h).
+//
 // Each update is one pass over memory, split across the op's threads. Decisions (weight decay, Nesterov) are
 // template parameters, so the loops carry no branches; SGD and MomentumSGD
 // loops are auto-vectorised. Adam and Adagrad need a square root, which GCC
@@ -16,7 +25,9 @@
 // vector and scalar lanes perform the same IEEE operations in the same order,
 // so results do not depend on the element's position.
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -178,17 +189,21 @@ struct Layout {
   bool has_iter;
   int lr() const { return 2 + num_states; }
   int iter() const { return 3 + num_states; }
-  int num_inputs() const { return has_iter ? 4 + num_states : 3 + num_states; }
+  int num_inputs() const { return has_iter ? 4 + num_states : 3 + num_states; }  // without extra gradients
 };
 
 bool IsFloat(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
 
 // info(i) -> TensorInfo of input i; name(i) -> "grad 'w_grad'".
+// `inputs` counts the extra gradients too.
 template <typename Info, typename Name>
-void CheckUpdateInputs(const Layout& layout, Info info, Name name) {
+void CheckUpdateInputs(const Layout& layout, int inputs, Info info, Name name) {
   const TensorInfo p = info(0);
   DP_ENFORCE_CODE(IsFloat(p.dtype), Code::kDType, name(0), " must be float32 or float64, got ", DTypeName(p.dtype));
-  for (int i = 1; i < 2 + layout.num_states; ++i) {
+  std::vector<int> like_param;  // grads and states
+  for (int i = 1; i < 2 + layout.num_states; ++i) like_param.push_back(i);
+  for (int i = layout.num_inputs(); i < inputs; ++i) like_param.push_back(i);
+  for (int i : like_param) {
     const TensorInfo t = info(i);
     DP_ENFORCE_CODE(t.dtype == p.dtype, Code::kDType, name(i), " is ", DTypeName(t.dtype), " but ", name(0), " is ",
                     DTypeName(p.dtype));
@@ -213,8 +228,11 @@ OpSchema::InferenceFn InferUpdate(Layout layout) {
   return [layout](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
     const OpSchema* schema = OpSchemaRegistry::Find(op.type);
     CheckUpdateInputs(
-        layout, [&](int i) { return in.at(static_cast<size_t>(i)); },
-        [&](int i) { return StrCat(schema->InputName(static_cast<size_t>(i)), " '", op.inputs.at(i), "'"); });
+        layout, static_cast<int>(in.size()), [&](int i) { return in.at(static_cast<size_t>(i)); },
+        [&](int i) {
+          const std::string role = i < layout.num_inputs() ? schema->InputName(static_cast<size_t>(i)) : "grad";
+          return StrCat(role, " '", op.inputs.at(static_cast<size_t>(i)), "'");
+        });
     std::vector<TensorInfo> out;
     out.push_back(in[0]);
     for (int s = 0; s < layout.num_states; ++s) out.push_back(in[static_cast<size_t>(2 + s)]);
@@ -231,7 +249,11 @@ OpSchema::InferenceFn InferUpdate(Layout layout) {
 template <class Derived>
 class UpdateOp : public Operator {
  public:
-  UpdateOp(const OpInit& init, Layout layout) : Operator(init), layout_(layout) {}
+  UpdateOp(const OpInit& init, Layout layout)
+      : Operator(init), layout_(layout), part_(args().Int("part", 0)), parts_(args().Int("parts", 1)) {
+    DP_ENFORCE(parts_ >= 1 && part_ >= 0 && part_ < parts_, "arguments 'part' and 'parts' must satisfy 0 <= part < ",
+               "parts, got part ", part_, " of ", parts_);
+  }
 
  protected:
   static constexpr int kMaxStates = 2;
@@ -245,9 +267,13 @@ class UpdateOp : public Operator {
   };
 
  private:
+  // Elements summed at a time when there are extra gradients (on the stack,
+  // in L1).
+  static constexpr int64_t kSumBlock = 1024;
+
   void RunOnDevice() final {
     CheckUpdateInputs(
-        layout_,
+        layout_, InputSize(),
         [&](int i) {
           const Tensor& t = Input(i);
           return TensorInfo{t.dims(), t.dtype()};
@@ -259,22 +285,52 @@ class UpdateOp : public Operator {
       DP_ENFORCE_CODE(step.iter >= 1, Code::kOutOfRange, InputDesc(layout_.iter()), " is ", step.iter,
                       " but must be >= 1 (run Iter before the update)");
     }
+    // This op's part of the elements: parts of 64 elements, the last short.
+    const int64_t per_part = (step.n + parts_ * 64 - 1) / (parts_ * 64) * 64;
+    const int64_t begin = std::min(step.n, part_ * per_part), end = std::min(step.n, begin + per_part);
     DispatchFloat(Input(0).dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
-      const T* g = Input(1).template data<T>();
-      T* p = Output(0)->template mutable_data<T>();
+      std::vector<const T*> g;  // grad, then the extra gradients
+      g.push_back(Input(1).template data<T>());
+      for (int i = layout_.num_inputs(); i < InputSize(); ++i) g.push_back(Input(i).template data<T>());
+      T* p = nullptr;
       T* s[kMaxStates] = {};
-      for (int k = 0; k < layout_.num_states; ++k) s[k] = Output(1 + k)->template mutable_data<T>();
-      // Elementwise: parts of the tensor on the op's threads (an update is
+      {
+        // The ops updating other parts of these tensors may run now: one at
+        // a time makes them writable (a copy-on-write copy made by one is
+        // the one the others then write to).
+        std::unique_lock<std::mutex> lock(writable_mu_, std::defer_lock);
+        if (parts_ > 1) lock.lock();
+        p = Output(0)->template mutable_data<T>();
+        for (int k = 0; k < layout_.num_states; ++k) s[k] = Output(1 + k)->template mutable_data<T>();
+      }
+      // Elementwise: pieces of the part on the op's threads (an update is
       // memory-bound, and the step's tail after the last gradient).
-      ParallelForChunks(step.n, ParallelChunks(step.n, kGrain), 64, [&](int, int64_t lo, int64_t hi) {
-        Step part = step;
-        part.n = hi - lo;
-        T* sp[kMaxStates] = {};
-        for (int k = 0; k < layout_.num_states; ++k) sp[k] = s[k] + lo;
-        static_cast<Derived*>(this)->template Update<T>(part, p + lo, g + lo, sp);
+      const int64_t n = end - begin;
+      ParallelForChunks(n, ParallelChunks(n, kGrain), 64, [&](int, int64_t lo, int64_t hi) {
+        lo += begin;
+        hi += begin;
+        if (g.size() == 1) return UpdateRange<T>(step, lo, hi, p, g[0] + lo, s);
+        T sum[kSumBlock];
+        for (int64_t b = lo; b < hi; b += kSumBlock) {
+          const int64_t len = std::min(kSumBlock, hi - b);
+          for (int64_t j = 0; j < len; ++j) sum[j] = g[0][b + j];
+          for (size_t k = 1; k < g.size(); ++k)
+            for (int64_t j = 0; j < len; ++j) sum[j] += g[k][b + j];
+          UpdateRange<T>(step, b, b + len, p, sum, s);
+        }
       });
     });
+  }
+
+  // Elements [lo, hi), their gradient at g[0 .. hi - lo).
+  template <typename T>
+  void UpdateRange(const Step& step, int64_t lo, int64_t hi, T* p, const T* g, T* const* s) {
+    Step piece = step;
+    piece.n = hi - lo;
+    T* sp[kMaxStates] = {};
+    for (int k = 0; k < layout_.num_states; ++k) sp[k] = s[k] + lo;
+    static_cast<Derived*>(this)->template Update<T>(piece, p + lo, g, sp);
   }
 
   static double ReadLr(const Tensor& t) {
@@ -282,6 +338,8 @@ class UpdateOp : public Operator {
   }
 
   const Layout layout_;
+  const int64_t part_, parts_;
+  static inline std::mutex writable_mu_;
 };
 
 constexpr Layout kSgdLayout{0, false};
@@ -400,18 +458,23 @@ class AdagradOp final : public UpdateOp<AdagradOp> {
 
 // ---- schemas and registration --------------------------------------------------
 
+// Extra gradients an update sums (replicas of one process sharing a param).
+constexpr int kMaxExtraGrads = 1023;
+
 DP_OPERATOR_SCHEMA(SGD)
-    .NumInputs(3)
+    .NumInputs(3, 3 + kMaxExtraGrads)
     .NumOutputs(1)
     .EnforceInplace({{0, 0}})
     .Inputs({"param", "grad", "lr"})
     .Outputs({"param"})
     .Arg("weight_decay", ArgKind::kFloat, "L2 penalty added to the gradient; default 0")
+    .Arg("part", ArgKind::kInt, "which of the parts this op updates; default 0")
+    .Arg("parts", ArgKind::kInt, "contiguous parts of the elements, one updated here; default 1 (all)")
     .ShapeInference(InferUpdate(kSgdLayout))
     .Doc("param -= lr * (grad + weight_decay * param), in place.");
 
 DP_OPERATOR_SCHEMA(MomentumSGD)
-    .NumInputs(4)
+    .NumInputs(4, 4 + kMaxExtraGrads)
     .NumOutputs(2)
     .EnforceInplace({{0, 0}, {2, 1}})
     .Inputs({"param", "grad", "momentum", "lr"})
@@ -419,12 +482,14 @@ DP_OPERATOR_SCHEMA(MomentumSGD)
     .Arg("momentum", ArgKind::kFloat, "mu; default 0.9")
     .Arg("nesterov", ArgKind::kInt, "1: Nesterov momentum; default 0")
     .Arg("weight_decay", ArgKind::kFloat, "L2 penalty added to the gradient; default 0")
+    .Arg("part", ArgKind::kInt, "which of the parts this op updates; default 0")
+    .Arg("parts", ArgKind::kInt, "contiguous parts of the elements, one updated here; default 1 (all)")
     .ShapeInference(InferUpdate(kMomentumLayout))
     .Doc("PyTorch SGD with momentum, in place: d = grad + wd * param; buf = mu * buf + d; "
          "param -= lr * (nesterov ? d + mu * buf : buf). The buffer starts at zero.");
 
 DP_OPERATOR_SCHEMA(Adam)
-    .NumInputs(6)
+    .NumInputs(6, 6 + kMaxExtraGrads)
     .NumOutputs(3)
     .EnforceInplace({{0, 0}, {2, 1}, {3, 2}})
     .Inputs({"param", "grad", "m", "v", "lr", "iter"})
@@ -433,12 +498,14 @@ DP_OPERATOR_SCHEMA(Adam)
     .Arg("beta2", ArgKind::kFloat, "default 0.999")
     .Arg("epsilon", ArgKind::kFloat, "added after the bias-corrected square root; default 1e-8")
     .Arg("weight_decay", ArgKind::kFloat, "L2 penalty added to the gradient; default 0")
+    .Arg("part", ArgKind::kInt, "which of the parts this op updates; default 0")
+    .Arg("parts", ArgKind::kInt, "contiguous parts of the elements, one updated here; default 1 (all)")
     .ShapeInference(InferUpdate(kAdamLayout))
     .Doc("torch.optim.Adam, in place: d = grad + wd * param; m = b1 m + (1-b1) d; v = b2 v + (1-b2) d^2; "
          "param -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) with t = iter (>= 1).");
 
 DP_OPERATOR_SCHEMA(Adagrad)
-    .NumInputs(4)
+    .NumInputs(4, 4 + kMaxExtraGrads)
     .NumOutputs(2)
     .EnforceInplace({{0, 0}, {2, 1}})
     .Inputs({"param", "grad", "h", "lr"})
@@ -446,6 +513,8 @@ DP_OPERATOR_SCHEMA(Adagrad)
     .Arg("epsilon", ArgKind::kFloat, "default 1e-10")
     .Arg("decay", ArgKind::kFloat, "factor on the accumulated squares; default 1")
     .Arg("weight_decay", ArgKind::kFloat, "L2 penalty added to the gradient; default 0")
+    .Arg("part", ArgKind::kInt, "which of the parts this op updates; default 0")
+    .Arg("parts", ArgKind::kInt, "contiguous parts of the elements, one updated here; default 1 (all)")
     .ShapeInference(InferUpdate(kAdagradLayout))
     .Doc("Adagrad, in place: d = grad + wd * param; h = decay * h + d^2; param -= lr * d / (sqrt(h) + eps).");
 
