@@ -812,9 +812,11 @@ typedef struct dp_parallel_options {
   int32_t cuda_collectives;    /* DP_CUDA_COLLECTIVES_*: how CUDA replicas communicate; 0 is NCCL */
   /* CPU only: 1 keeps one copy of the params and optimizer state (replica
    * 0's) that every replica reads; gradients are still summed, and each
-   * param is updated once, by one replica (the updates spread over the
-   * replicas by size). Faster than a copy per replica on a CPU: the update
-   * is not repeated on every copy. Not with BMUF. */
+   * param is updated once, the work spread over the replicas (big params in
+   * one part per replica). Faster than a copy per replica on a CPU: the
+   * update is not repeated on every copy, and within a process the
+   * gradients are summed by the updates, without an allreduce. Not with
+   * BMUF. */
   int32_t shared_model;
   /* 1: every training-mode SpatialBN normalises with the mean and variance
    * of the whole global batch (statistics allreduced in forward and

@@ -69,9 +69,11 @@ struct ParallelizeOptions {
   ComputedParamsSync computed_params = ComputedParamsSync::kBroadcast;
   BmufOptions bmuf;  // instead of a gradient allreduce every step
   // CPU only: one copy of the params and optimizer state (replica 0's) that
-  // every replica reads; gradients are still summed across replicas, and each
-  // param is updated once, by the replica ParallelPlan::update_owner names.
-  // Saves the replicas' memory and repeated updates; not with BMUF.
+  // every replica reads; gradients are still summed across replicas (in one
+  // process by the updates themselves, without an allreduce), and each param
+  // is updated once, the updates spread over the replicas (parallelize.cc
+  // AssignUpdates). Saves the replicas' memory and repeated updates; not with
+  // BMUF.
   bool shared_model = false;
   // Every training-mode SpatialBN normalises with the statistics of the
   // whole global batch (forward and backward), as one device would.
