@@ -123,6 +123,8 @@ void Tensor::CopyFrom(const Tensor& src, DeviceContext* ctx) {
   CopyBytes(nbytes(), keep.raw_data(), keep.device_, raw_mutable_data(), device_, ctx);
 }
 
+bool Tensor::writable_in_place() const { return !storage_ || (SoleOwner(storage_) && storage_->library_owned()); }
+
 void* Tensor::raw_mutable_data() {
   if (storage_ && !(SoleOwner(storage_) && storage_->library_owned())) {
     // Copy-on-write: somebody else sees this memory, or the caller owns it.

@@ -72,6 +72,9 @@ class Tensor {
 
   const void* raw_data() const { return storage_ ? storage_->data() : nullptr; }
   void* raw_mutable_data();  // makes the storage writable first
+  // Whether raw_mutable_data() would write in place (library memory held by
+  // this tensor alone, or no storage), i.e. make no copy-on-write copy.
+  bool writable_in_place() const;
 
   template <typename T>
   const T* data() const {

@@ -139,6 +139,11 @@ void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
         train.ops.push_back(b.On(u.replica, MakeOperatorDef("Copy", {kLrBlob}, {lr})));
     }
     const std::string w = b.BlobName(u.replica, u.param);
+    if (u.parts > 1 && u.part == 0) {  // the parts may not copy on write: copy now if need be
+      std::vector<std::string> blobs{w};
+      for (const auto& st : OptimizerStateBlobs(p.opt, w)) blobs.push_back(st);
+      train.ops.push_back(b.On(u.replica, MakeOperatorDef("MakeWritable", blobs, blobs)));
+    }
     OperatorDef op = OptimizerUpdateOp(p.opt, w, p.Grad(p.sum_in_update ? 0 : u.replica, u.param), lr);
     if (p.sum_in_update)
       for (size_t r = 1; r < p.n; ++r) op.inputs.push_back(p.Grad(r, u.param));

@@ -294,7 +294,7 @@ TEST_CASE("SGD and Adam accept empty parameters") {
 // One update split into `parts` ops (part k on CPU device k, run by the async
 // executor at once), each summing the gradients g0 + g1 + g2 itself, equals
 // one whole update on the precomputed sum, bit for bit; caller-owned param
-// memory is never written (the parts make one copy-on-write copy together).
+// memory is never written (MakeWritable copies it before the parts).
 TEST_CASE("updates in parts, summing extra gradients, equal one update on the summed gradient") {
   struct Kind {
     const char* type;
@@ -339,6 +339,7 @@ TEST_CASE("updates in parts, summing extra gradients, equal one update on the su
                                                      Storage::Borrow(DeviceOption{}, caller.data(), caller.size() * sizeof(float)))});
       NetDef net = MakeNet({}, part_feeds);
       net.executor = ExecutorKind::kAsync;
+      if (parts > 1) net.ops.push_back(Op("MakeWritable", outs, outs));
       for (int64_t p = 0; p < parts; ++p) {
         std::vector<std::string> in = inputs("g0");
         in.push_back("g1");
@@ -367,6 +368,17 @@ TEST_CASE("updates reject bad parts and extra gradients of another shape") {
   ExpectRunError({Op("SGD", {"w", "g", "lr", "g1"}, {"w"})}, feeds, Code::kShape, {"g1"});
   ExpectBuildError({Op("SGD", {"w", "g", "lr"}, {"w"}, {IntArg("part", 2), IntArg("parts", 2)})}, feeds,
                  Code::kInvalidArgument, {"part"});
+  // Parts run at once and may not copy on write: caller memory needs MakeWritable first.
+  std::vector<float> caller = {1, 2, 3, 4};
+  Feeds borrowed = {{"w", Tensor::FromStorage(Dims{4}, DType::kFloat32,
+                                              Storage::Borrow(DeviceOption{}, caller.data(), 4 * sizeof(float)))},
+                    {"g", Make<float>({4}, {1, 1, 1, 1})}, {"lr", Make<float>({1}, {0.1f})}};
+  ExpectRunError({Op("SGD", {"w", "g", "lr"}, {"w"}, {IntArg("part", 0), IntArg("parts", 2)})}, borrowed,
+                 Code::kFailedPrecondition, {"'w'", "MakeWritable"});
+  auto ws = RunOps({Op("MakeWritable", {"w"}, {"w"}), Op("SGD", {"w", "g", "lr"}, {"w"}, {IntArg("part", 1), IntArg("parts", 2)})},
+                   borrowed);
+  CHECK(caller == std::vector<float>{1, 2, 3, 4});
+  CHECK(Values<float>(ws->GetTensor("w")) == std::vector<float>{1, 2, 3, 4});  // part 1 of 2 of 4 elements: empty
 }
 
 // ---- MomentumSGD ---------------------------------------------------------------

@@ -561,6 +561,12 @@ TEST_CASE("shared model in one process: big params updated in one part per repli
         for (int r = 1; r < n; ++r) CHECK(op.inputs.at(first_extra + static_cast<size_t>(r) - 1).rfind(nets.scopes.at(static_cast<size_t>(r)), 0) == 0);
       }
       CHECK(parts.size() == mo.params.size());
+      // w1 and its state are made writable before the parts run at once.
+      const auto first_part = std::find_if(nets.train.ops.begin(), nets.train.ops.end(),
+                                           [](const OperatorDef& op) { return PartialWriteOf(op).parts > 1; });
+      REQUIRE(first_part != nets.train.ops.begin());
+      CHECK(std::prev(first_part)->type == "MakeWritable");
+      CHECK(std::prev(first_part)->inputs.at(0) == "cpu_0/w1");
       CHECK(parts["cpu_0/w1"].size() == static_cast<size_t>(n));
       // The parts of w1 do not wait for one another.
       std::vector<DeviceOption> devices;

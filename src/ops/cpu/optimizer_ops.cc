@@ -14,7 +14,8 @@
 //   - args part = k and parts = P: the update touches only part k of P
 //     contiguous parts of the elements, so P ops (one per replica) update
 //     one param together. The task graph lets such ops run at once
-//     (graph/task_graph.h).
+//     (graph/task_graph.h); their outputs must be writable in place when
+//     they start (MakeWritable before them).
 //
 // Each update is one pass over memory, split across the op's threads. Decisions (weight decay, Nesterov) are
 // template parameters, so the loops carry no branches; SGD and MomentumSGD
@@ -27,7 +28,6 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -293,17 +293,17 @@ class UpdateOp : public Operator {
       std::vector<const T*> g;  // grad, then the extra gradients
       g.push_back(Input(1).template data<T>());
       for (int i = layout_.num_inputs(); i < InputSize(); ++i) g.push_back(Input(i).template data<T>());
-      T* p = nullptr;
+      // The ops updating the other parts may be running now: none of them
+      // may replace the tensors' storage (copy-on-write), so they must find
+      // them writable where they are (MakeWritable before the group).
+      if (parts_ > 1)
+        for (int k = 0; k <= layout_.num_states; ++k)
+          DP_ENFORCE_CODE(Output(k)->writable_in_place(), Code::kFailedPrecondition, OutputDesc(k),
+                          " is caller memory or shared with another holder, so part ", part_, " of ", parts_,
+                          " cannot update it in place: run MakeWritable on it before the update's parts");
+      T* p = Output(0)->template mutable_data<T>();
       T* s[kMaxStates] = {};
-      {
-        // The ops updating other parts of these tensors may run now: one at
-        // a time makes them writable (a copy-on-write copy made by one is
-        // the one the others then write to).
-        std::unique_lock<std::mutex> lock(writable_mu_, std::defer_lock);
-        if (parts_ > 1) lock.lock();
-        p = Output(0)->template mutable_data<T>();
-        for (int k = 0; k < layout_.num_states; ++k) s[k] = Output(1 + k)->template mutable_data<T>();
-      }
+      for (int k = 0; k < layout_.num_states; ++k) s[k] = Output(1 + k)->template mutable_data<T>();
       // Elementwise: pieces of the part on the op's threads (an update is
       // memory-bound, and the step's tail after the last gradient).
       const int64_t n = end - begin;
@@ -339,7 +339,6 @@ class UpdateOp : public Operator {
 
   const Layout layout_;
   const int64_t part_, parts_;
-  static inline std::mutex writable_mu_;
 };
 
 constexpr Layout kSgdLayout{0, false};
