@@ -216,10 +216,7 @@ class BroadcastOp final : public CollectiveOp {
     for (int j = 0; j < m; ++j) {
       const Tensor& src = Input(In(root_, j));
       for (int d = 0; d < n; ++d) {
-        if (d == root_) {
-          buffers[static_cast<size_t>(d)] = const_cast<void*>(src.raw_data());  // only read
-          continue;
-        }
+        if (d == root_) continue;
         // Replicas may be uninitialised (empty blob or tensor) or shaped
         // differently: they become the root's shape, on their own device.
         const int o = In(d, j) - 1;
@@ -235,6 +232,10 @@ class BroadcastOp final : public CollectiveOp {
         }
         buffers[static_cast<size_t>(d)] = t->raw_mutable_data();
       }
+      // Read last: a replica's slot may name the root's own blob (a shared
+      // model's params), whose storage raw_mutable_data may have just
+      // replaced; the copy onto itself is then skipped.
+      buffers[static_cast<size_t>(root_)] = const_cast<void*>(src.raw_data());  // only read
       comm.collectives->Broadcast(buffers, root_, src.nbytes());
     }
   }

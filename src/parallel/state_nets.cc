@@ -18,15 +18,43 @@ void AddReplicaZeroInit(const ParallelPlan& p, NetDef& init) {
   for (const auto& x : p.model.init_net.external_inputs) AddExternalInput(init, b.BlobName(0, x));
 }
 
+// A Broadcast from replica 0 of `per_replica` (unscoped: each replica's
+// own), and one of `shared` (scoped: one blob for all of this process's
+// replicas) from process 0 to the others, or nothing when there is nobody to
+// send to.
+void AddBroadcasts(const ParallelPlan& p, const std::vector<std::string>& per_replica,
+                   const std::vector<std::string>& shared, const std::string& key, NetDef& net) {
+  if (p.total_replicas() <= 1) return;
+  if (!per_replica.empty())
+    net.ops.push_back(p.replicas.Collective("Broadcast", p.replicas.PerReplica(per_replica),
+                                            {MakeArg("root", int64_t{0})}));
+  if (shared.empty()) return;
+  std::vector<std::string> in{kCommBlob};
+  in.insert(in.end(), shared.begin(), shared.end());
+  net.ops.push_back(p.replicas.On(
+      0, MakeOperatorDef("Broadcast", in, shared,
+                         {MakeArg("num_devices", int64_t{1}), MakeArg("root", int64_t{0}), MakeArg("key", key)})));
+}
+
+// A shared model's params (scoped) when other processes hold their own copy:
+// they must receive process 0's.
+std::vector<std::string> SharedAcrossProcesses(const ParallelPlan& p) {
+  std::vector<std::string> out;
+  if (p.options.shared_model && p.shards > 1)
+    for (const auto& param : p.model.params) out.push_back(p.replicas.BlobName(0, param));
+  return out;
+}
+
 // The other replicas' params and computed params take shape (zeros like
-// replica 0's), then receive replica 0's values.
+// replica 0's), then receive replica 0's values; a shared model's params go
+// to the other processes.
 void AddBroadcastOfReplicated(const ParallelPlan& p, NetDef& init) {
   const Replicas& b = p.replicas;
-  if (p.total_replicas() <= 1 || p.replicated.empty()) return;
+  if (p.total_replicas() <= 1) return;
   for (size_t r = 1; r < p.n; ++r)
     for (const auto& x : p.replicated)
       init.ops.push_back(b.On(r, MakeOperatorDef("ConstantFill", {b.BlobName(0, x)}, {b.BlobName(r, x)})));
-  init.ops.push_back(b.Collective("Broadcast", b.PerReplica(p.replicated), {MakeArg("root", int64_t{0})}));
+  AddBroadcasts(p, p.replicated, SharedAcrossProcesses(p), "shared_params", init);
 }
 
 // The iteration counter (once, on the host), then each updating replica's
@@ -61,6 +89,15 @@ std::vector<std::string> ReplicaState(const ParallelPlan& p) {
   return state;
 }
 
+// A shared model's state that other processes hold their own copy of
+// (scoped): its params and their optimizer state.
+std::vector<std::string> SharedStateAcrossProcesses(const ParallelPlan& p) {
+  std::vector<std::string> out = SharedAcrossProcesses(p);
+  for (size_t i = 0, n = out.size(); i < n; ++i)
+    for (const auto& st : OptimizerStateBlobs(p.opt, out[i])) out.push_back(st);
+  return out;
+}
+
 }  // namespace
 
 NetDef BuildInitNet(const ParallelPlan& p) {
@@ -90,9 +127,8 @@ NetDef BuildSyncNet(const ParallelPlan& p) {
   const Replicas& b = p.replicas;
   NetDef sync;
   sync.name = p.name + "_parallel_sync";
-  const std::vector<std::string> state = ReplicaState(p);
-  if (p.total_replicas() > 1 && !state.empty())
-    sync.ops.push_back(b.Collective("Broadcast", b.PerReplica(state), {MakeArg("root", int64_t{0})}));
+  const std::vector<std::string> state = ReplicaState(p), shared = SharedStateAcrossProcesses(p);
+  AddBroadcasts(p, state, shared, "shared_state", sync);
   if (!b.cuda()) {  // CUDA: Net::Run waits for the streams
     OperatorDef barrier = MakeOperatorDef("Barrier", {kCommBlob}, {});
     if (!sync.ops.empty()) barrier.control_inputs = {sync.ops.back().outputs.back()};  // after the broadcast
@@ -101,6 +137,7 @@ NetDef BuildSyncNet(const ParallelPlan& p) {
   AddExternalInput(sync, kCommBlob);
   for (size_t r = 0; r < p.n; ++r)
     for (const auto& x : state) AddExternalInput(sync, b.BlobName(r, x));
+  for (const auto& x : shared) AddExternalInput(sync, x);
   ValidateNet(sync);
   return sync;
 }

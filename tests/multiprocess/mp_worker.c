@@ -18,10 +18,10 @@
  *   mp_worker stall --victim V --step S
  *     rank V stops itself (SIGSTOP) before step S: the others must fail the
  *     same way (the script kills the stopped process afterwards).
- *   mp_worker accumulate|bmuf --devices D [--steps K]
- *     gradient accumulation (2 batches per update) and BMUF (blocks of 2
- *     steps) across processes equal the same options over all the job's
- *     devices in one process (relative error <= 1e-5).
+ *   mp_worker accumulate|bmuf|shared --devices D [--steps K]
+ *     gradient accumulation (2 batches per update), BMUF (blocks of 2
+ *     steps) and a shared model across processes equal the same options
+ *     over all the job's devices in one process (relative error <= 1e-5).
  *   mp_worker join --devices D [--steps K]
  *     uneven data: rank r has K - r batches, then joins; the params equal
  *     one device trained on the active processes' batches of each step, and
@@ -151,10 +151,10 @@ typedef struct {
   dp_net* extra; /* the accumulate net (kAccumulate) or the BMUF block net (kBmuf) */
 } job;
 
-enum { kSyncBn = 1, kAccumulate = 2, kBmuf = 4 };
+enum { kSyncBn = 1, kAccumulate = 2, kBmuf = 4, kShared = 8 };
 
 /* shards 0: the environment's processes (dp-run); 1: this process alone.
- * flags: kSyncBn, kAccumulate (2 steps), kBmuf (blocks of 2 steps). */
+ * flags: kSyncBn, kAccumulate (2 steps), kBmuf (blocks of 2 steps), kShared (a shared model). */
 static int make_job(job* j, dp_model* model, int devices, int shards, int flags) {
   int32_t ids[kMaxDevices] = {0, 1, 2, 3, 4, 5, 6, 7};
   dp_parallel_options o;
@@ -168,6 +168,7 @@ static int make_job(job* j, dp_model* model, int devices, int shards, int flags)
   o.num_devices = (size_t)devices;
   o.num_shards = shards;
   o.sync_bn = (flags & kSyncBn) != 0;
+  o.shared_model = (flags & kShared) != 0;
   if (flags & kAccumulate) o.accumulate_steps = 2;
   if (flags & kBmuf) {
     o.bmuf = 1;
@@ -302,6 +303,18 @@ static int variant(const config* c, int flag, const char* label) {
       ok = EXPECT_OK(dp_net_run(multi.extra)) && EXPECT_OK(dp_net_run(ref.extra));
   }
   ok = ok && compare_params(label, multi.ws, ref.ws, model);
+  if (ok && flag == kShared && c->rank != 0) {
+    /* A drifted process gets process 0's shared params back from the sync net. */
+    dp_tensor *w = NULL, *drift = NULL; /* zeros */
+    ok = EXPECT_OK(dp_workspace_fetch(multi.ws, "cpu_0/w1", &w)) &&
+         EXPECT_OK(dp_tensor_create(DP_DTYPE_FLOAT32, dp_tensor_dims(w), dp_tensor_ndim(w), NULL, 0, &drift)) &&
+         EXPECT_OK(dp_workspace_feed(multi.ws, "cpu_0/w1", drift));
+    dp_tensor_free(w);
+    dp_tensor_free(drift);
+  }
+  if (flag == kShared)
+    ok = ok && EXPECT_OK(dp_parallel_model_sync(multi.pm, multi.ws)) &&
+         compare_params("after dp_parallel_model_sync", multi.ws, ref.ws, model);
   free_job(&multi);
   free_job(&ref);
   dp_model_free(model);
@@ -406,6 +419,10 @@ int main(int argc, char** argv) {
     ok = join(&c);
   } else if (strcmp(c.mode, "accumulate") == 0) {
     ok = variant(&c, kAccumulate, "accumulating 2 batches per update, against one process over all devices");
+  } else if (strcmp(c.mode, "shared") == 0) {
+    /* Across processes the gradients are allreduced and each update reads its
+     * replica's sum; in one process the updates sum the replicas' gradients. */
+    ok = variant(&c, kShared, "a shared model in each process, against one process over all devices");
   } else if (strcmp(c.mode, "bmuf") == 0) {
     ok = variant(&c, kBmuf, "BMUF, against one process over all devices");
   } else if (strcmp(c.mode, "kill") == 0 || strcmp(c.mode, "stall") == 0) {
