@@ -21,7 +21,7 @@
  *   train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
  *                       [--limit N] [--min-acc A] [--devices cpu:N]
- *                       [--checkpoint DIR [--resume] [--keep K]]
+ *                       [--checkpoint DIR [--resume] [--keep K]] [--trace FILE]
  *
  * Several processes: `dp-run -n 2 -- train_fashion_mnist` (or with --devices
  * cpu:N, N devices in each) starts two processes that train one model: each
@@ -34,7 +34,9 @@
  *   epoch E/EP loss=<mean train loss> test_acc=<acc> samples_per_s=<train samples/s>
  * and a last line
  *   final test_acc=<acc> train_loss=<loss> samples_per_s=<mean train samples/s>
- * Errors print the status message and exit with 1 (2 for bad flags); with
+ * --trace FILE writes the per-op timings of the last training step as Chrome
+ * trace JSON (chrome://tracing, Perfetto). Errors print the status message and
+ * exit with 1 (2 for bad flags); with
  * --min-acc, a final test accuracy below A prints why and exits with 3.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -223,11 +225,27 @@ static double evaluate(size_t n) {
   return n ? correct / (double)n : 0.0;
 }
 
+/* The last training step's per-op timings (the train net was created with
+ * profiling on). */
+static void write_trace(const char* path) {
+  dp_buffer* json = NULL;
+  check(dp_net_trace_json(app.train, &json), "dp_net_trace_json");
+  FILE* f = fopen(path, "wb");
+  int ok = f != NULL && fwrite(dp_buffer_data(json), 1, dp_buffer_size(json), f) == dp_buffer_size(json);
+  if (f != NULL && fclose(f) != 0) ok = 0;
+  dp_buffer_free(json);
+  if (!ok) {
+    fprintf(stderr, "could not write the trace to %s\n", path);
+    app_free();
+    exit(1);
+  }
+}
+
 static void usage(const char* argv0) {
   fprintf(stderr,
           "usage: %s [--model mlp|cnn|PATH.json] [--epochs E] [--batch B] [--lr LR] [--seed S]\n"
           "          [--data DIR] [--nets DIR] [--limit N] [--min-acc A] [--devices cpu:N|cuda:N]\n"
-          "          [--checkpoint DIR [--resume] [--keep K]]\n",
+          "          [--checkpoint DIR [--resume] [--keep K]] [--trace FILE]\n",
           argv0);
   exit(2);
 }
@@ -325,6 +343,7 @@ int main(int argc, char** argv) {
   int32_t shards = 1, shard = 0; /* processes of the job (dp-run), and this one */
   long num_devices = 0;
   const char* checkpoint_dir = NULL;
+  const char* trace_path = NULL;
   int resume = 0;
   long keep = 3;
   for (int i = 1; i < argc; ++i) {
@@ -372,6 +391,8 @@ int main(int argc, char** argv) {
       num_devices = parse_long(argv[0], a, colon + 1, 1, 64);
     } else if (strcmp(a, "--checkpoint") == 0) {
       checkpoint_dir = v;
+    } else if (strcmp(a, "--trace") == 0) {
+      trace_path = v;
     } else if (strcmp(a, "--keep") == 0) {
       keep = parse_long(argv[0], a, v, 0, 1000000);
     } else if (strcmp(a, "--data") == 0) {
@@ -487,7 +508,9 @@ int main(int argc, char** argv) {
   }
   check(dp_workspace_create(&app.ws), "dp_workspace_create");
   check(dp_net_create(app.ws, app.init_def, NULL, &app.init), "creating the init net");
-  check(dp_net_create(app.ws, app.train_def, NULL, &app.train), "creating the train net");
+  dp_net_options train_opts = DP_NET_OPTIONS_INIT;
+  train_opts.profile = trace_path != NULL;
+  check(dp_net_create(app.ws, app.train_def, &train_opts, &app.train), "creating the train net");
   check(dp_net_create(app.ws, app.eval_def, NULL, &app.eval), "creating the eval net");
   check(dp_net_run(app.init), "running the init net");
 
@@ -557,6 +580,7 @@ int main(int argc, char** argv) {
   const long trained = epochs - first_epoch + 1;
   printf("final test_acc=%.4f train_loss=%.4f samples_per_s=%.1f\n", last_acc, last_loss,
          trained > 0 ? (double)(steps * (size_t)batch) * (double)trained / total_time : 0.0);
+  if (trace_path != NULL) write_trace(trace_path);
   app_free();
   if (min_acc >= 0 && !(last_acc >= min_acc)) {
     fprintf(stderr, "%s: test accuracy %.4f is below --min-acc %.4f\n", argv[0], last_acc, min_acc);
