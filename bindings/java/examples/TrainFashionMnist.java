@@ -185,6 +185,7 @@ public final class TrainFashionMnist {
           for (int i = 0; i < numDevices; ++i) o.deviceIds[i] = i;
         }
         o.lr = lr;
+        o.sharedModel = deviceType == Dp.DEVICE_CPU; // CPU replicas share one copy of the params, as in the C sample
         parallel = model.parallelize(o);
         defs = parallel.nets();
         System.out.println("data parallel over " + parallel.numReplicas() + " replicas (" + parallel.scope(0)

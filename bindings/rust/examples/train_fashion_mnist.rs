@@ -223,7 +223,14 @@ fn main() {
             "dp_model_build_training",
         ),
         Some((kind, n)) => {
-            let opts = dp::ParallelOptions { device_type: kind, device_ids: (0..n as i32).collect(), lr, ..Default::default() };
+            // CPU replicas share one copy of the params, as in the C sample.
+            let opts = dp::ParallelOptions {
+                device_type: kind,
+                device_ids: (0..n as i32).collect(),
+                lr,
+                shared_model: kind == DeviceType::Cpu,
+                ..Default::default()
+            };
             let p = check(model.parallelize(&opts), "dp_model_parallelize");
             let nets = check(p.nets(), "dp_parallel_model_nets");
             let r = p.num_replicas();

@@ -276,7 +276,9 @@ func main() {
 		for i := range ids {
 			ids[i] = int32(i)
 		}
-		a.parallel, err = a.model.Parallelize(&dp.ParallelOptions{DeviceType: devType, DeviceIDs: ids, LR: lr})
+		// CPU replicas share one copy of the params, as in the C sample.
+		a.parallel, err = a.model.Parallelize(&dp.ParallelOptions{DeviceType: devType, DeviceIDs: ids, LR: lr,
+			SharedModel: devType == dp.DeviceCPU})
 		check(err, "dp_model_parallelize")
 		nets, err = a.parallel.Nets()
 		check(err, "dp_parallel_model_nets")
