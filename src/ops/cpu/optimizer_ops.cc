@@ -250,7 +250,11 @@ template <class Derived>
 class UpdateOp : public Operator {
  public:
   UpdateOp(const OpInit& init, Layout layout)
-      : Operator(init), layout_(layout), part_(args().Int("part", 0)), parts_(args().Int("parts", 1)) {
+      : Operator(init),
+        layout_(layout),
+        part_(args().Int("part", 0)),
+        parts_(args().Int("parts", 1)),
+        grads_(static_cast<size_t>(1 + std::max(0, InputSize() - layout.num_inputs()))) {
     DP_ENFORCE(parts_ >= 1 && part_ >= 0 && part_ < parts_, "arguments 'part' and 'parts' must satisfy 0 <= part < ",
                "parts, got part ", part_, " of ", parts_);
   }
@@ -290,9 +294,11 @@ class UpdateOp : public Operator {
     const int64_t begin = std::min(step.n, part_ * per_part), end = std::min(step.n, begin + per_part);
     DispatchFloat(Input(0).dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
-      std::vector<const T*> g;  // grad, then the extra gradients
-      g.push_back(Input(1).template data<T>());
-      for (int i = layout_.num_inputs(); i < InputSize(); ++i) g.push_back(Input(i).template data<T>());
+      // grad, then the extra gradients (in the op's own array: no allocation per run)
+      grads_[0] = Input(1).template data<T>();
+      for (int i = layout_.num_inputs(); i < InputSize(); ++i)
+        grads_[static_cast<size_t>(1 + i - layout_.num_inputs())] = Input(i).template data<T>();
+      auto g = [&](size_t k) { return static_cast<const T*>(grads_[k]); };
       // The ops updating the other parts may be running now: none of them
       // may replace the tensors' storage (copy-on-write), so they must find
       // them writable where they are (MakeWritable before the group).
@@ -310,13 +316,16 @@ class UpdateOp : public Operator {
       ParallelForChunks(n, ParallelChunks(n, kGrain), 64, [&](int, int64_t lo, int64_t hi) {
         lo += begin;
         hi += begin;
-        if (g.size() == 1) return UpdateRange<T>(step, lo, hi, p, g[0] + lo, s);
+        if (grads_.size() == 1) return UpdateRange<T>(step, lo, hi, p, g(0) + lo, s);
         T sum[kSumBlock];
         for (int64_t b = lo; b < hi; b += kSumBlock) {
           const int64_t len = std::min(kSumBlock, hi - b);
-          for (int64_t j = 0; j < len; ++j) sum[j] = g[0][b + j];
-          for (size_t k = 1; k < g.size(); ++k)
-            for (int64_t j = 0; j < len; ++j) sum[j] += g[k][b + j];
+          const T* g0 = g(0) + b;
+          for (int64_t j = 0; j < len; ++j) sum[j] = g0[j];
+          for (size_t k = 1; k < grads_.size(); ++k) {
+            const T* gk = g(k) + b;
+            for (int64_t j = 0; j < len; ++j) sum[j] += gk[j];
+          }
           UpdateRange<T>(step, b, b + len, p, sum, s);
         }
       });
@@ -339,6 +348,7 @@ class UpdateOp : public Operator {
 
   const Layout layout_;
   const int64_t part_, parts_;
+  std::vector<const void*> grads_;
 };
 
 constexpr Layout kSgdLayout{0, false};
