@@ -8,6 +8,7 @@ packages=(
   flatbuffers-compiler libflatbuffers-dev doctest-dev
   libgloo-dev libopenblas-dev zlib1g-dev
   libxxhash-dev              # checkpoint checksums (XXH3)
+  libdnnl-dev                # oneDNN: the CPU convolution and pooling backend (-Ddnnl=auto)
   dataset-fashion-mnist
   clang libclang-rt-14-dev   # the sanitizer build and libFuzzer (tools/test.sh, tools/fuzz.sh)
   redis-server               # the Redis store of the multi-process tests (tests/multiprocess)

@@ -33,6 +33,9 @@
 #include "ops/op_schema.h"
 #include "ops/operator.h"
 #include "op_test_util.h"
+#if DP_HAVE_DNNL
+#include "ops/cpu/dnnl_common.h"
+#endif
 
 using namespace dp;
 using namespace dp::testing;
@@ -783,6 +786,9 @@ TEST_CASE("pooling errors have the right code and name the blob") {
 // Fuzzing found these: sizes from arguments and from zero-element tensors
 // reached allocations and int64 arithmetic unchecked.
 TEST_CASE("Conv's im2col scratch is charged to the workspace's memory limit") {
+#if DP_HAVE_DNNL
+  dnnl_cpu::DisabledScope im2col;  // oneDNN's buffers: test_dnnl_conv
+#endif
   // X [1, 1, 64, 64] (16 KiB), W [1, 1, 9, 9], pad 2: the column matrix is
   // 81 x 60 * 60 floats (~1.1 MiB), far more than X, W and Y together.
   Feeds f = {{"x", Make<float>({1, 1, 64, 64}, Random<float>(64 * 64, 1))},

@@ -20,6 +20,11 @@
 //
 // Window arguments and the output-size rule live in conv_utils.h, shared
 // with shape inference and the pooling operators.
+//
+// Builds with oneDNN (DP_HAVE_DNNL) run float32 convolutions through its
+// kernels instead (ops/cpu/dnnl_conv.h, the same split of the batch); the
+// im2col kernels below take what oneDNN does not (float64, empty tensors,
+// arguments it has only a reference kernel for).
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -30,6 +35,10 @@
 #include "ops/cpu/conv_utils.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
+#if DP_HAVE_DNNL
+#include "ops/cpu/dnnl_common.h"
+#include "ops/cpu/dnnl_conv.h"
+#endif
 
 namespace dp {
 namespace {
@@ -133,6 +142,9 @@ class ConvOp final : public Operator {
     CheckSameDtype(x, InputDesc(0), w, InputDesc(1));
     if (b) CheckSameDtype(x, InputDesc(0), *b, InputDesc(2));
     const ConvShape s = conv::ComputeConvShape(def(), args(), x.dims(), w.dims(), b ? &b->dims() : nullptr);
+#if DP_HAVE_DNNL
+    if (RunDnnl(x, w, b, s)) return;
+#endif
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
@@ -175,6 +187,18 @@ class ConvOp final : public Operator {
     });
   }
 
+#if DP_HAVE_DNNL
+  // float32 through oneDNN; false when it does not take this convolution.
+  bool RunDnnl(const Tensor& x, const Tensor& w, const Tensor* b, const ConvShape& s) {
+    if (x.dtype() != DType::kFloat32 || !dnnl_cpu::Enabled() || !dnnl_.Prepare(s, b != nullptr, ImageChunks(s)))
+      return false;
+    float* y = Output(0, s.y, x.dtype())->mutable_data<float>();
+    dnnl_.Run(x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y,
+              Scratch<uint8_t>(static_cast<int64_t>(dnnl_.scratch_bytes())));
+    return true;
+  }
+  dnnl_cpu::ConvForward dnnl_;
+#endif
 };
 
 // no_bias and the output count of a ConvGradient op: whether it writes db and dX.
@@ -211,6 +235,9 @@ class ConvGradientOp final : public Operator {
     CheckSameDtype(x, InputDesc(0), dy, InputDesc(2));
     const ConvGradOutputs outs = GradOutputs(def(), args());
     const ConvShape s = GradShape(def(), args(), x.dims(), w.dims(), dy.dims());
+#if DP_HAVE_DNNL
+    if (RunDnnl(x, w, dy, outs, s)) return;
+#endif
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
@@ -273,6 +300,19 @@ class ConvGradientOp final : public Operator {
     });
   }
 
+#if DP_HAVE_DNNL
+  bool RunDnnl(const Tensor& x, const Tensor& w, const Tensor& dy, ConvGradOutputs outs, const ConvShape& s) {
+    if (x.dtype() != DType::kFloat32 || !dnnl_cpu::Enabled() || !dnnl_.Prepare(s, outs.db, outs.dx, ImageChunks(s)))
+      return false;
+    float* dw = Output(0, w.dims(), x.dtype())->mutable_data<float>();
+    float* db = outs.db ? Output(1, {s.m}, x.dtype())->mutable_data<float>() : nullptr;
+    float* dx = outs.dx ? Output(outs.db ? 2 : 1, x.dims(), x.dtype())->mutable_data<float>() : nullptr;
+    dnnl_.Run(x.data<float>(), w.data<float>(), dy.data<float>(), dw, db, dx,
+              Scratch<uint8_t>(static_cast<int64_t>(dnnl_.scratch_bytes())));
+    return true;
+  }
+  dnnl_cpu::ConvBackward dnnl_;
+#endif
 };
 
 // The forward op's arguments for its gradient op, with no_bias set.
