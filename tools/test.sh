@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README's test command: builds and tests both configurations,
 #   build      default (-Dcuda=auto: CUDA compiled and linked when the toolkit exists;
-#              the CUDA, C API, sample and package tests: what CUDA changes)
+#              the CUDA, C API, sample and package tests: what CUDA changes; only
+#              their targets are built)
 #   build-cpu  -Dcuda=disabled (CPU only)
 # then the Go, Rust and Java bindings' suites (bindings/<lang>/test.sh)
 # against build-cpu's libdp,
@@ -9,7 +10,7 @@
 # (clang, recovery off), with the fuzz targets built and each fuzzed for a
 # bounded time (DP_FUZZ_SECONDS, default 30, two targets at a time),
 #   build-san  CC=clang -Dcuda=disabled -Db_sanitize=address,undefined -Dfuzz=true
-# then the unit tests that drive threads (async, exec, core, data, collectives, comm, shm,
+# then the unit tests that drive threads (async, exec, core, data, optimizers, collectives, comm, shm,
 # parallelize, checkpoint) under ThreadSanitizer,
 #   build-tsan -Dcuda=disabled -Db_sanitize=thread (only those tests' targets are built)
 # and ends with one line "N passed, N failed, N skipped" over all of them
@@ -36,9 +37,12 @@ for c in "${configs[@]}"; do
     meson setup "$dir" $opts >/dev/null
   fi
   start=$(date +%s)
-  ninja -C "$dir" >/dev/null
+  targets=()
+  # The CUDA build compiles only what its tests run (tools/test_targets.py).
+  [ "$dir" = build ] && read -r -a targets <<<"$(tools/test_targets.py "$dir" "${select[@]}" --test cuda --test cuda_collectives)"
+  ninja -C "$dir" "${targets[@]}" >/dev/null
   echo "== $dir: built in $(( $(date +%s) - start )) s (options: ${opts:-default})"
-  meson test -C "$dir" --print-errorlogs --num-processes 2 "${select[@]}" || status=1
+  meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 "${select[@]}" || status=1
   # (Test names and suites intersect in one `meson test`: the CUDA unit
   # tests run on their own, logged as testlog-cuda.)
   if [ "$dir" = build ]; then
