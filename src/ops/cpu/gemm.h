@@ -6,6 +6,8 @@
 // budget for the replica that runs the op), so that replicas on separate
 // cores never oversubscribe them and no BLAS thread spin-yields between the
 // small GEMMs of a step. Sizes are checked against BLAS's int (BlasInt).
+// Builds with oneDNN run float32 blocks through its sgemm (its JIT kernels use
+// the widest vectors the CPU has); float64 stays on OpenBLAS.
 #pragma once
 
 #include <cblas.h>
