@@ -4,8 +4,9 @@
 // dilation, groups, one input channel, odd sizes and the batch split across
 // threads; their gradients against finite differences (exact for a
 // convolution, which is linear in X and in W) and the float64 kernels; the
-// kernels oneDNN picks for the CNN sample's shapes; and dp's thread policy:
-// no OpenMP thread is ever started.
+// kernels oneDNN picks for the CNN sample's shapes; dp's thread policy: no
+// OpenMP thread is ever started; and the float32 GEMMs (oneDNN's sgemm)
+// against OpenBLAS's.
 //
 // Without oneDNN the file holds one case that says so.
 #include <doctest/doctest.h>
@@ -22,6 +23,7 @@ TEST_CASE("oneDNN convolutions: not compiled in") {
 #include <dirent.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -38,6 +40,7 @@ TEST_CASE("oneDNN convolutions: not compiled in") {
 #include "ops/cpu/conv_utils.h"
 #include "ops/cpu/dnnl_common.h"
 #include "ops/cpu/dnnl_conv.h"
+#include "ops/cpu/gemm.h"
 
 extern "C" {
 int omp_get_max_threads(void);
@@ -439,6 +442,64 @@ TEST_CASE("the thread check can fail: oneDNN on a thread whose OpenMP count is 2
     dnnl::reorder(ma, mb).execute(st, ma, mb);
     CHECK(ProcessThreads() > before);
   }).join();
+}
+
+// ops/cpu/gemm: float32 GEMM blocks run oneDNN's sgemm in these builds.
+TEST_CASE("float32 GEMMs through oneDNN's sgemm equal OpenBLAS's: every transpose, split and serial, no OpenMP thread") {
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  {
+    // dp's compute team starts with the first split op.
+    std::vector<float> x(512 * 512, 1.f), y(512 * 512);
+    dnnl_cpu::DisabledScope off;
+    IntraOpThreadsScope scope(2);
+    Gemm(CblasNoTrans, CblasNoTrans, 512, 512, 512, 1.f, x.data(), 512, x.data(), 512, 0.f, y.data(), 512);
+  }
+  const int before = ProcessThreads();
+  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{64, 512, 784}, {512, 784, 64}, {7, 300, 33},
+                                                                     {257, 3, 129}, {1, 1, 1}, {96, 96, 0}})
+    for (CBLAS_TRANSPOSE ta : {CblasNoTrans, CblasTrans})
+      for (CBLAS_TRANSPOSE tb : {CblasNoTrans, CblasTrans})
+        for (int threads : {1, 2}) {
+          CAPTURE(m);
+          CAPTURE(n);
+          CAPTURE(k);
+          CAPTURE(static_cast<int>(ta));
+          CAPTURE(static_cast<int>(tb));
+          CAPTURE(threads);
+          // Leading dimensions past the matrices' widths (views into wider rows).
+          const int64_t lda = (ta == CblasNoTrans ? k : m) + 3, ldb = (tb == CblasNoTrans ? n : k) + 5, ldc = n + 2;
+          std::vector<float> a(static_cast<size_t>((ta == CblasNoTrans ? m : k) * lda)),
+              b(static_cast<size_t>((tb == CblasNoTrans ? k : n) * ldb)), c0(static_cast<size_t>(m * ldc));
+          for (auto* v : {&a, &b, &c0})
+            for (auto& x : *v) x = u(gen);
+          std::vector<float> want = c0, got = c0, serial = c0;
+          {
+            dnnl_cpu::DisabledScope openblas;
+            GemmSerial(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 0.25f, want.data(), ldc);
+          }
+          const int64_t runs_before = dnnl_cpu::ConvRuns(), calls_before = DnnlSgemmCalls();
+          {
+            IntraOpThreadsScope scope(threads);
+            Gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 0.25f, got.data(), ldc);
+          }
+          GemmSerial(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 0.25f, serial.data(), ldc);
+          CHECK(dnnl_cpu::ConvRuns() == runs_before);  // GEMMs are not convolutions
+          // oneDNN ran every block but empty products (OpenBLAS scales C by beta there).
+          if (k > 0)
+            CHECK(DnnlSgemmCalls() >= calls_before + 2);
+          else
+            CHECK(DnnlSgemmCalls() == calls_before);
+          double err = 0;
+          for (size_t i = 0; i < want.size(); ++i)
+            err = std::max({err, std::fabs(static_cast<double>(got[i] - want[i])),
+                            std::fabs(static_cast<double>(serial[i] - want[i]))});
+          CHECK(err <= 1e-4 * std::sqrt(static_cast<double>(std::max<int64_t>(k, 1))));
+          // The padding between rows is never written.
+          for (int64_t r = 0; r < m; ++r)
+            for (int64_t j = n; j < ldc; ++j) CHECK(got[static_cast<size_t>(r * ldc + j)] == c0[static_cast<size_t>(r * ldc + j)]);
+        }
+  CHECK(ProcessThreads() == before);
 }
 
 #endif  // DP_HAVE_DNNL

@@ -1,6 +1,7 @@
 #include "ops/cpu/gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "core/parallel_for.h"
@@ -20,13 +21,18 @@ constexpr int64_t kMinBlockMacs = 1 << 18;
 // micro-kernel tiles of the BLAS kernels.
 constexpr int64_t kBlockAlign = 16;
 
+#if DP_HAVE_DNNL
+std::atomic<int64_t> g_dnnl_sgemm_calls{0};
+#endif
+
 void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
 #if DP_HAVE_DNNL
   // oneDNN's sgemm: its JIT kernels use the CPU's widest vectors (AVX-512 at
   // full width on Zen 5: about twice OpenBLAS's AVX2 kernels there), on this
   // thread alone like every dp BLAS call.
-  if (dnnl_cpu::Enabled()) {
+  if (dnnl_cpu::Enabled() && m > 0 && n > 0 && k > 0) {  // (oneDNN rejects empty products; BLAS scales C by beta)
+    g_dnnl_sgemm_calls.fetch_add(1, std::memory_order_relaxed);
     dnnl_cpu::SerialScope serial;
     const dnnl_status_t st = dnnl_sgemm(ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', m, n, k,
                                         alpha, a, lda, b, ldb, beta, c, ldc);
@@ -78,6 +84,10 @@ void SplitGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
 }
 
 }  // namespace
+
+#if DP_HAVE_DNNL
+int64_t DnnlSgemmCalls() { return g_dnnl_sgemm_calls.load(std::memory_order_relaxed); }
+#endif
 
 void UseSingleThreadedBlas() {
   // Checked on every call (a read of OpenBLAS's setting): the application

@@ -33,4 +33,9 @@ void GemmSerial(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, in
 void GemmSerial(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha,
                 const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
+#if DP_HAVE_DNNL
+// BLAS calls (GEMM blocks) that ran oneDNN's sgemm in this process, for tests.
+int64_t DnnlSgemmCalls();
+#endif
+
 }  // namespace dp
