@@ -3,9 +3,11 @@
 // fused into the GEMM: Y is seeded with b and the product added (beta = 1).
 // FCGradient: dW = dY^T X, db = column sums of dY, dX = dY W (only when
 // wanted: the first layer's dX would be a wasted GEMM).
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "core/parallel_for.h"
 #include "ops/cpu/gemm.h"
 #include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
@@ -65,6 +67,10 @@ Dims BiasDimsFor(const Dims& w, int64_t axis_w) {
   return {DimProduct(w, 0, a)};
 }
 
+// Elements per part of FCGradient's element-wise passes (relu mask, bias
+// sums): tens of microseconds of one core.
+constexpr int64_t kElementGrain = int64_t{1} << 16;
+
 // Inputs X, W, dY (and Y when the forward op had a fused relu); outputs dW,
 // db and, with three outputs, dX.
 class FcGradientOp final : public Operator {
@@ -102,10 +108,13 @@ class FcGradientOp final : public Operator {
         const int64_t total = d.m * d.n;
         scratch_.resize(static_cast<size_t>(total) * sizeof(T) / sizeof(double) + 1);
         T* dz = reinterpret_cast<T*>(scratch_.data());
-        for (int64_t i = 0; i < total; ++i) {
-          const T g = dyp[i];
-          dz[i] = yp[i] > T(0) ? g : T(0);
-        }
+        ParallelForChunks(total, ParallelChunks(total, kElementGrain), 64,
+                          [dz, yp, g = dyp](int, int64_t lo, int64_t hi) {
+                            for (int64_t i = lo; i < hi; ++i) {
+                              const T v = g[i];
+                              dz[i] = yp[i] > T(0) ? v : T(0);
+                            }
+                          });
         dyp = dz;
       }
       T* dw = Output(0, w.dims(), w.dtype())->template mutable_data<T>();
@@ -118,12 +127,19 @@ class FcGradientOp final : public Operator {
         GemmInto(CblasTrans, CblasNoTrans, n, k, m, dyp, n, xp, k, dw);
         if (dx) GemmInto(CblasNoTrans, CblasNoTrans, m, k, n, dyp, n, wp, k, dx);
       }
-      // Column sums, row by row (contiguous, vectorised); fixed order, so deterministic.
-      std::fill(db, db + n, T(0));
-      for (int i = 0; i < m; ++i) {
-        const T* row = dyp + static_cast<int64_t>(i) * n;
-        for (int j = 0; j < n; ++j) db[j] += row[j];
-      }
+      // Column sums, row by row (contiguous, vectorised), the columns split
+      // across the op's threads; each column summed in row order, so the
+      // result does not depend on the split.
+      const int64_t cells = static_cast<int64_t>(m) * n;
+      ParallelForChunks(n, std::min<int>(ParallelChunks(cells, kElementGrain), std::max(1, n / 64)), 16,
+                        [db, dyp, m, n](int, int64_t lo, int64_t hi) {
+                          T* __restrict sum = db;
+                          std::fill(sum + lo, sum + hi, T(0));
+                          for (int i = 0; i < m; ++i) {
+                            const T* __restrict row = dyp + static_cast<int64_t>(i) * n;
+                            for (int64_t j = lo; j < hi; ++j) sum[j] += row[j];
+                          }
+                        });
     });
   }
   std::vector<double> scratch_;  // dZ of a fused relu; doubles keep any T aligned
