@@ -150,6 +150,27 @@ size_t PlanIndex(const std::vector<Plan>& plans, int64_t nb) {
   DP_THROW(Code::kInternal, "oneDNN convolution: no primitive for a batch part of ", nb, " images");
 }
 
+// Binds W for every part and plan, and reorders it into the shared buffers
+// (ShareWeights) once per run, before the parts start: set_data_handle
+// zero-pads a buffer, which must not happen while another part reads it.
+// port(plan) and mem(mem) pick the weights' Port and PortMem.
+template <typename Plan, typename Mem, typename PortOf, typename MemOf>
+void BindWeights(const std::vector<Plan>& plans, std::vector<std::vector<Mem>>& mems, PortOf port, MemOf mem,
+                 const std::vector<size_t>& offsets, const std::vector<bool>& reorders, const float* w,
+                 uint8_t* shared, uint8_t* pad, const dnnl::stream& stream) {
+  SerialScope serial;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Port& p = port(plans[i]);
+    for (auto& row : mems) mem(row[i]).BindTo(p, w, shared + offsets[i]);
+    if (!reorders[i]) continue;
+    Mem& m = mems[0][i];
+    Bind(m.pad, pad);
+    Execute(p.prim, stream,
+            {Arg(DNNL_ARG_FROM, mem(m).user), Arg(DNNL_ARG_TO, mem(m).inner), Arg(DNNL_ARG_SCRATCHPAD, m.pad)},
+            "weights reorder");
+  }
+}
+
 }  // namespace
 
 int64_t ConvRuns() { return g_runs.load(std::memory_order_relaxed); }
@@ -235,21 +256,9 @@ struct ConvForward::Impl {
   void Run(const float* x, const float* w, const float* b, float* y, uint8_t* scratch) {
     const int64_t chw = s.c * s.h * s.w, mohw = s.m * s.oh * s.ow;
     uint8_t* shared = scratch + layout.shared;
-    {
-      // W for every part, bound here: set_data_handle zero-pads the shared
-      // buffer, which must not happen while another part reads it.
-      SerialScope serial;
-      for (size_t i = 0; i < plans.size(); ++i) {
-        const Plan& p = plans[i];
-        for (auto& row : mems) row[i].w.BindTo(p.w, w, shared + off.w[i]);
-        if (!w_reorder[i]) continue;
-        Mem& m = mems[0][i];
-        Bind(m.pad, scratch + off.pad);
-        Execute(p.w.prim, streams[0],
-                {Arg(DNNL_ARG_FROM, m.w.user), Arg(DNNL_ARG_TO, m.w.inner), Arg(DNNL_ARG_SCRATCHPAD, m.pad)},
-                "weights reorder");
-      }
-    }
+    BindWeights(
+        plans, mems, [](const Plan& p) -> const Port& { return p.w; }, [](Mem& m) -> PortMem& { return m.w; }, off.w,
+        w_reorder, w, shared, scratch + off.pad, streams[0]);
     ParallelForChunks(s.n, parts, 1, [&](int c, int64_t first, int64_t last) {
       SerialScope serial;
       const size_t i = PlanIndex(plans, last - first);
@@ -428,19 +437,10 @@ struct ConvBackward::Impl {
   void Run(const float* x, const float* w, const float* dy, float* dw, float* db, float* dx, uint8_t* scratch) {
     const int64_t chw = s.c * s.h * s.w, mohw = s.m * s.oh * s.ow;
     uint8_t* shared = scratch + layout.shared;
-    if (want_dx) {
-      SerialScope serial;  // W bound for every part here, as in the forward op
-      for (size_t i = 0; i < plans.size(); ++i) {
-        const Plan& p = plans[i];
-        for (auto& row : mems) row[i].w_d.BindTo(p.w_d, w, shared + off.w[i]);
-        if (!w_reorder[i]) continue;
-        Mem& m = mems[0][i];
-        Bind(m.pad, scratch + off.pad);
-        Execute(p.w_d.prim, streams[0],
-                {Arg(DNNL_ARG_FROM, m.w_d.user), Arg(DNNL_ARG_TO, m.w_d.inner), Arg(DNNL_ARG_SCRATCHPAD, m.pad)},
-                "weights reorder");
-      }
-    }
+    if (want_dx)
+      BindWeights(
+          plans, mems, [](const Plan& p) -> const Port& { return p.w_d; }, [](Mem& m) -> PortMem& { return m.w_d; },
+          off.w, w_reorder, w, shared, scratch + off.pad, streams[0]);
     ParallelForChunks(s.n, parts, 1, [&](int c, int64_t first, int64_t last) {
       SerialScope serial;
       const size_t i = PlanIndex(plans, last - first);
