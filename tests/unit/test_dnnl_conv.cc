@@ -456,11 +456,13 @@ TEST_CASE("float32 GEMMs through oneDNN's sgemm equal OpenBLAS's: every transpos
     Gemm(CblasNoTrans, CblasNoTrans, 512, 512, 512, 1.f, x.data(), 512, x.data(), 512, 0.f, y.data(), 512);
   }
   const int before = ProcessThreads();
-  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{64, 512, 784}, {512, 784, 64}, {7, 300, 33},
-                                                                     {257, 3, 129}, {1, 1, 1}, {96, 96, 0}})
+  // (No structured bindings: clang 14's lambdas, CAPTURE's, cannot capture them.)
+  for (const auto& dims : std::vector<std::array<int64_t, 3>>{
+           {64, 512, 784}, {512, 784, 64}, {7, 300, 33}, {257, 3, 129}, {1, 1, 1}, {96, 96, 0}})
     for (CBLAS_TRANSPOSE ta : {CblasNoTrans, CblasTrans})
       for (CBLAS_TRANSPOSE tb : {CblasNoTrans, CblasTrans})
         for (int threads : {1, 2}) {
+          const int64_t m = dims[0], n = dims[1], k = dims[2];
           CAPTURE(m);
           CAPTURE(n);
           CAPTURE(k);
