@@ -86,12 +86,27 @@ static long parse_long(const char* flag, const char* s, long lo, long hi) {
   return v;
 }
 
+/* One n^3 sgemm C = A B through library `lib` (0: OpenBLAS, 1: oneDNN);
+ * 0 on success, -1 when the library is not built in or fails. */
+static int sgemm_once(int lib, int n, const float* a, const float* b, float* c) {
+  if (lib == 0) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    return 0;
+  }
+#if DP_HAVE_DNNL
+  return dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n) == dnnl_success ? 0 : -1;
+#else
+  return -1;
+#endif
+}
+
 /* Best GFLOP/s of n^3 sgemm (C = A B), after two warm-up calls, with as
  * many threads as dp's compute uses (dp_cpu_threads: dp itself runs BLAS
  * single-threaded in its own threads, and restores that at its next GEMM):
  * OpenBLAS's, and in builds with oneDNN (which dp's float32 GEMMs then use)
  * oneDNN's if better. *which names the winner. */
 static double sgemm_peak(int n, int reps, const char** which) {
+  static const char* const names[2] = {"openblas", "onednn"};
   openblas_set_num_threads((int)dp_cpu_threads());
 #if DP_HAVE_DNNL
   omp_set_num_threads((int)dp_cpu_threads());
@@ -109,25 +124,16 @@ static double sgemm_peak(int n, int reps, const char** which) {
     b[i] = (float)(next_u64() >> 40) / (float)(1 << 24) - 0.5f;
   }
   double best = 0;
-  *which = "openblas";
+  *which = names[0];
   for (int lib = 0; lib < 2; ++lib) {
-#if !DP_HAVE_DNNL
-    if (lib == 1) break;
-#endif
     for (int r = -2; r < reps; ++r) {
       double t0 = now_s();
-      if (lib == 0) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-      } else {
-#if DP_HAVE_DNNL
-        if (dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n) != dnnl_success) break;
-#endif
-      }
+      if (sgemm_once(lib, n, a, b, c) != 0) break;
       double dt = now_s() - t0;
       double g = 2.0 * n * (double)n * n / dt * 1e-9;
       if (r >= 0 && g > best) {
         best = g;
-        *which = lib == 0 ? "openblas" : "onednn";
+        *which = names[lib];
       }
     }
   }

@@ -126,7 +126,7 @@ void Tensor::CopyFrom(const Tensor& src, DeviceContext* ctx) {
 bool Tensor::writable_in_place() const { return !storage_ || (SoleOwner(storage_) && storage_->library_owned()); }
 
 void* Tensor::raw_mutable_data() {
-  if (storage_ && !(SoleOwner(storage_) && storage_->library_owned())) {
+  if (!writable_in_place()) {
     // Copy-on-write: somebody else sees this memory, or the caller owns it.
     auto fresh = Storage::Allocate(device_, nbytes(), budget_);
     CopyBytes(nbytes(), storage_->data(), device_, fresh->data(), device_);

@@ -171,6 +171,32 @@ void BindWeights(const std::vector<Plan>& plans, std::vector<std::vector<Mem>>& 
   }
 }
 
+// What Prepare does for either op: the part count clamped to the batch
+// (every part holds an image, so ParallelForChunks cuts N into parts of N /
+// parts images rounded down or up), and the primitives rebuilt only when the
+// key changes, under SerialScope (kernels are made for the thread count they
+// run with). set(d) records the op's own flags. False when oneDNN does not
+// take the convolution: the op then runs its im2col kernel.
+template <typename Impl, typename Set>
+bool Reprepare(Impl& d, const ConvShape& s, int parts, int64_t flag_a, int64_t flag_b, Set set) {
+  parts = static_cast<int>(std::clamp<int64_t>(parts, 1, std::max<int64_t>(1, s.n)));
+  const Key key = MakeKey(s, flag_a, flag_b, parts);
+  if (d.key == key) return d.ok;
+  d.key = key;
+  d.ok = false;
+  d.s = s;
+  d.parts = parts;
+  set(d);
+  if (!Eligible(s)) return false;
+  SerialScope serial;
+  try {
+    d.ok = d.Build();
+  } catch (const dnnl::error&) {
+    d.ok = false;  // not implemented for these arguments
+  }
+  return d.ok;
+}
+
 }  // namespace
 
 int64_t ConvRuns() { return g_runs.load(std::memory_order_relaxed); }
@@ -298,25 +324,7 @@ ConvForward::ConvForward() : impl_(std::make_unique<Impl>()) {}
 ConvForward::~ConvForward() = default;
 
 bool ConvForward::Prepare(const ConvShape& s, bool bias, int parts) {
-  Impl& d = *impl_;
-  // Every part holds an image (parts <= N): ParallelForChunks then cuts N into
-  // parts of N / parts images rounded down or up.
-  parts = static_cast<int>(std::clamp<int64_t>(parts, 1, std::max<int64_t>(1, s.n)));
-  const Key key = MakeKey(s, bias, 0, parts);
-  if (d.key == key) return d.ok;
-  d.key = key;
-  d.ok = false;
-  d.s = s;
-  d.bias = bias;
-  d.parts = parts;
-  if (!Eligible(s)) return false;
-  SerialScope serial;  // kernels are made for the thread count they run with
-  try {
-    d.ok = d.Build();
-  } catch (const dnnl::error&) {
-    d.ok = false;  // not implemented for these arguments
-  }
-  return d.ok;
+  return Reprepare(*impl_, s, parts, bias, 0, [&](Impl& d) { d.bias = bias; });
 }
 
 size_t ConvForward::scratch_bytes() const { return impl_->total; }
@@ -510,24 +518,10 @@ ConvBackward::ConvBackward() : impl_(std::make_unique<Impl>()) {}
 ConvBackward::~ConvBackward() = default;
 
 bool ConvBackward::Prepare(const ConvShape& s, bool db, bool dx, int parts) {
-  Impl& d = *impl_;
-  parts = static_cast<int>(std::clamp<int64_t>(parts, 1, std::max<int64_t>(1, s.n)));
-  const Key key = MakeKey(s, db, dx, parts);
-  if (d.key == key) return d.ok;
-  d.key = key;
-  d.ok = false;
-  d.s = s;
-  d.want_db = db;
-  d.want_dx = dx;
-  d.parts = parts;
-  if (!Eligible(s)) return false;
-  SerialScope serial;
-  try {
-    d.ok = d.Build();
-  } catch (const dnnl::error&) {
-    d.ok = false;
-  }
-  return d.ok;
+  return Reprepare(*impl_, s, parts, db, dx, [&](Impl& d) {
+    d.want_db = db;
+    d.want_dx = dx;
+  });
 }
 
 size_t ConvBackward::scratch_bytes() const { return impl_->total; }
