@@ -458,7 +458,9 @@ TEST_CASE("float32 GEMMs through oneDNN's sgemm equal OpenBLAS's: every transpos
   const int before = ProcessThreads();
   // (No structured bindings: clang 14's lambdas, CAPTURE's, cannot capture them.)
   for (const auto& dims : std::vector<std::array<int64_t, 3>>{
-           {64, 512, 784}, {512, 784, 64}, {7, 300, 33}, {257, 3, 129}, {1, 1, 1}, {96, 96, 0}})
+           {64, 512, 784}, {512, 784, 64}, {7, 300, 33}, {257, 3, 129}, {1, 1, 1}, {96, 96, 0},
+           // rows for which C = A B^T runs transposed (C^T = B A^T)
+           {32, 512, 784}, {16, 300, 33}, {48, 100, 7}})
     for (CBLAS_TRANSPOSE ta : {CblasNoTrans, CblasTrans})
       for (CBLAS_TRANSPOSE tb : {CblasNoTrans, CblasTrans})
         for (int threads : {1, 2}) {
@@ -480,7 +482,8 @@ TEST_CASE("float32 GEMMs through oneDNN's sgemm equal OpenBLAS's: every transpos
             dnnl_cpu::DisabledScope openblas;
             GemmSerial(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 0.25f, want.data(), ldc);
           }
-          const int64_t runs_before = dnnl_cpu::ConvRuns(), calls_before = DnnlSgemmCalls();
+          const int64_t runs_before = dnnl_cpu::ConvRuns(), calls_before = DnnlSgemmCalls(),
+                        transposed_before = DnnlTransposedCalls();
           {
             IntraOpThreadsScope scope(threads);
             Gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 0.25f, got.data(), ldc);
@@ -492,6 +495,9 @@ TEST_CASE("float32 GEMMs through oneDNN's sgemm equal OpenBLAS's: every transpos
             CHECK(DnnlSgemmCalls() >= calls_before + 2);
           else
             CHECK(DnnlSgemmCalls() == calls_before);
+          // A B^T with 16, 32 or 48 rows (and at least as many columns) ran transposed, serial and split.
+          const bool transposed = ta == CblasNoTrans && tb == CblasTrans && k > 0 && m % 16 == 0 && m <= 48 && n >= m;
+          CHECK((DnnlTransposedCalls() >= transposed_before + 2) == transposed);
           double err = 0;
           for (size_t i = 0; i < want.size(); ++i)
             err = std::max({err, std::fabs(static_cast<double>(got[i] - want[i])),
@@ -502,6 +508,24 @@ TEST_CASE("float32 GEMMs through oneDNN's sgemm equal OpenBLAS's: every transpos
             for (int64_t j = n; j < ldc; ++j) CHECK(got[static_cast<size_t>(r * ldc + j)] == c0[static_cast<size_t>(r * ldc + j)]);
         }
   CHECK(ProcessThreads() == before);
+}
+
+TEST_CASE("a transposed sgemm with beta = 0 never reads C") {
+  const int64_t m = 32, n = 64, k = 5;
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(n * k)), c(static_cast<size_t>(m * n), NAN),
+      want(c.size());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7) - 3.f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) - 2.f;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float s = 0;
+      for (int64_t p = 0; p < k; ++p) s += a[static_cast<size_t>(i * k + p)] * b[static_cast<size_t>(j * k + p)];
+      want[static_cast<size_t>(i * n + j)] = 2.f * s;  // small integers: exact in any order
+    }
+  const int64_t transposed_before = DnnlTransposedCalls();
+  GemmSerial(CblasNoTrans, CblasTrans, m, n, k, 2.f, a.data(), k, b.data(), k, 0.f, c.data(), n);
+  CHECK(DnnlTransposedCalls() == transposed_before + 1);
+  CHECK(c == want);
 }
 
 #endif  // DP_HAVE_DNNL

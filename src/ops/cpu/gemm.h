@@ -7,7 +7,9 @@
 // cores never oversubscribe them and no BLAS thread spin-yields between the
 // small GEMMs of a step. Sizes are checked against BLAS's int (BlasInt).
 // Builds with oneDNN run float32 blocks through its sgemm (its JIT kernels use
-// the widest vectors the CPU has); float64 stays on OpenBLAS.
+// the widest vectors the CPU has); float64 stays on OpenBLAS. A block
+// C = A B^T with few rows (16, 32 or 48: a replica's share of a small batch)
+// runs as C^T = B A^T, transposed into C, which oneDNN's kernels do faster.
 #pragma once
 
 #include <cblas.h>
@@ -34,8 +36,10 @@ void GemmSerial(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, in
                 const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
 #if DP_HAVE_DNNL
-// BLAS calls (GEMM blocks) that ran oneDNN's sgemm in this process, for tests.
+// BLAS calls (GEMM blocks) that ran oneDNN's sgemm in this process, and
+// those of them computed transposed (C^T = B A^T, for few rows), for tests.
 int64_t DnnlSgemmCalls();
+int64_t DnnlTransposedCalls();
 #endif
 
 }  // namespace dp

@@ -114,21 +114,44 @@ inline void ForLanes(int64_t n, Body&& body) {
   for (; i < n; ++i) body(ScalarLane<T>{}, i);
 }
 
+// ---- gradient sources --------------------------------------------------------
+
+// The gradient a kernel reads at element i: one tensor, or the sum of two
+// (two replicas sharing a param) added as the kernel loads them, so the sum
+// costs no pass of its own. Both give T(i) for scalar loops and Load<Lane>(i)
+// for lanes; two gradients add in the same order either way.
+template <typename T>
+struct OneGrad {
+  const T* __restrict g;
+  T operator()(int64_t i) const { return g[i]; }
+  template <typename L>
+  typename L::V Load(int64_t i) const { return L::Load(g + i); }
+};
+
+template <typename T>
+struct TwoGrads {
+  const T* __restrict a;
+  const T* __restrict b;
+  T operator()(int64_t i) const { return a[i] + b[i]; }
+  template <typename L>
+  typename L::V Load(int64_t i) const { return L::Load(a + i) + L::Load(b + i); }
+};
+
 // ---- kernels ---------------------------------------------------------------
 
-template <typename T, bool kWD>
-void SgdKernel(int64_t n, T* __restrict p, const T* __restrict g, T lr, T wd) {
+template <typename T, bool kWD, class G>
+void SgdKernel(int64_t n, T* __restrict p, G g, T lr, T wd) {
   for (int64_t i = 0; i < n; ++i) {
-    T d = g[i];
+    T d = g(i);
     if constexpr (kWD) d += wd * p[i];
     p[i] -= lr * d;
   }
 }
 
-template <typename T, bool kWD, bool kNesterov>
-void MomentumKernel(int64_t n, T* __restrict p, const T* __restrict g, T* __restrict buf, T lr, T mu, T wd) {
+template <typename T, bool kWD, bool kNesterov, class G>
+void MomentumKernel(int64_t n, T* __restrict p, G g, T* __restrict buf, T lr, T mu, T wd) {
   for (int64_t i = 0; i < n; ++i) {
-    T d = g[i];
+    T d = g(i);
     if constexpr (kWD) d += wd * p[i];
     const T v = mu * buf[i] + d;
     buf[i] = v;
@@ -147,14 +170,14 @@ struct AdamCoeffs {
   T eps, wd;
 };
 
-template <typename T, bool kWD>
-void AdamKernel(int64_t n, T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
+template <typename T, bool kWD, class G>
+void AdamKernel(int64_t n, T* __restrict p, G g, T* __restrict m, T* __restrict v,
                 const AdamCoeffs<T> c) {
   ForLanes<T>(n, [&](auto lane, int64_t i) {
     using L = decltype(lane);
     using V = typename L::V;
     V pv = L::Load(p + i);
-    V d = L::Load(g + i);
+    V d = g.template Load<L>(i);
     if constexpr (kWD) d = d + L::Set(c.wd) * pv;
     const V mv = L::Set(c.b1) * L::Load(m + i) + L::Set(c.c1) * d;
     const V vv = L::Set(c.b2) * L::Load(v + i) + L::Set(c.c2) * (d * d);
@@ -165,13 +188,13 @@ void AdamKernel(int64_t n, T* __restrict p, const T* __restrict g, T* __restrict
   });
 }
 
-template <typename T, bool kWD>
-void AdagradKernel(int64_t n, T* __restrict p, const T* __restrict g, T* __restrict h, T lr, T eps, T decay, T wd) {
+template <typename T, bool kWD, class G>
+void AdagradKernel(int64_t n, T* __restrict p, G g, T* __restrict h, T lr, T eps, T decay, T wd) {
   ForLanes<T>(n, [&](auto lane, int64_t i) {
     using L = decltype(lane);
     using V = typename L::V;
     V pv = L::Load(p + i);
-    V d = L::Load(g + i);
+    V d = g.template Load<L>(i);
     if constexpr (kWD) d = d + L::Set(wd) * pv;
     const V hv = L::Set(decay) * L::Load(h + i) + d * d;
     pv = pv - L::Set(lr) * d / (L::Sqrt(hv) + L::Set(eps));
@@ -271,8 +294,8 @@ class UpdateOp : public Operator {
   };
 
  private:
-  // Elements summed at a time when there are extra gradients (on the stack,
-  // in L1).
+  // Elements summed at a time when there are three or more gradients (on the
+  // stack, in L1); two are added inside the kernel (TwoGrads).
   static constexpr int64_t kSumBlock = 1024;
 
   void RunOnDevice() final {
@@ -316,7 +339,8 @@ class UpdateOp : public Operator {
       ParallelForChunks(n, ParallelChunks(n, kGrain), 64, [&](int, int64_t lo, int64_t hi) {
         lo += begin;
         hi += begin;
-        if (grads_.size() == 1) return UpdateRange<T>(step, lo, hi, p, g(0) + lo, s);
+        if (grads_.size() == 1) return UpdateRange<T>(step, lo, hi, p, OneGrad<T>{g(0) + lo}, s);
+        if (grads_.size() == 2) return UpdateRange<T>(step, lo, hi, p, TwoGrads<T>{g(0) + lo, g(1) + lo}, s);
         T sum[kSumBlock];
         for (int64_t b = lo; b < hi; b += kSumBlock) {
           const int64_t len = std::min(kSumBlock, hi - b);
@@ -326,15 +350,15 @@ class UpdateOp : public Operator {
             const T* gk = g(k) + b;
             for (int64_t j = 0; j < len; ++j) sum[j] += gk[j];
           }
-          UpdateRange<T>(step, b, b + len, p, sum, s);
+          UpdateRange<T>(step, b, b + len, p, OneGrad<T>{sum}, s);
         }
       });
     });
   }
 
-  // Elements [lo, hi), their gradient at g[0 .. hi - lo).
-  template <typename T>
-  void UpdateRange(const Step& step, int64_t lo, int64_t hi, T* p, const T* g, T* const* s) {
+  // Elements [lo, hi), their gradient at g(0 .. hi - lo).
+  template <typename T, class G>
+  void UpdateRange(const Step& step, int64_t lo, int64_t hi, T* p, G g, T* const* s) {
     Step piece = step;
     piece.n = hi - lo;
     T* sp[kMaxStates] = {};
@@ -361,13 +385,13 @@ class SgdOp final : public UpdateOp<SgdOp> {
   explicit SgdOp(const OpInit& init)
       : UpdateOp(init, kSgdLayout), wd_(args().Float("weight_decay", 0.0)) {}
 
-  template <typename T>
-  void Update(const Step& st, T* p, const T* g, T* const*) {
+  template <typename T, class G>
+  void Update(const Step& st, T* p, G g, T* const*) {
     const T lr = static_cast<T>(st.lr), wd = static_cast<T>(wd_);
     if (wd_ != 0)
-      SgdKernel<T, true>(st.n, p, g, lr, wd);
+      SgdKernel<T, true, G>(st.n, p, g, lr, wd);
     else
-      SgdKernel<T, false>(st.n, p, g, lr, wd);
+      SgdKernel<T, false, G>(st.n, p, g, lr, wd);
   }
 
  private:
@@ -382,20 +406,20 @@ class MomentumSgdOp final : public UpdateOp<MomentumSgdOp> {
         wd_(args().Float("weight_decay", 0.0)),
         nesterov_(args().Int("nesterov", 0) != 0) {}
 
-  template <typename T>
-  void Update(const Step& st, T* p, const T* g, T* const* s) {
+  template <typename T, class G>
+  void Update(const Step& st, T* p, G g, T* const* s) {
     const T lr = static_cast<T>(st.lr), mu = static_cast<T>(mu_), wd = static_cast<T>(wd_);
     const bool has_wd = wd_ != 0;
     if (nesterov_) {
       if (has_wd)
-        MomentumKernel<T, true, true>(st.n, p, g, s[0], lr, mu, wd);
+        MomentumKernel<T, true, true, G>(st.n, p, g, s[0], lr, mu, wd);
       else
-        MomentumKernel<T, false, true>(st.n, p, g, s[0], lr, mu, wd);
+        MomentumKernel<T, false, true, G>(st.n, p, g, s[0], lr, mu, wd);
     } else {
       if (has_wd)
-        MomentumKernel<T, true, false>(st.n, p, g, s[0], lr, mu, wd);
+        MomentumKernel<T, true, false, G>(st.n, p, g, s[0], lr, mu, wd);
       else
-        MomentumKernel<T, false, false>(st.n, p, g, s[0], lr, mu, wd);
+        MomentumKernel<T, false, false, G>(st.n, p, g, s[0], lr, mu, wd);
     }
   }
 
@@ -417,8 +441,8 @@ class AdamOp final : public UpdateOp<AdamOp> {
     DP_ENFORCE(eps_ >= 0, "argument 'epsilon' must be >= 0, got ", eps_);
   }
 
-  template <typename T>
-  void Update(const Step& st, T* p, const T* g, T* const* s) {
+  template <typename T, class G>
+  void Update(const Step& st, T* p, G g, T* const* s) {
     const double t = static_cast<double>(st.iter);
     const double bc1 = 1.0 - std::pow(b1_, t), bc2 = 1.0 - std::pow(b2_, t);
     AdamCoeffs<T> c;
@@ -431,9 +455,9 @@ class AdamOp final : public UpdateOp<AdamOp> {
     c.eps = static_cast<T>(eps_);
     c.wd = static_cast<T>(wd_);
     if (wd_ != 0)
-      AdamKernel<T, true>(st.n, p, g, s[0], s[1], c);
+      AdamKernel<T, true, G>(st.n, p, g, s[0], s[1], c);
     else
-      AdamKernel<T, false>(st.n, p, g, s[0], s[1], c);
+      AdamKernel<T, false, G>(st.n, p, g, s[0], s[1], c);
   }
 
  private:
@@ -451,14 +475,14 @@ class AdagradOp final : public UpdateOp<AdagradOp> {
     DP_ENFORCE(decay_ >= 0, "argument 'decay' must be >= 0, got ", decay_);
   }
 
-  template <typename T>
-  void Update(const Step& st, T* p, const T* g, T* const* s) {
+  template <typename T, class G>
+  void Update(const Step& st, T* p, G g, T* const* s) {
     const T lr = static_cast<T>(st.lr), eps = static_cast<T>(eps_), decay = static_cast<T>(decay_),
             wd = static_cast<T>(wd_);
     if (wd_ != 0)
-      AdagradKernel<T, true>(st.n, p, g, s[0], lr, eps, decay, wd);
+      AdagradKernel<T, true, G>(st.n, p, g, s[0], lr, eps, decay, wd);
     else
-      AdagradKernel<T, false>(st.n, p, g, s[0], lr, eps, decay, wd);
+      AdagradKernel<T, false, G>(st.n, p, g, s[0], lr, eps, decay, wd);
   }
 
  private:

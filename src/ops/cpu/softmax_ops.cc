@@ -88,20 +88,27 @@ class SoftmaxWithLossOp final : public Operator {
       const int32_t* lp = label.data<int32_t>();
       const T* wp = weight ? weight->data<T>() : nullptr;
       T* pp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
-      if (cols > 0) SoftmaxRows(xp, pp, rows, cols);
+      // One exp per element: the row's sum of exp(x - max) gives both the
+      // softmax and -log P[label] = log(sum) - (x[label] - max), which stays
+      // accurate when P[label] underflows.
       double total = 0, wsum = 0;
       for (int64_t i = 0; i < rows; ++i) {
-        int32_t l = lp[i];
+        const int32_t l = lp[i];
         if (l < 0 || l >= cols)
           DP_THROW(Code::kOutOfRange, InputDesc(1), ": label ", l, " of sample ", i, " is outside [0, ", cols, ")");
-        double w = wp ? static_cast<double>(wp[i]) : 1.0;
-        // -log p computed from the logits for accuracy when p underflows.
         const T* xr = xp + i * cols;
+        T* pr = pp + i * cols;
         T mx = xr[0];
         for (int64_t c = 1; c < cols; ++c) mx = std::max(mx, xr[c]);
-        double lse = 0;
-        for (int64_t c = 0; c < cols; ++c) lse += std::exp(static_cast<double>(xr[c] - mx));
-        total += w * (std::log(lse) - static_cast<double>(xr[l] - mx));
+        double sum = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          pr[c] = std::exp(xr[c] - mx);
+          sum += static_cast<double>(pr[c]);
+        }
+        const T inv = static_cast<T>(1.0 / sum);
+        for (int64_t c = 0; c < cols; ++c) pr[c] *= inv;
+        const double w = wp ? static_cast<double>(wp[i]) : 1.0;
+        total += w * (std::log(sum) - static_cast<double>(xr[l] - mx));
         wsum += w;
       }
       T* loss = Output(1, {}, x.dtype())->template mutable_data<T>();
