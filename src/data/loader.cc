@@ -1,5 +1,8 @@
 #include "data/loader.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -32,6 +35,7 @@ class TensorSource final : public BatchSource {
   }
 
   int64_t size() const override { return tensors_[0].dim(0); }
+  bool fills_in_parts() const override { return true; }
 
   void Fill(const int64_t* indices, size_t count, void* const* buffers, const size_t* row_bytes) override {
     for (size_t j = 0; j < tensors_.size(); ++j) {
@@ -118,11 +122,23 @@ Loader::Loader(std::shared_ptr<Workspace> ws, std::vector<LoaderInput> inputs, s
       slot.tensors.back().raw_mutable_data();  // allocated now, not on the loader's thread
     }
   order_.reserve(static_cast<size_t>(n));
-  buffers_.resize(inputs_.size());
+  thread_buffers_.resize(inputs_.size());
+  caller_buffers_.resize(inputs_.size());
+  helped_ = source_->fills_in_parts();
+  DP_ENFORCE_CODE(o.gather_ahead || helped_, Code::kInvalidArgument,
+                  "a source that fills whole batches needs the loader's thread (gather_ahead)");
+  if (!o.gather_ahead) return;
   try {
     thread_ = std::thread([this] { Produce(); });
   } catch (const std::system_error& e) {
     DP_THROW(Code::kUnavailable, "cannot start the loader's thread: ", e.what());
+  }
+  // Gathering ahead is worth only the CPU time nobody else wants: Next
+  // gathers what this thread has not (see loader.h). Best effort (lowering
+  // a thread's priority needs no privilege).
+  if (helped_) {
+    sched_param none{};
+    pthread_setschedparam(thread_.native_handle(), SCHED_IDLE, &none);
   }
 }
 
@@ -132,7 +148,9 @@ Loader::~Loader() {
     stop_ = true;
   }
   consumed_cv_.notify_all();
+  produced_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // A chunk Next was filling has landed (Next returned); the thread's too.
 }
 
 int64_t Loader::BatchRows(int64_t seq) const {
@@ -157,13 +175,22 @@ void Loader::Permute(int64_t epoch) {
   order_epoch_ = epoch;
 }
 
-void Loader::FillSlot(Slot& slot, int64_t seq) {
+void Loader::Prepare(std::unique_lock<std::mutex>& lock) {
+  // Chunks of an abandoned job (a Seek) may still be writing into its
+  // buffer, and read order_: let them land.
+  landed_cv_.wait(lock, [&] { return job_.in_flight == 0; });
+  const int64_t seq = produced_;
+  if (job_.seq == seq && job_.generation == generation_) return;
+  Slot& slot = slots_[static_cast<size_t>(seq) % slots_.size()];
+  job_ = Job{};
+  job_.seq = seq;
+  job_.generation = generation_;
+  job_.slot = &slot;
   slot.error = nullptr;
   try {
     const int64_t epoch = seq / steps_, step = seq % steps_;
     if (order_epoch_ != epoch) Permute(epoch);
     const int64_t rows = BatchRows(seq);
-    const int64_t first = step * options_.batch_size + options_.shard * rows_;
     for (size_t j = 0; j < inputs_.size(); ++j) {
       Tensor& t = slot.tensors[j];
       Dims d{rows};
@@ -181,13 +208,62 @@ void Loader::FillSlot(Slot& slot, int64_t seq) {
           t = Tensor(std::move(d), inputs_[j].dtype);
         }
       }
-      buffers_[j] = t.raw_mutable_data();
+      t.raw_mutable_data();  // allocated here, under the lock, before any chunk writes
     }
-    source_->Fill(order_.data() + first, static_cast<size_t>(rows), buffers_.data(), row_bytes_.data());
+    job_.indices = order_.data() + step * options_.batch_size + options_.shard * rows_;
+    job_.rows = rows;
+    if (!helped_) {
+      job_.chunk_rows = std::max<int64_t>(rows, 1);  // one call fills it all
+    } else if (options_.chunk_rows > 0) {
+      job_.chunk_rows = options_.chunk_rows;
+    } else {
+      // About 32 KiB of samples: a few microseconds of copying, so that
+      // Next and the thread share a batch finely and a chunk in flight on
+      // a descheduled thread holds little.
+      size_t sample = 0;
+      for (size_t b : row_bytes_) sample += b;
+      job_.chunk_rows = std::max<int64_t>(1, static_cast<int64_t>((size_t{32} << 10) / std::max<size_t>(sample, 1)));
+    }
+    job_.chunks = (rows + job_.chunk_rows - 1) / job_.chunk_rows;
     slot.rows = rows;
   } catch (...) {
     slot.error = std::current_exception();
+    job_.chunks = 0;
   }
+  if (job_.chunks == 0) Finish();
+}
+
+void Loader::FillChunks(std::unique_lock<std::mutex>& lock, std::vector<void*>& buffers) {
+  for (;;) {
+    if (stop_ || job_.seq != produced_ || job_.generation != generation_ || job_.taken == job_.chunks) return;
+    const int64_t first = job_.taken++ * job_.chunk_rows;
+    const int64_t count = std::min(job_.chunk_rows, job_.rows - first);
+    ++job_.in_flight;
+    Slot& slot = *job_.slot;
+    for (size_t j = 0; j < buffers.size(); ++j)
+      buffers[j] = static_cast<char*>(slot.tensors[j].raw_mutable_data()) + static_cast<size_t>(first) * row_bytes_[j];
+    const int64_t* indices = job_.indices + first;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      source_->Fill(indices, static_cast<size_t>(count), buffers.data(), row_bytes_.data());
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    --job_.in_flight;
+    if (error && !job_.error) job_.error = error;
+    ++job_.done;
+    if (job_.in_flight == 0) landed_cv_.notify_all();
+    if (job_.done == job_.chunks && job_.generation == generation_ && job_.seq == produced_) Finish();
+  }
+}
+
+void Loader::Finish() {
+  if (job_.error && !job_.slot->error) job_.slot->error = job_.error;
+  produced_ = job_.seq + 1;
+  produced_cv_.notify_all();
+  consumed_cv_.notify_all();  // the thread may go on to the next batch
 }
 
 void Loader::Produce() {
@@ -196,15 +272,13 @@ void Loader::Produce() {
   for (;;) {
     consumed_cv_.wait(lock, [&] { return stop_ || produced_ < next_ + ahead; });
     if (stop_) return;
-    const int64_t seq = produced_;
-    const uint64_t generation = generation_;
-    Slot& slot = slots_[static_cast<size_t>(seq) % slots_.size()];
-    lock.unlock();
-    FillSlot(slot, seq);
-    lock.lock();
-    if (generation != generation_) continue;  // a Seek happened: this batch is not wanted
-    produced_ = seq + 1;
-    produced_cv_.notify_all();
+    Prepare(lock);
+    const int64_t seq = job_.seq;
+    const uint64_t generation = job_.generation;
+    FillChunks(lock, thread_buffers_);
+    // Chunks Next took may still be landing: wait for the batch to move on
+    // (or a Seek) rather than look again at once.
+    consumed_cv_.wait(lock, [&] { return stop_ || produced_ != seq || generation_ != generation; });
   }
 }
 
@@ -214,6 +288,11 @@ bool Loader::Next() {
     return false;
   }
   std::unique_lock<std::mutex> lock(mu_);
+  if (helped_ && produced_ <= next_) {
+    // Not ready: gather the chunks nobody has taken on this thread.
+    Prepare(lock);
+    FillChunks(lock, caller_buffers_);
+  }
   if (!produced_cv_.wait_for(lock, options_.timeout, [&] { return produced_ > next_; }))
     DP_THROW(Code::kTimeout, "the loader's batch ", next_ % steps_, " of epoch ", next_ / steps_,
              " was not ready after ", options_.timeout.count(), " ms (is the fill callback stuck?)");

@@ -2,7 +2,9 @@
 // trips; malformed, truncated and corrupt files give the documented codes
 // with the path in the message; the Fashion-MNIST files load.
 #include <doctest/doctest.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -17,6 +19,7 @@
 #include <set>
 #include <vector>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <iterator>
 #include <limits>
@@ -575,4 +578,158 @@ TEST_CASE("Loader: a failing fill is reported for its batch until a seek") {
   CHECK(loader.Next());
   CHECK(FedRows(*ws).front() == 30);
   // Destroyed with batches queued and the thread possibly mid-fill.
+}
+
+// ---- memory datasets: gathered in chunks by the loader's thread and by Next --
+
+namespace {
+
+// A dataset of n samples: x[i] = {i, -i} (float32 [n, 2]), y[i] = 3 i + 1 (int32 [n]).
+std::vector<dp::Tensor> CountingTensors(int64_t n) {
+  dp::Tensor x({n, 2}, dp::DType::kFloat32), y({n}, dp::DType::kInt32);
+  for (int64_t i = 0; i < n; ++i) {
+    x.mutable_data<float>()[2 * i] = static_cast<float>(i);
+    x.mutable_data<float>()[2 * i + 1] = -static_cast<float>(i);
+    y.mutable_data<int32_t>()[i] = static_cast<int32_t>(3 * i + 1);
+  }
+  return {x, y};
+}
+
+// The samples of the fed batch, after checking that both inputs hold the
+// same samples row by row.
+std::vector<int> FedSamples(dp::Workspace& ws) {
+  const dp::Tensor& x = ws.GetTensor("x");
+  const dp::Tensor& y = ws.GetTensor("y");
+  REQUIRE(x.dim(0) == y.dim(0));
+  std::vector<int> samples;
+  for (int64_t r = 0; r < x.dim(0); ++r) {
+    const int i = static_cast<int>(x.data<float>()[2 * r]);
+    REQUIRE(x.data<float>()[2 * r + 1] == -static_cast<float>(i));
+    REQUIRE(y.data<int32_t>()[r] == 3 * i + 1);
+    samples.push_back(i);
+  }
+  return samples;
+}
+
+std::unique_ptr<dp::Loader> TensorLoader(const std::shared_ptr<dp::Workspace>& ws, int64_t n, dp::LoaderOptions o) {
+  return std::make_unique<dp::Loader>(
+      ws, std::vector<dp::LoaderInput>{{"x", dp::DType::kFloat32, {2}}, {"y", dp::DType::kInt32, {}}},
+      dp::MakeTensorSource(CountingTensors(n)), o);
+}
+
+// Every batch of `epochs` epochs (the last partial one too, keep_last).
+std::vector<std::vector<int>> AllBatches(dp::Loader& loader, dp::Workspace& ws, int epochs) {
+  std::vector<std::vector<int>> batches;
+  for (int e = 0; e < epochs; ++e)
+    while (loader.Next()) batches.push_back(FedSamples(ws));
+  return batches;
+}
+
+}  // namespace
+
+TEST_CASE("Loader over tensors: Next alone, the thread ahead, and both racing on chunks feed the same batches") {
+  dp::LoaderOptions o;
+  o.batch_size = 10;
+  o.seed = 5;
+  o.drop_last = false;  // 57 samples: a last batch of 7
+  o.chunk_rows = 3;     // chunks of 3, 3, 3, 1 rows
+  auto ws_alone = std::make_shared<dp::Workspace>();
+  dp::LoaderOptions alone = o;
+  alone.gather_ahead = false;  // no thread: Next gathers every chunk
+  auto loader = TensorLoader(ws_alone, 57, alone);
+  const std::vector<std::vector<int>> want = AllBatches(*loader, *ws_alone, 3);
+  REQUIRE(want.size() == 18);
+  CHECK(want[5].size() == 7);
+  for (int e = 0; e < 3; ++e) {
+    std::set<int> seen;
+    for (int b = 0; b < 6; ++b) seen.insert(want[static_cast<size_t>(6 * e + b)].begin(), want[static_cast<size_t>(6 * e + b)].end());
+    CHECK(seen.size() == 57);
+  }
+  CHECK(want[0] != want[6]);  // epochs differ
+
+  // The thread ahead, and chunks of one row with a one-batch prefetch (Next
+  // often finds its batch unfinished and takes the rest), many times over.
+  for (int64_t chunk_rows : {int64_t{3}, int64_t{1}, int64_t{0}})
+    for (int round = 0; round < 20; ++round) {
+      CAPTURE(chunk_rows);
+      CAPTURE(round);
+      dp::LoaderOptions ahead = o;
+      ahead.chunk_rows = chunk_rows;
+      ahead.prefetch = 1;
+      auto ws = std::make_shared<dp::Workspace>();
+      auto l = TensorLoader(ws, 57, ahead);
+      CHECK(AllBatches(*l, *ws, 3) == want);
+      // A seek while chunks may be in flight, then the same batches again.
+      l->Seek(1, 2);
+      REQUIRE(l->Next());
+      CHECK(FedSamples(*ws) == want[8]);
+      REQUIRE(l->Next());
+      CHECK(FedSamples(*ws) == want[9]);
+    }
+}
+
+TEST_CASE("Loader over tensors: a batch still held is left to its holder, and shards take their rows") {
+  dp::LoaderOptions o;
+  o.batch_size = 8;
+  o.seed = 2;
+  o.gather_ahead = false;
+  auto ws = std::make_shared<dp::Workspace>();
+  auto loader = TensorLoader(ws, 40, o);
+  REQUIRE(loader->Next());
+  dp::Tensor held = ws->GetTensor("x");
+  const std::vector<int> kept = FedSamples(*ws);
+  for (int i = 0; i < 4; ++i) REQUIRE(loader->Next());  // the ring of prefetch + 2 = 4 buffers turned over
+  for (int64_t r = 0; r < held.dim(0); ++r) CHECK(held.data<float>()[2 * r] == static_cast<float>(kept[static_cast<size_t>(r)]));
+
+  // Two processes' loaders: each feeds its half of every global batch.
+  dp::LoaderOptions s = o;
+  s.num_shards = 2;
+  std::vector<std::vector<int>> halves[2];
+  for (int shard = 0; shard < 2; ++shard) {
+    s.shard = shard;
+    auto wss = std::make_shared<dp::Workspace>();
+    auto l = TensorLoader(wss, 40, s);
+    halves[shard] = AllBatches(*l, *wss, 1);
+  }
+  auto wsw = std::make_shared<dp::Workspace>();
+  auto whole = TensorLoader(wsw, 40, o);
+  const std::vector<std::vector<int>> global = AllBatches(*whole, *wsw, 1);
+  REQUIRE(global.size() == 5);
+  for (size_t b = 0; b < 5; ++b) {
+    std::vector<int> joined = halves[0][b];
+    joined.insert(joined.end(), halves[1][b].begin(), halves[1][b].end());
+    CHECK(joined == global[b]);
+  }
+}
+
+TEST_CASE("Loader threads: over tensors the lowest priority (SCHED_IDLE), for a callback the normal one") {
+  auto policy_of_new_thread = [](const std::function<std::unique_ptr<dp::Loader>()>& make) {
+    auto list = [] {
+      std::set<int> tids;
+      if (DIR* d = opendir("/proc/self/task")) {
+        while (dirent* e = readdir(d))
+          if (e->d_name[0] != '.') tids.insert(std::atoi(e->d_name));
+        closedir(d);
+      }
+      return tids;
+    };
+    const std::set<int> before = list();
+    auto loader = make();
+    int policy = -1;
+    for (int tid : list())
+      if (!before.count(tid)) policy = sched_getscheduler(tid);
+    return policy;
+  };
+  dp::LoaderOptions o;
+  o.batch_size = 4;
+  auto ws = std::make_shared<dp::Workspace>();
+  CHECK(policy_of_new_thread([&] { return TensorLoader(ws, 16, o); }) == SCHED_IDLE);
+  CHECK(policy_of_new_thread([&] {
+          return std::make_unique<dp::Loader>(ws, std::vector<dp::LoaderInput>{{"z", dp::DType::kFloat32, {}}},
+                                              std::make_unique<CountingSource>(16), o);
+        }) == SCHED_OTHER);
+  // A source that fills whole batches cannot do without the thread.
+  o.gather_ahead = false;
+  CHECK_THROWS_WITH_AS(dp::Loader(ws, {{"z", dp::DType::kFloat32, {}}}, std::make_unique<CountingSource>(16), o),
+                       doctest::Contains("needs the loader's thread"), dp::Error);
 }
