@@ -1171,9 +1171,12 @@ DP_API DP_MUST_USE dp_status* dp_parallel_model_load(const dp_parallel_model* mo
  * shuffles (each epoch a permutation that depends only on the seed and the
  * epoch: the same seed gives the same order in every run and every
  * process, and dp_loader_seek can resume mid-run exactly) and gathers the
- * next batches on its own thread into a ring of buffers allocated once,
- * while the current step runs: a step allocates nothing and the caller
- * copies nothing. The net reads the fed batch in place, data-parallel nets
+ * next batches into a ring of buffers allocated once: a step allocates
+ * nothing and the caller copies nothing. A loader over tensors gathers
+ * ahead on its own thread at the lowest priority (SCHED_IDLE on Linux), on
+ * CPU time the steps leave free, so it never takes a core from a running
+ * net; dp_loader_next gathers, on the calling thread, the part of its batch
+ * that thread has not. A callback loader's thread runs at normal priority. The net reads the fed batch in place, data-parallel nets
  * too (each replica reads its slice of the global batch where the loader
  * wrote it). Since 0.5. */
 typedef struct dp_loader dp_loader;
