@@ -14,6 +14,9 @@
 #                             torch 2 threads and torch 1 thread (its best counts)
 # and the CNN at batch 64 on 2 cores over the first N training images
 # (default 12800): dp; torch 2 threads and 1 thread.
+# Each round starts and ends with bench/core_pair_probe (do cores 0 and 1
+# share a last-level cache?), and the summary gives the 2-core ratios round
+# by round next to it.
 # Samples/s are the samples' last line (the training loop only, as the sample
 # prints it). The summary gives medians over rounds with their spread
 # (min..max), the ratios of medians, and the fraction of the GEMM floor: the
@@ -37,7 +40,8 @@ while [[ $# -gt 0 ]]; do
 done
 sample="$build/samples/train_fashion_mnist"
 train_step="$build/bench/train_step"
-for exe in "$sample" "$train_step"; do
+core_pair_probe="$build/bench/core_pair_probe"
+for exe in "$sample" "$train_step" "$core_pair_probe"; do
   [[ -x "$exe" ]] || { echo "error: $exe not found; build it: ninja -C $build" >&2; exit 1; }
 done
 # shellcheck source=bench/bench_lib.sh
@@ -64,10 +68,18 @@ torch() {  # CPUS THREADS KEY ARGS...
   echo "  torch $key: $out"
 }
 
+probe() {  # whether cores 0 and 1 share a last-level cache now, appended to $tmp/probe
+  local out
+  out=$("$core_pair_probe" 0 1)
+  echo "  $out"
+  echo "$out" | grep -o "shared_cache=[a-z]*" | cut -d= -f2 >>"$tmp/probe"
+}
+
 machine_header
 echo "# dp $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), $rounds rounds; reproduce: bench/run_e2e_bench.sh --build $build --rounds $rounds"
 for r in $(seq 1 "$rounds"); do
   echo "round $r"
+  probe
   for b in 64 256; do
     dp 0 "dp_1core_b$b" --model mlp --batch "$b"
     torch 0 1 "torch_1core_b$b" --model mlp --batch "$b"
@@ -79,6 +91,7 @@ for r in $(seq 1 "$rounds"); do
   dp 0,1 dp_cnn --model cnn --batch 64 --limit "$cnn_limit"
   torch 0,1 2 torch_cnn_t2 --model cnn --batch 64 --limit "$cnn_limit"
   torch 0,1 1 torch_cnn_t1 --model cnn --batch 64 --limit "$cnn_limit"
+  probe
 done
 peak1=$(taskset -c 0 "$train_step" --steps 1 --warmup 0 --peak | grep sgemm_peak | field gflops)
 peak2=$(taskset -c 0,1 "$train_step" --steps 1 --warmup 0 --peak | grep sgemm_peak | field gflops)
@@ -103,6 +116,15 @@ for b in 64 256; do
   echo "  2 cores: dp $d2 ($(spread "dp_2core_b$b"))  torch best $t2 (2 threads $(med "torch_2core_t2_b$b"), 1 thread $(med "torch_2core_t1_b$b"))  dp/torch $(ratio "$d2" "$t2")  (target >= 1.5)  GEMM floor fraction $(floor "$d2" "$mlp_flop" "$peak2")"
   echo "  2 cores / 1 core: dp $(ratio "$d2" "$d1")$([[ $b == 256 ]] && echo '  (target >= 1.8)')"
   echo "  --devices cpu:2: $dx ($(spread "dp_cpu2_b$b"))  / one device $(ratio "$dx" "$d2")  (target >= $([[ $b == 64 ]] && echo 1.0 || echo 1.1))"
+done
+# The 2-core comparisons round by round, with whether cores 0 and 1 shared a
+# last-level cache at the round's start and end (bench/core_pair_probe.c):
+# the cloud VM moves its vCPUs between such placements, and a step whose
+# threads hand data to each other scales less on cores that do not.
+per_round() { paste -d' ' "$tmp/$1" "$tmp/$2" | awk '{printf " %.2f", $1 / $2}'; }
+echo "round by round (cores 0,1 sharing a cache at start/end: $(paste -d/ - - <"$tmp/probe" | tr '\n' ' '))"
+for b in 64 256; do
+  echo "  batch $b: 2 cores / 1 core$(per_round "dp_2core_b$b" "dp_1core_b$b");  cpu:2 / one device$(per_round "dp_cpu2_b$b" "dp_2core_b$b")"
 done
 dc=$(med dp_cnn); tc=$(best torch_cnn_t2 torch_cnn_t1)
 echo "cnn batch 64, 2 cores, $cnn_limit images: dp $dc ($(spread dp_cnn))  torch best $tc (2 threads $(med torch_cnn_t2), 1 thread $(med torch_cnn_t1))  dp/torch $(ratio "$dc" "$tc")  (target >= 1.2)  GEMM floor fraction $(floor "$dc" "$cnn_flop" "$peak2")"

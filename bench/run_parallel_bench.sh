@@ -24,8 +24,11 @@
 # Per round every configuration runs once, the order rotating from round to
 # round so that drift in the machine's load hits all alike; each run reports
 # the median step time of N steps (after 20 warm-up steps) as samples/s. The
-# summary gives the median over rounds and the ratios. Each round also runs
-# one traced dp_2dev step (train_step --trace) for trace_overlap.py.
+# summary gives the median over rounds and the ratios, and the 2-device
+# ratios round by round next to bench/core_pair_probe's verdict at each
+# round's start and end (do cores 0 and 1 share a last-level cache?). Each
+# round also runs one traced dp_2dev step (train_step --trace) for
+# trace_overlap.py.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -48,9 +51,10 @@ done
 
 train_step="$build/bench/train_step"
 dp_bench="$build/bench/dp-bench"
-for exe in "$train_step" "$dp_bench"; do
+core_pair_probe="$build/bench/core_pair_probe"
+for exe in "$train_step" "$dp_bench" "$core_pair_probe"; do
   if [[ ! -x "$exe" ]]; then
-    echo "error: $exe not found; build it: ninja -C $build bench/train_step bench/dp-bench" >&2
+    echo "error: $exe not found; build it: ninja -C $build bench/train_step bench/dp-bench bench/core_pair_probe" >&2
     exit 1
   fi
 done
@@ -99,12 +103,22 @@ run_config() {
   esac
 }
 
+probes=""
+probe() {  # SEPARATOR: whether cores 0 and 1 share a last-level cache now (core_pair_probe.c)
+  local out
+  out=$("$core_pair_probe" 0 1)
+  echo "  $out"
+  probes+="$(echo "$out" | grep -o 'shared_cache=[a-z]*' | cut -d= -f2)$1"
+}
+
 configs=(dp_1dev dp_2dev dp_2shared ddp_2proc dp_plain torch_1)
 for r in $(seq 1 "$rounds"); do
   echo "round $r/$rounds"
+  probe /
   for i in "${!configs[@]}"; do
     run_config "${configs[$(((i + r - 1) % ${#configs[@]}))]}"
   done
+  probe " "
   # One traced step (the last of 20 runs), for trace_overlap.py.
   taskset -c 0,1 "$train_step" --devices 2 --workers 1 --warmup 19 --steps 1 --trace "$tmp/trace_$r.json" >/dev/null
 done
@@ -126,6 +140,12 @@ echo "dp 2 devices / torch DDP 2 procs:    $(ratio "$(med dp_2dev)" "$(med ddp_2
 echo "reference: dp 2 devices / dp plain net, 1 core:   $(ratio "$(med dp_2dev)" "$(med dp_plain)")x"
 echo "reference: dp 1 device / dp plain net, 1 core:    $(ratio "$(med dp_1dev)" "$(med dp_plain)")x (parallelize's cost on one replica)"
 echo "reference: torch DDP 2 procs / torch 1 thread:    $(ratio "$(med ddp_2proc)" "$(med torch_1)")x"
+# Round by round, with whether cores 0 and 1 shared a last-level cache at
+# the round's start and end: the cloud VM moves its vCPUs between such
+# placements, and replicas that hand data to each other scale less apart.
+by_round() { paste -d' ' <(printf '%s' "${results[$1]}") <(printf '%s' "${results[$2]}") | awk '{printf " %.2f", $1 / $2}'; }
+echo "round by round (cores sharing a cache at start/end: $probes):"
+echo "  dp 2 devices / 1 device:$(by_round dp_2dev dp_1dev);  shared / 1 device:$(by_round dp_2shared dp_1dev)"
 
 echo
 echo "allreduce hidden behind backward (dp_2dev, one traced step per round; see trace_overlap.py):"
