@@ -176,11 +176,15 @@ void Loader::Permute(int64_t epoch) {
 }
 
 void Loader::Prepare(std::unique_lock<std::mutex>& lock) {
-  // Chunks of an abandoned job (a Seek) may still be writing into its
-  // buffer, and read order_: let them land.
-  landed_cv_.wait(lock, [&] { return job_.in_flight == 0; });
+  // Set up already (the other party was first): share it. Otherwise chunks
+  // of an abandoned job (a Seek) may still be writing into its buffer, and
+  // read order_: let them land first.
+  for (;;) {
+    if (job_.seq == produced_ && job_.generation == generation_) return;
+    if (job_.in_flight == 0) break;
+    landed_cv_.wait(lock);
+  }
   const int64_t seq = produced_;
-  if (job_.seq == seq && job_.generation == generation_) return;
   Slot& slot = slots_[static_cast<size_t>(seq) % slots_.size()];
   job_ = Job{};
   job_.seq = seq;
