@@ -31,7 +31,7 @@ void GemmInto(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t rows, int64_t cols
 
 class FcOp final : public Operator {
  public:
-  using Operator::Operator;
+  explicit FcOp(const OpInit& init) : Operator(init) { PrepareGemmKernels(); }
 
  private:
   void RunOnDevice() override {
@@ -75,7 +75,7 @@ constexpr int64_t kElementGrain = int64_t{1} << 16;
 // db and, with three outputs, dX.
 class FcGradientOp final : public Operator {
  public:
-  using Operator::Operator;
+  explicit FcGradientOp(const OpInit& init) : Operator(init) { PrepareGemmKernels(); }
 
  private:
   void RunOnDevice() override {

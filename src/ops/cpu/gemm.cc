@@ -143,6 +143,23 @@ void UseSingleThreadedBlas() {
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
+void PrepareGemmKernels() {
+#if DP_HAVE_DNNL
+  if (!dnnl_cpu::Enabled()) return;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Every transpose with beta 0 and 1: the kernels dp's GEMMs use. Best
+    // effort: a failure here shows again, as an error, on the real call.
+    constexpr int64_t kN = 16;
+    float a[kN * kN] = {}, b[kN * kN] = {}, c[kN * kN] = {};
+    dnnl_cpu::SerialScope serial;
+    for (char ta : {'N', 'T'})
+      for (char tb : {'N', 'T'})
+        for (float beta : {0.f, 1.f}) (void)dnnl_sgemm(ta, tb, kN, kN, kN, 1.f, a, kN, b, kN, beta, c, kN);
+  });
+#endif
+}
+
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   SplitGemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -18,6 +18,13 @@
 
 namespace dp {
 
+// Has oneDNN generate its sgemm kernels now, once per process (in builds
+// with oneDNN, unless disabled): its first call of each kind otherwise does
+// it, ~20 ms on this project's VM, seven times a step of the sample's MLP.
+// The GEMM ops call it when constructed, so a net's creation pays it rather
+// than its first run.
+void PrepareGemmKernels();
+
 // Makes BLAS run single-threaded in its callers (dp's threads are the
 // parallelism); restores that if the application changed it. Called by
 // every Gemm; exposed for kernels that call BLAS directly.
