@@ -15,8 +15,11 @@
 # and the CNN at batch 64 on 2 cores over the first N training images
 # (default 12800): dp; torch 2 threads and 1 thread.
 # Each round starts and ends with bench/core_pair_probe (do cores 0 and 1
-# share a last-level cache?), and the summary gives the 2-core ratios round
-# by round next to it.
+# share a last-level cache?), and so does each 2-core dp run; the summary
+# gives the 2-core ratios round by round next to the rounds' probes, and by
+# placement over the runs that stayed in one (the cloud VM moves its vCPUs
+# between the two, and steps whose threads hand data to each other scale
+# less without a shared cache: bench/README.md).
 # Samples/s are the samples' last line (the training loop only, as the sample
 # prints it). The summary gives medians over rounds with their spread
 # (min..max), the ratios of medians, and the fraction of the GEMM floor: the
@@ -51,12 +54,24 @@ ensure_torch
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+placement() {  # yes / no: do cores 0 and 1 share a last-level cache now (core_pair_probe.c)
+  "$core_pair_probe" 0 1 | grep -o "shared_cache=[a-z]*" | cut -d= -f2
+}
 dp() {  # CPUS KEY ARGS...: one sample run, its samples/s appended to $tmp/KEY
+  # and, for 2-core runs, the cores' placement (probed before and after the
+  # run: yes, no, or mixed when it changed) to $tmp/KEY.placement
   local cpus=$1 key=$2
   shift 2
-  local out
+  local out before="" after
+  [[ $cpus == 0,1 ]] && before=$(placement)
   out=$(taskset -c "$cpus" "$sample" --epochs 1 "$@" | tail -n 1)
   echo "$out" | field samples_per_s >>"$tmp/$key"
+  if [[ -n $before ]]; then
+    after=$(placement)
+    [[ $before == "$after" ]] || after=mixed
+    echo "$after" >>"$tmp/$key.placement"
+    out+="  (shared cache: $after)"
+  fi
   echo "  dp    $key: $out"
 }
 torch() {  # CPUS THREADS KEY ARGS...
@@ -99,7 +114,7 @@ peak2=$(taskset -c 0,1 "$train_step" --steps 1 --warmup 0 --peak | grep sgemm_pe
 med() { median <"$tmp/$1"; }
 spread() { sort -g "$tmp/$1" | awk 'NR==1{lo=$1} {hi=$1} END{printf "%.0f..%.0f", lo, hi}'; }
 best() { awk -v a="$(med "$1")" -v b="$(med "$2")" 'BEGIN{print (a > b ? a : b)}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (a == "nan" || b == "nan" || b == 0) print "-"; else printf "%.2f", a / b}'; }
 # Training FLOPs per sample: forward, and backward without the first layer's dX.
 mlp_flop=$(awk 'BEGIN{f = 2 * (784*512 + 512*512 + 512*10); print 3 * f - 2 * 784 * 512}')
 cnn_flop=$(awk 'BEGIN{c1 = 2*32*25*784; c2 = 2*64*800*196; f1 = 2*3136*256; f2 = 2*256*10;
@@ -117,6 +132,24 @@ for b in 64 256; do
   echo "  2 cores / 1 core: dp $(ratio "$d2" "$d1")$([[ $b == 256 ]] && echo '  (target >= 1.8)')"
   echo "  --devices cpu:2: $dx ($(spread "dp_cpu2_b$b"))  / one device $(ratio "$dx" "$d2")  (target >= $([[ $b == 64 ]] && echo 1.0 || echo 1.1))"
 done
+# The 2-core comparisons by placement: medians over the 2-core runs whose
+# cores shared a last-level cache before and after the run, and over those
+# whose cores did not (1-core runs do not depend on it).
+in_place() {  # KEY PLACEMENT: median samples/s of KEY's runs in that placement
+  paste -d' ' "$tmp/$1" "$tmp/$1.placement" | awk -v p="$2" '$2 == p {print $1}' | median
+}
+runs_in() { grep -c "^$2\$" "$tmp/$1.placement" || true; }
+by_placement() {  # B: 2 cores / 1 core and cpu:2 / one device, per placement
+  local b=$1 p d2 dx
+  for p in yes no; do
+    d2=$(in_place "dp_2core_b$b" $p); dx=$(in_place "dp_cpu2_b$b" $p)
+    printf '  batch %s, shared cache %-3s: 2 cores / 1 core %s (%s runs);  cpu:2 / one device %s (%s and %s runs)\n' \
+      "$b" "$p" "$(ratio "$d2" "$(med "dp_1core_b$b")")" "$(runs_in "dp_2core_b$b" $p)" "$(ratio "$dx" "$d2")" \
+      "$(runs_in "dp_cpu2_b$b" $p)" "$(runs_in "dp_2core_b$b" $p)"
+  done
+}
+echo "by the placement of cores 0,1 around each 2-core run (core_pair_probe before and after; mixed runs left out):"
+for b in 64 256; do by_placement "$b"; done
 # The 2-core comparisons round by round, with whether cores 0 and 1 shared a
 # last-level cache at the round's start and end (bench/core_pair_probe.c):
 # the cloud VM moves its vCPUs between such placements, and a step whose
