@@ -134,12 +134,15 @@ Loader::Loader(std::shared_ptr<Workspace> ws, std::vector<LoaderInput> inputs, s
     DP_THROW(Code::kUnavailable, "cannot start the loader's thread: ", e.what());
   }
   // Gathering ahead is worth only the CPU time nobody else wants: Next
-  // gathers what this thread has not (see loader.h). Best effort (lowering
-  // a thread's priority needs no privilege).
-  if (helped_) {
-    sched_param none{};
-    pthread_setschedparam(thread_.native_handle(), SCHED_IDLE, &none);
-  }
+  // gathers what this thread has not (see loader.h).
+  if (helped_) SetThreadIdle(true);
+}
+
+void Loader::SetThreadIdle(bool idle) {
+  // Best effort: lowering a thread's priority needs no privilege, and
+  // raising it back to the normal policy neither.
+  sched_param none{};
+  pthread_setschedparam(thread_.native_handle(), idle ? SCHED_IDLE : SCHED_OTHER, &none);
 }
 
 Loader::~Loader() {
@@ -292,12 +295,20 @@ bool Loader::Next() {
     return false;
   }
   std::unique_lock<std::mutex> lock(mu_);
+  bool raised = false;
   if (helped_ && produced_ <= next_) {
     // Not ready: gather the chunks nobody has taken on this thread.
     Prepare(lock);
     FillChunks(lock, caller_buffers_);
+    // What is left are chunks the loader's thread holds. At the lowest
+    // priority it may wait for a CPU as long as the machine stays busy:
+    // it runs at the normal priority until they land.
+    raised = produced_ <= next_ && job_.in_flight > 0 && thread_.joinable();
+    if (raised) SetThreadIdle(false);
   }
-  if (!produced_cv_.wait_for(lock, options_.timeout, [&] { return produced_ > next_; }))
+  const bool ready = produced_cv_.wait_for(lock, options_.timeout, [&] { return produced_ > next_; });
+  if (raised) SetThreadIdle(true);
+  if (!ready)
     DP_THROW(Code::kTimeout, "the loader's batch ", next_ % steps_, " of epoch ", next_ / steps_,
              " was not ready after ", options_.timeout.count(), " ms (is the fill callback stuck?)");
   Slot& slot = slots_[static_cast<size_t>(next_) % slots_.size()];

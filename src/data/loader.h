@@ -15,7 +15,9 @@
 // priority (SCHED_IDLE): it gathers ahead on CPU time that nothing else
 // wants (a GPU step, spare cores, the gaps of a step), and never preempts
 // the threads running the nets. When Next needs a batch the thread has not
-// finished, Next gathers the chunks nobody has taken itself, on the caller.
+// finished, Next gathers the chunks nobody has taken itself, on the caller,
+// and while it waits for chunks the thread holds, the thread runs at the
+// normal priority (else a busy machine could keep it, and Next, waiting).
 // (On a machine whose every core runs dp's nets, a background gather at
 // normal priority takes a core from one replica in the middle of a step,
 // and the others wait for it at the update: measured 2-7% slower than
@@ -141,6 +143,8 @@ class Loader {
   void FillChunks(std::unique_lock<std::mutex>& lock, std::vector<void*>& buffers);
   // mu_ held: job_'s last chunk landed; publish the batch.
   void Finish();
+  // The loader's thread at the lowest priority (SCHED_IDLE) or the normal one.
+  void SetThreadIdle(bool idle);
   // The permutation of `epoch` into order_ (mu_ held, no chunk in flight).
   void Permute(int64_t epoch);
   int64_t BatchRows(int64_t seq) const;

@@ -45,9 +45,9 @@ bool Enabled() { return g_enabled.load(std::memory_order_relaxed); }
 DisabledScope::DisabledScope() : saved_(g_enabled.exchange(false)) {}
 DisabledScope::~DisabledScope() { g_enabled.store(saved_); }
 
-void Execute(const dnnl::primitive& p, const dnnl::stream& s, std::initializer_list<dnnl_exec_arg_t> args,
+void Execute(const dnnl::primitive& p, const dnnl::stream& s, const dnnl_exec_arg_t* args, int count,
              const char* what) {
-  const dnnl_status_t st = dnnl_primitive_execute(p.get(), s.get(), static_cast<int>(args.size()), args.begin());
+  const dnnl_status_t st = dnnl_primitive_execute(p.get(), s.get(), count, args);
   DP_ENFORCE_CODE(st == dnnl_success, Code::kInternal, "oneDNN ", what, " failed (status ", static_cast<int>(st),
                   ")");
 }

@@ -56,8 +56,12 @@ class DisabledScope {
 
 // Runs p on s with these arguments through the C API (the C++ execute builds
 // a map and a vector per call). kInternal naming `what` on failure.
-void Execute(const dnnl::primitive& p, const dnnl::stream& s, std::initializer_list<dnnl_exec_arg_t> args,
+void Execute(const dnnl::primitive& p, const dnnl::stream& s, const dnnl_exec_arg_t* args, int count,
              const char* what);
+inline void Execute(const dnnl::primitive& p, const dnnl::stream& s, std::initializer_list<dnnl_exec_arg_t> args,
+                    const char* what) {
+  Execute(p, s, args.begin(), static_cast<int>(args.size()), what);
+}
 inline dnnl_exec_arg_t Arg(int name, const dnnl::memory& m) { return {name, m.get()}; }
 
 // A plain (dp-layout) descriptor of float32 dims.

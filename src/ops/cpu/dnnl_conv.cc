@@ -239,15 +239,13 @@ struct ConvForward::Impl {
     plans.clear();
     mems.clear();
     const Geometry g = GeometryOf(s);
+    const memory::desc none;  // no bias
     size_t pad = 0;
     for (int64_t nb : PartSizes(s.n, parts)) {
       const memory::desc xu = XPlain(s, nb), yu = YPlain(s, nb);
-      auto d = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                      dnnl::algorithm::convolution_direct, AnyLike(xu), AnyLike(g.w),
-                                                      g.b, AnyLike(yu), g.strides, g.dilates, g.pad_l, g.pad_r)
-                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                      dnnl::algorithm::convolution_direct, AnyLike(xu), AnyLike(g.w),
-                                                      AnyLike(yu), g.strides, g.dilates, g.pad_l, g.pad_r);
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                        AnyLike(xu), AnyLike(g.w), bias ? g.b : none, AnyLike(yu), g.strides,
+                                        g.dilates, g.pad_l, g.pad_r);
       dnnl::convolution_forward::primitive_desc pd(d, UserScratchpad(), Engine());
       if (IsReference(pd)) return false;
       pad = std::max(pad, pd.scratchpad_desc().get_size());
@@ -299,18 +297,12 @@ struct ConvForward::Impl {
                 {Arg(DNNL_ARG_FROM, m.x.user), Arg(DNNL_ARG_TO, m.x.inner), Arg(DNNL_ARG_SCRATCHPAD, m.pad)},
                 "input reorder");
       m.y.BindTo(p.y, y + first * mohw, base + off.y);
-      if (b) {
-        Bind(m.b, b);
-        Execute(p.conv, st,
-                {Arg(DNNL_ARG_SRC, m.x.inner), Arg(DNNL_ARG_WEIGHTS, m.w.inner), Arg(DNNL_ARG_BIAS, m.b),
-                 Arg(DNNL_ARG_DST, m.y.inner), Arg(DNNL_ARG_SCRATCHPAD, m.pad)},
-                "convolution");
-      } else {
-        Execute(p.conv, st,
-                {Arg(DNNL_ARG_SRC, m.x.inner), Arg(DNNL_ARG_WEIGHTS, m.w.inner), Arg(DNNL_ARG_DST, m.y.inner),
-                 Arg(DNNL_ARG_SCRATCHPAD, m.pad)},
-                "convolution");
-      }
+      // The bias, last, only when there is one.
+      if (b) Bind(m.b, b);
+      const dnnl_exec_arg_t args[] = {Arg(DNNL_ARG_SRC, m.x.inner), Arg(DNNL_ARG_WEIGHTS, m.w.inner),
+                                      Arg(DNNL_ARG_DST, m.y.inner), Arg(DNNL_ARG_SCRATCHPAD, m.pad),
+                                      Arg(DNNL_ARG_BIAS, m.b)};
+      Execute(p.conv, st, args, b ? 5 : 4, "convolution");
       if (p.y.reorder)
         Execute(p.y.prim, st,
                 {Arg(DNNL_ARG_FROM, m.y.inner), Arg(DNNL_ARG_TO, m.y.user), Arg(DNNL_ARG_SCRATCHPAD, m.pad)},
@@ -472,19 +464,12 @@ struct ConvBackward::Impl {
       float* dw_to = c == 0 ? dw : reinterpret_cast<float*>(base + off.dw_part);
       float* db_to = c == 0 ? db : reinterpret_cast<float*>(base + off.db_part);
       m.dw.BindTo(p.dw, dw_to, base + off.dw);
-      if (want_db) {
-        Bind(m.db, db_to);
-        Execute(p.bw, st,
-                {Arg(DNNL_ARG_SRC, m.x.inner), Arg(DNNL_ARG_DIFF_DST, m.dy_w.inner),
-                 Arg(DNNL_ARG_DIFF_WEIGHTS, m.dw.inner), Arg(DNNL_ARG_DIFF_BIAS, m.db),
-                 Arg(DNNL_ARG_SCRATCHPAD, m.pad)},
-                "convolution backward weights");
-      } else {
-        Execute(p.bw, st,
-                {Arg(DNNL_ARG_SRC, m.x.inner), Arg(DNNL_ARG_DIFF_DST, m.dy_w.inner),
-                 Arg(DNNL_ARG_DIFF_WEIGHTS, m.dw.inner), Arg(DNNL_ARG_SCRATCHPAD, m.pad)},
-                "convolution backward weights");
-      }
+      // db, last, only when wanted.
+      if (want_db) Bind(m.db, db_to);
+      const dnnl_exec_arg_t args[] = {Arg(DNNL_ARG_SRC, m.x.inner), Arg(DNNL_ARG_DIFF_DST, m.dy_w.inner),
+                                      Arg(DNNL_ARG_DIFF_WEIGHTS, m.dw.inner), Arg(DNNL_ARG_SCRATCHPAD, m.pad),
+                                      Arg(DNNL_ARG_DIFF_BIAS, m.db)};
+      Execute(p.bw, st, args, want_db ? 5 : 4, "convolution backward weights");
       reorder(p.dw, m.dw, false, "weight gradient reorder");
       if (!want_dx) return;
       if (p.dy_shared) {
