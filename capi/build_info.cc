@@ -1,6 +1,6 @@
 // dp_build_info_get: how libdp was built (versions of the libraries it was
-// compiled against, SM architectures, BLAS, compiler) and the CUDA driver
-// found at run time.
+// compiled against, SM architectures, BLAS, compiler) and what it found of
+// CUDA at run time (module, runtime, driver, devices: cuda/cuda_runtime.h).
 #include <string>
 
 #include <cblas.h>
@@ -24,6 +24,16 @@
 
 namespace {
 
+// cuda_state is the engine's Availability, value for value.
+using dp::cuda::Availability;
+static_assert(static_cast<int>(Availability::kNotBuilt) == DP_CUDA_STATE_NOT_BUILT);
+static_assert(static_cast<int>(Availability::kAvailable) == DP_CUDA_STATE_AVAILABLE);
+static_assert(static_cast<int>(Availability::kModuleNotFound) == DP_CUDA_STATE_MODULE_NOT_FOUND);
+static_assert(static_cast<int>(Availability::kRuntimeMissing) == DP_CUDA_STATE_RUNTIME_MISSING);
+static_assert(static_cast<int>(Availability::kModuleMismatch) == DP_CUDA_STATE_MODULE_MISMATCH);
+static_assert(static_cast<int>(Availability::kNoDriver) == DP_CUDA_STATE_NO_DRIVER);
+static_assert(static_cast<int>(Availability::kNoDevice) == DP_CUDA_STATE_NO_DEVICE);
+
 // openblas_get_config() assembles its answer in one static buffer on every
 // call, so concurrent calls would race: ask once, keep a copy for good.
 const char* BlasConfig() {
@@ -45,12 +55,12 @@ dp_status* dp_build_info_get(dp_build_info* out) {
                " (set it to sizeof(dp_build_info))");
   // Everything is gathered before the first write: a failure leaves *out alone.
   const int32_t cuda = dp::cuda::BuiltWithCuda() ? 1 : 0;
-  const int32_t driver = cuda ? dp::cuda::DriverVersion() : 0;
+  const dp::cuda::ProbeResult& probe = dp::cuda::Probe();  // loads the CUDA module
   const char* blas_config = BlasConfig();
   if (DP_OPTIONS_HAVE(out, version)) out->version = DP_VERSION_STRING;
   if (DP_OPTIONS_HAVE(out, cuda)) out->cuda = cuda;
   if (DP_OPTIONS_HAVE(out, cuda_runtime_version)) out->cuda_runtime_version = DP_CUDART_VERSION;
-  if (DP_OPTIONS_HAVE(out, cuda_driver_version)) out->cuda_driver_version = driver;
+  if (DP_OPTIONS_HAVE(out, cuda_driver_version)) out->cuda_driver_version = probe.driver_version;
   if (DP_OPTIONS_HAVE(out, cublas_version)) out->cublas_version = DP_CUBLAS_VERSION;
   if (DP_OPTIONS_HAVE(out, nccl_version)) out->nccl_version = DP_NCCL_VERSION;
   if (DP_OPTIONS_HAVE(out, cuda_archs)) out->cuda_archs = DP_CUDA_ARCHS;
@@ -58,6 +68,10 @@ dp_status* dp_build_info_get(dp_build_info* out) {
   if (DP_OPTIONS_HAVE(out, blas_config)) out->blas_config = blas_config;
   if (DP_OPTIONS_HAVE(out, compiler)) out->compiler = DP_COMPILER;
   if (DP_OPTIONS_HAVE(out, build_type)) out->build_type = DP_BUILD_TYPE;
+  if (DP_OPTIONS_HAVE(out, cuda_state)) out->cuda_state = static_cast<int32_t>(probe.state);
+  if (DP_OPTIONS_HAVE(out, cuda_loaded_runtime_version)) out->cuda_loaded_runtime_version = probe.runtime_version;
+  if (DP_OPTIONS_HAVE(out, cuda_state_detail)) out->cuda_state_detail = probe.detail.c_str();
+  if (DP_OPTIONS_HAVE(out, cuda_module)) out->cuda_module = probe.module_path.c_str();
   DP_API_END
 }
 

@@ -10,6 +10,7 @@
 #include "comm/process_group.h"
 #include "core/device.h"
 #include "core/utf8.h"
+#include "cuda/cuda_runtime.h"
 
 namespace {
 
@@ -146,8 +147,10 @@ dp_status* dp_model_parallelize(const dp_model* model, const dp_parallel_options
     const int count = dp::DeviceCount(o.device_type);
     DP_ENFORCE_CODE(count > 0, dp::Code::kUnavailable, __func__, ": options->device_ids is NULL (every ",
                     dp::DeviceTypeName(o.device_type), " device), but ",
-                    dp::DeviceTypeCompiledIn(o.device_type) ? "no such device is visible"
-                                                            : "dp was built without it");
+                    !dp::DeviceTypeCompiledIn(o.device_type) ? std::string("dp was built without it")
+                    : o.device_type == dp::DeviceType::kCUDA
+                        ? "no such device is visible (" + dp::cuda::Probe().detail + ")"
+                        : std::string("no such device is visible"));
     o.device_ids.resize(static_cast<size_t>(count));
     std::iota(o.device_ids.begin(), o.device_ids.end(), 0);
   }

@@ -19,6 +19,7 @@ FLOORS = [
     "ops",       # schemas, operators, CPU kernels, gradient makers, net checks
     "cuda",      # the CUDA device backend: runtime, contexts, kernels
     "comm",      # communicators and collective ops (in-process, NCCL)
+    "cuda_module",  # libdp_cuda.so's entry: kernels and CUDA libraries in one table for libdp
     "checkpoint",  # checkpoint files: format, atomic writes, verified loads
     "exec",      # nets and executors
     "autodiff",  # gradient nets

@@ -50,6 +50,14 @@ for c in "${configs[@]}"; do
   fi
 done
 
+# CUDA as a module: a process on the CPU pays nothing for a CUDA build — its
+# resident set after dp_version is the CPU-only build's within 2 MiB
+# (tests/check_cuda_module.sh --rss; only where the default build has CUDA).
+if meson test -C build --list 2>/dev/null | grep -q cuda_module_rss; then
+  DP_CPU_BUILD=$PWD/build-cpu meson test -C build --no-rebuild --print-errorlogs --logbase testlog-rss \
+    cuda_module_rss || status=1
+fi
+
 # The Go, Rust and Java bindings, each with its own runner (go test, cargo
 # test, the JUnit console launcher), against the CPU-only build's libdp.
 # Each bindings/<lang>/test.sh ends with "bindings-<lang>: N passed, N

@@ -25,8 +25,14 @@ func TestVersionAndBuildInfo(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("cpu count %d", n)
 	}
-	if n, err := dp.DeviceCount(dp.DeviceCUDA); err != nil || (!bi.CUDA && n != 0) {
-		t.Fatalf("cuda count %d, %v", n, err)
+	if n, err := dp.DeviceCount(dp.DeviceCUDA); err != nil || (!bi.CUDA && n != 0) ||
+		(n > 0) != (bi.CUDAState == dp.CUDAStateAvailable) {
+		t.Fatalf("cuda count %d, state %d, %v", n, bi.CUDAState, err)
+	}
+	// Why there are CUDA devices or not, in every build.
+	if bi.CUDAStateDetail == "" || (!bi.CUDA && (bi.CUDAState != dp.CUDAStateNotBuilt || bi.CUDAModule != "")) ||
+		(bi.CUDA && (bi.CUDAState == dp.CUDAStateNotBuilt || bi.CUDAModule == "")) {
+		t.Fatalf("cuda state %d (%q), module %q", bi.CUDAState, bi.CUDAStateDetail, bi.CUDAModule)
 	}
 	if dp.CodeNotFound.String() != "NOT_FOUND" || dp.Code(1000).String() != "UNKNOWN" {
 		t.Fatal("code names")

@@ -42,7 +42,7 @@ const (
 	ABIVersion          = C.DP_ABI_VERSION
 )
 
-// Version is the loaded library's version ("0.5.0").
+// Version is the loaded library's version ("0.6.0").
 func Version() string { return C.GoString(C.dp_version()) }
 
 // VersionNumber is the loaded library's DP_VERSION_NUMBER; compare it with
@@ -60,7 +60,7 @@ const (
 )
 
 // DeviceCount is the number of devices of a type (CPU: 1; CUDA: 0 when none
-// is usable, see GetBuildInfo).
+// is usable, see GetBuildInfo). The first CUDA count loads dp's CUDA module.
 func DeviceCount(t DeviceType) (int, error) {
 	var n C.int32_t
 	if err := statusErr(C.dp_device_count(C.int32_t(t), &n)); err != nil {
@@ -85,7 +85,23 @@ func SetCPUThreads(maxThreads int) error {
 // 1. Since 0.5.
 func CPUThreads() int { return int(C.dp_cpu_threads()) }
 
-// BuildInfo says how the loaded library was built (see dp_build_info).
+// CUDAState says whether CUDA devices are there, and if not why
+// (dp_build_info.cuda_state). Since 0.6.
+type CUDAState int32
+
+const (
+	CUDAStateNotBuilt       CUDAState = C.DP_CUDA_STATE_NOT_BUILT        // dp was built without CUDA
+	CUDAStateAvailable      CUDAState = C.DP_CUDA_STATE_AVAILABLE        // at least one CUDA device
+	CUDAStateModuleNotFound CUDAState = C.DP_CUDA_STATE_MODULE_NOT_FOUND // libdp_cuda.so is not beside libdp
+	CUDAStateRuntimeMissing CUDAState = C.DP_CUDA_STATE_RUNTIME_MISSING  // a CUDA library the module needs is missing
+	CUDAStateModuleMismatch CUDAState = C.DP_CUDA_STATE_MODULE_MISMATCH  // the module is another build's
+	CUDAStateNoDriver       CUDAState = C.DP_CUDA_STATE_NO_DRIVER        // no CUDA driver (or too old)
+	CUDAStateNoDevice       CUDAState = C.DP_CUDA_STATE_NO_DEVICE        // a driver but no GPU visible
+)
+
+// BuildInfo says how the loaded library was built and what it found of
+// CUDA (see dp_build_info). Reading it loads dp's CUDA module in a CUDA
+// build.
 type BuildInfo struct {
 	Version            string
 	CUDA               bool
@@ -98,6 +114,13 @@ type BuildInfo struct {
 	BLASConfig         string
 	Compiler           string
 	BuildType          string
+	// Since 0.6: why CUDA devices are there or not, the runtime version the
+	// CUDA module loaded (0: none), a line saying what was found, and the
+	// module's path ("" without CUDA).
+	CUDAState                CUDAState
+	CUDALoadedRuntimeVersion int32
+	CUDAStateDetail          string
+	CUDAModule               string
 }
 
 // GetBuildInfo reads the build information of the loaded library.
@@ -119,5 +142,10 @@ func GetBuildInfo() (BuildInfo, error) {
 		BLASConfig:         C.GoString(c.blas_config),
 		Compiler:           C.GoString(c.compiler),
 		BuildType:          C.GoString(c.build_type),
+
+		CUDAState:                CUDAState(c.cuda_state),
+		CUDALoadedRuntimeVersion: int32(c.cuda_loaded_runtime_version),
+		CUDAStateDetail:          C.GoString(c.cuda_state_detail),
+		CUDAModule:               C.GoString(c.cuda_module),
 	}, nil
 }

@@ -109,7 +109,7 @@ extern "C" {
 
 /* Version of the header the caller was compiled against. */
 #define DP_VERSION_MAJOR 0
-#define DP_VERSION_MINOR 5
+#define DP_VERSION_MINOR 6
 #define DP_VERSION_PATCH 0
 #define DP_VERSION_NUMBER (DP_VERSION_MAJOR * 10000 + DP_VERSION_MINOR * 100 + DP_VERSION_PATCH)
 /* The ABI major version; the shared library is libdp.so.<DP_ABI_VERSION>. */
@@ -185,9 +185,11 @@ enum { DP_DEVICE_CPU = 0, DP_DEVICE_CUDA = 1 };
 
 /* Number of devices of a type. DP_DEVICE_CPU reports 1 (CPU devices are
  * logical: replicas cpu_0, cpu_1, ... all share the host). DP_DEVICE_CUDA
- * reports 0, successfully, when dp was built without CUDA, no driver is
- * installed or no GPU is visible; dp_build_info_get tells these apart
- * (dp_build_info.cuda and .cuda_driver_version). Unknown types give
+ * reports 0, successfully, when dp was built without CUDA, its CUDA module
+ * or the CUDA libraries are missing, no driver is installed or no GPU is
+ * visible; dp_build_info_get tells these apart (dp_build_info.cuda_state).
+ * The first DP_DEVICE_CUDA count in a process loads the CUDA module (see
+ * dp_build_info); nothing before it maps a CUDA library. Unknown types give
  * DP_ERR_INVALID_ARGUMENT. */
 DP_API DP_MUST_USE dp_status* dp_device_count(int32_t device_type, int32_t* out_count);
 
@@ -232,16 +234,24 @@ DP_API int32_t dp_cpu_threads(void);
  * the life of the process, never freed; "" when not applicable. Versions are
  * integers as the libraries encode them; 0 when dp was built without CUDA.
  *
- * Telling the cases apart for DP_DEVICE_CUDA: cuda == 0: built without CUDA
- * (dp_device_count reports 0); cuda == 1 and cuda_driver_version == 0: no
- * driver; a driver but dp_device_count 0: no GPU visible. */
+ * CUDA is a module of its own. A build with CUDA installs libdp_cuda.so
+ * beside libdp.so; libdp.so itself links no CUDA library, so it loads on
+ * hosts without the CUDA runtime or a GPU, and a process that never asks for
+ * a CUDA device maps none. The first time a CUDA device is counted or asked
+ * for (dp_device_count(DP_DEVICE_CUDA), a net or parallel model on CUDA, or
+ * this function), libdp loads the module from its own directory (or from
+ * the path in the environment variable DP_CUDA_MODULE, when set), which
+ * brings the CUDA runtime, cuBLAS and NCCL (CUDA 13: libcudart.so.13,
+ * libcublas.so.13, libnccl.so.2). When any of that is missing, dp has zero
+ * CUDA devices and cuda_state says why. */
 typedef struct dp_build_info {
   uint32_t struct_size;         /* set by the caller: sizeof(dp_build_info) */
   const char* version;          /* dp_version(): "0.1.0" */
   int32_t cuda;                 /* 1: built with CUDA (runtime, cuBLAS, NCCL), 0: CPU only */
   int32_t cuda_runtime_version; /* CUDART_VERSION compiled against: 1000 major + 10 minor (13000) */
   int32_t cuda_driver_version;  /* CUDA version of the installed driver, found at run time, same
-                                   encoding; 0 when there is none (or built without CUDA) */
+                                   encoding; 0 when there is none (or built without CUDA, or the
+                                   module did not load) */
   int32_t cublas_version;       /* CUBLAS_VERSION compiled against: 10000 major + 100 minor + patch */
   int32_t nccl_version;         /* NCCL_VERSION_CODE compiled against: 10000 major + 100 minor + patch */
   const char* cuda_archs;       /* SM architectures with device code, comma separated ("80,90"); PTX
@@ -251,12 +261,34 @@ typedef struct dp_build_info {
                                    "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64" */
   const char* compiler;         /* the C++ compiler: "gcc 12.2.0" */
   const char* build_type;       /* meson's buildtype: "release", "debug", "debugoptimized", ... */
+  /* --- Since 0.6 --- */
+  int32_t cuda_state;           /* DP_CUDA_STATE_*: whether CUDA devices are there, and if not why */
+  int32_t cuda_loaded_runtime_version; /* cudaRuntimeGetVersion of the runtime the module loaded
+                                   (1000 major + 10 minor); 0 when none was loaded */
+  const char* cuda_state_detail;/* one line saying what was found, e.g. "built with CUDA, but its
+                                   module was not found: ..." or "1 CUDA device, driver CUDA 13.0,
+                                   runtime 13.0"; "built without CUDA" without CUDA */
+  const char* cuda_module;      /* the module's path, loaded or looked for; "" without CUDA */
 } dp_build_info;
 
+/* dp_build_info.cuda_state. Since 0.6. */
+enum {
+  DP_CUDA_STATE_NOT_BUILT = 0,        /* dp was built without CUDA */
+  DP_CUDA_STATE_AVAILABLE = 1,        /* at least one CUDA device is visible */
+  DP_CUDA_STATE_MODULE_NOT_FOUND = 2, /* built with CUDA, but libdp_cuda.so is not beside libdp.so
+                                         (nor at DP_CUDA_MODULE) */
+  DP_CUDA_STATE_RUNTIME_MISSING = 3,  /* the module is there but does not load: a CUDA library it
+                                         needs (runtime, cuBLAS, NCCL) is missing */
+  DP_CUDA_STATE_MODULE_MISMATCH = 4,  /* the module belongs to another build of dp */
+  DP_CUDA_STATE_NO_DRIVER = 5,        /* no CUDA driver, or one too old for the runtime */
+  DP_CUDA_STATE_NO_DEVICE = 6         /* a driver, but no GPU visible */
+};
+
 /* Fills *out (see dp_build_info). Any thread. DP_ERR_INVALID_ARGUMENT when
- * out is NULL or out->struct_size is smaller than sizeof(uint32_t). The
- * first call in a process may take a moment in a CUDA build (it asks the
- * driver for its version); it never fails for want of a driver or GPU. */
+ * out is NULL or out->struct_size is smaller than sizeof(uint32_t). In a
+ * CUDA build the first call in a process loads the CUDA module and asks the
+ * driver (see above), unless a CUDA device count already did; it never
+ * fails for want of the module, the CUDA libraries, a driver or a GPU. */
 DP_API DP_MUST_USE dp_status* dp_build_info_get(dp_build_info* out);
 
 /* ------------------------------------------------------------------------ */

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/logging.h"
+#include "cuda/cuda_runtime.h"
 #include "ops/net_validate.h"
 
 namespace dp {
@@ -47,7 +48,8 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
     int count = DeviceCount(device.type);
     if (device.type != DeviceType::kCPU && device.id >= count)
       DP_THROW(Code::kUnavailable, label_, " ", OpLabel(op, i), ": device ", DeviceName(device),
-               " is not available (", count, " ", DeviceTypeName(device.type), " devices)");
+               " is not available (", count, " ", DeviceTypeName(device.type), " devices",
+               device.type == DeviceType::kCUDA ? ": " + cuda::Probe().detail : std::string(), ")");
     try {
       ops_.push_back(OperatorRegistry::Create(OpInit{op, i, device, ws_.get()}));
     } catch (Error& e) {

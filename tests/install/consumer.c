@@ -24,6 +24,16 @@ int main(void) {
   const float* p = dp_tensor_data(y);
   int ok = p[0] == 4.5f && p[1] == -6.0f;
   printf("installed dp %s: y = [%g, %g]\n", dp_version(), p[0], p[1]);
+  /* Where the build has CUDA, the installed library finds its module beside itself. */
+  dp_build_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  dp_status* st = dp_build_info_get(&info);
+  if (st != NULL) {
+    dp_status_free(st);
+    return 1;
+  }
+  printf("cuda_state=%d (%s)\n", (int)info.cuda_state, info.cuda_state_detail);
   dp_tensor_free(y);
   dp_tensor_free(t);
   dp_net_free(net);

@@ -17,10 +17,6 @@
 #include "core/device.h"
 #include "cuda/cuda_runtime.h"
 
-#if defined(DP_WITH_CUDA) && DP_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 #ifndef DP_TEST_NEEDS_GPUS
 #error "compile gpu_main.cc with -DDP_TEST_NEEDS_GPUS=<number of CUDA devices the tests need>"
 #endif
@@ -29,18 +25,11 @@ namespace {
 
 constexpr int kExitSkip = 77;  // meson's (and automake's) "skipped"
 
-// Why dp sees `found` CUDA devices.
+// Why dp sees `found` CUDA devices: what its probe found (module, runtime,
+// driver, GPUs).
 std::string Reason(int found) {
-  if (!dp::cuda::BuiltWithCuda()) return " (built without CUDA)";
   if (found > 0) return "";
-#if defined(DP_WITH_CUDA) && DP_WITH_CUDA
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  cudaGetLastError();
-  if (err != cudaSuccess)
-    return std::string(" (no driver/GPU: ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err) + ")";
-#endif
-  return " (no driver/GPU)";
+  return " (" + dp::cuda::Probe().detail + ")";
 }
 
 bool QueryOnly(int argc, char** argv) {

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,32 @@ TEST_CASE("CUDA device count is reported without throwing") {
   CHECK(dp::cuda::BuiltWithCuda() == static_cast<bool>(DP_TEST_CUDA));
   if (!dp::cuda::BuiltWithCuda()) CHECK(count == 0);
   MESSAGE("CUDA built: ", dp::cuda::BuiltWithCuda(), ", CUDA devices: ", count);
+}
+
+TEST_CASE("the CUDA probe says why there are or are not CUDA devices") {
+  using dp::cuda::Availability;
+  const dp::cuda::ProbeResult& probe = dp::cuda::Probe();
+  CHECK(&probe == &dp::cuda::Probe());  // probed once
+  CHECK(probe.device_count == dp::cuda::DeviceCount());
+  CHECK(probe.driver_version == dp::cuda::DriverVersion());
+  CHECK_FALSE(probe.detail.empty());
+  CHECK((probe.state == Availability::kAvailable) == (probe.device_count > 0));
+  MESSAGE("CUDA probe: ", probe.detail);
+  if (!dp::cuda::BuiltWithCuda()) {
+    CHECK(probe.state == Availability::kNotBuilt);
+    CHECK(probe.module_path.empty());
+    return;
+  }
+  // meson runs the unit tests with DP_CUDA_MODULE naming this build's module
+  // (the engine is linked into the test, not loaded from libdp's directory).
+  const char* module = std::getenv("DP_CUDA_MODULE");
+  REQUIRE(module != nullptr);
+  CHECK(probe.module_path == module);
+  const bool loaded = probe.state == Availability::kAvailable || probe.state == Availability::kNoDriver ||
+                      probe.state == Availability::kNoDevice;
+  CHECK_MESSAGE(loaded, probe.detail);
+  CHECK(probe.runtime_version > 0);
+  if (probe.state == Availability::kNoDriver) CHECK(Contains(probe.detail, "driver"));
 }
 
 TEST_CASE("CUDA device count is the same from many threads") {

@@ -59,7 +59,7 @@ pub use workspace::Workspace;
 
 use error::check;
 
-/// Version of the loaded library ("0.5.0").
+/// Version of the loaded library ("0.6.0").
 pub fn version() -> &'static str {
     unsafe { util::static_str(sys::dp_version()) }
 }
@@ -96,7 +96,46 @@ pub fn cpu_threads() -> i32 {
     unsafe { sys::dp_cpu_threads() }
 }
 
-/// How the loaded library was built (dp_build_info); strings are static.
+/// Whether CUDA devices are there, and if not why (dp_build_info.cuda_state).
+/// Since 0.6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CudaState {
+    /// dp was built without CUDA.
+    NotBuilt,
+    /// At least one CUDA device is visible.
+    Available,
+    /// Built with CUDA, but libdp_cuda.so is not beside libdp (nor at DP_CUDA_MODULE).
+    ModuleNotFound,
+    /// The module is there but a CUDA library it needs is missing.
+    RuntimeMissing,
+    /// The module belongs to another build of dp.
+    ModuleMismatch,
+    /// No CUDA driver, or one too old for the runtime.
+    NoDriver,
+    /// A driver, but no GPU visible.
+    NoDevice,
+    /// A value this binding does not know (a newer library).
+    Other(i32),
+}
+
+impl CudaState {
+    fn from_raw(v: i32) -> CudaState {
+        match v {
+            sys::DP_CUDA_STATE_NOT_BUILT => CudaState::NotBuilt,
+            sys::DP_CUDA_STATE_AVAILABLE => CudaState::Available,
+            sys::DP_CUDA_STATE_MODULE_NOT_FOUND => CudaState::ModuleNotFound,
+            sys::DP_CUDA_STATE_RUNTIME_MISSING => CudaState::RuntimeMissing,
+            sys::DP_CUDA_STATE_MODULE_MISMATCH => CudaState::ModuleMismatch,
+            sys::DP_CUDA_STATE_NO_DRIVER => CudaState::NoDriver,
+            sys::DP_CUDA_STATE_NO_DEVICE => CudaState::NoDevice,
+            other => CudaState::Other(other),
+        }
+    }
+}
+
+/// How the loaded library was built and what it found of CUDA
+/// (dp_build_info); strings are static. Reading it loads dp's CUDA module in
+/// a CUDA build.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildInfo {
     pub version: &'static str,
@@ -110,6 +149,14 @@ pub struct BuildInfo {
     pub blas_config: &'static str,
     pub compiler: &'static str,
     pub build_type: &'static str,
+    /// Since 0.6: why CUDA devices are there or not.
+    pub cuda_state: CudaState,
+    /// Since 0.6: the runtime version the CUDA module loaded (0: none).
+    pub cuda_loaded_runtime_version: i32,
+    /// Since 0.6: one line saying what was found of CUDA.
+    pub cuda_state_detail: &'static str,
+    /// Since 0.6: the CUDA module's path ("" without CUDA).
+    pub cuda_module: &'static str,
 }
 
 /// dp_build_info_get.
@@ -130,6 +177,10 @@ pub fn build_info() -> Result<BuildInfo> {
             blas_config: util::static_str(c.blas_config),
             compiler: util::static_str(c.compiler),
             build_type: util::static_str(c.build_type),
+            cuda_state: CudaState::from_raw(c.cuda_state),
+            cuda_loaded_runtime_version: c.cuda_loaded_runtime_version,
+            cuda_state_detail: util::static_str(c.cuda_state_detail),
+            cuda_module: util::static_str(c.cuda_module),
         })
     }
 }

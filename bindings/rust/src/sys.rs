@@ -8,7 +8,7 @@ use std::os::raw::{c_char, c_void};
 
 // Version of the header this binding mirrors.
 pub const DP_VERSION_MAJOR: u32 = 0;
-pub const DP_VERSION_MINOR: u32 = 5;
+pub const DP_VERSION_MINOR: u32 = 6;
 pub const DP_VERSION_PATCH: u32 = 0;
 pub const DP_VERSION_NUMBER: u32 = DP_VERSION_MAJOR * 10000 + DP_VERSION_MINOR * 100 + DP_VERSION_PATCH;
 pub const DP_ABI_VERSION: u32 = 0;
@@ -41,6 +41,15 @@ pub const DP_LOG_ERROR: i32 = 3;
 pub const DP_DEVICE_CPU: i32 = 0;
 pub const DP_DEVICE_CUDA: i32 = 1;
 pub const DP_DEVICE_NONE: i32 = -1;
+
+// dp_build_info.cuda_state (since 0.6).
+pub const DP_CUDA_STATE_NOT_BUILT: i32 = 0;
+pub const DP_CUDA_STATE_AVAILABLE: i32 = 1;
+pub const DP_CUDA_STATE_MODULE_NOT_FOUND: i32 = 2;
+pub const DP_CUDA_STATE_RUNTIME_MISSING: i32 = 3;
+pub const DP_CUDA_STATE_MODULE_MISMATCH: i32 = 4;
+pub const DP_CUDA_STATE_NO_DRIVER: i32 = 5;
+pub const DP_CUDA_STATE_NO_DEVICE: i32 = 6;
 
 pub const DP_DTYPE_FLOAT32: i32 = 1;
 pub const DP_DTYPE_FLOAT16: i32 = 2;
@@ -125,6 +134,11 @@ pub struct dp_build_info {
     pub blas_config: *const c_char,
     pub compiler: *const c_char,
     pub build_type: *const c_char,
+    // Since 0.6.
+    pub cuda_state: i32,
+    pub cuda_loaded_runtime_version: i32,
+    pub cuda_state_detail: *const c_char,
+    pub cuda_module: *const c_char,
 }
 
 #[repr(C)]

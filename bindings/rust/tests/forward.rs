@@ -212,7 +212,19 @@ fn model_queries() {
     assert_eq!(info.version, dp::version());
     assert!(!info.build_type.is_empty());
     assert_eq!(dp::device_count(dp::DeviceType::Cpu).unwrap(), 1);
-    assert!(dp::device_count(dp::DeviceType::Cuda).unwrap() >= 0);
+    let cuda_devices = dp::device_count(dp::DeviceType::Cuda).unwrap();
+    assert!(cuda_devices >= 0);
+    // Why there are CUDA devices or not, in every build.
+    assert_eq!(cuda_devices > 0, info.cuda_state == dp::CudaState::Available);
+    assert!(!info.cuda_state_detail.is_empty());
+    if info.cuda {
+        assert_ne!(info.cuda_state, dp::CudaState::NotBuilt);
+        assert!(!info.cuda_module.is_empty());
+    } else {
+        assert_eq!(info.cuda_state, dp::CudaState::NotBuilt);
+        assert_eq!(info.cuda_module, "");
+        assert_eq!(info.cuda_state_detail, "built without CUDA");
+    }
     assert_eq!(dp::code_name(dp::sys::DP_ERR_SHAPE), "SHAPE");
     assert_eq!(dp::code_name(1000), "UNKNOWN");
 }

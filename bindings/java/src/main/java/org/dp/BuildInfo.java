@@ -1,7 +1,22 @@
 package org.dp;
 
-/** How the loaded library was built (dp_build_info). Immutable. */
+/** How the loaded library was built and what it found of CUDA (dp_build_info). Immutable. */
 public final class BuildInfo {
+  /** {@link #cudaState}: dp was built without CUDA (DP_CUDA_STATE_*, since 0.6). */
+  public static final int CUDA_STATE_NOT_BUILT = 0;
+  /** At least one CUDA device is visible. */
+  public static final int CUDA_STATE_AVAILABLE = 1;
+  /** Built with CUDA, but libdp_cuda.so is not beside libdp (nor at DP_CUDA_MODULE). */
+  public static final int CUDA_STATE_MODULE_NOT_FOUND = 2;
+  /** The module is there but a CUDA library it needs is missing. */
+  public static final int CUDA_STATE_RUNTIME_MISSING = 3;
+  /** The module belongs to another build of dp. */
+  public static final int CUDA_STATE_MODULE_MISMATCH = 4;
+  /** No CUDA driver, or one too old for the runtime. */
+  public static final int CUDA_STATE_NO_DRIVER = 5;
+  /** A driver, but no GPU visible. */
+  public static final int CUDA_STATE_NO_DEVICE = 6;
+
   public final String version;
   /** True when built with CUDA. */
   public final boolean cuda;
@@ -15,6 +30,14 @@ public final class BuildInfo {
   public final String blasConfig;
   public final String compiler;
   public final String buildType;
+  /** Why CUDA devices are there or not: a CUDA_STATE_* value. Since 0.6. */
+  public final int cudaState;
+  /** The runtime version the CUDA module loaded; 0 when none. Since 0.6. */
+  public final int cudaLoadedRuntimeVersion;
+  /** One line saying what was found of CUDA. Since 0.6. */
+  public final String cudaStateDetail;
+  /** The CUDA module's path, loaded or looked for; "" without CUDA. Since 0.6. */
+  public final String cudaModule;
 
   BuildInfo(String[] s, int[] i) {
     version = s[0];
@@ -28,6 +51,10 @@ public final class BuildInfo {
     cudaDriverVersion = i[2];
     cublasVersion = i[3];
     ncclVersion = i[4];
+    cudaState = i[5];
+    cudaLoadedRuntimeVersion = i[6];
+    cudaStateDetail = s[6];
+    cudaModule = s[7];
   }
 
   @Override

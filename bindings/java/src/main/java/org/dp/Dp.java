@@ -15,14 +15,14 @@ public final class Dp {
   /** DP_DEVICE_NONE: a device field that is not set. */
   public static final int DEVICE_NONE = -1;
 
-  /** The dp version this binding was written against (DP_VERSION_NUMBER of dp.h 0.5.0). */
-  public static final int BINDING_VERSION_NUMBER = 500;
+  /** The dp version this binding was written against (DP_VERSION_NUMBER of dp.h 0.6.0). */
+  public static final int BINDING_VERSION_NUMBER = 600;
 
   static {
     Native.load();
   }
 
-  /** Version of the loaded library, e.g. "0.5.0". */
+  /** Version of the loaded library, e.g. "0.6.0". */
   public static String version() {
     return Native.version();
   }
@@ -37,15 +37,21 @@ public final class Dp {
     return Native.statusCodeName(code);
   }
 
-  /** Number of devices of a type ({@link #DEVICE_CPU} reports 1; CUDA 0 without GPUs). */
+  /**
+   * Number of devices of a type ({@link #DEVICE_CPU} reports 1; CUDA 0 without GPUs, see {@link
+   * BuildInfo#cudaState}). The first CUDA count loads dp's CUDA module.
+   */
   public static int deviceCount(int deviceType) {
     return Native.deviceCount(deviceType);
   }
 
-  /** How the loaded library was built (dp_build_info_get). */
+  /**
+   * How the loaded library was built and what it found of CUDA (dp_build_info_get); loads dp's
+   * CUDA module in a CUDA build.
+   */
   public static BuildInfo buildInfo() {
-    String[] s = new String[6];
-    int[] i = new int[5];
+    String[] s = new String[8];
+    int[] i = new int[7];
     Native.buildInfo(s, i);
     return new BuildInfo(s, i);
   }

@@ -191,7 +191,7 @@ class ForwardTest {
   @Test
   void libraryQueries() {
     assertEquals(Dp.BINDING_VERSION_NUMBER, Dp.versionNumber());
-    assertEquals("0.5.0", Dp.version());
+    assertEquals("0.6.0", Dp.version());
     assertEquals("NOT_FOUND", Dp.statusCodeName(DpException.NOT_FOUND));
     assertEquals("UNKNOWN", Dp.statusCodeName(999));
     assertEquals(1, Dp.deviceCount(Dp.DEVICE_CPU));
@@ -199,5 +199,16 @@ class ForwardTest {
     assertEquals(Dp.version(), info.version);
     assertFalse(info.blas.isEmpty());
     if (!info.cuda) assertEquals(0, Dp.deviceCount(Dp.DEVICE_CUDA));
+    // Why there are CUDA devices or not, in every build.
+    assertEquals(Dp.deviceCount(Dp.DEVICE_CUDA) > 0, info.cudaState == BuildInfo.CUDA_STATE_AVAILABLE);
+    assertFalse(info.cudaStateDetail.isEmpty());
+    if (info.cuda) {
+      assertNotEquals(BuildInfo.CUDA_STATE_NOT_BUILT, info.cudaState);
+      assertFalse(info.cudaModule.isEmpty());
+    } else {
+      assertEquals(BuildInfo.CUDA_STATE_NOT_BUILT, info.cudaState);
+      assertEquals("", info.cudaModule);
+      assertEquals("built without CUDA", info.cudaStateDetail);
+    }
   }
 }

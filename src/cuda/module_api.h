@@ -1,0 +1,145 @@
+// The private interface between libdp.so and its CUDA module, libdp_cuda.so.
+//
+// libdp.so needs no CUDA library to load: a CPU-only process never maps the
+// CUDA runtime, cuBLAS or NCCL. Everything that does link them — dp's CUDA
+// kernels, and the runtime, cuBLAS and NCCL themselves — is reached through
+// the module, which libdp loads with dlopen the first time a CUDA device is
+// counted or asked for (cuda/module_loader.h). The module hands back one
+// table of plain function pointers, ModuleApi; libdp's CUDA code keeps
+// calling cudaMalloc, cublasSgemm, LaunchRelu, ... by name, and those names
+// resolve inside libdp to forwarders into the table (cuda/runtime_forwarders.cc,
+// comm/collective_kernel_forwarders.cc).
+//
+// Both sides are built together from one tree, so the table holds no
+// compatibility shims: the module is accepted only when its ABI number,
+// table size and dp version equal libdp's. Anything added here is added to
+// both sides by the lists below.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdint>
+
+namespace dp::cuda {
+
+// Bump whenever the table's meaning changes without its size changing.
+inline constexpr uint32_t kModuleAbi = 1;
+// The file libdp looks for beside itself (cuda/module_loader.cc).
+inline constexpr const char* kModuleFileName = "libdp_cuda.so";
+// The module's one exported function: returns its table.
+inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
+
+// The CUDA runtime, cuBLAS and NCCL functions dp calls, as
+// X(return type, name, (parameters), (arguments)). A name the library's
+// header maps to a versioned symbol (cublasCreate -> cublasCreate_v2) is
+// mapped here too, consistently on both sides.
+#define DP_CUDA_LIBRARY_FUNCTIONS(X)                                                                          \
+  X(cudaError_t, cudaGetDeviceCount, (int* count), (count))                                                   \
+  X(cudaError_t, cudaDriverGetVersion, (int* version), (version))                                             \
+  X(cudaError_t, cudaRuntimeGetVersion, (int* version), (version))                                            \
+  X(cudaError_t, cudaGetLastError, (), ())                                                                    \
+  X(const char*, cudaGetErrorString, (cudaError_t error), (error))                                            \
+  X(const char*, cudaGetErrorName, (cudaError_t error), (error))                                              \
+  X(cudaError_t, cudaGetDevice, (int* device), (device))                                                      \
+  X(cudaError_t, cudaSetDevice, (int device), (device))                                                       \
+  X(cudaError_t, cudaGetDeviceProperties, (cudaDeviceProp * prop, int device), (prop, device))                \
+  X(cudaError_t, cudaDeviceSynchronize, (), ())                                                               \
+  X(cudaError_t, cudaDeviceCanAccessPeer, (int* can, int device, int peer), (can, device, peer))              \
+  X(cudaError_t, cudaDeviceEnablePeerAccess, (int peer, unsigned int flags), (peer, flags))                   \
+  X(cudaError_t, cudaMalloc, (void** ptr, size_t size), (ptr, size))                                          \
+  X(cudaError_t, cudaFree, (void* ptr), (ptr))                                                                \
+  X(cudaError_t, cudaMemcpyAsync,                                                                             \
+    (void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream),                     \
+    (dst, src, count, kind, stream))                                                                          \
+  X(cudaError_t, cudaMemcpyPeerAsync,                                                                         \
+    (void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t stream),          \
+    (dst, dst_device, src, src_device, count, stream))                                                        \
+  X(cudaError_t, cudaStreamCreateWithFlags, (cudaStream_t * stream, unsigned int flags), (stream, flags))     \
+  X(cudaError_t, cudaStreamDestroy, (cudaStream_t stream), (stream))                                          \
+  X(cudaError_t, cudaStreamSynchronize, (cudaStream_t stream), (stream))                                      \
+  X(cudaError_t, cudaStreamQuery, (cudaStream_t stream), (stream))                                            \
+  X(cudaError_t, cudaStreamWaitEvent, (cudaStream_t stream, cudaEvent_t event, unsigned int flags),           \
+    (stream, event, flags))                                                                                   \
+  X(cudaError_t, cudaEventCreateWithFlags, (cudaEvent_t * event, unsigned int flags), (event, flags))         \
+  X(cudaError_t, cudaEventDestroy, (cudaEvent_t event), (event))                                              \
+  X(cudaError_t, cudaEventRecord, (cudaEvent_t event, cudaStream_t stream), (event, stream))                  \
+  X(cudaError_t, cudaEventQuery, (cudaEvent_t event), (event))                                                \
+  X(cudaError_t, cudaEventSynchronize, (cudaEvent_t event), (event))                                          \
+  X(cublasStatus_t, cublasCreate, (cublasHandle_t * handle), (handle))                                        \
+  X(cublasStatus_t, cublasDestroy, (cublasHandle_t handle), (handle))                                         \
+  X(cublasStatus_t, cublasSetStream, (cublasHandle_t handle, cudaStream_t stream), (handle, stream))          \
+  X(const char*, cublasGetStatusString, (cublasStatus_t status), (status))                                    \
+  X(const char*, cublasGetStatusName, (cublasStatus_t status), (status))                                      \
+  X(cublasStatus_t, cublasSgemm,                                                                              \
+    (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,          \
+     const float* alpha, const float* a, int lda, const float* b, int ldb, const float* beta, float* c,       \
+     int ldc),                                                                                                \
+    (handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))                                   \
+  X(const char*, ncclGetErrorString, (ncclResult_t result), (result))                                         \
+  X(const char*, ncclGetLastError, (ncclComm_t comm), (comm))                                                 \
+  X(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * id), (id))                                                 \
+  X(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int* devices), (comms, ndev, devices)) \
+  X(ncclResult_t, ncclCommInitRankConfig,                                                                     \
+    (ncclComm_t * comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config),                         \
+    (comm, nranks, id, rank, config))                                                                         \
+  X(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * state), (comm, state))              \
+  X(ncclResult_t, ncclCommAbort, (ncclComm_t comm), (comm))                                                   \
+  X(ncclResult_t, ncclCommDestroy, (ncclComm_t comm), (comm))                                                 \
+  X(ncclResult_t, ncclGroupStart, (), ())                                                                     \
+  X(ncclResult_t, ncclGroupEnd, (), ())                                                                       \
+  X(ncclResult_t, ncclAllReduce,                                                                              \
+    (const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,        \
+     cudaStream_t stream),                                                                                    \
+    (send, recv, count, type, op, comm, stream))                                                              \
+  X(ncclResult_t, ncclBroadcast,                                                                              \
+    (const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,              \
+     cudaStream_t stream),                                                                                    \
+    (send, recv, count, type, root, comm, stream))
+
+// dp's kernel launchers of cuda/kernels.h, as X(name, (parameters),
+// (arguments)); each returns cudaError_t.
+#define DP_CUDA_KERNEL_LAUNCHERS(X)                                                                            \
+  X(LaunchFill, (float* y, int64_t n, float value, cudaStream_t stream), (y, n, value, stream))               \
+  X(LaunchRelu, (const float* x, float* y, int64_t n, cudaStream_t stream), (x, y, n, stream))                \
+  X(LaunchAdd, (const float* a, const float* b, float* y, int64_t n, cudaStream_t stream), (a, b, y, n, stream)) \
+  X(LaunchScale, (const float* x, float scale, float* y, int64_t n, cudaStream_t stream),                     \
+    (x, scale, y, n, stream))                                                                                 \
+  X(LaunchBroadcastRows, (const float* b, float* y, int64_t rows, int64_t cols, cudaStream_t stream),         \
+    (b, y, rows, cols, stream))
+
+// The launchers of comm/collective_kernels.h, templates: one entry per
+// instantiation, named with its type.
+#define DP_CUDA_COLLECTIVE_LAUNCHERS(X)                                                                        \
+  X(LaunchAccumulateF32, (float* dst, const float* src, int64_t n, cudaStream_t stream), (dst, src, n, stream)) \
+  X(LaunchAccumulateF64, (double* dst, const double* src, int64_t n, cudaStream_t stream),                    \
+    (dst, src, n, stream))                                                                                    \
+  X(LaunchAccumulateI32, (int32_t* dst, const int32_t* src, int64_t n, cudaStream_t stream),                  \
+    (dst, src, n, stream))                                                                                    \
+  X(LaunchAccumulateI64, (int64_t* dst, const int64_t* src, int64_t n, cudaStream_t stream),                  \
+    (dst, src, n, stream))                                                                                    \
+  X(LaunchScaleInPlaceF32, (float* x, float scale, int64_t n, cudaStream_t stream), (x, scale, n, stream))    \
+  X(LaunchScaleInPlaceF64, (double* x, double scale, int64_t n, cudaStream_t stream), (x, scale, n, stream))  \
+  X(LaunchScaleByActiveF32, (float* x, const float* active, double scale, int64_t n, cudaStream_t stream),    \
+    (x, active, scale, n, stream))                                                                            \
+  X(LaunchScaleByActiveF64, (double* x, const float* active, double scale, int64_t n, cudaStream_t stream),   \
+    (x, active, scale, n, stream))
+
+struct ModuleApi {
+  uint32_t struct_size;  // sizeof(ModuleApi) as the module was built
+  uint32_t abi;          // kModuleAbi as the module was built
+  const char* dp_version;  // DP_VERSION_STRING of the module's build
+#define DP_CUDA_TABLE_FUNCTION_(ret, name, params, args) ret(*name) params;
+  DP_CUDA_LIBRARY_FUNCTIONS(DP_CUDA_TABLE_FUNCTION_)
+#undef DP_CUDA_TABLE_FUNCTION_
+#define DP_CUDA_TABLE_LAUNCHER_(name, params, args) cudaError_t(*name) params;
+  DP_CUDA_KERNEL_LAUNCHERS(DP_CUDA_TABLE_LAUNCHER_)
+  DP_CUDA_COLLECTIVE_LAUNCHERS(DP_CUDA_TABLE_LAUNCHER_)
+#undef DP_CUDA_TABLE_LAUNCHER_
+};
+
+// The type of the module's entry point (kModuleEntryPoint).
+using ModuleEntryFn = const ModuleApi* (*)();
+
+}  // namespace dp::cuda
