@@ -32,7 +32,8 @@ int64_t IterationToRecord(const dp::Workspace& ws, const std::vector<std::string
   for (const auto& n : names) saved = saved || n == dp::kIterBlob;
   const dp::Blob* b = ws.GetBlob(dp::kIterBlob);
   if (!saved || b == nullptr || !b->IsType<dp::Tensor>()) return -1;
-  const dp::Tensor& t = b->Get<dp::Tensor>();
+  const std::shared_ptr<const dp::Tensor> held = b->Share<dp::Tensor>();  // a feed may replace it meanwhile
+  const dp::Tensor& t = *held;
   if (t.dtype() != dp::DType::kInt64 || t.numel() != 1 || t.device().type != dp::DeviceType::kCPU) return -1;
   return t.data<int64_t>()[0];
 }

@@ -272,7 +272,7 @@ dp_status* dp_parallel_model_join(const dp_parallel_model* model, dp_workspace* 
       collectives.Run();
       // Active replicas in this step (bucket 0's flags, summed): none left
       // means every process has joined, and nobody updates.
-      const dp::Tensor& count = workspace->ws->GetBlob(count_blob)->Get<dp::Tensor>();
+      const dp::Tensor count = workspace->ws->GetTensor(count_blob);
       if (count.data<float>()[0] < 0.5f) break;
       update.Run();
       ++steps;

@@ -177,11 +177,11 @@ dp_status* dp_workspace_fetch(dp_workspace* workspace, const char* name, dp_tens
   DP_CHECK_NOT_NULL(workspace);
   DP_CHECK_NOT_NULL(name);
   DP_CHECK_NOT_NULL(out);
-  const dp::Tensor& t = workspace->ws->GetTensor(name);
+  dp::Tensor t = workspace->ws->GetTensor(name);  // under the blob's lock: feeds may race with it
   DP_ENFORCE_CODE(t.defined(), dp::Code::kNotFound, __func__, ": blob '", name, "' holds an empty tensor");
   auto h = std::make_unique<dp_tensor>();
   if (t.device().type == dp::DeviceType::kCPU) {
-    h->tensor = t;  // shares storage; later writes to the blob get fresh storage
+    h->tensor = std::move(t);  // shares storage; later writes to the blob get fresh storage
   } else {
     h->tensor.Resize(t.dims(), t.dtype());  // device tensors come back to the host
     h->tensor.CopyFrom(t);

@@ -11,7 +11,7 @@
 # bounded time (DP_FUZZ_SECONDS, default 30, two targets at a time),
 #   build-san  CC=clang -Dcuda=disabled -Db_sanitize=address,undefined -Dfuzz=true
 # then the unit tests that drive threads (async, exec, core, data, optimizers, collectives, comm, shm,
-# parallelize, checkpoint) under ThreadSanitizer,
+# parallelize, checkpoint) and the C API's workspace threads test under ThreadSanitizer,
 #   build-tsan -Dcuda=disabled -Db_sanitize=thread (only those tests' targets are built)
 # and ends with one line "N passed, N failed, N skipped" over all of them
 # (a fuzz finding counts as a failed test).
@@ -106,12 +106,14 @@ tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-30}" || status=1
 # ThreadSanitizer over the tests that drive threads: the async executor, its
 # worker pools and nets, the compute team (core), the loader's thread (data),
 # updates in parts (optimizers), the in-process collectives and data-parallel
-# training (the whole suite under TSan would take far longer).
+# training, and feeds and fetches from many threads through the C API
+# (workspace_threads, whose libdp is built with TSan too; the whole suite
+# under TSan would take far longer).
 # OpenBLAS is not instrumented, so it runs single-threaded; any report fails
 # the test (halt_on_error). No suppressions are needed.
 tsan_dir=build-tsan
 tsan_opts="-Dcuda=disabled -Db_sanitize=thread -Ddebug=true -Doptimization=1 -Dsamples=false -Dc_args=-g1 -Dcpp_args=-g1"
-tsan_tests=(async exec core data optimizers collectives comm shm parallelize checkpoint)
+tsan_tests=(async exec core data optimizers collectives comm shm parallelize checkpoint workspace_threads)
 if [ ! -f "$tsan_dir/build.ninja" ]; then
   # shellcheck disable=SC2086
   meson setup "$tsan_dir" $tsan_opts >/dev/null

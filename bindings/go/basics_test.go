@@ -67,7 +67,7 @@ func TestTensors(t *testing.T) {
 		t.Fatal(len(b))
 	}
 	// Zeros, scalars, empties.
-	z, err := dp.NewTensor(dp.Int64, []int64{4}, nil)
+	z, err := dp.NewZeroTensor(dp.Int64, []int64{4})
 	must(t, err)
 	zv, _ := dp.TensorValues[int64](z)
 	if fmt.Sprint(zv) != "[0 0 0 0]" {

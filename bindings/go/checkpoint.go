@@ -22,20 +22,21 @@ type SaveOptions struct {
 
 // toC converts; nil gives NULL (defaults). The returned func frees the C
 // strings after the call.
-func (o *SaveOptions) toC() (*C.dp_checkpoint_save_options, func()) {
+// toC: `fn` names the calling function in argument errors.
+func (o *SaveOptions) toC(fn string) (*C.dp_checkpoint_save_options, func(), error) {
 	if o == nil {
-		return nil, noop
+		return nil, noop, nil
+	}
+	name, err := cStringOrNull(fn+": SaveOptions.ModelName", o.ModelName)
+	if err != nil {
+		return nil, nil, err
 	}
 	c := &C.dp_checkpoint_save_options{}
 	C.dp_checkpoint_save_options_init(c, C.sizeof_dp_checkpoint_save_options)
-	var name *C.char
-	if o.ModelName != "" {
-		name = cstr(o.ModelName)
-	}
 	c.model_name = name
 	c.iteration = C.int64_t(o.Iteration)
 	c.async_write_share = C.double(o.AsyncWriteShare)
-	return c, func() { freeStr(name) }
+	return c, func() { freeStr(name) }, nil
 }
 
 // LoadOptions: the zero value is strict, verified, read into memory.
@@ -46,16 +47,20 @@ type LoadOptions struct {
 	MMap     bool     // map the file; tensors are views of it
 }
 
-func (o *LoadOptions) toC() (*C.dp_checkpoint_load_options, func()) {
+// toC: `fn` names the calling function in argument errors.
+func (o *LoadOptions) toC(fn string) (*C.dp_checkpoint_load_options, func(), error) {
 	if o == nil {
-		return nil, noop
+		return nil, noop, nil
+	}
+	names, err := newCStringArray(fn+": LoadOptions.Names", o.Names)
+	if err != nil {
+		return nil, nil, err
 	}
 	c := &C.dp_checkpoint_load_options{}
 	C.dp_checkpoint_load_options_init(c, C.sizeof_dp_checkpoint_load_options)
-	names := newCStringArray(o.Names)
 	c.names, c.num_names = names.ptr, C.size_t(names.n)
 	c.lenient, c.no_verify, c.mmap = b2i(o.Lenient), b2i(o.NoVerify), b2i(o.MMap)
-	return c, names.free
+	return c, names.free, nil
 }
 
 // SaveCheckpoint saves blobs names (nil: every tensor blob) of ws to path,
@@ -66,11 +71,21 @@ func SaveCheckpoint(ws *Workspace, names []string, path string, opts *SaveOption
 		return err
 	}
 	defer done()
-	arr := newCStringArray(names)
+	const fn = "dp.SaveCheckpoint"
+	arr, err := newCStringArray(fn+": blob name", names)
+	if err != nil {
+		return err
+	}
 	defer arr.free()
-	c, free := opts.toC()
+	c, free, err := opts.toC(fn)
+	if err != nil {
+		return err
+	}
 	defer free()
-	cp := cstr(path)
+	cp, err := cString(fn+": path", path)
+	if err != nil {
+		return err
+	}
 	defer freeStr(cp)
 	return statusErr(C.dp_checkpoint_save(wp, arr.ptr, C.size_t(arr.n), cp, c))
 }
@@ -83,9 +98,16 @@ func LoadCheckpoint(ws *Workspace, path string, opts *LoadOptions) error {
 		return err
 	}
 	defer done()
-	c, free := opts.toC()
+	const fn = "dp.LoadCheckpoint"
+	c, free, err := opts.toC(fn)
+	if err != nil {
+		return err
+	}
 	defer free()
-	cp := cstr(path)
+	cp, err := cString(fn+": path", path)
+	if err != nil {
+		return err
+	}
 	defer freeStr(cp)
 	return statusErr(C.dp_checkpoint_load(wp, cp, c))
 }
@@ -105,11 +127,21 @@ func SaveCheckpointAsync(ws *Workspace, names []string, path string, opts *SaveO
 		return nil, err
 	}
 	defer done()
-	arr := newCStringArray(names)
+	const fn = "dp.SaveCheckpointAsync"
+	arr, err := newCStringArray(fn+": blob name", names)
+	if err != nil {
+		return nil, err
+	}
 	defer arr.free()
-	c, free := opts.toC()
+	c, free, err := opts.toC(fn)
+	if err != nil {
+		return nil, err
+	}
 	defer free()
-	cp := cstr(path)
+	cp, err := cString(fn+": path", path)
+	if err != nil {
+		return nil, err
+	}
 	defer freeStr(cp)
 	var out *C.dp_checkpoint_job
 	if err := statusErr(C.dp_checkpoint_save_async(wp, arr.ptr, C.size_t(arr.n), cp, c, &out)); err != nil {
@@ -165,7 +197,10 @@ type CheckpointInfo struct {
 
 // ReadCheckpointInfo reads (and verifies) a checkpoint's header.
 func ReadCheckpointInfo(path string) (*CheckpointInfo, error) {
-	cp := cstr(path)
+	cp, err := cString("dp.ReadCheckpointInfo: path", path)
+	if err != nil {
+		return nil, err
+	}
 	defer freeStr(cp)
 	var h *C.dp_checkpoint_info
 	if err := statusErr(C.dp_checkpoint_info_from_file(cp, &h)); err != nil {
@@ -193,7 +228,10 @@ func ReadCheckpointInfo(path string) (*CheckpointInfo, error) {
 // ListCheckpointSteps lists the verified step checkpoints of dir, newest
 // first.
 func ListCheckpointSteps(dir string) ([]string, error) {
-	cd := cstr(dir)
+	cd, err := cString("dp.ListCheckpointSteps: dir", dir)
+	if err != nil {
+		return nil, err
+	}
 	defer freeStr(cd)
 	var out *C.dp_string_list
 	if err := statusErr(C.dp_checkpoint_list_steps(cd, &out)); err != nil {
@@ -205,7 +243,10 @@ func ListCheckpointSteps(dir string) ([]string, error) {
 // PruneCheckpoints keeps the keep newest step checkpoints of dir (0: all)
 // and removes dead writers' temporary files.
 func PruneCheckpoints(dir string, keep int) error {
-	cd := cstr(dir)
+	cd, err := cString("dp.PruneCheckpoints: dir", dir)
+	if err != nil {
+		return err
+	}
 	defer freeStr(cd)
 	return statusErr(C.dp_checkpoint_prune(cd, C.int32_t(keep)))
 }

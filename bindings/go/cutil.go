@@ -6,7 +6,10 @@ package dp
 */
 import "C"
 
-import "unsafe"
+import (
+	"strings"
+	"unsafe"
+)
 
 // goStrings copies a dp_string_list into Go strings and frees it.
 func goStrings(l *C.dp_string_list) []string {
@@ -39,16 +42,22 @@ type cStringArray struct {
 	n   int
 }
 
-func newCStringArray(s []string) cStringArray {
+// newCStringArray copies s to C (see cString: `what` names the argument).
+func newCStringArray(what string, s []string) (cStringArray, error) {
 	if len(s) == 0 {
-		return cStringArray{}
+		return cStringArray{}, nil
+	}
+	for _, v := range s {
+		if err := checkNoNUL(what, v); err != nil {
+			return cStringArray{}, err
+		}
 	}
 	arr := (**C.char)(C.malloc(C.size_t(len(s)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
 	view := unsafe.Slice(arr, len(s))
 	for i, v := range s {
 		view[i] = C.CString(v)
 	}
-	return cStringArray{arr, len(s)}
+	return cStringArray{arr, len(s)}, nil
 }
 
 func (a cStringArray) free() {
@@ -61,8 +70,33 @@ func (a cStringArray) free() {
 	C.free(unsafe.Pointer(a.ptr))
 }
 
-// cstr is a C copy of s, or NULL for "" when nullEmpty.
-func cstr(s string) *C.char { return C.CString(s) }
+// cString is a C copy of s (free it with freeStr). A C string ends at its
+// first NUL, so a Go string holding one would reach dp as a shorter name or
+// path (another blob, another file): it is refused with an
+// ErrInvalidArgument naming the argument (`what`, e.g. "dp.Workspace.Feed:
+// blob name"), as the Rust binding refuses it. Every string the binding
+// passes to C goes through here or newCStringArray.
+func cString(what, s string) (*C.char, error) {
+	if err := checkNoNUL(what, s); err != nil {
+		return nil, err
+	}
+	return C.CString(s), nil
+}
+
+// cStringOrNull is cString, with NULL for "" (dp's "not given").
+func cStringOrNull(what, s string) (*C.char, error) {
+	if s == "" {
+		return nil, nil
+	}
+	return cString(what, s)
+}
+
+func checkNoNUL(what, s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return argErr("%s contains a NUL byte: %q", what, s)
+	}
+	return nil
+}
 
 func freeStr(p *C.char) {
 	if p != nil {

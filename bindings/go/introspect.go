@@ -138,9 +138,13 @@ func (o *OpDef) Args() (args []*ArgDef) {
 	return
 }
 
-// FindArg is the argument named name, or nil.
+// FindArg is the argument named name, or nil (also for a name holding a NUL
+// byte, which no argument's name holds).
 func (o *OpDef) FindArg(name string) (a *ArgDef) {
-	cn := cstr(name)
+	cn, err := cString("dp.OpDef.FindArg: name", name)
+	if err != nil {
+		return nil
+	}
 	defer freeStr(cn)
 	o.op(func(p *C.dp_opdef) {
 		if ap := C.dp_opdef_find_arg(p, cn); ap != nil {

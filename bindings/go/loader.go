@@ -133,7 +133,10 @@ func NewLoader(ws *Workspace, blobs []string, tensors []*Tensor, opts *LoaderOpt
 			view[i] = p
 		}
 	}
-	names := newCStringArray(blobs)
+	names, err := newCStringArray("dp.NewLoader: blob name", blobs)
+	if err != nil {
+		return nil, err
+	}
 	defer names.free()
 	var out *C.dp_loader
 	if err := statusErr(C.dp_loader_create(wp, names.ptr, tptr, C.size_t(n), opts.toC(), &out)); err != nil {
@@ -163,7 +166,9 @@ func NewCallbackLoader(ws *Workspace, inputs []LoaderInput, numSamples int64, fi
 		defer C.free(unsafe.Pointer(in))
 		view := unsafe.Slice(in, n)
 		for i, x := range inputs {
-			view[i].blob = cstr(x.Blob)
+			if view[i].blob, err = cString("dp.NewCallbackLoader: LoaderInput.Blob", x.Blob); err != nil {
+				return nil, err
+			}
 			defer freeStr(view[i].blob)
 			view[i].dtype = C.int32_t(x.DType)
 			if len(x.SampleDims) > 0 {

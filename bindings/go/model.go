@@ -70,7 +70,10 @@ func ModelFromBuffer(buf []byte) (*Model, error) {
 
 // ModelFromFile reads a model file (JSON or FlatBuffer).
 func ModelFromFile(path string) (*Model, error) {
-	cp := cstr(path)
+	cp, err := cString("dp.ModelFromFile: path", path)
+	if err != nil {
+		return nil, err
+	}
 	defer freeStr(cp)
 	var out *C.dp_model
 	if err := statusErr(C.dp_model_from_file(cp, &out)); err != nil {

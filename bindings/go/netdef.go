@@ -75,7 +75,10 @@ func NetDefFromBuffer(buf []byte) (*NetDef, error) {
 
 // NetDefFromFile reads a definition file (JSON or FlatBuffer).
 func NetDefFromFile(path string) (*NetDef, error) {
-	cp := cstr(path)
+	cp, err := cString("dp.NetDefFromFile: path", path)
+	if err != nil {
+		return nil, err
+	}
 	defer freeStr(cp)
 	var out *C.dp_netdef
 	if err := statusErr(C.dp_netdef_from_file(cp, &out)); err != nil {
@@ -226,9 +229,20 @@ func (d *NetDef) AddGradients(opts GradientOptions) (*NetDef, []GradientPair, er
 	defer done()
 	var c C.dp_gradient_options
 	C.dp_gradient_options_init(&c, C.sizeof_dp_gradient_options)
-	losses, wrt, stop := newCStringArray(opts.Losses), newCStringArray(opts.WRT), newCStringArray(opts.Stop)
+	losses, err := newCStringArray("dp.NetDef.AddGradients: GradientOptions.Losses", opts.Losses)
+	if err != nil {
+		return nil, nil, err
+	}
 	defer losses.free()
+	wrt, err := newCStringArray("dp.NetDef.AddGradients: GradientOptions.WRT", opts.WRT)
+	if err != nil {
+		return nil, nil, err
+	}
 	defer wrt.free()
+	stop, err := newCStringArray("dp.NetDef.AddGradients: GradientOptions.Stop", opts.Stop)
+	if err != nil {
+		return nil, nil, err
+	}
 	defer stop.free()
 	c.losses, c.num_losses = losses.ptr, C.size_t(losses.n)
 	c.wrt, c.num_wrt = wrt.ptr, C.size_t(wrt.n)

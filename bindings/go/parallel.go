@@ -133,22 +133,25 @@ func (m *Model) Parallelize(opts *ParallelOptions) (*ParallelModel, error) {
 	c.sync_bn = b2i(opts.SyncBN)
 	c.shard_id = C.int32_t(opts.ShardID)
 	c.num_shards = C.int32_t(opts.NumShards)
-	// The strings go to C memory too, freed after the call; "" is NULL.
-	optStr := func(s string) *C.char {
-		if s == "" {
-			return nil
-		}
-		return cstr(s)
-	}
-	c.store = optStr(opts.Store)
-	defer freeStr(c.store)
 	c.timeout_ms = C.int64_t(opts.TimeoutMS)
-	c.network_interface = optStr(opts.NetworkInterface)
-	defer freeStr(c.network_interface)
-	c.run_id = optStr(opts.RunID)
-	defer freeStr(c.run_id)
-	c.local_transport = optStr(opts.LocalTransport)
-	defer freeStr(c.local_transport)
+	// The strings go to C memory too, freed after the call; "" is NULL.
+	for _, s := range []struct {
+		field string
+		value string
+		dst   **C.char
+	}{
+		{"Store", opts.Store, &c.store},
+		{"NetworkInterface", opts.NetworkInterface, &c.network_interface},
+		{"RunID", opts.RunID, &c.run_id},
+		{"LocalTransport", opts.LocalTransport, &c.local_transport},
+	} {
+		cs, err := cStringOrNull("dp.Model.Parallelize: ParallelOptions."+s.field, s.value)
+		if err != nil {
+			return nil, err
+		}
+		defer freeStr(cs)
+		*s.dst = cs
+	}
 	var out *C.dp_parallel_model
 	if err := statusErr(C.dp_model_parallelize(p, &c, &out)); err != nil {
 		return nil, err
@@ -307,9 +310,16 @@ func (m *ParallelModel) Save(ws *Workspace, path string, opts *SaveOptions) erro
 		return err
 	}
 	defer wdone()
-	c, free := opts.toC()
+	const fn = "dp.ParallelModel.Save"
+	c, free, err := opts.toC(fn)
+	if err != nil {
+		return err
+	}
 	defer free()
-	cp := cstr(path)
+	cp, err := cString(fn+": path", path)
+	if err != nil {
+		return err
+	}
 	defer freeStr(cp)
 	return statusErr(C.dp_parallel_model_save(p, wp, cp, c))
 }
@@ -327,9 +337,16 @@ func (m *ParallelModel) Load(ws *Workspace, path string, opts *LoadOptions) erro
 		return err
 	}
 	defer wdone()
-	c, free := opts.toC()
+	const fn = "dp.ParallelModel.Load"
+	c, free, err := opts.toC(fn)
+	if err != nil {
+		return err
+	}
 	defer free()
-	cp := cstr(path)
+	cp, err := cString(fn+": path", path)
+	if err != nil {
+		return err
+	}
 	defer freeStr(cp)
 	return statusErr(C.dp_parallel_model_load(p, wp, cp, c))
 }

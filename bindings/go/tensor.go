@@ -34,6 +34,30 @@ const (
 // Size is the element size in bytes (0 for unknown dtypes).
 func (d DType) Size() int { return int(C.dp_dtype_size(C.int32_t(d))) }
 
+// String is the dtype's name as dp's messages spell it ("float32", "int64";
+// "dtype N" for a value this binding does not know).
+func (d DType) String() string {
+	switch d {
+	case Float32:
+		return "float32"
+	case Float16:
+		return "float16"
+	case BFloat16:
+		return "bfloat16"
+	case Float64:
+		return "float64"
+	case Int32:
+		return "int32"
+	case Int64:
+		return "int64"
+	case Uint8:
+		return "uint8"
+	case Bool:
+		return "bool"
+	}
+	return "dtype " + itoa(int(d))
+}
+
 // Element is a Go type with a dp dtype.
 type Element interface {
 	~float32 | ~float64 | ~int32 | ~int64 | ~uint8
@@ -89,42 +113,55 @@ func (t *Tensor) Close() {
 	}
 }
 
-// NewTensor creates a tensor holding a copy of data (len must be the element
-// count times the element size); data nil gives a zero-filled tensor. dims
-// nil or empty is a scalar. data is only read during the call.
+// NewTensor creates a tensor holding a copy of data, whose length must be
+// the element count times the element size (ErrInvalidArgument otherwise).
+// A nil slice is an empty one, as everywhere in Go: it holds the elements of
+// a tensor with none (a dim of 0), and is a size mismatch for any other; a
+// zero-filled tensor is NewZeroTensor's. dims nil or empty is a scalar. data
+// is only read during the call.
 func NewTensor(dtype DType, dims []int64, data []byte) (*Tensor, error) {
-	var p unsafe.Pointer
+	// Never NULL: dp_tensor_create reads NULL data as "zero-filled".
+	var empty [1]byte
+	p := unsafe.Pointer(&empty[0])
 	if len(data) > 0 {
 		p = unsafe.Pointer(&data[0])
-	} else if data != nil {
-		// An empty, non-nil slice: pass a non-NULL pointer so dp checks nbytes.
-		var dummy [1]byte
-		p = unsafe.Pointer(&dummy[0])
 	}
+	return createTensor(dtype, dims, p, len(data))
+}
+
+// NewZeroTensor creates a zero-filled tensor (dp_tensor_create with NULL
+// data). dims nil or empty is a scalar.
+func NewZeroTensor(dtype DType, dims []int64) (*Tensor, error) {
+	return createTensor(dtype, dims, nil, 0)
+}
+
+func createTensor(dtype DType, dims []int64, data unsafe.Pointer, nbytes int) (*Tensor, error) {
 	var out *C.dp_tensor
-	if err := statusErr(C.dp_tensor_create(C.int32_t(dtype), cdims(dims), C.size_t(len(dims)), p,
-		C.size_t(len(data)), &out)); err != nil {
+	if err := statusErr(C.dp_tensor_create(C.int32_t(dtype), cdims(dims), C.size_t(len(dims)), data,
+		C.size_t(nbytes), &out)); err != nil {
 		return nil, err
 	}
 	return newTensor(out), nil
 }
 
-// NewTensorOf creates a tensor of T's dtype holding a copy of data (nil:
-// zeros). data is only read during the call.
+// NewTensorOf creates a tensor of T's dtype holding a copy of data (as
+// NewTensor: nil and empty are alike, a size mismatch unless the tensor has
+// no elements). data is only read during the call.
 func NewTensorOf[T Element](dims []int64, data []T) (*Tensor, error) {
 	var b []byte
 	if len(data) > 0 {
 		var z T
 		b = unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), len(data)*int(unsafe.Sizeof(z)))
-	} else if data != nil {
-		b = []byte{}
 	}
 	return NewTensor(DTypeOf[T](), dims, b)
 }
 
 // TensorFromIDXFile reads an IDX file (MNIST format, gzip or not).
 func TensorFromIDXFile(path string) (*Tensor, error) {
-	cp := cstr(path)
+	cp, err := cString("dp.TensorFromIDXFile: path", path)
+	if err != nil {
+		return nil, err
+	}
 	defer freeStr(cp)
 	var out *C.dp_tensor
 	if err := statusErr(C.dp_tensor_from_idx_file(cp, &out)); err != nil {
@@ -212,7 +249,7 @@ func TensorValues[T Element](t *Tensor) ([]T, error) {
 		if _, _, err := t.get(); err != nil {
 			return nil, err
 		}
-		return nil, &Error{code: CodeDType, msg: "tensor holds dtype " + itoa(int(dt)) + ", not " + itoa(int(DTypeOf[T]()))}
+		return nil, &Error{code: CodeDType, msg: "tensor holds " + dt.String() + ", not " + DTypeOf[T]().String()}
 	}
 	var z T
 	n := t.NumBytes() / int(unsafe.Sizeof(z))

@@ -23,6 +23,10 @@ trap 'rm -f "$log"' EXIT
 rc=0
 go vet ./... || rc=1
 go test -v -count=1 -timeout 300s ./... >"$log" 2>&1 || rc=1
+# The concurrency test again under the race detector (the binding's own
+# state; TSan checks dp's side in tools/test.sh). Only that test: -race
+# makes the rest several times slower for nothing they exercise.
+go test -race -v -count=1 -timeout 300s -run '^TestConcurrentFeedFetch$' . >>"$log" 2>&1 || rc=1
 cat "$log"
 
 passed=$(grep -Ec '^[[:space:]]*--- PASS:' "$log")

@@ -14,9 +14,12 @@ type WorkspaceOptions struct {
 }
 
 // Workspace holds named blobs that nets read and write. Feed, Fetch,
-// HasBlob and ListBlobs may be called from several goroutines at once, but
-// not on a blob that a running net writes. The workspace lives until it is
-// closed and every net created in it is closed (nets keep it alive).
+// HasBlob and ListBlobs (and the checkpoint and loader calls) may be called
+// from any number of goroutines at once, on the same blob or on different
+// ones, also while nets that only read those blobs run; a blob that a
+// running net reads must not be fed, nor one that it writes fed or fetched
+// (dp.h, "Workspaces"). The workspace lives until it is closed and every net
+// created in it is closed (nets keep it alive).
 type Workspace struct {
 	r ref[C.dp_workspace]
 }
@@ -73,7 +76,10 @@ func (w *Workspace) Feed(name string, t *Tensor) error {
 		return err
 	}
 	defer tdone()
-	cn := cstr(name)
+	cn, err := cString("dp.Workspace.Feed: blob name", name)
+	if err != nil {
+		return err
+	}
 	defer freeStr(cn)
 	return statusErr(C.dp_workspace_feed(wp, cn, tp))
 }
@@ -96,7 +102,10 @@ func (w *Workspace) Fetch(name string) (*Tensor, error) {
 		return nil, err
 	}
 	defer done()
-	cn := cstr(name)
+	cn, err := cString("dp.Workspace.Fetch: blob name", name)
+	if err != nil {
+		return nil, err
+	}
 	defer freeStr(cn)
 	var out *C.dp_tensor
 	if err := statusErr(C.dp_workspace_fetch(wp, cn, &out)); err != nil {
@@ -126,7 +135,10 @@ func (w *Workspace) HasBlob(name string) (bool, error) {
 		return false, err
 	}
 	defer done()
-	cn := cstr(name)
+	cn, err := cString("dp.Workspace.HasBlob: blob name", name)
+	if err != nil {
+		return false, err
+	}
 	defer freeStr(cn)
 	var has C.int32_t
 	if err := statusErr(C.dp_workspace_has_blob(wp, cn, &has)); err != nil {
@@ -143,7 +155,10 @@ func (w *Workspace) ListBlobs(prefix string) ([]string, error) {
 		return nil, err
 	}
 	defer done()
-	cp := cstr(prefix)
+	cp, err := cString("dp.Workspace.ListBlobs: prefix", prefix)
+	if err != nil {
+		return nil, err
+	}
 	defer freeStr(cp)
 	var out *C.dp_string_list
 	if err := statusErr(C.dp_workspace_list_blobs(wp, cp, &out)); err != nil {

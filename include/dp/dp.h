@@ -358,10 +358,22 @@ DP_API void dp_tensor_free(dp_tensor* tensor);
 /* Workspaces                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* Named blobs that nets read and write. Feed, fetch and list may be called
- * from several threads at once, but not on a blob that a running net
- * writes. A workspace lives until it is freed and every net created in it
- * is freed (nets keep it alive). */
+/* Named blobs that nets read and write. A workspace lives until it is freed
+ * and every net created in it is freed (nets keep it alive).
+ *
+ * Threads. dp_workspace_feed and dp_workspace_fetch, and the calls that read
+ * or replace blobs the same way (dp_checkpoint_save, _save_async and _load,
+ * dp_parallel_model_save, dp_loader_next), may be called from any number of
+ * threads at once, on the same blob or on different ones: each blob is
+ * replaced whole, and a fetch returns what the blob held before a concurrent
+ * feed or what that feed put there, never a mix. They may also be called
+ * while nets run, except on the blobs those nets use: a blob that a running
+ * net writes may be neither fed nor fetched, and one that it reads may be
+ * fetched but not fed (the run could see either tensor, or each in turn).
+ * dp_workspace_has_blob and dp_workspace_list_blobs read no blob's contents:
+ * any thread, any time, also while nets write the blobs concerned (a blob
+ * that a run fills for the first time may be reported either way). Since 0.6;
+ * before, concurrent feeds of one blob could crash. */
 typedef struct dp_workspace dp_workspace;
 
 /* A workspace with default options (no memory limit); the same as
@@ -419,7 +431,9 @@ DP_API DP_MUST_USE dp_status* dp_workspace_feed(dp_workspace* workspace, const c
 
 /* Returns the tensor in blob `name`, without copying. Later runs do not
  * change it. Free it with dp_tensor_free. DP_ERR_NOT_FOUND if the blob does
- * not exist or is empty; DP_ERR_DTYPE if it holds something else. */
+ * not exist or is empty (the message says which: a net's blobs exist, empty,
+ * from its creation until fed or written); DP_ERR_DTYPE if it holds
+ * something else. */
 DP_API DP_MUST_USE dp_status* dp_workspace_fetch(dp_workspace* workspace, const char* name, dp_tensor** out);
 
 /* *out_has = 1 if the blob exists and holds something, else 0. */

@@ -17,10 +17,11 @@ namespace dp {
 namespace {
 
 // The tensor a blob holds, or nullptr when it holds none (or is absent).
-const Tensor* TensorIn(const Blob* b) {
+// Shared under the blob's lock, as a fetch: a feed may replace it meanwhile.
+std::shared_ptr<const Tensor> TensorIn(const Blob* b) {
   if (b == nullptr || !b->IsType<Tensor>()) return nullptr;
-  const Tensor& t = b->Get<Tensor>();
-  return t.defined() ? &t : nullptr;
+  std::shared_ptr<const Tensor> t = b->Share<Tensor>();
+  return t->defined() ? t : nullptr;
 }
 
 }  // namespace
@@ -45,7 +46,7 @@ std::vector<std::pair<std::string, Tensor>> SnapshotCheckpoint(const Workspace& 
     const Blob* b = ws.GetBlob(blob);
     if (b == nullptr || b->empty())
       DP_THROW(Code::kNotFound, "checkpoint '", path, "': the workspace has no blob '", blob, "'");
-    const Tensor* t = TensorIn(b);
+    const std::shared_ptr<const Tensor> t = TensorIn(b);
     if (t == nullptr)
       DP_THROW(Code::kDType, "checkpoint '", path, "': blob '", blob, "' holds ", b->TypeName(), ", not a tensor");
     if (t->device().type == DeviceType::kCPU) {
@@ -138,7 +139,7 @@ std::vector<std::string> LoadCheckpoint(Workspace& ws, const std::string& path,
     const CheckpointEntry& e = reader.entries()[i];
     const std::string where = StrCat("checkpoint '", path, "', tensor '", e.name, "'");
     const Blob* b = ws.GetBlob(blob);
-    const Tensor* have = TensorIn(b);
+    const std::shared_ptr<const Tensor> have = TensorIn(b);
     if (have == nullptr) {
       if (b != nullptr && !b->empty() && !b->IsType<Tensor>())
         DP_THROW(Code::kDType, where, ": blob '", blob, "' holds ", b->TypeName(), ", not a tensor");

@@ -49,13 +49,15 @@ std::vector<std::string> Workspace::Blobs(std::string_view prefix) const {
 }
 
 void Workspace::Feed(const std::string& name, const Tensor& tensor) {
-  CreateBlob(name)->Reset(std::make_shared<Tensor>(tensor));
+  CreateBlob(name)->Publish(std::make_shared<Tensor>(tensor));
 }
 
-const Tensor& Workspace::GetTensor(const std::string& name) const {
+Tensor Workspace::GetTensor(const std::string& name) const {
   const Blob* b = GetBlob(name);
-  if (b == nullptr || b->empty()) DP_THROW(Code::kNotFound, "no blob named '", name, "' in the workspace");
-  return b->Get<Tensor>();
+  if (b == nullptr) DP_THROW(Code::kNotFound, "no blob named '", name, "' in the workspace");
+  if (b->empty())  // created by a net, or a loader, that has not written it yet
+    DP_THROW(Code::kNotFound, "blob '", name, "' is empty: nothing has been fed to it or written to it yet");
+  return *b->Share<Tensor>();
 }
 
 }  // namespace dp

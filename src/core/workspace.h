@@ -1,6 +1,11 @@
 // Workspace: the named blobs that nets read and write. Creating, finding and
-// listing blobs is safe from many threads at once; the contents of one blob
-// are not synchronised (the executor orders ops that touch the same blob).
+// listing blobs is safe from many threads at once. Ops reach a blob's
+// contents through the Blob pointers their net keeps, without locks (the
+// executor orders ops that touch the same blob); Feed and GetTensor, what
+// callers outside a run use, are serialised per blob (see blob.h): any
+// number of threads may feed and fetch the same or different blobs at once,
+// and fetch blobs that running nets only read, but nobody may feed a blob a
+// running net reads or writes, nor fetch one it writes.
 // Blob addresses are stable for the workspace's lifetime: operators keep
 // Blob pointers, so blobs are never removed, only cleared.
 //
@@ -45,9 +50,13 @@ class Workspace {
   // Sorted names, optionally only those starting with `prefix` (a name scope).
   std::vector<std::string> Blobs(std::string_view prefix = {}) const;
 
-  // Convenience for tests and the C API.
+  // Access from outside a run (the C API, loaders, checkpoints, tests).
+  // Feed makes blob `name` (created if absent) hold a copy of `tensor`, which
+  // shares its storage. GetTensor returns a copy of the tensor blob `name`
+  // holds, sharing its storage: kNotFound if the blob is absent or empty,
+  // kDType if it holds something else.
   void Feed(const std::string& name, const Tensor& tensor);
-  const Tensor& GetTensor(const std::string& name) const;  // kNotFound / kDType
+  Tensor GetTensor(const std::string& name) const;
 
   // What op outputs are charged to (never null; limit 0 = unlimited).
   const std::shared_ptr<MemoryBudget>& budget() const { return budget_; }

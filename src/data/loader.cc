@@ -323,7 +323,8 @@ bool Loader::Next() {
   lock.unlock();
   // The producer does not touch this slot until `prefetch + 1` more batches
   // have been taken.
-  for (size_t j = 0; j < blobs_.size(); ++j) blobs_[j]->GetMutable<Tensor>()->ShareData(slot.tensors[j]);
+  // Published as a feed is: another thread may fetch these blobs meanwhile.
+  for (size_t j = 0; j < blobs_.size(); ++j) blobs_[j]->Publish(std::make_shared<Tensor>(slot.tensors[j]));
   lock.lock();
   ++next_;
   end_pending_ = next_ % steps_ == 0;

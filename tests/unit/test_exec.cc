@@ -2,6 +2,7 @@
 // overlapping runs, workspace sharing between an init net and a main net.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <initializer_list>
@@ -375,4 +376,103 @@ TEST_CASE("worker counts past the limit are INVALID_ARGUMENT, not a process-size
   o.streams_per_gpu = 1;
   o.num_workers = AsyncOptions::kMaxWorkers;  // the limit itself is allowed
   CHECK_NOTHROW(Net(def, ws, o));
+}
+
+namespace {
+
+// Thread t's k-th tensor for the shared blob: 1 + (t + k) % 5 elements of
+// value 1000 t + k, so a fetch can tell a whole tensor from a torn one.
+int64_t SharedNumel(int t, int k) { return 1 + (t + k) % 5; }
+
+// n elements of `value` (no doctest assertion: worker threads call it).
+Tensor Filled(int64_t n, float value) {
+  Tensor t({n}, DType::kFloat32);
+  std::fill_n(t.mutable_data<float>(), n, value);
+  return t;
+}
+
+// Whether t holds n > 0 float32 elements, all equal; their value in *value.
+bool Uniform(const Tensor& t, int64_t* n, float* value) {
+  if (t.dtype() != DType::kFloat32 || t.ndim() != 1 || t.numel() == 0) return false;
+  const float* v = t.data<float>();
+  for (int64_t i = 1; i < t.numel(); ++i)
+    if (v[i] != v[0]) return false;
+  *n = t.numel();
+  *value = v[0];
+  return true;
+}
+
+}  // namespace
+
+// Regression (issue 25, item 12): eight threads feeding one blob freed its
+// tensor twice ("double free or corruption") and fetches read it torn. The
+// workspace's own calls (Feed, GetTensor, Blobs) are serialised per blob and
+// may race with each other on any blob, and fetch blobs a running net reads.
+TEST_CASE("feeds and fetches of one blob and of many from 8 threads, while a net reading them runs") {
+  constexpr int kThreads = 8, kIters = 200, kRuns = 100;
+  auto ws = std::make_shared<Workspace>();
+  ws->Feed("w", Filled(64, 0.5f));
+  ws->Feed("b", Filled(1, -1.0f));
+  Net reader(Parse(R"({"name":"reader","external_inputs":["w","b"],"ops":[
+    {"type":"Scale","inputs":["w"],"outputs":["y"],"args":[{"name":"scale","f":2}]},
+    {"type":"Scale","inputs":["b"],"outputs":["z"],"args":[{"name":"scale","f":3}]}]})"),
+             ws);
+  std::atomic<int> failures{0}, run_failures{0}, ready{0};
+  std::atomic<bool> go{false};
+  auto start_together = [&] {
+    ++ready;
+    while (!go.load()) std::this_thread::yield();
+  };
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    start_together();
+    for (int r = 0; r < kRuns; ++r) {
+      try {
+        reader.Run();
+      } catch (const Error& e) {
+        MESSAGE(e.what());
+        ++run_failures;
+      }
+    }
+  });
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      const std::string own = "own/" + std::to_string(t);
+      start_together();
+      for (int k = 0; k < kIters; ++k) {
+        int64_t n = 0;
+        float v = 0;
+        ws->Feed("shared", Filled(SharedNumel(t, k), static_cast<float>(1000 * t + k)));
+        ws->Feed(own, Filled(3, static_cast<float>(k)));
+        if (!Uniform(ws->GetTensor("shared"), &n, &v) || n != SharedNumel(static_cast<int>(v) / 1000, static_cast<int>(v) % 1000))
+          ++failures;
+        if (!Uniform(ws->GetTensor(own), &n, &v) || n != 3 || v != static_cast<float>(k)) ++failures;
+        // Blobs the running net reads.
+        if (!Uniform(ws->GetTensor("w"), &n, &v) || n != 64 || v != 0.5f) ++failures;
+        if (!Uniform(ws->GetTensor("b"), &n, &v) || n != 1 || v != -1.0f) ++failures;
+        if (ws->GetBlob("shared")->empty() || ws->Blobs("own/").empty()) ++failures;
+      }
+    });
+  while (ready.load() < kThreads + 1) std::this_thread::yield();
+  go = true;
+  for (auto& th : threads) th.join();
+  CHECK(failures.load() == 0);
+  CHECK(run_failures.load() == 0);
+  int64_t n = 0;
+  float v = 0;
+  CHECK((Uniform(ws->GetTensor("y"), &n, &v) && n == 64 && v == 1.0f));
+  CHECK((Uniform(ws->GetTensor("z"), &n, &v) && n == 1 && v == -3.0f));
+  CHECK(ws->Blobs("own/").size() == kThreads);
+}
+
+TEST_CASE("fetching a blob says whether it is absent, empty or not a tensor") {
+  auto ws = std::make_shared<Workspace>();
+  Net net(Parse(R"({"name":"n","ops":[{"type":"ConstantFill","outputs":["c"],"args":[{"name":"shape","ints":[2]}]}]})"),
+          ws);  // creates c, empty until the net runs
+  ExpectError([&] { ws->GetTensor("nope"); }, Code::kNotFound, {"no blob named 'nope'"});
+  ExpectError([&] { ws->GetTensor("c"); }, Code::kNotFound, {"blob 'c' is empty", "nothing has been fed"});
+  ws->CreateBlob("counter")->Publish(std::make_shared<int>(3));
+  ExpectError([&] { ws->GetTensor("counter"); }, Code::kDType, {"blob 'counter' holds int, not dp::Tensor"});
+  net.Run();
+  CHECK(ws->GetTensor("c").numel() == 2);
 }

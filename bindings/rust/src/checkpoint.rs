@@ -19,7 +19,7 @@ fn save_opts(options: Option<&SaveOptions>) -> Result<Option<crate::options::Sav
 /// Saves blobs `names` (empty: every blob holding a tensor) to `path`,
 /// atomically (dp_checkpoint_save).
 pub fn save<S: AsRef<str>>(ws: &Workspace<'_>, names: &[S], path: &str, options: Option<&SaveOptions>) -> Result<()> {
-    ws.idle("checkpoint::save")?;
+    let _call = ws.blob_call("checkpoint::save")?;
     let n = CStrings::new(names, "blob name")?;
     let p = cstring(path, "path")?;
     let c = save_opts(options)?;
@@ -30,7 +30,7 @@ pub fn save<S: AsRef<str>>(ws: &Workspace<'_>, names: &[S], path: &str, options:
 /// Loads tensors of the checkpoint at `path` into `ws` (dp_checkpoint_load):
 /// all or nothing.
 pub fn load(ws: &Workspace<'_>, path: &str, options: Option<&LoadOptions>) -> Result<()> {
-    ws.idle("checkpoint::load")?;
+    let _call = ws.blob_call("checkpoint::load")?;
     let p = cstring(path, "path")?;
     let c = match options {
         Some(o) => Some(o.to_c()?),
@@ -46,7 +46,7 @@ pub fn load(ws: &Workspace<'_>, path: &str, options: Option<&LoadOptions>) -> Re
 pub fn save_async<'d, S: AsRef<str>>(
     ws: &Workspace<'d>, names: &[S], path: &str, options: Option<&SaveOptions>,
 ) -> Result<CheckpointJob<'d>> {
-    ws.idle("checkpoint::save_async")?;
+    let _call = ws.blob_call("checkpoint::save_async")?;
     let n = CStrings::new(names, "blob name")?;
     let p = cstring(path, "path")?;
     let c = save_opts(options)?;

@@ -7,9 +7,11 @@
 //! - Every handle is released by `Drop`.
 //! - Immutable handles (NetDef, Model, ParallelModel, Tensor,
 //!   CheckpointInfo, CheckpointJob) are `Send + Sync`, as dp.h allows.
-//!   `Workspace` is `Send` only and `Net` and `Loader` neither, so a net and
-//!   the feeds of its workspace stay on one thread (dp.h forbids feeding a
-//!   blob that a running net writes); `Canceller` cancels from any thread.
+//!   `Workspace` is `Send + Sync` (feeds and fetches from any number of
+//!   threads; it refuses them while a net runs on it, since dp.h forbids
+//!   feeding or fetching a blob that a running net writes); `Net` and
+//!   `Loader` are neither, so a net runs on the thread that made it;
+//!   `Canceller` cancels from any thread.
 //! - Borrowed strings, arrays and views carry the lifetime of their owner.
 //!
 //! Memory fed without copying must outlive the workspace (this must not
@@ -54,7 +56,7 @@ pub use options::{
     ComputedParams, CudaCollectives, DeviceType, Executor, GradientOptions, LoadOptions, LoaderOptions, NetOptions,
     ParallelOptions, SaveOptions, TrainingOptions, WorkspaceOptions,
 };
-pub use tensor::{dtype_size, DType, Element, Tensor};
+pub use tensor::{dtype_name, dtype_size, DType, Element, Tensor};
 pub use workspace::Workspace;
 
 use error::check;

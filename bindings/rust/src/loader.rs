@@ -13,7 +13,7 @@
 use crate::error::{check, Code, Error, Result};
 use crate::options::LoaderOptions;
 use crate::sys;
-use crate::tensor::{DType, Element, Tensor};
+use crate::tensor::{dtype_name, DType, Element, Tensor};
 use crate::util::{cstring, CStrings};
 use crate::workspace::Workspace;
 use std::os::raw::c_void;
@@ -97,7 +97,7 @@ impl<'a> LoaderBatch<'a> {
             if d != T::DTYPE.value() {
                 return Err(Error::new(
                     Code::Dtype,
-                    format!("input {} holds dtype {} but {:?} was asked for", input, d, T::DTYPE),
+                    format!("input {} holds {}, not {}", input, dtype_name(d), T::DTYPE),
                 ));
             }
         }
@@ -163,8 +163,8 @@ pub struct Loader<'w, 'd> {
     fill: *mut FillState<'w>,
 }
 
-// Neither Send nor Sync (it holds &Workspace, which is !Sync): it feeds the
-// blobs of a workspace whose nets run on this thread.
+// Neither Send nor Sync: one thread steps it (next and seek take &mut self);
+// its feeds are blob calls of the workspace, kept apart from runs.
 
 impl<'w, 'd> Loader<'w, 'd> {
     /// A loader over tensors (dp_loader_create): `(blob, tensor)` pairs,
@@ -244,7 +244,7 @@ impl<'w, 'd> Loader<'w, 'd> {
     /// Timeout when the batch is not ready in time; a failed fill's error
     /// (the same on every call until `seek`).
     pub fn next(&mut self) -> Result<bool> {
-        self.ws.idle("Loader::next")?;
+        let _call = self.ws.blob_call("Loader::next")?;
         let mut fed = 0i32;
         check(unsafe { sys::dp_loader_next(self.raw, &mut fed) })?;
         Ok(fed != 0)

@@ -196,14 +196,14 @@ impl ParallelModel {
     }
     /// Builds and runs the sync net on `ws` (not while a net runs on it).
     pub fn sync(&self, ws: &Workspace<'_>) -> Result<()> {
-        ws.idle("ParallelModel::sync")?;
+        let _run = ws.begin_run("ParallelModel::sync")?; // runs nets
         check(unsafe { sys::dp_parallel_model_sync(self.raw, ws.as_raw()) })
     }
     /// Uneven data across processes: instead of another train step, shadows
     /// the other processes' steps until all have joined; the steps shadowed
     /// (0 at once with one process). Not while a net runs on `ws`.
     pub fn join(&self, ws: &Workspace<'_>) -> Result<i64> {
-        ws.idle("ParallelModel::join")?;
+        let _run = ws.begin_run("ParallelModel::join")?; // runs nets
         let mut steps = 0i64;
         check(unsafe { sys::dp_parallel_model_join(self.raw, ws.as_raw(), &mut steps) })?;
         Ok(steps)
@@ -225,7 +225,7 @@ impl ParallelModel {
     }
     /// Saves replica 0's training state under unscoped names.
     pub fn save(&self, ws: &Workspace<'_>, path: &str, options: Option<&SaveOptions>) -> Result<()> {
-        ws.idle("ParallelModel::save")?;
+        let _call = ws.blob_call("ParallelModel::save")?;
         let p = cstring(path, "path")?;
         let c = match options {
             Some(o) => Some(o.to_c()?),
@@ -236,7 +236,7 @@ impl ParallelModel {
     }
     /// Loads a checkpoint into replica 0 and syncs every replica.
     pub fn load(&self, ws: &Workspace<'_>, path: &str, options: Option<&LoadOptions>) -> Result<()> {
-        ws.idle("ParallelModel::load")?;
+        let _run = ws.begin_run("ParallelModel::load")?; // runs nets
         let p = cstring(path, "path")?;
         let c = match options {
             Some(o) => Some(o.to_c()?),

@@ -8,31 +8,33 @@ use crate::netdef::NetDef;
 use crate::options::NetOptions;
 use crate::sys;
 use crate::util::buffer_string;
-use crate::workspace::Workspace;
-use std::cell::Cell;
+use crate::workspace::{RunCall, Workspace};
+use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::ptr;
 
 pub struct Net<'w, 'd> {
     raw: *mut sys::dp_net,
     ws: &'w Workspace<'d>,
-    in_flight: Cell<bool>,
+    /// The run started by run_async, until collected.
+    in_flight: RefCell<Option<RunCall<'w>>>,
 }
 
-// Neither Send nor Sync (it holds &Workspace, which is !Sync): a net runs on
-// the thread that feeds its workspace, so a feed never races a run writing
-// the same blob. Cancelling from other threads goes through `Canceller`.
+// Neither Send nor Sync: a net runs on the thread that made it (dp_net_run
+// is not for concurrent calls on one net). Other threads may feed and fetch
+// its workspace; the workspace keeps those calls and the runs apart.
+// Cancelling from other threads goes through `Canceller`.
 
 impl<'w, 'd> Net<'w, 'd> {
     /// dp_net_create: `options` None takes every default. The definition is
     /// copied and may be dropped afterwards.
     pub fn new(ws: &'w Workspace<'d>, def: &NetDef, options: Option<&NetOptions>) -> Result<Net<'w, 'd>> {
-        ws.idle("Net::new")?;
+        let _call = ws.blob_call("Net::new")?; // creates blobs
         let c = options.map(|o| o.to_c());
         let copt = c.as_ref().map_or(ptr::null(), |c| c as *const sys::dp_net_options);
         let mut out = ptr::null_mut();
         check(unsafe { sys::dp_net_create(ws.as_raw(), def.as_raw(), copt, &mut out) })?;
-        Ok(Net { raw: out, ws, in_flight: Cell::new(false) })
+        Ok(Net { raw: out, ws, in_flight: RefCell::new(None) })
     }
 
     pub fn as_raw(&self) -> *mut sys::dp_net {
@@ -41,17 +43,16 @@ impl<'w, 'd> Net<'w, 'd> {
 
     /// Runs every op once (dp_net_run). Cancelled runs give Code::Cancelled.
     pub fn run(&self) -> Result<()> {
-        self.ws.idle("Net::run")?;
+        let _run = self.ws.begin_run("Net::run")?;
         check(unsafe { sys::dp_net_run(self.raw) })
     }
 
     /// Starts a run (dp_net_run_async); collect it with `AsyncRun::wait`.
     /// Until then the workspace refuses feeds, fetches and other runs.
     pub fn run_async(&self) -> Result<AsyncRun<'_, 'w, 'd>> {
-        self.ws.idle("Net::run_async")?;
+        let run = self.ws.begin_run("Net::run_async")?;
         check(unsafe { sys::dp_net_run_async(self.raw) })?;
-        self.ws.start_run();
-        self.in_flight.set(true);
+        *self.in_flight.borrow_mut() = Some(run);
         Ok(AsyncRun { net: self, result: None })
     }
 
@@ -71,16 +72,14 @@ impl<'w, 'd> Net<'w, 'd> {
     }
 
     fn finish(&self) {
-        if self.in_flight.replace(false) {
-            self.ws.end_run();
-        }
+        self.in_flight.borrow_mut().take();
     }
 }
 
 impl<'w, 'd> Drop for Net<'w, 'd> {
     fn drop(&mut self) {
         // Only reachable with a run in flight if its AsyncRun was leaked.
-        if self.in_flight.get() {
+        if self.in_flight.borrow().is_some() {
             unsafe {
                 sys::dp_net_cancel(self.raw);
                 let _ = check(sys::dp_net_wait(self.raw, -1));

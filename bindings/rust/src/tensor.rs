@@ -61,6 +61,32 @@ impl DType {
     pub fn size(self) -> usize {
         dtype_size(self.value())
     }
+    /// The name dp's messages give it ("float32", "uint8").
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Float32 => "float32",
+            DType::Float16 => "float16",
+            DType::BFloat16 => "bfloat16",
+            DType::Float64 => "float64",
+            DType::Int32 => "int32",
+            DType::Int64 => "int64",
+            DType::UInt8 => "uint8",
+            DType::Bool => "bool",
+        }
+    }
+}
+
+/// The dtype's name ("float32").
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The name of a raw DP_DTYPE_* value: DType::name, or "dtype N" for one
+/// this binding does not know.
+pub fn dtype_name(dtype: i32) -> String {
+    DType::from_raw(dtype).map_or_else(|| format!("dtype {}", dtype), |d| d.name().to_string())
 }
 
 /// dp_dtype_size for any raw value; 0 when unknown.
@@ -268,7 +294,7 @@ impl<'a> Tensor<'a> {
         if self.dtype_raw() != T::DTYPE.value() {
             return Err(Error::new(
                 Code::Dtype,
-                format!("tensor holds dtype {} but {:?} was asked for", self.dtype_raw(), T::DTYPE),
+                format!("tensor holds {}, not {}", dtype_name(self.dtype_raw()), T::DTYPE),
             ));
         }
         let b = self.bytes();
@@ -288,7 +314,7 @@ impl<'a> Tensor<'a> {
     /// A copy of the elements as a Vec<T> (dtype checked).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if self.dtype_raw() != T::DTYPE.value() {
-            return Err(Error::new(Code::Dtype, format!("tensor holds dtype {}, not {:?}", self.dtype_raw(), T::DTYPE)));
+            return Err(Error::new(Code::Dtype, format!("tensor holds {}, not {}", dtype_name(self.dtype_raw()), T::DTYPE)));
         }
         let n = self.nbytes() / std::mem::size_of::<T>();
         let mut v: Vec<T> = Vec::with_capacity(n);

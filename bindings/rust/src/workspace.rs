@@ -9,25 +9,79 @@ use crate::options::WorkspaceOptions;
 use crate::sys;
 use crate::tensor::Tensor;
 use crate::util::{cstring, StringList};
-use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 pub struct Workspace<'d> {
     raw: *mut sys::dp_workspace,
-    /// Async runs (nets and none else) in flight on this workspace: while
-    /// one runs, the binding refuses calls that could touch the blobs it
-    /// writes (dp.h: feed/fetch "not on a blob that a running net writes").
-    running: Cell<usize>,
+    /// What is in flight on this workspace, so that no blob call races a
+    /// run (dp.h: not on a blob that a running net writes; which blobs a net
+    /// writes, the binding does not track, so none while a net runs).
+    activity: Mutex<Activity>,
+    /// Signalled when the last blob call in flight ends.
+    calls_done: Condvar,
     _borrow: PhantomData<fn(&'d ()) -> &'d ()>,
 }
 
+#[derive(Default)]
+struct Activity {
+    /// Feeds, fetches, checkpoint and loader calls: any number at once.
+    blob_calls: usize,
+    /// Net runs (Net::run, an AsyncRun until collected, the parallel
+    /// model's sync and join): one at a time, and no blob call meanwhile.
+    runs: usize,
+}
+
 // Send: a workspace may be used from any thread (dp.h "Threads"), and its
-// borrowed blobs are read-only Element slices (Sync). Not Sync: dp allows
-// concurrent feed/fetch but not alongside a net writing the same blob, and
-// a Net borrows its Workspace; keeping Workspace !Sync keeps every net of a
-// workspace and every feed on one thread, where the binding serialises them.
+// borrowed blobs are read-only Element slices (Sync). Sync: dp serialises
+// feeds and fetches per blob, so any number of threads may make them at
+// once; what dp forbids (a feed or fetch of a blob that a running net
+// writes, two nets writing one blob) the workspace rules out at run time:
+// blob calls fail while a net runs on it, a run waits for the blob calls in
+// flight, and a second run fails while one is in flight.
 unsafe impl<'d> Send for Workspace<'d> {}
+unsafe impl<'d> Sync for Workspace<'d> {}
+
+/// A blob call in flight (see `Workspace::blob_call`).
+pub(crate) struct BlobCall<'a> {
+    activity: &'a Mutex<Activity>,
+    calls_done: &'a Condvar,
+}
+
+impl<'a> Drop for BlobCall<'a> {
+    fn drop(&mut self) {
+        let mut a = lock(self.activity);
+        a.blob_calls -= 1;
+        if a.blob_calls == 0 {
+            self.calls_done.notify_all();
+        }
+    }
+}
+
+/// A run in flight (see `Workspace::begin_run`); ends when dropped.
+pub(crate) struct RunCall<'a> {
+    activity: &'a Mutex<Activity>,
+}
+
+impl<'a> Drop for RunCall<'a> {
+    fn drop(&mut self) {
+        lock(self.activity).runs -= 1;
+    }
+}
+
+// The counters stay consistent whatever panics (nothing panics while holding
+// the lock), so a poisoned lock is used as is.
+fn lock(m: &Mutex<Activity>) -> MutexGuard<'_, Activity> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn running_error(what: &str) -> Error {
+    Error::new(
+        Code::FailedPrecondition,
+        format!("{}: a net is running on this workspace (an AsyncRun not yet waited for, or a run on another thread)", what),
+    )
+}
 
 impl<'d> Workspace<'d> {
     /// A workspace with default options (dp_workspace_create).
@@ -46,35 +100,44 @@ impl<'d> Workspace<'d> {
     }
 
     fn wrap(raw: *mut sys::dp_workspace) -> Workspace<'d> {
-        Workspace { raw, running: Cell::new(0), _borrow: PhantomData }
+        Workspace { raw, activity: Mutex::new(Activity::default()), calls_done: Condvar::new(), _borrow: PhantomData }
     }
 
     pub fn as_raw(&self) -> *mut sys::dp_workspace {
         self.raw
     }
 
-    pub(crate) fn idle(&self, what: &str) -> Result<()> {
-        if self.running.get() != 0 {
-            return Err(Error::new(
-                Code::FailedPrecondition,
-                format!("{}: a net started with run_async is still running on this workspace (wait for it first)", what),
-            ));
+    /// Starts a call that reads or writes blobs (`what` names it in the
+    /// error): FailedPrecondition while a net runs on the workspace. Other
+    /// blob calls may run at once; runs wait for it to end.
+    pub(crate) fn blob_call(&self, what: &str) -> Result<BlobCall<'_>> {
+        let mut a = lock(&self.activity);
+        if a.runs != 0 {
+            return Err(running_error(what));
         }
-        Ok(())
+        a.blob_calls += 1;
+        Ok(BlobCall { activity: &self.activity, calls_done: &self.calls_done })
     }
 
-    pub(crate) fn start_run(&self) {
-        self.running.set(self.running.get() + 1);
-    }
-
-    pub(crate) fn end_run(&self) {
-        self.running.set(self.running.get() - 1);
+    /// Starts a run: FailedPrecondition while another is in flight; waits
+    /// for the blob calls in flight to end (they are short and none starts
+    /// meanwhile).
+    pub(crate) fn begin_run(&self, what: &str) -> Result<RunCall<'_>> {
+        let mut a = lock(&self.activity);
+        if a.runs != 0 {
+            return Err(running_error(what));
+        }
+        while a.blob_calls != 0 {
+            a = self.calls_done.wait(a).unwrap_or_else(|e| e.into_inner());
+        }
+        a.runs += 1;
+        Ok(RunCall { activity: &self.activity })
     }
 
     /// Blob `name` shares the tensor's memory (dp_workspace_feed); a borrowed
     /// tensor must borrow for at least the workspace's `'d`.
     pub fn feed(&self, name: &str, tensor: &Tensor<'d>) -> Result<()> {
-        self.idle("feed")?;
+        let _call = self.blob_call("feed")?;
         let n = cstring(name, "blob name")?;
         check(unsafe { sys::dp_workspace_feed(self.raw, n.as_ptr(), tensor.as_raw()) })
     }
@@ -82,7 +145,7 @@ impl<'d> Workspace<'d> {
     /// The tensor in blob `name`, without copying (dp_workspace_fetch). It may
     /// share memory fed from borrowed data, hence `Tensor<'d>`.
     pub fn fetch(&self, name: &str) -> Result<Tensor<'d>> {
-        self.idle("fetch")?;
+        let _call = self.blob_call("fetch")?;
         let n = cstring(name, "blob name")?;
         let mut out = ptr::null_mut();
         check(unsafe { sys::dp_workspace_fetch(self.raw, n.as_ptr(), &mut out) })?;

@@ -28,16 +28,68 @@ fn bad_json_and_definitions() {
     assert!(matches!(code(Model::from_file("/nonexistent/model.json")), Code::NotFound | Code::Io));
 }
 
+/// InvalidArgument whose message says that `what` holds a NUL byte.
+fn nul_refused<T>(r: dp::Result<T>, what: &str) {
+    match r {
+        Ok(_) => panic!("{} with a NUL byte was accepted", what),
+        Err(e) => {
+            assert_eq!(e.code(), Code::InvalidArgument, "{}: {}", what, e);
+            assert!(e.message().starts_with(&format!("{} contains a NUL byte", what)), "{}: {}", what, e);
+        }
+    }
+}
+
+/// A C string ends at its first NUL: "w1\0x" would reach dp as "w1" (and
+/// overwrite it), a path as another file. Every name and path is refused,
+/// and nothing is touched.
 #[test]
 fn interior_nul_is_invalid_argument() {
+    let dir = common::temp_dir("nul");
+    let ckpt = format!("{}/c.dpckpt", dir);
     let ws = Workspace::new().unwrap();
     let t = Tensor::new(&[1], &[1f32]).unwrap();
-    assert_eq!(code(ws.feed("a\0b", &t)), Code::InvalidArgument);
-    assert_eq!(code(ws.fetch("a\0b")), Code::InvalidArgument);
-    assert_eq!(code(NetDef::from_file("x\0y")), Code::InvalidArgument);
-    assert_eq!(code(dp::checkpoint::list_steps("d\0")), Code::InvalidArgument);
+    ws.feed("w1", &Tensor::new(&[1], &[7f32]).unwrap()).unwrap();
+    dp::checkpoint::save(&ws, &["w1"], &ckpt, None).unwrap();
+    nul_refused(ws.feed("w1\0x", &t), "blob name");
+    nul_refused(ws.fetch("w1\0x"), "blob name");
+    nul_refused(ws.has_blob("w1\0"), "blob name");
+    nul_refused(ws.list_blobs("w\0"), "prefix");
+    nul_refused(NetDef::from_file(&format!("{}\0.json", ckpt)), "path");
+    nul_refused(Model::from_file(&format!("{}\0.json", ckpt)), "path");
+    nul_refused(Tensor::from_idx_file(&format!("{}\0", ckpt)), "path");
+    nul_refused(dp::checkpoint::save(&ws, &["w1\0x"], &ckpt, None), "blob name");
+    nul_refused(dp::checkpoint::save(&ws, &["w1"], &format!("{}\0.tmp", ckpt), None), "path");
     let opts = dp::SaveOptions { model_name: Some("m\0".into()), ..Default::default() };
-    assert_eq!(code(dp::checkpoint::save(&ws, &["a"], "/tmp/x.dpckpt", Some(&opts))), Code::InvalidArgument);
+    nul_refused(dp::checkpoint::save(&ws, &["w1"], &ckpt, Some(&opts)), "model_name");
+    nul_refused(dp::checkpoint::save_async(&ws, &["w1"], &format!("{}\0", ckpt), None), "path");
+    nul_refused(dp::checkpoint::load(&ws, &format!("{}\0", ckpt), None), "path");
+    let names = dp::LoadOptions { names: Some(vec!["w1\0x".into()]), ..Default::default() };
+    nul_refused(dp::checkpoint::load(&ws, &ckpt, Some(&names)), "tensor name");
+    nul_refused(dp::CheckpointInfo::from_file(&format!("{}\0", ckpt)), "path");
+    nul_refused(dp::checkpoint::list_steps(&format!("{}\0/x", dir)), "dir");
+    nul_refused(dp::checkpoint::prune(&format!("{}\0/x", dir), 1), "dir");
+    let model = Model::from_file(&common::fashion_mlp_path()).unwrap();
+    let pm = model.parallelize(&dp::ParallelOptions { num_shards: 1, ..dp::ParallelOptions::cpu(1) }).unwrap();
+    nul_refused(pm.save(&ws, &format!("{}\0", ckpt), None), "path");
+    nul_refused(pm.load(&ws, &format!("{}\0", ckpt), None), "path");
+    let def = NetDef::from_json(ADD).unwrap();
+    let grads = dp::GradientOptions { losses: vec!["c\0".into()], ..Default::default() };
+    nul_refused(def.add_gradients(&grads), "loss name");
+    assert_eq!(ws.fetch("w1").unwrap().to_vec::<f32>().unwrap(), vec![7.0]);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only the checkpoint saved first");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Dtypes are named as dp names them.
+#[test]
+fn dtype_errors_name_the_dtypes() {
+    let t = Tensor::new(&[2], &[1i32, 2]).unwrap();
+    for e in [t.to_vec::<f32>().unwrap_err(), t.as_slice::<f32>().unwrap_err()] {
+        assert_eq!(e.code(), Code::Dtype);
+        assert_eq!(e.message(), "tensor holds int32, not float32");
+    }
+    assert_eq!(dp::DType::UInt8.to_string(), "uint8");
+    assert_eq!(dp::dtype_name(99), "dtype 99");
 }
 
 #[test]

@@ -17,7 +17,8 @@ public final class Checkpoint {
     long ws = NativeHandle.acquireOrNull(workspace);
     try {
       boolean has = options != null;
-      Native.checkpointSave(ws, Native.z(names), Native.z(path), has, has ? Native.z(options.modelName) : null,
+      Native.checkpointSave(ws, Native.z("Checkpoint.save: blob name", names), Native.z("Checkpoint.save: path", path),
+          has, has ? Native.z("Checkpoint.save: modelName", options.modelName) : null,
           has ? options.iteration : 0, has ? options.asyncWriteShare : 0);
     } finally {
       NativeHandle.releaseOrNull(workspace);
@@ -34,8 +35,9 @@ public final class Checkpoint {
     long ws = NativeHandle.acquireOrNull(workspace);
     try {
       boolean has = options != null;
-      return new CheckpointJob(Native.checkpointSaveAsync(ws, Native.z(names), Native.z(path), has,
-          has ? Native.z(options.modelName) : null, has ? options.iteration : 0,
+      return new CheckpointJob(Native.checkpointSaveAsync(ws, Native.z("Checkpoint.saveAsync: blob name", names),
+          Native.z("Checkpoint.saveAsync: path", path), has,
+          has ? Native.z("Checkpoint.saveAsync: modelName", options.modelName) : null, has ? options.iteration : 0,
           has ? options.asyncWriteShare : 0));
     } finally {
       NativeHandle.releaseOrNull(workspace);
@@ -47,7 +49,8 @@ public final class Checkpoint {
     long ws = NativeHandle.acquireOrNull(workspace);
     try {
       boolean has = options != null;
-      Native.checkpointLoad(ws, Native.z(path), has, has ? Native.z(options.names) : null,
+      Native.checkpointLoad(ws, Native.z("Checkpoint.load: path", path), has,
+          has ? Native.z("Checkpoint.load: names", options.names) : null,
           has && options.lenient ? 1 : 0, has && options.noVerify ? 1 : 0, has && options.mmap ? 1 : 0);
     } finally {
       NativeHandle.releaseOrNull(workspace);
@@ -56,12 +59,12 @@ public final class Checkpoint {
 
   /** The step checkpoints of dir whose headers verify, newest first. */
   public static List<String> listSteps(String dir) {
-    return Arrays.asList(Native.checkpointListSteps(Native.z(dir)));
+    return Arrays.asList(Native.checkpointListSteps(Native.z("Checkpoint.listSteps: dir", dir)));
   }
 
   /** Removes all but the keep newest step checkpoints of dir (0 removes none) and stale temporaries. */
   public static void prune(String dir, int keep) {
-    Native.checkpointPrune(Native.z(dir), keep);
+    Native.checkpointPrune(Native.z("Checkpoint.prune: dir", dir), keep);
   }
 
   /** The file name of a step checkpoint: "step-%09d.dpckpt". */

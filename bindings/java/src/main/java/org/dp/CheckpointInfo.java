@@ -10,7 +10,7 @@ public final class CheckpointInfo extends NativeHandle {
 
   /** Reads and verifies the header of path. */
   public static CheckpointInfo fromFile(String path) {
-    return new CheckpointInfo(Native.checkpointInfoFromFile(Native.z(path)));
+    return new CheckpointInfo(Native.checkpointInfoFromFile(Native.z("CheckpointInfo.fromFile: path", path)));
   }
 
   /** The dp version that wrote the file. */

@@ -83,7 +83,7 @@ public final class Loader extends NativeHandle {
         if (x != null && x.borrowed != null) keep.add(x.borrowed);
       }
       boolean has = options != null;
-      long p = Native.loaderCreate(ws, Native.z(blobs), t, has, has ? options.batchSize : 0,
+      long p = Native.loaderCreate(ws, Native.z("Loader.create: blob name", blobs), t, has, has ? options.batchSize : 0,
           has ? options.seed : 0, has && options.noShuffle ? 1 : 0, has && options.keepLast ? 1 : 0,
           has ? options.numShards : 0, has ? options.shardId : 0, has ? options.prefetch : 0,
           has ? options.timeoutMs : 0);
@@ -111,7 +111,7 @@ public final class Loader extends NativeHandle {
       LoaderInput in = inputs.get(i);
       if (in == null) throw new NullPointerException("inputs[" + i + "]");
       blobs[i] = in.blob;
-      names[i] = Native.z(in.blob);
+      names[i] = Native.z("Loader.create: LoaderInput.blob", in.blob);
       dtypes[i] = in.dtype == null ? 0 : in.dtype.code;
       dims[i] = in.sampleDims;
     }

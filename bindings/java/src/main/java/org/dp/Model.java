@@ -33,7 +33,7 @@ public final class Model extends NativeHandle {
 
   /** From a file holding either form. */
   public static Model fromFile(String path) {
-    return new Model(Native.modelFromFile(Native.z(path)));
+    return new Model(Native.modelFromFile(Native.z("Model.fromFile: path", path)));
   }
 
   public String toJson() {
@@ -128,8 +128,11 @@ public final class Model extends NativeHandle {
       return new ParallelModel(Native.modelParallelize(p, o.deviceType, o.deviceIds, o.firstBucketBytes,
           o.bucketBytes, o.unevenSplit ? 1 : 0, o.noFuse ? 1 : 0, o.lr, o.accumulateSteps, o.bmuf ? 1 : 0,
           o.bmufBlockLr, o.bmufBlockMomentum, o.bmufNoNesterov ? 1 : 0, o.bmufBlockLength, o.computedParams,
-          o.cudaCollectives, o.sharedModel ? 1 : 0, o.syncBn ? 1 : 0, o.shardId, o.numShards, Native.z(o.store),
-          o.timeoutMs, Native.z(o.networkInterface), Native.z(o.runId), Native.z(o.localTransport)));
+          o.cudaCollectives, o.sharedModel ? 1 : 0, o.syncBn ? 1 : 0, o.shardId, o.numShards,
+          Native.z("Model.parallelize: ParallelOptions.store", o.store), o.timeoutMs,
+          Native.z("Model.parallelize: ParallelOptions.networkInterface", o.networkInterface),
+          Native.z("Model.parallelize: ParallelOptions.runId", o.runId),
+          Native.z("Model.parallelize: ParallelOptions.localTransport", o.localTransport)));
     } finally {
       release();
     }

@@ -25,16 +25,27 @@ final class Native {
   static void load() {}
 
   /** NUL-terminated UTF-8 of s; null stays null (dp reports it as INVALID_ARGUMENT). */
-  static byte[] z(String s) {
+  /**
+   * A string as the NUL-terminated UTF-8 bytes C reads (null stays null, which dp refuses where it
+   * needs a value). C reads up to the first NUL, so a string holding U+0000 would reach dp as a
+   * shorter name or path (another blob, another file): it is refused with a
+   * DpInvalidArgumentException naming the argument ({@code what}, e.g. "Workspace.feed: blob
+   * name"), as the Go and Rust bindings refuse it. Every string passed to C goes through here.
+   */
+  static byte[] z(String what, String s) {
     if (s == null) return null;
+    if (s.indexOf('\u0000') >= 0) {
+      throw new DpInvalidArgumentException(
+          what + " contains a NUL byte: \"" + s.replace("\u0000", "\\0") + "\"");
+    }
     byte[] b = s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
     return java.util.Arrays.copyOf(b, b.length + 1);
   }
 
-  static byte[][] z(java.util.List<String> list) {
+  static byte[][] z(String what, java.util.List<String> list) {
     if (list == null) return null;
     byte[][] out = new byte[list.size()][];
-    for (int i = 0; i < out.length; ++i) out[i] = z(list.get(i));
+    for (int i = 0; i < out.length; ++i) out[i] = z(what, list.get(i));
     return out;
   }
 

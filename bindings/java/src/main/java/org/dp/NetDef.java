@@ -26,7 +26,7 @@ public final class NetDef extends NativeHandle {
 
   /** From a file holding either form. */
   public static NetDef fromFile(String path) {
-    return new NetDef(Native.netdefFromFile(Native.z(path)));
+    return new NetDef(Native.netdefFromFile(Native.z("NetDef.fromFile: path", path)));
   }
 
   /** The binary FlatBuffer form. */
@@ -157,8 +157,9 @@ public final class NetDef extends NativeHandle {
     long p = acquire();
     try {
       Object[] map = new Object[1];
-      long def = Native.netdefAddGradients(p, Native.z(options.losses), Native.z(options.wrt),
-          Native.z(options.stop), options.lossScale, map);
+      long def = Native.netdefAddGradients(p, Native.z("NetDef.addGradients: losses", options.losses),
+          Native.z("NetDef.addGradients: wrt", options.wrt), Native.z("NetDef.addGradients: stop", options.stop),
+          options.lossScale, map);
       return new Gradients(new NetDef(def), (String[]) map[0]);
     } finally {
       release();

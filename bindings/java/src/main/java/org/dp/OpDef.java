@@ -119,11 +119,12 @@ public final class OpDef {
     }
   }
 
-  /** The argument named name, or null when there is none. */
+  /** The argument named name, or null when there is none (as for a name holding U+0000). */
   public ArgDef findArg(String name) {
+    if (name != null && name.indexOf('\u0000') >= 0) return null;
     def.acquireView();
     try {
-      long a = Native.opdefFindArg(op, Native.z(name));
+      long a = Native.opdefFindArg(op, Native.z("OpDef.findArg: name", name));
       return a == 0 ? null : new ArgDef(def, a);
     } finally {
       def.releaseView();

@@ -135,7 +135,8 @@ public final class ParallelModel extends NativeHandle {
       long ws = acquireOrNull(workspace);
       try {
         boolean has = options != null;
-        Native.parallelModelSave(p, ws, Native.z(path), has, has ? Native.z(options.modelName) : null,
+        Native.parallelModelSave(p, ws, Native.z("ParallelModel.save: path", path), has,
+            has ? Native.z("ParallelModel.save: modelName", options.modelName) : null,
             has ? options.iteration : 0, has ? options.asyncWriteShare : 0);
       } finally {
         releaseOrNull(workspace);
@@ -152,7 +153,8 @@ public final class ParallelModel extends NativeHandle {
       long ws = acquireOrNull(workspace);
       try {
         boolean has = options != null;
-        Native.parallelModelLoad(p, ws, Native.z(path), has, has ? Native.z(options.names) : null,
+        Native.parallelModelLoad(p, ws, Native.z("ParallelModel.load: path", path), has,
+            has ? Native.z("ParallelModel.load: names", options.names) : null,
             has && options.lenient ? 1 : 0, has && options.noVerify ? 1 : 0, has && options.mmap ? 1 : 0);
       } finally {
         releaseOrNull(workspace);

@@ -97,7 +97,7 @@ public final class Tensor extends NativeHandle {
 
   /** Reads an IDX (MNIST format) file, gzip-compressed or not (dp_tensor_from_idx_file). */
   public static Tensor fromIdxFile(String path) {
-    return new Tensor(Native.tensorFromIdxFile(Native.z(path)), null);
+    return new Tensor(Native.tensorFromIdxFile(Native.z("Tensor.fromIdxFile: path", path)), null);
   }
 
   public DType dtype() {

@@ -6,9 +6,11 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Named blobs that nets read and write (dp_workspace). {@link #feed}, {@link #fetch},
- * {@link #hasBlob} and {@link #listBlobs} may be called from several threads at once, but not on
- * a blob that a running net writes. The native workspace lives until it is closed and every
- * {@link Net} created in it is closed (nets keep it alive).
+ * {@link #hasBlob} and {@link #listBlobs} may be called from any number of threads at once, on the
+ * same blob or on different ones, also while nets that only read those blobs run; a blob that a
+ * running net reads must not be fed, nor one that it writes fed or fetched (see dp.h). The native
+ * workspace lives until it is closed and every {@link Net} created in it is closed (nets keep it
+ * alive).
  */
 public final class Workspace extends NativeHandle {
   /** Borrowed buffers fed into blobs, kept reachable while a blob may still point at them. */
@@ -34,15 +36,20 @@ public final class Workspace extends NativeHandle {
    * A borrowed tensor's buffer is kept reachable by this workspace until the blob is fed again.
    */
   public void feed(String name, Tensor tensor) {
+    byte[] cname = Native.z("Workspace.feed: blob name", name);
     long p = acquire();
     try {
       long t = acquireOrNull(tensor);
       try {
-        Native.workspaceFeed(p, Native.z(name), t);
-        if (tensor != null && tensor.borrowed != null) {
-          borrowed.put(name, tensor.borrowed);
-        } else if (name != null) {
-          borrowed.remove(name);
+        if (name == null) {
+          Native.workspaceFeed(p, cname, t); // dp refuses it
+        } else {
+          // One feed of a name at a time (compute holds the key), so that the buffer kept is the
+          // one the blob holds when threads feed the same blob at once.
+          borrowed.compute(name, (k, old) -> {
+            Native.workspaceFeed(p, cname, t);
+            return tensor != null ? tensor.borrowed : null;
+          });
         }
       } finally {
         releaseOrNull(tensor);
@@ -68,9 +75,20 @@ public final class Workspace extends NativeHandle {
 
   /** The tensor in blob {@code name}, without copying; close it when done. Later runs do not change it. */
   public Tensor fetch(String name) {
+    byte[] cname = Native.z("Workspace.fetch: blob name", name);
     long p = acquire();
     try {
-      return new Tensor(Native.workspaceFetch(p, Native.z(name)), null);
+      if (name == null) return new Tensor(Native.workspaceFetch(p, cname), null); // dp refuses it
+      // One at a time with the feeds of this name, so that a tensor fetched from a blob fed with a
+      // borrowed buffer keeps that buffer reachable, however soon another thread feeds the blob.
+      long[] fetched = new long[1];
+      Object[] keep = new Object[1];
+      borrowed.compute(name, (k, held) -> {
+        fetched[0] = Native.workspaceFetch(p, cname);
+        keep[0] = held;
+        return held;
+      });
+      return new Tensor(fetched[0], (java.nio.ByteBuffer) keep[0]);
     } finally {
       release();
     }
@@ -87,7 +105,7 @@ public final class Workspace extends NativeHandle {
   public boolean hasBlob(String name) {
     long p = acquire();
     try {
-      return Native.workspaceHasBlob(p, Native.z(name));
+      return Native.workspaceHasBlob(p, Native.z("Workspace.hasBlob: blob name", name));
     } finally {
       release();
     }
@@ -97,7 +115,7 @@ public final class Workspace extends NativeHandle {
   public List<String> listBlobs(String prefix) {
     long p = acquire();
     try {
-      return Arrays.asList(Native.workspaceListBlobs(p, Native.z(prefix)));
+      return Arrays.asList(Native.workspaceListBlobs(p, Native.z("Workspace.listBlobs: prefix", prefix)));
     } finally {
       release();
     }

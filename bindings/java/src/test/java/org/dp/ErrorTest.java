@@ -66,6 +66,69 @@ class ErrorTest {
     }
   }
 
+  /**
+   * C reads a string up to its first NUL: "w1\u0000x" would reach dp as "w1" (and overwrite it), a
+   * path as another file. Every name and path holding U+0000 is refused, naming the argument, and
+   * nothing is touched.
+   */
+  @Test
+  void nulInNamesAndPathsIsRefused() throws Exception {
+    Path dir = TestSupport.tempDir("nul");
+    String ckpt = dir.resolve("c.dpckpt").toString();
+    try (Workspace ws = Workspace.create(); Tensor x = Tensor.of(new float[] {-1f}, 1);
+         NetDef def = NetDef.fromJson(TestSupport.FC_RELU_NET);
+         Model model = Model.fromJson(TestSupport.TINY_MODEL);
+         ParallelModel pm = model.parallelize(null)) {
+      ws.feed("w1", new float[] {7f}, 1);
+      Checkpoint.save(ws, null, ckpt, null);
+      java.util.Map<String, org.junit.jupiter.api.function.Executable> calls = new java.util.LinkedHashMap<>();
+      calls.put("Workspace.feed: blob name", () -> ws.feed("w1\u0000x", x));
+      calls.put("Workspace.fetch: blob name", () -> ws.fetch("w1\u0000x"));
+      calls.put("Workspace.hasBlob: blob name", () -> ws.hasBlob("w1\u0000"));
+      calls.put("Workspace.listBlobs: prefix", () -> ws.listBlobs("w\u0000"));
+      calls.put("NetDef.fromFile: path", () -> NetDef.fromFile(ckpt + "\u0000.json"));
+      calls.put("Model.fromFile: path", () -> Model.fromFile(ckpt + "\u0000.json"));
+      calls.put("Tensor.fromIdxFile: path", () -> Tensor.fromIdxFile(ckpt + "\u0000"));
+      calls.put("Checkpoint.save: blob name", () -> Checkpoint.save(ws, java.util.List.of("w1\u0000x"), ckpt, null));
+      calls.put("Checkpoint.save: path", () -> Checkpoint.save(ws, null, ckpt + "\u0000.tmp", null));
+      calls.put("Checkpoint.save: modelName",
+          () -> Checkpoint.save(ws, null, ckpt, new CheckpointSaveOptions().modelName("m\u0000")));
+      calls.put("Checkpoint.saveAsync: path", () -> Checkpoint.saveAsync(ws, null, ckpt + "\u0000", null));
+      calls.put("Checkpoint.load: path", () -> Checkpoint.load(ws, ckpt + "\u0000", null));
+      calls.put("Checkpoint.load: names",
+          () -> Checkpoint.load(ws, ckpt, new CheckpointLoadOptions().names("w1\u0000x")));
+      calls.put("CheckpointInfo.fromFile: path", () -> CheckpointInfo.fromFile(ckpt + "\u0000"));
+      calls.put("Checkpoint.listSteps: dir", () -> Checkpoint.listSteps(dir + "\u0000/x"));
+      calls.put("Checkpoint.prune: dir", () -> Checkpoint.prune(dir + "\u0000/x", 1));
+      calls.put("ParallelModel.save: path", () -> pm.save(ws, ckpt + "\u0000", null));
+      calls.put("ParallelModel.load: path", () -> pm.load(ws, ckpt + "\u0000", null));
+      calls.put("NetDef.addGradients: losses", () -> def.addGradients(new GradientOptions().losses("y\u0000")));
+      calls.put("Model.parallelize: ParallelOptions.runId", () -> {
+        ParallelOptions o = ParallelOptions.cpu(1);
+        o.runId = "a\u0000b";
+        model.parallelize(o);
+      });
+      calls.put("Loader.create: blob name",
+          () -> Loader.create(ws, java.util.List.of("w1\u0000x"), java.util.List.of(x), null));
+      for (java.util.Map.Entry<String, org.junit.jupiter.api.function.Executable> c : calls.entrySet()) {
+        DpException e = expect(DpInvalidArgumentException.class, DpException.INVALID_ARGUMENT, c.getValue());
+        assertTrue(e.getMessage().startsWith("[INVALID_ARGUMENT] " + c.getKey() + " contains a NUL byte"),
+            c.getKey() + ": " + e.getMessage());
+      }
+      assertArrayEquals(new float[] {7f}, ws.fetch("w1").toFloatArray());
+      try (java.util.stream.Stream<Path> files = Files.list(dir)) {
+        assertEquals(1, files.count(), "only the checkpoint saved first");
+      }
+      try (NetDef scale = NetDef.fromJson("{\"external_inputs\":[\"a\"],\"ops\":[{\"type\":\"Scale\","
+          + "\"inputs\":[\"a\"],\"outputs\":[\"b\"],\"args\":[{\"name\":\"scale\",\"f\":2}]}]}")) {
+        assertNotNull(scale.op(0).findArg("scale"));
+        assertNull(scale.op(0).findArg("scale\u0000x"), "found the argument the name was cut to");
+      }
+    } finally {
+      TestSupport.deleteTree(dir);
+    }
+  }
+
   @Test
   void closedHandleUse() {
     Workspace ws = Workspace.create();

@@ -141,4 +141,74 @@ class ThreadsTest {
     }
     assertEquals(before, Tensor.liveWrappedBuffers());
   }
+
+  /**
+   * Issue 25, item 12: threads feeding one blob crashed the process. Eight threads feed and fetch
+   * one blob (borrowed buffers included: the workspace must keep the one the blob holds) and one
+   * each, ask for and list blobs, while a net that only reads blobs they fetch runs.
+   */
+  @Test
+  void eightThreadsFeedAndFetchWhileANetReads() throws Exception {
+    String json = "{\"name\":\"reader\",\"external_inputs\":[\"w\",\"b\"],\"ops\":["
+        + "{\"type\":\"Scale\",\"inputs\":[\"w\"],\"outputs\":[\"y\"],\"args\":[{\"name\":\"scale\",\"f\":2}]},"
+        + "{\"type\":\"Scale\",\"inputs\":[\"b\"],\"outputs\":[\"z\"],\"args\":[{\"name\":\"scale\",\"f\":3}]}]}";
+    int threads = 8, iters = 200, runs = 50;
+    float[] w = new float[64];
+    java.util.Arrays.fill(w, 0.5f);
+    try (NetDef def = NetDef.fromJson(json); Workspace ws = Workspace.create()) {
+      ws.feed("w", w, 64);
+      ws.feed("b", new float[] {-1f}, 1);
+      try (Net net = Net.create(ws, def)) {
+        ExecutorService pool = Executors.newFixedThreadPool(threads + 1);
+        java.util.concurrent.CyclicBarrier start = new java.util.concurrent.CyclicBarrier(threads + 1);
+        try {
+          List<Future<?>> done = new ArrayList<>();
+          done.add(pool.submit(() -> {
+            start.await();
+            for (int r = 0; r < runs; ++r) net.run();
+            return null;
+          }));
+          for (int t = 0; t < threads; ++t) {
+            int id = t;
+            done.add(pool.submit(() -> {
+              String own = "own/" + id;
+              start.await();
+              for (int k = 0; k < iters; ++k) {
+                int n = 1 + (id + k) % 5; // values 1000 id + k: a torn tensor shows
+                float[] v = new float[n];
+                java.util.Arrays.fill(v, 1000f * id + k);
+                if (k % 2 == 0) {
+                  ws.feed("shared", v, n);
+                } else {
+                  ByteBuffer buf = ByteBuffer.allocateDirect(4 * n).order(ByteOrder.nativeOrder());
+                  buf.asFloatBuffer().put(v);
+                  try (Tensor b = Tensor.borrow(DType.FLOAT32, buf, n)) {
+                    ws.feed("shared", b);
+                  }
+                }
+                ws.feed(own, new float[] {k, k, k}, 3);
+                float[] got = ws.fetchFloats("shared");
+                int from = (int) got[0] / 1000, step = (int) got[0] % 1000;
+                assertEquals(1 + (from + step) % 5, got.length);
+                for (float x : got) assertEquals(got[0], x);
+                assertArrayEquals(new float[] {k, k, k}, ws.fetchFloats(own));
+                assertArrayEquals(w, ws.fetchFloats("w"));
+                assertTrue(ws.hasBlob("shared"));
+                assertFalse(ws.listBlobs("own/").isEmpty());
+              }
+              return null;
+            }));
+          }
+          for (Future<?> f : done) f.get(120, TimeUnit.SECONDS);
+        } finally {
+          pool.shutdownNow();
+          assertTrue(pool.awaitTermination(60, TimeUnit.SECONDS));
+        }
+      }
+      float[] y = ws.fetchFloats("y");
+      for (float v : y) assertEquals(1f, v);
+      assertArrayEquals(new float[] {-3f}, ws.fetchFloats("z"));
+      assertEquals(threads, ws.listBlobs("own/").size());
+    }
+  }
 }
