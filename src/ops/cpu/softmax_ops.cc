@@ -236,7 +236,7 @@ DP_OPERATOR_SCHEMA(SoftmaxWithLossGradient)
       CheckLogitsAndLabels(op, in[0].dims, in[0].dtype, in[1].dims, in[1].dtype, &rows, &cols);
       return std::vector<TensorInfo>{in[0]};
     })
-    .Doc("Gradient of SoftmaxWithLoss w.r.t. the logits.");
+    .Doc("Gradient of SoftmaxWithLoss with respect to the logits.");
 
 DP_REGISTER_CPU_OPERATOR(Softmax, SoftmaxOp);
 DP_REGISTER_CPU_OPERATOR(SoftmaxWithLoss, SoftmaxWithLossOp);
