@@ -31,15 +31,16 @@ bool ArgKindAccepts(ArgKind kind, const Argument::Value& value);
 // kernel then uses (of the argument's kind), or, where no single value says
 // it (a seed hashed from the output's name, another argument's value), a
 // description. Every optional argument declares one: docs/OPS.md and
-// dp_opschema_arg_default show it.
+// dp_opschema_arg_default show it. Implicit from values, so that a schema
+// reads .Arg("axis", ArgKind::kInt, 1, "...").
 class ArgDefault {
  public:
-  ArgDefault(double v) : value_(v) {}                     // NOLINT: implicit by design
-  ArgDefault(int v) : value_(int64_t{v}) {}               // NOLINT
-  ArgDefault(int64_t v) : value_(v) {}                    // NOLINT
-  ArgDefault(const char* v) : value_(std::string(v)) {}   // NOLINT: a string value, not a description
-  ArgDefault(std::vector<int64_t> v) : value_(std::move(v)) {}  // NOLINT
-  ArgDefault(std::vector<std::string> v) : value_(std::move(v)) {}  // NOLINT
+  ArgDefault(double v) : value_(v) {}
+  ArgDefault(int v) : value_(int64_t{v}) {}
+  ArgDefault(int64_t v) : value_(v) {}
+  ArgDefault(const char* v) : value_(std::string(v)) {}  // a string value; descriptions use Described
+  ArgDefault(std::vector<int64_t> v) : value_(std::move(v)) {}
+  ArgDefault(std::vector<std::string> v) : value_(std::move(v)) {}
   static ArgDefault Described(std::string text) {
     ArgDefault d;
     d.text_ = std::move(text);
