@@ -656,7 +656,8 @@ DP_API int32_t dp_opschema_has_kernel(const dp_opschema* schema, int32_t device_
 DP_API DP_MUST_USE dp_status* dp_opschema_engines(const dp_opschema* schema, int32_t device_type,
                                                   dp_string_list** out);
 
-/* How dp_netdef_add_gradients treats an op type (dp_opschema_gradient). */
+/* How dp_netdef_add_gradients treats an op type (dp_opschema_gradient).
+ * Since 0.6. */
 enum {
   DP_GRADIENT_UNDECLARED = 0,        /* nothing registered (gradient ops themselves): a gradient
                                         path through it is DP_ERR_INVALID_NET */

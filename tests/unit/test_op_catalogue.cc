@@ -281,7 +281,7 @@ class TaggedOp final : public Operator {
   using Operator::Operator;
 
  private:
-  void RunOnDevice() override { Output(0, {}, DType::kInt64)->mutable_data<int64_t>()[0] = tag; }
+  void RunOnDevice() override { Output(0, {}, DType::kInt64)->template mutable_data<int64_t>()[0] = tag; }
 };
 
 DP_OPERATOR_SCHEMA(TestCatalogueEngines).NumInputs(0).NumOutputs(1).Doc("test only");

@@ -73,7 +73,10 @@ class SquaredL2DistanceOp final : public Operator {
   void RunOnDevice() override {
     const Tensor& x = Input(0);
     const Tensor& y = Input(1);
-    const auto [n, d] = L2Rows(x.dims(), x.dtype(), InputDesc(0), y.dims(), y.dtype(), InputDesc(1));
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const std::pair<int64_t, int64_t> rows =
+        L2Rows(x.dims(), x.dtype(), InputDesc(0), y.dims(), y.dtype(), InputDesc(1));
+    const int64_t n = rows.first, d = rows.second;
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
@@ -102,7 +105,10 @@ class SquaredL2DistanceGradientOp final : public Operator {
     const Tensor& x = Input(0);
     const Tensor& y = Input(1);
     const Tensor& dz = Input(2);
-    const auto [n, d] = L2Rows(x.dims(), x.dtype(), InputDesc(0), y.dims(), y.dtype(), InputDesc(1));
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const std::pair<int64_t, int64_t> rows =
+        L2Rows(x.dims(), x.dtype(), InputDesc(0), y.dims(), y.dtype(), InputDesc(1));
+    const int64_t n = rows.first, d = rows.second;
     DP_ENFORCE_CODE(dz.dtype() == x.dtype() && dz.dims() == Dims{n}, Code::kShape, InputDesc(2), " must be [",
                     n, "] of ", InputDesc(0), "'s dtype, got ", dz.DebugString());
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
@@ -123,9 +129,9 @@ DP_OPERATOR_SCHEMA(SquaredL2Distance)
     .Inputs({"X", "Y"})
     .Outputs({"Z"})
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
-      const auto [n, d] = L2Rows(in[0].dims, in[0].dtype, StrCat("X '", op.inputs[0], "'"), in[1].dims, in[1].dtype,
-                                 StrCat("Y '", op.inputs[1], "'"));
-      (void)d;
+      const int64_t n = L2Rows(in[0].dims, in[0].dtype, StrCat("X '", op.inputs[0], "'"), in[1].dims, in[1].dtype,
+                               StrCat("Y '", op.inputs[1], "'"))
+                            .first;
       return std::vector<TensorInfo>{{{n}, in[0].dtype}};
     })
     .Doc("Half the squared Euclidean distance between the rows of X and Y (same shape [N, ...], float32 or "
@@ -137,9 +143,9 @@ DP_OPERATOR_SCHEMA(SquaredL2DistanceGradient)
     .Inputs({"X", "Y", "dZ"})
     .Outputs({"dX"})
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
-      const auto [n, d] = L2Rows(in[0].dims, in[0].dtype, StrCat("X '", op.inputs[0], "'"), in[1].dims, in[1].dtype,
-                                 StrCat("Y '", op.inputs[1], "'"));
-      (void)d;
+      const int64_t n = L2Rows(in[0].dims, in[0].dtype, StrCat("X '", op.inputs[0], "'"), in[1].dims, in[1].dtype,
+                               StrCat("Y '", op.inputs[1], "'"))
+                            .first;
       DP_ENFORCE_CODE(in[2].dtype == in[0].dtype && in[2].dims == Dims{n}, Code::kShape, "dZ '", op.inputs[2],
                       "' must be [", n, "] ", DTypeName(in[0].dtype), ", got ", DimsString(in[2].dims), " ",
                       DTypeName(in[2].dtype));
