@@ -29,7 +29,7 @@
  *
  * Names. Every function is dp_<object>_<verb>[_<detail>], where <object> is
  *   the handle type or subsystem it acts on (status, log, device, dtype,
- *   tensor, workspace, string_list, buffer, netdef, net, model,
+ *   tensor, workspace, string_list, buffer, netdef, opschema, net, model,
  *   parallel_model, ...); accessors name the property instead of a verb
  *   (dp_tensor_dims). Constructors are dp_<object>_create[_<detail>] or
  *   dp_<object>_from_<source>; destructors dp_<object>_free. The library-wide
@@ -551,7 +551,9 @@ DP_API const char* dp_opdef_control_input(const dp_opdef* op, size_t i);
 DP_API int32_t dp_opdef_device_type(const dp_opdef* op);
 DP_API int32_t dp_opdef_device_id(const dp_opdef* op);
 
-/* An argument of an op: a borrowed view (see above). */
+/* An argument of an op: a borrowed view (see above). A dp_argdef is also the
+ * default value of an argument in an op schema (dp_opschema_arg_default),
+ * valid until that dp_opschema is freed. */
 typedef struct dp_argdef dp_argdef;
 
 /* The kinds of value an argument holds. Values are never 0 (0 is what
@@ -599,6 +601,120 @@ DP_API DP_MUST_USE dp_status* dp_argdef_get_string_at(const dp_argdef* arg, size
  * dp_netdef it came from. Nested nets were validated with their parent. */
 DP_API DP_MUST_USE dp_status* dp_argdef_get_net(const dp_argdef* arg, dp_netdef** out);
 DP_API DP_MUST_USE dp_status* dp_argdef_get_net_at(const dp_argdef* arg, size_t i, dp_netdef** out);
+
+/* --- Op catalogue -----------------------------------------------------------
+ * Every operator type this library knows and what its schema accepts: inputs,
+ * outputs, arguments (kind, default, required), in-place rules, the devices
+ * with a kernel for it and its gradient. docs/OPS.md is generated from these
+ * functions. Since 0.6.
+ *
+ * A dp_opschema is an immutable handle (free it with dp_opschema_free); it
+ * may be read from any number of threads at once. Its getters follow the
+ * getter contract above: no status; a NULL handle gives 0 for counts, kinds
+ * and flags, "" for its type and doc; an index out of range gives NULL for
+ * strings and views and 0 for kinds and flags. Every string and view they
+ * return stays valid, unchanged, until the dp_opschema is freed. */
+
+/* The names of every operator type (gradient ops such as ReluGradient
+ * included), sorted, as a new list. Any thread. Since 0.6. */
+DP_API DP_MUST_USE dp_status* dp_opschema_list_types(dp_string_list** out);
+
+/* The schema of one operator type. Since 0.6. */
+typedef struct dp_opschema dp_opschema;
+
+/* The schema of op type `type` (case-sensitive: "Relu"), as a new handle.
+ * DP_ERR_NOT_FOUND for an unknown type, naming the nearest known type when
+ * one is close ("unknown operator type 'Relux' (did you mean 'Relu'?)");
+ * DP_ERR_INVALID_ARGUMENT when type or out is NULL. Any thread. Since 0.6. */
+DP_API DP_MUST_USE dp_status* dp_opschema_from_type(const char* type, dp_opschema** out);
+/* Releases the handle. Accepts NULL. Since 0.6. */
+DP_API void dp_opschema_free(dp_opschema* schema);
+
+/* The type ("Relu") and a one-paragraph description of what the op
+ * computes. Since 0.6. */
+DP_API const char* dp_opschema_type(const dp_opschema* schema);
+DP_API const char* dp_opschema_doc(const dp_opschema* schema);
+
+/* How many inputs and outputs an op of this type takes, min to max
+ * inclusive; max is INT32_MAX when there is no limit (Sum). Since 0.6. */
+DP_API int32_t dp_opschema_min_inputs(const dp_opschema* schema);
+DP_API int32_t dp_opschema_max_inputs(const dp_opschema* schema);
+DP_API int32_t dp_opschema_min_outputs(const dp_opschema* schema);
+DP_API int32_t dp_opschema_max_outputs(const dp_opschema* schema);
+/* The names of the leading inputs and outputs, in order ("X", "W", "b"), as
+ * messages and docs call them; inputs past the named ones are "input <i>".
+ * Since 0.6. */
+DP_API size_t dp_opschema_num_named_inputs(const dp_opschema* schema);
+DP_API const char* dp_opschema_input_name(const dp_opschema* schema, size_t i);
+DP_API size_t dp_opschema_num_named_outputs(const dp_opschema* schema);
+DP_API const char* dp_opschema_output_name(const dp_opschema* schema, size_t i);
+
+/* The arguments an op of this type may carry, in the schema's order; a net
+ * giving any other is refused (DP_ERR_INVALID_ARGUMENT, with a "did you
+ * mean"). Since 0.6. */
+DP_API size_t dp_opschema_num_args(const dp_opschema* schema);
+DP_API const char* dp_opschema_arg_name(const dp_opschema* schema, size_t i);
+/* The kind of value argument i takes (DP_ARG_*): a FLOAT argument also takes
+ * an INT value, a FLOATS argument an INTS value. Since 0.6. */
+DP_API int32_t dp_opschema_arg_kind(const dp_opschema* schema, size_t i);
+DP_API const char* dp_opschema_arg_doc(const dp_opschema* schema, size_t i);
+/* 1 when every op of this type must give argument i, else 0. Since 0.6. */
+DP_API int32_t dp_opschema_arg_required(const dp_opschema* schema, size_t i);
+/* What the kernel uses when the optional argument i is absent, as a borrowed
+ * dp_argdef view (named like the argument, of its kind; read it with
+ * dp_argdef_get_*) valid until the dp_opschema is freed. NULL for a required
+ * argument and for a default that is not one value (a seed hashed from the
+ * output's name, another argument's value): dp_opschema_arg_default_text
+ * describes those. Since 0.6. */
+DP_API const dp_argdef* dp_opschema_arg_default(const dp_opschema* schema, size_t i);
+/* The default of argument i as text: the value as JSON ("0.9", "1",
+ * "\"fixed\"", "[]") when dp_opschema_arg_default has one, else a
+ * description ("a hash of output 0's name"); "" for a required argument.
+ * Since 0.6. */
+DP_API const char* dp_opschema_arg_default_text(const dp_opschema* schema, size_t i);
+
+/* In-place rules: an (input, output) pair that may (ALLOWED) or must
+ * (ENFORCED) name the same blob. Any other input and output of one op naming
+ * the same blob fails validation (DP_ERR_INVALID_NET). Since 0.6. */
+enum { DP_INPLACE_ALLOWED = 1, DP_INPLACE_ENFORCED = 2 };
+/* The listed pairs. Pair i: its input and output index go to *out_input and
+ * *out_output (either may be NULL) and its rule (DP_INPLACE_*) is returned;
+ * 0, with the out-parameters untouched, when i is out of range. Since 0.6. */
+DP_API size_t dp_opschema_num_inplace(const dp_opschema* schema);
+DP_API int32_t dp_opschema_inplace_at(const dp_opschema* schema, size_t i, int32_t* out_input,
+                                      int32_t* out_output);
+/* A rule over every output: s >= 0 when each output o must be written in
+ * place of input o + s, however many there are (collectives, s = 1: the
+ * tensors after the communicator); -1 when there is no such rule (and for
+ * NULL). Since 0.6. */
+DP_API int32_t dp_opschema_inplace_shift(const dp_opschema* schema);
+
+/* 1 when this library has a kernel for the type on device_type
+ * (DP_DEVICE_*), else 0 (also for NULL and unknown device types). Every type
+ * has a CPU kernel; a CUDA build has CUDA kernels for some (the list grows
+ * between releases), a build without CUDA none. Any thread. Since 0.6. */
+DP_API int32_t dp_opschema_has_kernel(const dp_opschema* schema, int32_t device_type);
+/* The engines (kernel variants an op selects with its engine field,
+ * dp_opdef_engine) registered for the type on device_type, sorted, as a new
+ * list; empty when there is only the default kernel (an op naming an engine
+ * that has no kernel runs the default one). DP_ERR_INVALID_ARGUMENT for a
+ * NULL schema or out, or an unknown device type. Since 0.6. */
+DP_API DP_MUST_USE dp_status* dp_opschema_engines(const dp_opschema* schema, int32_t device_type,
+                                                  dp_string_list** out);
+
+/* How dp_netdef_add_gradients treats an op type (dp_opschema_gradient).
+ * Since 0.6. */
+enum {
+  DP_GRADIENT_UNDECLARED = 0,        /* nothing registered (gradient ops themselves): a gradient
+                                        path through it is DP_ERR_INVALID_NET */
+  DP_GRADIENT_DIFFERENTIABLE = 1,    /* has gradient ops */
+  DP_GRADIENT_NOT_DIFFERENTIABLE = 2,/* Accuracy, optimizer updates: a loss that depends on a wrt blob
+                                        through it is DP_ERR_INVALID_NET naming the op */
+  DP_GRADIENT_STOP = 3               /* stops gradients on purpose (StopGradient, fills): its inputs
+                                        receive none */
+};
+/* DP_GRADIENT_* of the type (DP_GRADIENT_UNDECLARED for NULL). Since 0.6. */
+DP_API int32_t dp_opschema_gradient(const dp_opschema* schema);
 
 /* ------------------------------------------------------------------------ */
 /* Nets                                                                      */

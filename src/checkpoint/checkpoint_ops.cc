@@ -95,19 +95,21 @@ class LoadOp final : public Operator {
 DP_OPERATOR_SCHEMA(Save)
     .NumInputs(1, std::numeric_limits<int>::max())
     .NumOutputs(0)
-    .Arg("path", ArgKind::kString, "the checkpoint file, written atomically (temporary file, fsync, rename)", true)
-    .Arg("names", ArgKind::kStrings, "the name of each input in the file (default: the blob names)")
-    .Arg("model_name", ArgKind::kString, "recorded in the file")
-    .Arg("iteration", ArgKind::kInt, "the training iteration recorded in the file (default -1: unknown)")
+    .RequiredArg("path", ArgKind::kString, "the checkpoint file, written atomically (temporary file, fsync, rename)")
+    .Arg("names", ArgKind::kStrings, ArgDefault::Described("the input blobs' names"),
+         "the name of each input in the file")
+    .Arg("model_name", ArgKind::kString, "", "recorded in the file")
+    .Arg("iteration", ArgKind::kInt, -1, "the training iteration recorded in the file (-1: unknown)")
     .Doc("Writes its input tensors (CPU) to a checkpoint file (docs/CHECKPOINT.md).");
 
 DP_OPERATOR_SCHEMA(Load)
     .NumInputs(0)
     .NumOutputs(1, std::numeric_limits<int>::max())
-    .Arg("path", ArgKind::kString, "the checkpoint file", true)
-    .Arg("names", ArgKind::kStrings, "the name in the file of each output (default: the blob names)")
-    .Arg("verify", ArgKind::kInt, "1 (default): check each tensor's checksum")
-    .Arg("mmap", ArgKind::kInt, "1: outputs are read-only views of the mapped file (copy-on-write)")
+    .RequiredArg("path", ArgKind::kString, "the checkpoint file")
+    .Arg("names", ArgKind::kStrings, ArgDefault::Described("the output blobs' names"),
+         "the name in the file of each output")
+    .Arg("verify", ArgKind::kInt, 1, "1: check each tensor's checksum")
+    .Arg("mmap", ArgKind::kInt, 0, "1: outputs are read-only views of the mapped file (copy-on-write)")
     .Doc("Reads tensors of a checkpoint file into its outputs (CPU), all verified before any output changes; an "
          "output that already holds a tensor must have the file's dtype and shape.");
 

@@ -329,20 +329,22 @@ DP_OPERATOR_SCHEMA(CreateCpuCollectives)
     .NumInputs(0)
     .NumOutputs(1)
     .Outputs({"comm"})
-    .Arg("threads", ArgKind::kInt,
-         "threads of the communicator's team; 0 or absent: min(num_devices, hardware concurrency), or the hardware "
+    .Arg("threads", ArgKind::kInt, 0,
+         "threads of the communicator's team; 0: min(num_devices, hardware concurrency), or the hardware "
          "concurrency without num_devices")
-    .Arg("num_devices", ArgKind::kInt, "replicas the communicator serves (sizes the team when threads is 0)")
-    .Arg("world_size", ArgKind::kInt, "processes of the job (default 1: this process alone)")
-    .Arg("rank", ArgKind::kInt, "this process's rank in [0, world_size) (default 0)")
-    .Arg("store", ArgKind::kString, "where the processes meet: file:///dir or redis://host:port[/prefix]")
-    .Arg("timeout_ms", ArgKind::kInt, "bound of the rendezvous and of every collective across processes "
-         "(default 60000)")
-    .Arg("interface", ArgKind::kString, "network interface for Gloo's TCP transport (default: the host name's address)")
-    .Arg("algorithm", ArgKind::kString, "Gloo's allreduce: auto (default), ring, halving_doubling or bcube")
-    .Arg("local_transport", ArgKind::kString,
-         "between the processes of one host: auto (default: shared memory where available), shm or tcp (Gloo)")
-    .Arg("run_id", ArgKind::kString, "the job's id: keys in the store live under it (default \"dp\")")
+    .Arg("num_devices", ArgKind::kInt, 0, "replicas the communicator serves (sizes the team when threads is 0; "
+         "0: unknown)")
+    .Arg("world_size", ArgKind::kInt, 1, "processes of the job (1: this process alone)")
+    .Arg("rank", ArgKind::kInt, 0, "this process's rank in [0, world_size)")
+    .Arg("store", ArgKind::kString, "",
+         "where the processes meet: file:///dir or redis://host:port[/prefix]; required when world_size > 1")
+    .Arg("timeout_ms", ArgKind::kInt, 60000, "bound of the rendezvous and of every collective across processes")
+    .Arg("interface", ArgKind::kString, "",
+         "network interface for Gloo's TCP transport (\"\": the host name's address)")
+    .Arg("algorithm", ArgKind::kString, "auto", "Gloo's allreduce: auto, ring, halving_doubling or bcube")
+    .Arg("local_transport", ArgKind::kString, "auto",
+         "between the processes of one host: auto (shared memory where available), shm or tcp (Gloo)")
+    .Arg("run_id", ArgKind::kString, "dp", "the job's id: keys in the store live under it")
     .Doc("Creates a communicator for Allreduce, Broadcast and Barrier between CPU replicas and, with world_size > 1, "
          "between the processes of a job (after a rendezvous through the store: shared memory between the "
          "processes of a host, Gloo over TCP between hosts; hierarchical: devices, then processes, then devices). "
@@ -353,13 +355,14 @@ DP_OPERATOR_SCHEMA(Allreduce)
     .NumOutputs(1, std::numeric_limits<int>::max() - 1)
     .EnforceInplaceAll(1)
     .Inputs({"comm"})
-    .Arg("num_devices", ArgKind::kInt, "replicas N; the k tensors are N groups of k / N, device-major (default k)")
-    .Arg("scale", ArgKind::kFloat, "multiplies the sum, e.g. 1 / N to average (default 1; float tensors only)")
-    .Arg("average_active", ArgKind::kInt,
+    .Arg("num_devices", ArgKind::kInt, ArgDefault::Described("k, the number of tensors (one device)"),
+         "replicas N; the k tensors are N groups of k / N, device-major")
+    .Arg("scale", ArgKind::kFloat, 1.0, "multiplies the sum, e.g. 1 / N to average (float tensors only)")
+    .Arg("average_active", ArgKind::kInt, 0,
          "1: each device's last tensor is its float32 [1] active flag (1 or 0); the flags are summed like the "
          "rest, and the other sums are divided by theirs: the mean over active replicas (Join of processes that "
          "ran out of data, which send zeros with flag 0)")
-    .Arg("key", ArgKind::kString,
+    .Arg("key", ArgKind::kString, ArgDefault::Described("this op's own"),
          "names the collective across processes when several ops run it (a bucket in the train and join nets)")
     .ShapeInference(AllreduceInference)
     .Doc("Sums tensor j over the devices, in device order, into every device's tensor j, in place.");
@@ -369,9 +372,11 @@ DP_OPERATOR_SCHEMA(Broadcast)
     .NumOutputs(1, std::numeric_limits<int>::max() - 1)
     .EnforceInplaceAll(1)
     .Inputs({"comm"})
-    .Arg("num_devices", ArgKind::kInt, "replicas N; the k tensors are N groups of k / N, device-major (default k)")
-    .Arg("root", ArgKind::kInt, "the device whose tensors are copied to the others (default 0)")
-    .Arg("key", ArgKind::kString, "names the collective across processes when several ops run it")
+    .Arg("num_devices", ArgKind::kInt, ArgDefault::Described("k, the number of tensors (one device)"),
+         "replicas N; the k tensors are N groups of k / N, device-major")
+    .Arg("root", ArgKind::kInt, 0, "the device whose tensors are copied to the others")
+    .Arg("key", ArgKind::kString, ArgDefault::Described("this op's own"),
+         "names the collective across processes when several ops run it")
     .ShapeInference(BroadcastInference)
     .Doc("Copies the root device's tensors into the other devices' tensors, in place, resizing replicas that differ "
          "(so it can initialise them).");

@@ -186,15 +186,15 @@ DP_OPERATOR_SCHEMA(CreateCudaCollectives)
     .NumInputs(0)
     .NumOutputs(1)
     .Outputs({"comm"})
-    .Arg("device_ids", ArgKind::kInts, "the replicas' CUDA devices, in replica order (distinct GPUs)",
-         /*required=*/true)
-    .Arg("nccl", ArgKind::kInt,
-         "1 (default): NCCL group calls; 0: copy-and-sum tree of peer copies (deterministic sum order)")
-    .Arg("world_size", ArgKind::kInt, "processes of the job, each with its own device_ids (default 1)")
-    .Arg("rank", ArgKind::kInt, "this process's rank in [0, world_size) (default 0)")
-    .Arg("store", ArgKind::kString, "where the processes meet: file:///dir or redis://host:port[/prefix]")
-    .Arg("timeout_ms", ArgKind::kInt, "bound of NCCL's initialisation and of every collective (default 60000)")
-    .Arg("run_id", ArgKind::kString, "the job's id: keys in the store live under it (default \"dp\")")
+    .RequiredArg("device_ids", ArgKind::kInts, "the replicas' CUDA devices, in replica order (distinct GPUs)")
+    .Arg("nccl", ArgKind::kInt, 1,
+         "1: NCCL group calls; 0: copy-and-sum tree of peer copies (deterministic sum order)")
+    .Arg("world_size", ArgKind::kInt, 1, "processes of the job, each with its own device_ids")
+    .Arg("rank", ArgKind::kInt, 0, "this process's rank in [0, world_size)")
+    .Arg("store", ArgKind::kString, "",
+         "where the processes meet: file:///dir or redis://host:port[/prefix]; required when world_size > 1")
+    .Arg("timeout_ms", ArgKind::kInt, 60000, "bound of NCCL's initialisation and of every collective")
+    .Arg("run_id", ArgKind::kString, "dp", "the job's id: keys in the store live under it")
     .Doc("Creates a communicator for Allreduce and Broadcast between CUDA replicas and, with world_size > 1, "
          "between the processes of a job (NCCL across processes; every call bounded by timeout_ms). Kept when it "
          "exists with the same devices, mode and processes.");

@@ -36,7 +36,7 @@ void ValidateNet(const NetDef& net) {
     const std::string label = StrCat(net_label, " ", OpLabel(op, i));
     if (op.type.empty()) DP_THROW(Code::kInvalidNet, label, ": empty operator type");
     const OpSchema* schema = OpSchemaRegistry::Find(op.type);
-    if (schema == nullptr) DP_THROW(Code::kInvalidNet, label, ": unknown operator type '", op.type, "'");
+    if (schema == nullptr) DP_THROW(Code::kInvalidNet, label, ": ", OpSchemaRegistry::UnknownTypeMessage(op.type));
     schema->Verify(op, label);
     ValidateNested(op, label);
     auto check_read = [&](const std::string& blob, const std::string& what) {
@@ -66,7 +66,7 @@ std::map<std::string, TensorInfo> InferNetShapes(const NetDef& net, std::map<std
     const OperatorDef& op = net.ops[i];
     const std::string label = StrCat(net_label, " ", OpLabel(op, i));
     const OpSchema* schema = OpSchemaRegistry::Find(op.type);
-    if (schema == nullptr) DP_THROW(Code::kInvalidNet, label, ": unknown operator type '", op.type, "'");
+    if (schema == nullptr) DP_THROW(Code::kInvalidNet, label, ": ", OpSchemaRegistry::UnknownTypeMessage(op.type));
     std::vector<TensorInfo> in;
     for (const auto& name : op.inputs) {
       auto it = known.find(name);

@@ -1,6 +1,9 @@
 #include "ops/op_schema.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -38,10 +41,59 @@ size_t EditDistance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
-// The declared name closest to `given` if it is a near miss: at most 2 edits,
-// and at most one for names under 6 characters (short names are all close to
-// each other). Ties go to the first declared. nullptr when none is close.
+bool EqualIgnoringCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+void AppendJsonString(std::string* out, std::string_view s) {
+  *out += '"';
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      *out += '\\';
+      *out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      *out += buf;
+    } else {
+      *out += c;
+    }
+  }
+  *out += '"';
+}
+
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest form that reads back exactly
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
+}
+
+template <typename T, typename F>
+std::string JsonList(const std::vector<T>& v, F item) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += item(v[i]);
+  }
+  return out + "]";
+}
+
+[[noreturn]] void RegistrationError(const std::string& message) {
+  // Registration happens in static initialisers, where throwing is fatal; a
+  // bad declaration is a programming error found by the first test run.
+  std::fprintf(stderr, "dp: %s\n", message.c_str());
+  std::abort();
+}
+
+}  // namespace
+
 const std::string* ClosestName(const std::string& given, const std::vector<std::string>& declared) {
+  // A name in the wrong case ("relu", "fc") is the likeliest slip of all.
+  for (const auto& name : declared)
+    if (EqualIgnoringCase(given, name)) return &name;
   const size_t limit = std::min<size_t>(2, std::max<size_t>(1, given.size() / 3));
   const std::string* best = nullptr;
   size_t best_distance = limit + 1;
@@ -59,7 +111,36 @@ const std::string* ClosestName(const std::string& given, const std::vector<std::
   return best;
 }
 
-}  // namespace
+std::string ArgValueJson(const Argument::Value& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, double>) {
+          return JsonNumber(v);
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          return std::to_string(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          std::string out;
+          AppendJsonString(&out, v);
+          return out;
+        } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+          return JsonList(v, JsonNumber);
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          return JsonList(v, [](int64_t x) { return std::to_string(x); });
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          return JsonList(v, [](const std::string& x) {
+            std::string out;
+            AppendJsonString(&out, x);
+            return out;
+          });
+        } else if constexpr (std::is_same_v<T, std::shared_ptr<const NetDef>>) {
+          return "<net>";
+        } else {
+          return JsonList(v, [](const auto&) { return std::string("<net>"); });
+        }
+      },
+      value);
+}
 
 const char* ArgKindName(ArgKind kind) {
   switch (kind) {
@@ -93,12 +174,7 @@ bool ArgKindAccepts(ArgKind kind, const Argument::Value& value) {
 
 OpSchema& OpSchemaRegistry::New(const std::string& type) {
   auto& slot = Schemas()[type];
-  if (slot) {
-    // Registration happens in static initialisers, where throwing is fatal; a
-    // duplicate is a programming error found by the first test run.
-    std::fprintf(stderr, "dp: operator schema '%s' registered twice\n", type.c_str());
-    std::abort();
-  }
+  if (slot) RegistrationError(StrCat("operator schema '", type, "' registered twice"));
   slot = std::make_unique<OpSchema>(type);
   return *slot;
 }
@@ -112,6 +188,13 @@ std::vector<std::string> OpSchemaRegistry::Types() {
   std::vector<std::string> out;
   for (const auto& [k, v] : Schemas()) out.push_back(k);
   return out;
+}
+
+std::string OpSchemaRegistry::UnknownTypeMessage(const std::string& type) {
+  std::string message = StrCat("unknown operator type '", type, "'");
+  const std::vector<std::string> types = Types();
+  if (const std::string* close = ClosestName(type, types)) message += StrCat(" (did you mean '", *close, "'?)");
+  return message;
 }
 
 OpSchema& OpSchema::NumInputs(int min, int max) {
@@ -141,8 +224,27 @@ OpSchema& OpSchema::EnforceInplaceAll(int shift) {
   return *this;
 }
 
-OpSchema& OpSchema::Arg(std::string name, ArgKind kind, std::string doc, bool required) {
-  args_.push_back({std::move(name), kind, std::move(doc), required});
+OpSchema& OpSchema::Arg(std::string name, ArgKind kind, ArgDefault absent, std::string doc) {
+  ArgSpec spec{std::move(name), kind, std::move(doc), false, std::nullopt, absent.text()};
+  if (std::optional<Argument::Value> value = absent.value()) {
+    // Held as the argument's kind: a float argument's default 1 is 1.0.
+    if (auto* i = std::get_if<int64_t>(&*value); i && kind == ArgKind::kFloat) *value = static_cast<double>(*i);
+    if (auto* v = std::get_if<std::vector<int64_t>>(&*value); v && kind == ArgKind::kFloats)
+      *value = std::vector<double>(v->begin(), v->end());
+    if (!ArgKindAccepts(kind, *value) || std::holds_alternative<int64_t>(*value) != (kind == ArgKind::kInt))
+      RegistrationError(StrCat("operator schema '", type_, "': the default of argument '", spec.name, "' is ",
+                               Argument{spec.name, *value}.KindName(), ", not ", ArgKindName(kind)));
+    spec.default_text = ArgValueJson(*value);
+    spec.default_value = Argument{spec.name, std::move(*value)};
+  } else if (spec.default_text.empty()) {
+    RegistrationError(StrCat("operator schema '", type_, "': argument '", spec.name, "' has an empty default"));
+  }
+  args_.push_back(std::move(spec));
+  return *this;
+}
+
+OpSchema& OpSchema::RequiredArg(std::string name, ArgKind kind, std::string doc) {
+  args_.push_back({std::move(name), kind, std::move(doc), true, std::nullopt, std::string()});
   return *this;
 }
 

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,43 @@ enum class ArgKind { kFloat, kInt, kString, kFloats, kInts, kStrings, kNet, kNet
 const char* ArgKindName(ArgKind kind);
 // Whether an argument holding `value` may be declared as `kind`.
 bool ArgKindAccepts(ArgKind kind, const Argument::Value& value);
+
+// What an optional argument means when an op leaves it out: the value its
+// kernel then uses (of the argument's kind), or, where no single value says
+// it (a seed hashed from the output's name, another argument's value), a
+// description. Every optional argument declares one: docs/OPS.md and
+// dp_opschema_arg_default show it. Implicit from values, so that a schema
+// reads .Arg("axis", ArgKind::kInt, 1, "...").
+class ArgDefault {
+ public:
+  ArgDefault(double v) : value_(v) {}
+  ArgDefault(int v) : value_(int64_t{v}) {}
+  ArgDefault(int64_t v) : value_(v) {}
+  ArgDefault(const char* v) : value_(std::string(v)) {}  // a string value; descriptions use Described
+  ArgDefault(std::vector<int64_t> v) : value_(std::move(v)) {}
+  ArgDefault(std::vector<std::string> v) : value_(std::move(v)) {}
+  static ArgDefault Described(std::string text) {
+    ArgDefault d;
+    d.text_ = std::move(text);
+    return d;
+  }
+  const std::optional<Argument::Value>& value() const { return value_; }
+  const std::string& text() const { return text_; }
+
+ private:
+  ArgDefault() = default;
+  std::optional<Argument::Value> value_;
+  std::string text_;
+};
+
+// A value as JSON text: 0.9, 1, "fixed", [1, 2], ["a"] (doubles in their
+// shortest round-trip form); nets as "<net>".
+std::string ArgValueJson(const Argument::Value& value);
+
+// The name in `declared` closest to `given` if it is a near miss (the same
+// name in another case, or at most 2 edits, at most one for names under 6
+// characters); nullptr when none is close.
+const std::string* ClosestName(const std::string& given, const std::vector<std::string>& declared);
 
 // What shape inference knows about a blob.
 struct TensorInfo {
@@ -51,8 +89,11 @@ class OpSchema {
   // Every output o must name the same blob as input o + shift, however many
   // there are (collectives: the tensors after the communicator, in place).
   OpSchema& EnforceInplaceAll(int shift);
-  // Every argument an op of this type may carry; any other is rejected.
-  OpSchema& Arg(std::string name, ArgKind kind, std::string doc, bool required = false);
+  // Every argument an op of this type may carry; any other is rejected. An
+  // optional one says what its absence means (ArgDefault); a required one
+  // must be given by every op.
+  OpSchema& Arg(std::string name, ArgKind kind, ArgDefault absent, std::string doc);
+  OpSchema& RequiredArg(std::string name, ArgKind kind, std::string doc);
   OpSchema& Inputs(std::vector<std::string> names) { input_names_ = std::move(names); return *this; }
   OpSchema& Outputs(std::vector<std::string> names) { output_names_ = std::move(names); return *this; }
   OpSchema& Doc(std::string doc) { doc_ = std::move(doc); return *this; }
@@ -72,12 +113,22 @@ class OpSchema {
   int max_outputs() const { return max_out_; }
   std::string InputName(size_t i) const;   // "X" or "input 3"
   std::string OutputName(size_t i) const;
+  const std::vector<std::string>& input_names() const { return input_names_; }   // the named ones
+  const std::vector<std::string>& output_names() const { return output_names_; }
+  const std::vector<std::pair<int, int>>& allow_inplace() const { return allow_inplace_; }
+  const std::vector<std::pair<int, int>>& enforce_inplace() const { return enforce_inplace_; }
+  int enforce_inplace_shift() const { return enforce_inplace_shift_; }  // -1: none
 
   struct ArgSpec {
     std::string name;
     ArgKind kind;
     std::string doc;
     bool required;
+    // The default of an optional argument: its value, named like the
+    // argument (nullopt when required or only described), and as text (the
+    // value's JSON or the description; "" when required).
+    std::optional<Argument> default_value;
+    std::string default_text;
   };
   const std::vector<ArgSpec>& args() const { return args_; }
   const ArgSpec* FindArg(const std::string& name) const;
@@ -110,7 +161,10 @@ class OpSchemaRegistry {
  public:
   static OpSchema& New(const std::string& type);   // registration time only
   static const OpSchema* Find(const std::string& type);
-  static std::vector<std::string> Types();
+  static std::vector<std::string> Types();  // sorted
+  // "unknown operator type 'Relux' (did you mean 'Relu'?)": what a lookup of
+  // an unregistered type reports.
+  static std::string UnknownTypeMessage(const std::string& type);
 };
 
 }  // namespace dp

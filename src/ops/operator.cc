@@ -198,10 +198,22 @@ bool OperatorRegistry::Has(DeviceType device, const std::string& type, const std
 
 std::unique_ptr<Operator> OperatorRegistry::Create(const OpInit& init) {
   const OperatorFactory* f = FindFactory(init.device.type, init.def.type, init.def.engine);
+  if (f == nullptr && OpSchemaRegistry::Find(init.def.type) == nullptr)
+    DP_THROW(Code::kInvalidNet, OpLabel(init.def, init.index), ": ",
+             OpSchemaRegistry::UnknownTypeMessage(init.def.type));
   if (f == nullptr)
     DP_THROW(Code::kInvalidNet, OpLabel(init.def, init.index), ": no ", DeviceTypeName(init.device.type),
              " kernel for operator type '", init.def.type, "'");
   return (*f)(init);
+}
+
+std::vector<std::string> OperatorRegistry::Engines(DeviceType device, const std::string& type) {
+  const std::string prefix = type + "_ENGINE_";
+  std::vector<std::string> out;
+  for (const std::string& key : Keys(device))  // sorted: the registry is a std::map
+    if (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0)
+      out.push_back(key.substr(prefix.size()));
+  return out;
 }
 
 std::vector<std::string> OperatorRegistry::Keys(DeviceType device) {

@@ -114,6 +114,9 @@ class OperatorRegistry {
   static bool Has(DeviceType device, const std::string& type, const std::string& engine = {});
   static std::unique_ptr<Operator> Create(const OpInit& init);  // kInvalidNet if no kernel
   static std::vector<std::string> Keys(DeviceType device);
+  // The engines registered for `type` on `device` ("CUBLASLT" for
+  // "FC_ENGINE_CUBLASLT"), sorted.
+  static std::vector<std::string> Engines(DeviceType device, const std::string& type);
 };
 
 template <typename Op>

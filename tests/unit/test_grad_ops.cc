@@ -110,6 +110,37 @@ TEST_CASE("Add and Mul gradients with broadcasting") {
   CheckGradient(Op("Mul", {"a", "b"}, {"c"}), {{"a", RandomT({1}, 41)}, {"b", RandomT({2, 5}, 42)}});
 }
 
+TEST_CASE("Sub and Div gradients with broadcasting") {
+  CheckGradient(Op("Sub", {"a", "b"}, {"c"}), {{"a", RandomT({3, 4}, 81)}, {"b", RandomT({3, 4}, 82)}});
+  CheckGradient(Op("Sub", {"a", "b"}, {"c"}), {{"a", RandomT({2, 3, 4}, 83)}, {"b", RandomT({3, 1}, 84)}});
+  CheckGradient(Op("Sub", {"a", "b"}, {"c"}), {{"a", RandomT({1}, 85)}, {"b", RandomT({2, 5}, 86)}});
+  // Divisors kept away from 0, where the quotient's slope is steep.
+  CheckGradient(Op("Div", {"a", "b"}, {"c"}), {{"a", RandomT({3, 4}, 87)}, {"b", RandomT({3, 4}, 88, 0.5, 2)}});
+  CheckGradient(Op("Div", {"a", "b"}, {"c"}), {{"a", RandomT({2, 3, 4}, 89)}, {"b", RandomT({3, 1}, 90, -2, -0.5)}});
+  CheckGradient(Op("Div", {"a", "b"}, {"c"}), {{"a", RandomT({2, 1, 4}, 91)}, {"b", RandomT({3, 1}, 92, 0.5, 2)}});
+  CheckGradient(Op("Div", {"a", "b"}, {"c"}), {{"a", RandomT({}, 93)}, {"b", RandomT({2, 5}, 94, 0.5, 2)}});
+  // Only one input's gradient wanted: each alone.
+  for (int i = 0; i < 2; ++i) {
+    GradCheckOptions one;
+    one.inputs = {i};
+    CheckGradient(Op("Div", {"a", "b"}, {"c"}), {{"a", RandomT({2, 3}, 95)}, {"b", RandomT({3}, 96, 0.5, 2)}}, one);
+    CheckGradient(Op("Sub", {"a", "b"}, {"c"}), {{"a", RandomT({2, 3}, 97)}, {"b", RandomT({3}, 98)}}, one);
+  }
+}
+
+TEST_CASE("SquaredL2Distance gradient: both inputs, and each alone") {
+  CheckGradient(Op("SquaredL2Distance", {"x", "y"}, {"z"}), {{"x", RandomT({4, 3}, 101)}, {"y", RandomT({4, 3}, 102)}});
+  CheckGradient(Op("SquaredL2Distance", {"x", "y"}, {"z"}),
+                {{"x", RandomT({2, 3, 2}, 103)}, {"y", RandomT({2, 3, 2}, 104)}});
+  CheckGradient(Op("SquaredL2Distance", {"x", "y"}, {"z"}), {{"x", RandomT({5}, 105)}, {"y", RandomT({5}, 106)}});
+  for (int i = 0; i < 2; ++i) {
+    GradCheckOptions one;
+    one.inputs = {i};
+    CheckGradient(Op("SquaredL2Distance", {"x", "y"}, {"z"}), {{"x", RandomT({3, 2}, 107)}, {"y", RandomT({3, 2}, 108)}},
+                  one);
+  }
+}
+
 TEST_CASE("Sum, Alias, Reshape, Flatten gradients") {
   CheckGradient(Op("Sum", {"a", "b", "c"}, {"y"}),
                 {{"a", RandomT({2, 3}, 51)}, {"b", RandomT({2, 3}, 52)}, {"c", RandomT({2, 3}, 53)}});

@@ -18,7 +18,7 @@ using dp::testing::ExpectError;
 namespace {
 
 // No real operator takes a nested net yet.
-DP_OPERATOR_SCHEMA(TestNetdefNested).NumInputs(0).NumOutputs(0, 1).Arg("body", ArgKind::kNet, "a nested net");
+DP_OPERATOR_SCHEMA(TestNetdefNested).NumInputs(0).NumOutputs(0, 1).Arg("body", ArgKind::kNet, ArgDefault::Described("no net"), "a nested net");
 
 const char* kMlpJson = R"({
   "name": "mlp",

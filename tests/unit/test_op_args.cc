@@ -25,8 +25,8 @@ namespace {
 DP_OPERATOR_SCHEMA(TestArgsNested)
     .NumInputs(0)
     .NumOutputs(0)
-    .Arg("body", ArgKind::kNet, "a net")
-    .Arg("branches", ArgKind::kNets, "nets")
+    .Arg("body", ArgKind::kNet, ArgDefault::Described("no net"), "a net")
+    .Arg("branches", ArgKind::kNets, ArgDefault::Described("no nets"), "nets")
     .Doc("test only");
 
 void Validate(const char* json) { ValidateNet(NetDefFromJson(json)); }

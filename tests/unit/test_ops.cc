@@ -133,6 +133,7 @@ std::vector<double> AsDoubles(const std::vector<T>& v) {
 
 const char* const kCpuOps[] = {"ConstantFill", "UniformFill", "GaussianFill", "XavierFill", "Copy", "FC",
                                "Relu",         "Softmax",     "SoftmaxWithLoss", "AveragedLoss", "Add", "Mul",
+                               "Sub",          "Div",         "SquaredL2Distance",
                                "Sum",          "Scale",       "Accuracy",    "Reshape",    "Flatten", "Print"};
 
 }  // namespace
@@ -493,10 +494,59 @@ TEST_CASE("AveragedLoss errors") {
 }
 
 // ============================================================================
-// Add and Mul
+// SquaredL2Distance
 // ============================================================================
 
-TEST_CASE_TEMPLATE("Add and Mul broadcast like NumPy", T, float, double, int32_t, int64_t) {
+TEST_CASE_TEMPLATE("SquaredL2Distance is half the squared distance per row", T, float, double) {
+  for (Dims dims : {Dims{3, 4}, Dims{5}, Dims{2, 3, 2}, Dims{0, 3}, Dims{2, 0}}) {
+    CAPTURE(DimsString(dims));
+    const int64_t n = dims[0], d = Prod(dims, 1, dims.size());
+    auto x = Random<T>(Prod(dims), 71, -3, 3), y = Random<T>(Prod(dims), 72, -3, 3);
+    auto ws = RunOp(Op("SquaredL2Distance", {"x", "y"}, {"z"}), {{"x", Make<T>(dims, x)}, {"y", Make<T>(dims, y)}});
+    const Tensor& z = ws->GetTensor("z");
+    CHECK(z.dims() == Dims{n});
+    CHECK(z.dtype() == DTypeOf<T>());
+    std::vector<double> want;
+    for (int64_t i = 0; i < n; ++i) {
+      double s = 0;
+      for (int64_t j = 0; j < d; ++j) {
+        const double diff = double(x[size_t(i * d + j)]) - double(y[size_t(i * d + j)]);
+        s += diff * diff;
+      }
+      want.push_back(0.5 * s);
+    }
+    CheckClose(Values<T>(z), want, Tol<T>());
+  }
+  // Hand-checked: rows (3, 4) and (1, 1) against zeros.
+  auto ws = RunOp(Op("SquaredL2Distance", {"x", "y"}, {"z"}),
+                  {{"x", Make<T>({2, 2}, {3, 4, 1, 1})}, {"y", Make<T>({2, 2}, {0, 0, 0, 0})}});
+  CHECK(Values<T>(ws->GetTensor("z")) == std::vector<T>{12.5, 1});
+}
+
+TEST_CASE("SquaredL2Distance errors name the op and the blobs") {
+  const auto op = Op("SquaredL2Distance", {"x", "y"}, {"z"});
+  Feeds shapes = {{"x", Make<float>({2, 3}, Random<float>(6, 1))}, {"y", Make<float>({3, 2}, Random<float>(6, 2))}};
+  ExpectRunError({op}, shapes, Code::kShape, {"op 0 (SquaredL2Distance", "'x'", "'y'", "[2, 3]", "[3, 2]"});
+  ExpectInferError({op}, shapes, Code::kShape, {"op 0 (SquaredL2Distance", "'x'", "'y'"});
+  Feeds scalars = {{"x", Make<float>({}, {1})}, {"y", Make<float>({}, {2})}};
+  ExpectRunError({op}, scalars, Code::kShape, {"op 0 (SquaredL2Distance", "'x'", "scalar"});
+  Feeds dtypes = {{"x", Make<float>({2}, {1, 2})}, {"y", Make<double>({2}, {1, 2})}};
+  ExpectRunError({op}, dtypes, Code::kDType, {"op 0 (SquaredL2Distance", "'x'", "'y'", "float64"});
+  ExpectInferError({op}, dtypes, Code::kDType, {"op 0 (SquaredL2Distance", "'x'", "'y'"});
+  Feeds ints = {{"x", Make<int32_t>({2}, {1, 2})}, {"y", Make<int32_t>({2}, {1, 2})}};
+  ExpectRunError({op}, ints, Code::kDType, {"op 0 (SquaredL2Distance", "'x'", "int32"});
+  const auto grad = Op("SquaredL2DistanceGradient", {"x", "y", "dz"}, {"dx"});
+  Feeds bad_dz = {{"x", Make<float>({2, 3}, Random<float>(6, 3))}, {"y", Make<float>({2, 3}, Random<float>(6, 4))},
+                  {"dz", Make<float>({3}, {1, 2, 3})}};
+  ExpectRunError({grad}, bad_dz, Code::kShape, {"op 0 (SquaredL2DistanceGradient", "'dz'", "[2]"});
+  ExpectInferError({grad}, bad_dz, Code::kShape, {"op 0 (SquaredL2DistanceGradient", "'dz'", "[2]"});
+}
+
+// ============================================================================
+// Add, Sub, Mul and Div
+// ============================================================================
+
+TEST_CASE_TEMPLATE("Add, Sub and Mul (and Div for floats) broadcast like NumPy", T, float, double, int32_t, int64_t) {
   struct Case {
     Dims a, b, y;
   };
@@ -524,11 +574,19 @@ TEST_CASE_TEMPLATE("Add and Mul broadcast like NumPy", T, float, double, int32_t
     auto a = Random<T>(Prod(c.a), seed++, -50, 50);
     auto b = Random<T>(Prod(c.b), seed++, -50, 50);
     const Feeds f = {{"a", Make<T>(c.a, a)}, {"b", Make<T>(c.b, b)}};
-    auto ws = RunOps({Op("Add", {"a", "b"}, {"sum"}), Op("Mul", {"a", "b"}, {"prod"})}, f);
+    auto ws = RunOps({Op("Add", {"a", "b"}, {"sum"}), Op("Mul", {"a", "b"}, {"prod"}), Op("Sub", {"a", "b"}, {"diff"})},
+                     f);
     CHECK(ws->GetTensor("sum").dims() == c.y);
     CHECK(ws->GetTensor("prod").dims() == c.y);
+    CHECK(ws->GetTensor("diff").dims() == c.y);
     CHECK(Values<T>(ws->GetTensor("sum")) == RefBinary(a, c.a, b, c.b, c.y, [](T p, T q) { return T(p + q); }));
     CHECK(Values<T>(ws->GetTensor("prod")) == RefBinary(a, c.a, b, c.b, c.y, [](T p, T q) { return T(p * q); }));
+    CHECK(Values<T>(ws->GetTensor("diff")) == RefBinary(a, c.a, b, c.b, c.y, [](T p, T q) { return T(p - q); }));
+    if constexpr (std::is_floating_point_v<T>) {
+      auto wd = RunOp(Op("Div", {"a", "b"}, {"quot"}), f);
+      CHECK(wd->GetTensor("quot").dims() == c.y);
+      CHECK(Values<T>(wd->GetTensor("quot")) == RefBinary(a, c.a, b, c.b, c.y, [](T p, T q) { return T(p / q); }));
+    }
     // Operand order does not matter.
     auto ws2 = RunOps({Op("Add", {"b", "a"}, {"sum"}), Op("Mul", {"b", "a"}, {"prod"})}, f);
     CHECK(Values<T>(ws2->GetTensor("sum")) == Values<T>(ws->GetTensor("sum")));
@@ -536,7 +594,7 @@ TEST_CASE_TEMPLATE("Add and Mul broadcast like NumPy", T, float, double, int32_t
   }
 }
 
-TEST_CASE("Add and Mul in place equal out of place, also with broadcasting") {
+TEST_CASE("Add, Sub, Mul and Div in place equal out of place, also with broadcasting") {
   struct Case {
     Dims a, b;
     int inplace;  // 0: C is A, 1: C is B
@@ -547,13 +605,13 @@ TEST_CASE("Add and Mul in place equal out of place, also with broadcasting") {
       {{2, 3, 4}, {4}, 1},                           // C is B and grows
   };
   uint32_t seed = 61;
-  for (const char* type : {"Add", "Mul"}) {
+  for (const char* type : {"Add", "Sub", "Mul", "Div"}) {
     for (const Case& c : cases) {
       CAPTURE(type);
       CAPTURE(DimsString(c.a));
       CAPTURE(DimsString(c.b));
       CAPTURE(c.inplace);
-      auto a = Random<float>(Prod(c.a), seed++), b = Random<float>(Prod(c.b), seed++);
+      auto a = Random<float>(Prod(c.a), seed++), b = Random<float>(Prod(c.b), seed++, 0.5, 2);  // no 0 / 0
       auto out = RunOp(Op(type, {"a", "b"}, {"c"}), {{"a", Make<float>(c.a, a)}, {"b", Make<float>(c.b, b)}});
       const std::string target = c.inplace == 0 ? "a" : "b";
       auto in = RunOp(Op(type, {"a", "b"}, {target}), {{"a", Make<float>(c.a, a)}, {"b", Make<float>(c.b, b)}});
@@ -575,6 +633,31 @@ TEST_CASE("Add and Mul in place equal out of place, also with broadcasting") {
   }
   CHECK(Values<float>(ws->GetTensor("a")) == twice);
   CHECK(Values<float>(ws->GetTensor("b")) == square);
+}
+
+TEST_CASE_TEMPLATE("Div is IEEE division: x / 0 is +-inf, 0 / 0 NaN", T, float, double) {
+  const T inf = std::numeric_limits<T>::infinity();
+  auto ws = RunOp(Op("Div", {"a", "b"}, {"c"}),
+                  {{"a", Make<T>({5}, {1, -1, 0, 2, -3})}, {"b", Make<T>({5}, {0, 0, 0, inf, -0.0})}});
+  const std::vector<T> c = Values<T>(ws->GetTensor("c"));
+  CHECK(c[0] == inf);
+  CHECK(c[1] == -inf);
+  CHECK(std::isnan(c[2]));
+  CHECK(c[3] == 0);
+  CHECK(c[4] == inf);  // -3 / -0
+  // A zero divisor broadcast over a row.
+  auto wb = RunOp(Op("Div", {"a", "b"}, {"c"}), {{"a", Make<T>({2, 2}, {1, 2, -3, 0})}, {"b", Make<T>({}, {0})}});
+  const std::vector<T> r = Values<T>(wb->GetTensor("c"));
+  CHECK(r[0] == inf);
+  CHECK(r[1] == inf);
+  CHECK(r[2] == -inf);
+  CHECK(std::isnan(r[3]));
+}
+
+TEST_CASE("Div refuses integers, where division by zero has no IEEE answer") {
+  Feeds f = {{"a", Make<int32_t>({2}, {4, 6})}, {"b", Make<int32_t>({2}, {2, 0})}};
+  ExpectRunError({Op("Div", {"a", "b"}, {"c"})}, f, Code::kDType, {"op 0 (Div", "'a'", "int32"});
+  ExpectInferError({Op("Div", {"a", "b"}, {"c"})}, f, Code::kDType, {"op 0 (Div", "'a'", "int32"});
 }
 
 TEST_CASE("Add and Mul errors name the op and both blobs") {
@@ -1148,6 +1231,9 @@ std::vector<InplaceCase> InplaceCases() {
       both("Add B then A", "Add", {"b", "x"}, {}, {3, 4}, {3, 1}),
       both("Mul broadcasting B", "Mul", {"x", "b"}, {}, {2, 3, 4}, {3, 1}),
       both("Mul same shape", "Mul", {"x", "b"}, {}, {3, 4}, {3, 4}),
+      both("Sub broadcasting B", "Sub", {"x", "b"}, {}, {2, 3, 4}, {4}),
+      both("Sub B then A", "Sub", {"b", "x"}, {}, {3, 4}, {3, 1}),
+      both("Div broadcasting B", "Div", {"x", "b"}, {}, {2, 3, 4}, {3, 1}),
       both("Sum", "Sum", {"x", "b"}, {}, {3, 4}, {3, 4}),
       both("Sum of one", "Sum", {"x"}, {}, {3, 4}),
       both("ConstantFill like", "ConstantFill", {"x"}, {FloatArg("value", 0.5)}, {3, 4}),
@@ -1362,6 +1448,9 @@ TEST_CASE("shape inference gives exactly the dims and dtype each kernel produces
       {{Op("AveragedLoss", {"x"}, {"y"})}, {{"x", d234}}},
       {{Op("Add", {"a", "b"}, {"c"})}, {{"a", Make<float>({3, 1}, Random<float>(3, 6))}, {"b", Make<float>({2, 1, 4}, Random<float>(8, 7))}}},
       {{Op("Mul", {"a", "b"}, {"a"})}, {{"a", i23}, {"b", Make<int32_t>({3}, {1, 2, 3})}}},
+      {{Op("Sub", {"a", "b"}, {"b"})}, {{"a", Make<float>({2, 1, 4}, Random<float>(8, 11))}, {"b", Make<float>({3, 1}, Random<float>(3, 12))}}},
+      {{Op("Div", {"a", "b"}, {"c"})}, {{"a", d234}, {"b", Make<double>({4}, {1, 2, 4, 8})}}},
+      {{Op("SquaredL2Distance", {"a", "b"}, {"c"})}, {{"a", d234}, {"b", d234}}},
       {{Op("Sum", {"a", "b", "a"}, {"c"})}, {{"a", i23}, {"b", i23}}},
       {{Op("Scale", {"x"}, {"x"}, {FloatArg("scale", 3)})}, {{"x", f23}}},
       {{Op("Accuracy", {"x", "l"}, {"acc"}, {IntArg("top_k", 2)})},

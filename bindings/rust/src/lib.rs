@@ -42,6 +42,7 @@ pub mod log;
 pub mod model;
 pub mod net;
 pub mod netdef;
+pub mod opschema;
 pub mod options;
 pub mod tensor;
 pub mod workspace;
@@ -52,6 +53,7 @@ pub use loader::{Loader, LoaderBatch, LoaderInput};
 pub use model::{BlobList, Model, ModelNet, OptimizerInfo, ParallelModel, TrainingNets};
 pub use net::{AsyncRun, Canceller, Net};
 pub use netdef::{ArgDef, ArgKind, NetDef, OpDef};
+pub use opschema::{op_types, ArgValue, GradientKind, InplacePair, InplaceRule, OpArg, OpSchema};
 pub use options::{
     ComputedParams, CudaCollectives, DeviceType, Executor, GradientOptions, LoadOptions, LoaderOptions, NetOptions,
     ParallelOptions, SaveOptions, TrainingOptions, WorkspaceOptions,

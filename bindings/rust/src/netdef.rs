@@ -199,6 +199,23 @@ pub enum ArgKind {
     Other(i32),
 }
 
+impl ArgKind {
+    /// The kind of a DP_ARG_* value.
+    pub fn from_raw(k: i32) -> ArgKind {
+        match k {
+            sys::DP_ARG_FLOAT => ArgKind::Float,
+            sys::DP_ARG_INT => ArgKind::Int,
+            sys::DP_ARG_STRING => ArgKind::String,
+            sys::DP_ARG_FLOATS => ArgKind::Floats,
+            sys::DP_ARG_INTS => ArgKind::Ints,
+            sys::DP_ARG_STRINGS => ArgKind::Strings,
+            sys::DP_ARG_NET => ArgKind::Net,
+            sys::DP_ARG_NETS => ArgKind::Nets,
+            k => ArgKind::Other(k),
+        }
+    }
+}
+
 /// An argument of an op: a borrowed view, valid while the NetDef lives.
 #[derive(Clone, Copy)]
 pub struct ArgDef<'a> {
@@ -210,7 +227,9 @@ unsafe impl<'a> Send for ArgDef<'a> {}
 unsafe impl<'a> Sync for ArgDef<'a> {}
 
 impl<'a> ArgDef<'a> {
-    fn wrap(raw: *const sys::dp_argdef) -> Option<ArgDef<'a>> {
+    /// A view of `raw`, which must stay valid for `'a` (a NetDef's argument,
+    /// or an OpSchema's default while its handle lives).
+    pub(crate) fn wrap(raw: *const sys::dp_argdef) -> Option<ArgDef<'a>> {
         if raw.is_null() {
             None
         } else {
@@ -221,17 +240,7 @@ impl<'a> ArgDef<'a> {
         unsafe { borrowed_str(sys::dp_argdef_name(self.raw)) }
     }
     pub fn kind(&self) -> ArgKind {
-        match unsafe { sys::dp_argdef_kind(self.raw) } {
-            sys::DP_ARG_FLOAT => ArgKind::Float,
-            sys::DP_ARG_INT => ArgKind::Int,
-            sys::DP_ARG_STRING => ArgKind::String,
-            sys::DP_ARG_FLOATS => ArgKind::Floats,
-            sys::DP_ARG_INTS => ArgKind::Ints,
-            sys::DP_ARG_STRINGS => ArgKind::Strings,
-            sys::DP_ARG_NET => ArgKind::Net,
-            sys::DP_ARG_NETS => ArgKind::Nets,
-            k => ArgKind::Other(k),
-        }
+        ArgKind::from_raw(unsafe { sys::dp_argdef_kind(self.raw) })
     }
     pub fn num_values(&self) -> usize {
         unsafe { sys::dp_argdef_num_values(self.raw) }

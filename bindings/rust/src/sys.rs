@@ -69,6 +69,14 @@ pub const DP_ARG_STRINGS: i32 = 6;
 pub const DP_ARG_NET: i32 = 7;
 pub const DP_ARG_NETS: i32 = 8;
 
+// Since 0.6.
+pub const DP_INPLACE_ALLOWED: i32 = 1;
+pub const DP_INPLACE_ENFORCED: i32 = 2;
+pub const DP_GRADIENT_UNDECLARED: i32 = 0;
+pub const DP_GRADIENT_DIFFERENTIABLE: i32 = 1;
+pub const DP_GRADIENT_NOT_DIFFERENTIABLE: i32 = 2;
+pub const DP_GRADIENT_STOP: i32 = 3;
+
 pub const DP_EXECUTOR_DEFAULT: i32 = 0;
 pub const DP_EXECUTOR_SIMPLE: i32 = 1;
 pub const DP_EXECUTOR_ASYNC: i32 = 2;
@@ -102,7 +110,7 @@ macro_rules! opaque {
 }
 opaque!(
     dp_status, dp_tensor, dp_workspace, dp_string_list, dp_netdef, dp_buffer, dp_opdef, dp_argdef, dp_net,
-    dp_model, dp_parallel_model, dp_checkpoint_info, dp_checkpoint_job, dp_loader
+    dp_model, dp_parallel_model, dp_checkpoint_info, dp_checkpoint_job, dp_loader, dp_opschema
 );
 
 pub type dp_log_callback = Option<unsafe extern "C" fn(user_data: *mut c_void, level: i32, message: *const c_char)>;
@@ -392,6 +400,36 @@ extern "C" {
     pub fn dp_argdef_get_string_at(arg: *const dp_argdef, i: usize, out: *mut *const c_char) -> *mut dp_status;
     pub fn dp_argdef_get_net(arg: *const dp_argdef, out: *mut *mut dp_netdef) -> *mut dp_status;
     pub fn dp_argdef_get_net_at(arg: *const dp_argdef, i: usize, out: *mut *mut dp_netdef) -> *mut dp_status;
+
+    // Op catalogue (since 0.6)
+    pub fn dp_opschema_list_types(out: *mut *mut dp_string_list) -> *mut dp_status;
+    pub fn dp_opschema_from_type(type_: *const c_char, out: *mut *mut dp_opschema) -> *mut dp_status;
+    pub fn dp_opschema_free(schema: *mut dp_opschema);
+    pub fn dp_opschema_type(schema: *const dp_opschema) -> *const c_char;
+    pub fn dp_opschema_doc(schema: *const dp_opschema) -> *const c_char;
+    pub fn dp_opschema_min_inputs(schema: *const dp_opschema) -> i32;
+    pub fn dp_opschema_max_inputs(schema: *const dp_opschema) -> i32;
+    pub fn dp_opschema_min_outputs(schema: *const dp_opschema) -> i32;
+    pub fn dp_opschema_max_outputs(schema: *const dp_opschema) -> i32;
+    pub fn dp_opschema_num_named_inputs(schema: *const dp_opschema) -> usize;
+    pub fn dp_opschema_input_name(schema: *const dp_opschema, i: usize) -> *const c_char;
+    pub fn dp_opschema_num_named_outputs(schema: *const dp_opschema) -> usize;
+    pub fn dp_opschema_output_name(schema: *const dp_opschema, i: usize) -> *const c_char;
+    pub fn dp_opschema_num_args(schema: *const dp_opschema) -> usize;
+    pub fn dp_opschema_arg_name(schema: *const dp_opschema, i: usize) -> *const c_char;
+    pub fn dp_opschema_arg_kind(schema: *const dp_opschema, i: usize) -> i32;
+    pub fn dp_opschema_arg_doc(schema: *const dp_opschema, i: usize) -> *const c_char;
+    pub fn dp_opschema_arg_required(schema: *const dp_opschema, i: usize) -> i32;
+    pub fn dp_opschema_arg_default(schema: *const dp_opschema, i: usize) -> *const dp_argdef;
+    pub fn dp_opschema_arg_default_text(schema: *const dp_opschema, i: usize) -> *const c_char;
+    pub fn dp_opschema_num_inplace(schema: *const dp_opschema) -> usize;
+    pub fn dp_opschema_inplace_at(schema: *const dp_opschema, i: usize, out_input: *mut i32, out_output: *mut i32)
+        -> i32;
+    pub fn dp_opschema_inplace_shift(schema: *const dp_opschema) -> i32;
+    pub fn dp_opschema_has_kernel(schema: *const dp_opschema, device_type: i32) -> i32;
+    pub fn dp_opschema_engines(schema: *const dp_opschema, device_type: i32, out: *mut *mut dp_string_list)
+        -> *mut dp_status;
+    pub fn dp_opschema_gradient(schema: *const dp_opschema) -> i32;
 
     // Nets
     pub fn dp_net_options_init(options: *mut dp_net_options, struct_size: usize);

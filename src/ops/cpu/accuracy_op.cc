@@ -55,7 +55,7 @@ DP_OPERATOR_SCHEMA(Accuracy)
     .NumOutputs(1)
     .Inputs({"scores", "labels"})
     .Outputs({"accuracy"})
-    .Arg("top_k", ArgKind::kInt, "count a sample as correct if its label is among the top k; default 1")
+    .Arg("top_k", ArgKind::kInt, 1, "count a sample as correct if its label is among the top k")
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
       CheckScoresAndLabels(op, in[0].dims, in[1].dims, in[1].dtype);
       return std::vector<TensorInfo>{{{}, DType::kFloat32}};

@@ -122,10 +122,9 @@ DP_OPERATOR_SCHEMA(SpatialBN)
     .EnforceInplace({{3, 1}, {4, 2}})
     .Inputs({"X", "scale", "bias", "running_mean", "running_var"})
     .Outputs({"Y", "running_mean", "running_var", "saved_mean", "saved_inv_std"})
-    .Arg("epsilon", ArgKind::kFloat, "added to the variance; default 1e-5")
-    .Arg("momentum", ArgKind::kFloat, "running = momentum * running + (1 - momentum) * batch statistic; default 0.9")
-    .Arg("is_test", ArgKind::kInt,
-         "1: normalise with the running statistics, 1 output; 0 (default): training, 5 outputs")
+    .Arg("epsilon", ArgKind::kFloat, 1e-5, "added to the variance")
+    .Arg("momentum", ArgKind::kFloat, 0.9, "running = momentum * running + (1 - momentum) * batch statistic")
+    .Arg("is_test", ArgKind::kInt, 0, "1: normalise with the running statistics, 1 output; 0: training, 5 outputs")
     .ShapeInference(InferSpatialBN)
     .Doc("Batch normalisation of X [N, C, spatial...] per channel C; running statistics updated in place.");
 

@@ -63,9 +63,9 @@ DP_OPERATOR_SCHEMA(BmufUpdate)
     .EnforceInplace({{0, 0}, {1, 1}, {2, 2}})
     .Inputs({"W", "Wg", "Delta"})
     .Outputs({"W", "Wg", "Delta"})
-    .Arg("block_lr", ArgKind::kFloat, "zeta, the block learning rate; default 1")
-    .Arg("block_momentum", ArgKind::kFloat, "mu, the block momentum in [0, 1); default 0")
-    .Arg("nesterov", ArgKind::kInt, "1: the next block starts from Wg + mu * Delta; default 0")
+    .Arg("block_lr", ArgKind::kFloat, 1.0, "zeta, the block learning rate")
+    .Arg("block_momentum", ArgKind::kFloat, 0.0, "mu, the block momentum in [0, 1)")
+    .Arg("nesterov", ArgKind::kInt, 0, "1: the next block starts from Wg + mu * Delta")
     .IdenticalTypeAndShape()
     .Doc("The BMUF block update: G = W - Wg; Delta = mu Delta + zeta G; Wg += Delta; W = Wg (+ mu Delta).");
 

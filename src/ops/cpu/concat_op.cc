@@ -207,7 +207,7 @@ DP_OPERATOR_SCHEMA(Concat)
     .NumInputs(1, std::numeric_limits<int>::max())
     .NumOutputs(1, 2)
     .Outputs({"Y", "split_info"})
-    .Arg("axis", ArgKind::kInt, "the axis to join along (negative counts from the back); default 1")
+    .Arg("axis", ArgKind::kInt, 1, "the axis to join along (negative counts from the back)")
     .ShapeInference(InferConcat)
     .Doc("Joins the inputs along `axis`; optional output split_info: int64 [N] sizes along the axis.");
 
@@ -215,9 +215,9 @@ DP_OPERATOR_SCHEMA(ConcatGradient)
     .NumInputs(2, std::numeric_limits<int>::max())
     .NumOutputs(1, std::numeric_limits<int>::max())
     .Inputs({"dY"})
-    .Arg("axis", ArgKind::kInt, "the forward Concat's axis; default 1")
-    .Arg("grad_indices", ArgKind::kInts, "output k is the gradient of X_{grad_indices[k]} (input 1 + grad_indices[k]); "
-                         "default one output per X, in order")
+    .Arg("axis", ArgKind::kInt, 1, "the forward Concat's axis")
+    .Arg("grad_indices", ArgKind::kInts, ArgDefault::Described("one output per X, in order: [0, 1, ..., n-1]"),
+         "output k is the gradient of X_{grad_indices[k]} (input 1 + grad_indices[k])")
     .ShapeInference(InferConcatGradient)
     .Doc("Splits dY along `axis` into the gradients of the wanted forward inputs X0..Xn-1 (read for their dims).");
 

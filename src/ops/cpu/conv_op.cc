@@ -356,11 +356,12 @@ DP_OPERATOR_SCHEMA(Conv)
     .Inputs({"X", "W", "b"})
     .Outputs({"Y"})
     DP_CONV_WINDOW_SCHEMA_ARGS
-    .Arg("kernel", ArgKind::kInt, "kernel size (both axes), or kernel_h and kernel_w; default: W's spatial dims")
-    .Arg("dilation", ArgKind::kInt, "kernel dilation (both axes), or dilation_h / dilation_w; default 1")
-    .Arg("dilation_h", ArgKind::kInt, "vertical dilation")
-    .Arg("dilation_w", ArgKind::kInt, "horizontal dilation")
-    .Arg("group", ArgKind::kInt, "channel groups: C and M must be divisible by it; default 1")
+    .Arg("kernel", ArgKind::kInt, ArgDefault::Described("W's spatial dims [kh, kw]"),
+         "kernel size (both axes, must match W), or kernel_h and kernel_w")
+    .Arg("dilation", ArgKind::kInt, 1, "kernel dilation (both axes), or dilation_h / dilation_w")
+    .Arg("dilation_h", ArgKind::kInt, ArgDefault::Described("dilation, else 1"), "vertical dilation")
+    .Arg("dilation_w", ArgKind::kInt, ArgDefault::Described("dilation, else 1"), "horizontal dilation")
+    .Arg("group", ArgKind::kInt, 1, "channel groups: C and M must be divisible by it")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       CheckInferDtypes(op, in);
       ConvShape s = conv::ComputeConvShape(op, args, in[0].dims, in[1].dims, in.size() > 2 ? &in[2].dims : nullptr);
@@ -374,12 +375,12 @@ DP_OPERATOR_SCHEMA(ConvGradient)
     .Inputs({"X", "W", "dY"})
     .Outputs({"dW", "db or dX", "dX"})
     DP_CONV_WINDOW_SCHEMA_ARGS
-    .Arg("kernel", ArgKind::kInt, "as Conv")
-    .Arg("dilation", ArgKind::kInt, "as Conv")
-    .Arg("dilation_h", ArgKind::kInt, "as Conv")
-    .Arg("dilation_w", ArgKind::kInt, "as Conv")
-    .Arg("group", ArgKind::kInt, "as Conv")
-    .Arg("no_bias", ArgKind::kInt, "1: the forward op had no bias, so there is no db output; default 0")
+    .Arg("kernel", ArgKind::kInt, ArgDefault::Described("W's spatial dims [kh, kw]"), "as Conv")
+    .Arg("dilation", ArgKind::kInt, 1, "as Conv")
+    .Arg("dilation_h", ArgKind::kInt, ArgDefault::Described("dilation, else 1"), "as Conv")
+    .Arg("dilation_w", ArgKind::kInt, ArgDefault::Described("dilation, else 1"), "as Conv")
+    .Arg("group", ArgKind::kInt, 1, "as Conv")
+    .Arg("no_bias", ArgKind::kInt, 0, "1: the forward op had no bias, so there is no db output")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       CheckInferDtypes(op, in);
       ConvGradOutputs o = GradOutputs(op, args);

@@ -22,17 +22,19 @@
 // as a chain of OpSchema calls: DP_OPERATOR_SCHEMA(X).NumInputs(1) DP_CONV_WINDOW_SCHEMA_ARGS ...
 // ("kernel" itself is documented per op).
 #define DP_CONV_WINDOW_SCHEMA_ARGS                                                                                    \
-  .Arg("kernel_h", ::dp::ArgKind::kInt, "kernel height (with kernel_w)")                                              \
-      .Arg("kernel_w", ::dp::ArgKind::kInt, "kernel width (with kernel_h)")                                           \
-      .Arg("stride", ::dp::ArgKind::kInt, "stride (both axes), or stride_h / stride_w; default 1")                    \
-      .Arg("stride_h", ::dp::ArgKind::kInt, "vertical stride")                                                        \
-      .Arg("stride_w", ::dp::ArgKind::kInt, "horizontal stride")                                                      \
-      .Arg("pad", ::dp::ArgKind::kInt, "zero padding on every side, or pad_t / pad_l / pad_b / pad_r; default 0")     \
-      .Arg("pad_t", ::dp::ArgKind::kInt, "top padding")                                                               \
-      .Arg("pad_l", ::dp::ArgKind::kInt, "left padding")                                                              \
-      .Arg("pad_b", ::dp::ArgKind::kInt, "bottom padding")                                                            \
-      .Arg("pad_r", ::dp::ArgKind::kInt, "right padding")                                                             \
-      .Arg("order", ::dp::ArgKind::kString, "layout; only 'NCHW'")
+  .Arg("kernel_h", ::dp::ArgKind::kInt, ::dp::ArgDefault::Described("kernel"),                                      \
+       "kernel height (with kernel_w, instead of kernel)")                                                            \
+      .Arg("kernel_w", ::dp::ArgKind::kInt, ::dp::ArgDefault::Described("kernel"),                                    \
+           "kernel width (with kernel_h, instead of kernel)")                                                         \
+      .Arg("stride", ::dp::ArgKind::kInt, 1, "stride (both axes), or stride_h / stride_w")                            \
+      .Arg("stride_h", ::dp::ArgKind::kInt, ::dp::ArgDefault::Described("stride, else 1"), "vertical stride")         \
+      .Arg("stride_w", ::dp::ArgKind::kInt, ::dp::ArgDefault::Described("stride, else 1"), "horizontal stride")       \
+      .Arg("pad", ::dp::ArgKind::kInt, 0, "zero padding on every side, or pad_t / pad_l / pad_b / pad_r")             \
+      .Arg("pad_t", ::dp::ArgKind::kInt, ::dp::ArgDefault::Described("pad, else 0"), "top padding")                   \
+      .Arg("pad_l", ::dp::ArgKind::kInt, ::dp::ArgDefault::Described("pad, else 0"), "left padding")                  \
+      .Arg("pad_b", ::dp::ArgKind::kInt, ::dp::ArgDefault::Described("pad, else 0"), "bottom padding")                \
+      .Arg("pad_r", ::dp::ArgKind::kInt, ::dp::ArgDefault::Described("pad, else 0"), "right padding")                 \
+      .Arg("order", ::dp::ArgKind::kString, "NCHW", "layout; only \"NCHW\"")
 
 namespace dp::conv {
 

@@ -137,9 +137,9 @@ DP_OPERATOR_SCHEMA(Dropout)
     .AllowInplace({{0, 0}})
     .Inputs({"X", "counter"})
     .Outputs({"Y", "mask"})
-    .Arg("ratio", ArgKind::kFloat, "probability of dropping an element, in [0, 1); default 0.5")
-    .Arg("is_test", ArgKind::kInt, "1: Y = X and the optional mask is all ones; default 0")
-    .Arg("seed", ArgKind::kInt, "seed of the op's random stream; default a hash of output 0's name")
+    .Arg("ratio", ArgKind::kFloat, 0.5, "probability of dropping an element, in [0, 1)")
+    .Arg("is_test", ArgKind::kInt, 0, "1: Y = X and the optional mask is all ones")
+    .Arg("seed", ArgKind::kInt, ArgDefault::Described("a hash of output 0's name"), "seed of the op's random stream")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       DropoutRatio(args);
       CheckDropoutOutputs(IsTest(args), op.outputs.size(), StrCat("Y '", op.outputs[0], "'"));
@@ -156,8 +156,8 @@ DP_OPERATOR_SCHEMA(DropoutGradient)
     .AllowInplace({{0, 0}})
     .Inputs({"dY", "mask"})
     .Outputs({"dX"})
-    .Arg("ratio", ArgKind::kFloat, "the forward op's ratio; default 0.5")
-    .Arg("is_test", ArgKind::kInt, "1: dX = dY (the mask is not read); default 0")
+    .Arg("ratio", ArgKind::kFloat, 0.5, "the forward op's ratio")
+    .Arg("is_test", ArgKind::kInt, 0, "1: dX = dY (the mask is not read)")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       DropoutRatio(args);
       if (!IsTest(args)) {

@@ -1,6 +1,6 @@
-// Elementwise arithmetic: Add and Mul (NumPy broadcasting), Sum of N inputs
-// of one shape, Scale by a constant. All may write in place of input 0.
-// SumReduceLike sums a broadcast gradient back to an input's shape.
+// Elementwise arithmetic: Add, Sub, Mul and Div (NumPy broadcasting), Sum of
+// N inputs of one shape, Scale by a constant. All may write in place of
+// input 0. SumReduceLike sums a broadcast gradient back to an input's shape.
 #include <algorithm>
 #include <limits>
 
@@ -77,22 +77,39 @@ class BinaryOp final : public Operator {
     if (yd != a.dims() || yd != b.dims()) ka = a, kb = b;
     const Tensor& ra = ka.defined() ? ka : a;
     const Tensor& rb = kb.defined() ? kb : b;
-    DispatchNumeric(a.dtype(), InputDesc(0), [&](auto zero) {
+    auto run = [&](auto zero) {
       using T = decltype(zero);
       const T* ap = ra.data<T>();
       const T* bp = rb.data<T>();
       Dims ad = ra.dims(), bd = rb.dims();
       T* y = Output(0, yd, a.dtype())->template mutable_data<T>();
       BinaryBroadcast(ap, ad, bp, bd, y, yd, F{});
-    });
+    };
+    if constexpr (F::kIntegers)
+      DispatchNumeric(a.dtype(), InputDesc(0), run);
+    else
+      DispatchFloat(a.dtype(), InputDesc(0), run);
   }
 };
 
+// kIntegers: whether int32 and int64 tensors are accepted besides floats.
 struct AddFn {
+  static constexpr bool kIntegers = true;
   template <typename T> T operator()(T x, T y) const { return x + y; }
 };
+struct SubFn {
+  static constexpr bool kIntegers = true;
+  template <typename T> T operator()(T x, T y) const { return x - y; }
+};
 struct MulFn {
+  static constexpr bool kIntegers = true;
   template <typename T> T operator()(T x, T y) const { return x * y; }
+};
+// Floats only: IEEE division (x / 0 is +-inf, 0 / 0 NaN), where integer
+// division by zero would be undefined.
+struct DivFn {
+  static constexpr bool kIntegers = false;
+  template <typename T> T operator()(T x, T y) const { return x / y; }
 };
 
 class SumOp final : public Operator {
@@ -214,6 +231,15 @@ DP_OPERATOR_SCHEMA(Add)
     .ShapeInference(InferBroadcast)
     .Doc("C = A + B with NumPy broadcasting.");
 
+DP_OPERATOR_SCHEMA(Sub)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}, {1, 0}})
+    .Inputs({"A", "B"})
+    .Outputs({"C"})
+    .ShapeInference(InferBroadcast)
+    .Doc("C = A - B with NumPy broadcasting.");
+
 DP_OPERATOR_SCHEMA(Mul)
     .NumInputs(2)
     .NumOutputs(1)
@@ -222,6 +248,18 @@ DP_OPERATOR_SCHEMA(Mul)
     .Outputs({"C"})
     .ShapeInference(InferBroadcast)
     .Doc("C = A * B with NumPy broadcasting.");
+
+DP_OPERATOR_SCHEMA(Div)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}, {1, 0}})
+    .Inputs({"A", "B"})
+    .Outputs({"C"})
+    .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
+      DispatchFloat(in[0].dtype, StrCat("A '", op.inputs[0], "'"), [](auto) {});
+      return InferBroadcast(op, args, in);
+    })
+    .Doc("C = A / B with NumPy broadcasting; float32 or float64, IEEE division (x / 0 is +-inf, 0 / 0 NaN).");
 
 DP_OPERATOR_SCHEMA(Sum)
     .NumInputs(1, std::numeric_limits<int>::max())
@@ -245,7 +283,7 @@ DP_OPERATOR_SCHEMA(Scale)
     .AllowInplace({{0, 0}})
     .Inputs({"X"})
     .Outputs({"Y"})
-    .Arg("scale", ArgKind::kFloat, "the factor; default 1")
+    .Arg("scale", ArgKind::kFloat, 1.0, "the factor")
     .IdenticalTypeAndShape()
     .Doc("Y = scale * X.");
 
@@ -262,7 +300,9 @@ DP_OPERATOR_SCHEMA(SumReduceLike)
 
 DP_REGISTER_CPU_OPERATOR(Add, BinaryOp<AddFn>);
 DP_REGISTER_CPU_OPERATOR(SumReduceLike, SumReduceLikeOp);
+DP_REGISTER_CPU_OPERATOR(Sub, BinaryOp<SubFn>);
 DP_REGISTER_CPU_OPERATOR(Mul, BinaryOp<MulFn>);
+DP_REGISTER_CPU_OPERATOR(Div, BinaryOp<DivFn>);
 DP_REGISTER_CPU_OPERATOR(Sum, SumOp);
 DP_REGISTER_CPU_OPERATOR(Scale, ScaleOp);
 
@@ -293,6 +333,49 @@ struct MulGradientMaker final : GradientMaker {
   }
 };
 DP_REGISTER_GRADIENT(Mul, MulGradientMaker);
+
+// dA = dC, dB = -dC, each summed back to its input's shape.
+struct SubGradientMaker final : GradientMaker {
+  using GradientMaker::GradientMaker;
+  std::vector<OperatorDef> Get() override {
+    std::vector<OperatorDef> ops;
+    if (NeedsGI(0)) ops.push_back(MakeOp("SumReduceLike", {GO(0), I(0)}, {GI(0)}));
+    if (NeedsGI(1)) {
+      std::string negated = GI(1) + "_unreduced";
+      ops.push_back(MakeOp("Scale", {GO(0)}, {negated}, {MakeArg("scale", -1.0)}));
+      ops.push_back(MakeOp("SumReduceLike", {negated, I(1)}, {GI(1)}));
+    }
+    return ops;
+  }
+};
+DP_REGISTER_GRADIENT(Sub, SubGradientMaker);
+
+// C = A / B: dA = dC / B and dB = -(dC / B) * C, each summed back to its
+// input's shape. Reads B and the output C, not A's values (only its shape).
+struct DivGradientMaker final : GradientMaker {
+  using GradientMaker::GradientMaker;
+  std::vector<OperatorDef> Get() override {
+    std::vector<OperatorDef> ops;
+    std::string quotient;  // dC / B, in the broadcast shape
+    if (NeedsGI(0)) {
+      quotient = GI(0) + "_unreduced";
+      ops.push_back(MakeOp("Div", {GO(0), I(1)}, {quotient}));
+      ops.push_back(MakeOp("SumReduceLike", {quotient, I(0)}, {GI(0)}));
+    }
+    if (NeedsGI(1)) {
+      if (quotient.empty()) {
+        quotient = GI(1) + "_quotient";
+        ops.push_back(MakeOp("Div", {GO(0), I(1)}, {quotient}));
+      }
+      std::string product = GI(1) + "_product", full = GI(1) + "_unreduced";
+      ops.push_back(MakeOp("Mul", {quotient, O(0)}, {product}));
+      ops.push_back(MakeOp("Scale", {product}, {full}, {MakeArg("scale", -1.0)}));
+      ops.push_back(MakeOp("SumReduceLike", {full, I(1)}, {GI(1)}));
+    }
+    return ops;
+  }
+};
+DP_REGISTER_GRADIENT(Div, DivGradientMaker);
 
 struct SumGradientMaker final : GradientMaker {
   using GradientMaker::GradientMaker;

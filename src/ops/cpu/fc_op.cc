@@ -150,9 +150,9 @@ DP_OPERATOR_SCHEMA(FC)
     .NumOutputs(1)
     .Inputs({"X", "W", "b"})
     .Outputs({"Y"})
-    .Arg("axis", ArgKind::kInt, "X is flattened to [prod(dims[:axis]), prod(dims[axis:])]; default 1")
-    .Arg("axis_w", ArgKind::kInt, "W is flattened likewise; default 1")
-    .Arg("activation", ArgKind::kString, "\"none\" (default) or \"relu\", applied to Y in the GEMM's epilogue")
+    .Arg("axis", ArgKind::kInt, 1, "X is flattened to [prod(dims[:axis]), prod(dims[axis:])]")
+    .Arg("axis_w", ArgKind::kInt, 1, "W is flattened likewise")
+    .Arg("activation", ArgKind::kString, "none", "\"none\" or \"relu\", applied to Y in the GEMM's epilogue")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       FcDims d = ComputeFcDims(op, in[0].dims, in[1].dims, in[2].dims, args.Int("axis", 1), args.Int("axis_w", 1));
       return std::vector<TensorInfo>{{d.out, in[0].dtype}};
@@ -164,9 +164,9 @@ DP_OPERATOR_SCHEMA(FCGradient)
     .NumOutputs(2, 3)
     .Inputs({"X", "W", "dY", "Y"})
     .Outputs({"dW", "db", "dX"})
-    .Arg("axis", ArgKind::kInt, "as the forward FC")
-    .Arg("axis_w", ArgKind::kInt, "as the forward FC")
-    .Arg("activation", ArgKind::kString, "as the forward FC; with \"relu\", input 3 is the forward output Y")
+    .Arg("axis", ArgKind::kInt, 1, "as the forward FC")
+    .Arg("axis_w", ArgKind::kInt, 1, "as the forward FC")
+    .Arg("activation", ArgKind::kString, "none", "as the forward FC; with \"relu\", input 3 is the forward output Y")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       const Dims& w = in[1].dims;
       const int64_t axis_w = args.Int("axis_w", 1);

@@ -170,24 +170,27 @@ std::vector<TensorInfo> InferFill(const OperatorDef& op, const ArgReader& args, 
       .AllowInplace({{0, 0}})                                                                       \
       .Inputs({"like"})                                                                             \
       .Outputs({"Y"})                                                                               \
-      .Arg("shape", ArgKind::kInts, "output dims (without input)")                                  \
-      .Arg("dtype", ArgKind::kInt, "DP_DTYPE_* of the output; default: the input's, else float32")  \
-      .Arg("input_as_shape", ArgKind::kInt, "1: input 0 is a 1-D int64 tensor of dims")             \
+      .Arg("shape", ArgKind::kInts, std::vector<int64_t>{}, "output dims (without input; [] is a scalar)")    \
+      .Arg("dtype", ArgKind::kInt,                                                                            \
+           ArgDefault::Described("the input's dtype when Y is shaped like the input, else 1 (float32)"),      \
+           "DP_DTYPE_* of the output")                                                                        \
+      .Arg("input_as_shape", ArgKind::kInt, 0, "1: input 0 is a 1-D int64 tensor of dims")                    \
       .ShapeInference(InferFill)                                                                    \
       .Doc(doc)
 
 // The seed of the random fills; by default a hash of the output name.
-#define DP_FILL_SEED_ARG .Arg("seed", ArgKind::kInt, "seed of the random stream; default a hash of the output's name")
+#define DP_FILL_SEED_ARG \
+  .Arg("seed", ArgKind::kInt, ArgDefault::Described("a hash of the output's name"), "seed of the random stream")
 
-DP_FILL_SCHEMA(ConstantFill, "Fills with `value` (default 0).")
-    .Arg("value", ArgKind::kFloat, "the constant; an int fills integer outputs exactly");
+DP_FILL_SCHEMA(ConstantFill, "Fills with `value`.")
+    .Arg("value", ArgKind::kFloat, 0.0, "the constant; an int fills integer outputs exactly");
 DP_FILL_SCHEMA(UniformFill, "Uniform in [min, max), seeded.")
-    .Arg("min", ArgKind::kFloat, "lower bound; default 0")
-    .Arg("max", ArgKind::kFloat, "upper bound; default 1")
+    .Arg("min", ArgKind::kFloat, 0.0, "lower bound")
+    .Arg("max", ArgKind::kFloat, 1.0, "upper bound")
     DP_FILL_SEED_ARG;
 DP_FILL_SCHEMA(GaussianFill, "Normal(mean, std), seeded.")
-    .Arg("mean", ArgKind::kFloat, "default 0")
-    .Arg("std", ArgKind::kFloat, "standard deviation, >= 0; default 1")
+    .Arg("mean", ArgKind::kFloat, 0.0, "the mean")
+    .Arg("std", ArgKind::kFloat, 1.0, "standard deviation, >= 0")
     DP_FILL_SEED_ARG;
 DP_FILL_SCHEMA(XavierFill, "Uniform in +-sqrt(3/fan_in), seeded.") DP_FILL_SEED_ARG;
 

@@ -278,10 +278,10 @@ std::vector<TensorInfo> InferPoolGrad(const OperatorDef& op, const ArgReader& ar
 
 #define DP_POOL_ARGS                                                                                \
   DP_CONV_WINDOW_SCHEMA_ARGS                                                                        \
-      .Arg("kernel", ArgKind::kInt,                                                                 \
-           "window size (both axes), or kernel_h and kernel_w; required unless global_pooling")     \
-      .Arg("global_pooling", ArgKind::kInt,                                                         \
-           "1: the window is the whole plane [H, W] (no kernel, stride or pad); default 0")
+      .Arg("kernel", ArgKind::kInt, ArgDefault::Described("none: required unless global_pooling is 1"), \
+           "window size (both axes), or kernel_h and kernel_w")                                         \
+      .Arg("global_pooling", ArgKind::kInt, 0,                                                          \
+           "1: the window is the whole plane [H, W] (no kernel, stride or pad)")
 
 DP_OPERATOR_SCHEMA(MaxPool)
     .NumInputs(1)
@@ -307,8 +307,8 @@ DP_OPERATOR_SCHEMA(AveragePool)
     .Inputs({"X"})
     .Outputs({"Y"})
     DP_POOL_ARGS
-    .Arg("count_include_pad", ArgKind::kInt,
-         "1: divide by kh * kw, pads included; default 0: by the number of elements of X in the window")
+    .Arg("count_include_pad", ArgKind::kInt, 0,
+         "1: divide by kh * kw, pads included; 0: by the number of elements of X in the window")
     .ShapeInference(InferPool)
     .Doc("Average pooling, NCHW.");
 
@@ -318,7 +318,7 @@ DP_OPERATOR_SCHEMA(AveragePoolGradient)
     .Inputs({"X", "dY"})
     .Outputs({"dX"})
     DP_POOL_ARGS
-    .Arg("count_include_pad", ArgKind::kInt, "as AveragePool")
+    .Arg("count_include_pad", ArgKind::kInt, 0, "as AveragePool")
     .ShapeInference(InferPoolGrad)
     .Doc("Gradient of AveragePool: each dY spread evenly over its window (divided as the forward op).");
 

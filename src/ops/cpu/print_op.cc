@@ -73,8 +73,8 @@ class PrintOp final : public Operator {
 DP_OPERATOR_SCHEMA(Print)
     .NumInputs(1, std::numeric_limits<int>::max())
     .NumOutputs(0)
-    .Arg("limit", ArgKind::kInt, "values shown per tensor (default 10; 0: only dtype and shape)")
-    .Arg("level", ArgKind::kInt, "the log level: 0 debug, 1 info (default), 2 warning, 3 error")
+    .Arg("limit", ArgKind::kInt, 10, "values shown per tensor (0: only dtype and shape)")
+    .Arg("level", ArgKind::kInt, 1, "the log level: 0 debug, 1 info, 2 warning, 3 error")
     .Doc("Logs each input's name, dtype, shape and first values through dp's log sink (dp_log_set_callback).");
 
 DP_REGISTER_CPU_OPERATOR(Print, PrintOp);

@@ -95,7 +95,8 @@ DP_OPERATOR_SCHEMA(Reshape)
     .AllowInplace({{0, 0}})
     .Inputs({"data", "shape"})
     .Outputs({"reshaped", "old_shape"})
-    .Arg("shape", ArgKind::kInts, "new dims; 0 copies the input dim, one -1 is inferred")
+    .Arg("shape", ArgKind::kInts, ArgDefault::Described("none: required without input 1, refused with it"),
+         "new dims; 0 copies the input dim, one -1 is inferred")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       std::vector<TensorInfo> out(op.outputs.size());
       if (op.outputs.size() > 1) out[1] = {{static_cast<int64_t>(in[0].dims.size())}, DType::kInt64};
@@ -111,7 +112,7 @@ DP_OPERATOR_SCHEMA(Flatten)
     .AllowInplace({{0, 0}})
     .Inputs({"X"})
     .Outputs({"Y"})
-    .Arg("axis", ArgKind::kInt, "Y is [prod(dims[:axis]), prod(dims[axis:])]; default 1")
+    .Arg("axis", ArgKind::kInt, 1, "Y is [prod(dims[:axis]), prod(dims[axis:])]")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       return std::vector<TensorInfo>{
           {FlattenDims(in[0].dims, args.Int("axis", 1), StrCat("X '", op.inputs[0], "'")), in[0].dtype}};

@@ -194,7 +194,7 @@ DP_OPERATOR_SCHEMA(Softmax)
     .AllowInplace({{0, 0}})
     .Inputs({"X"})
     .Outputs({"Y"})
-    .Arg("axis", ArgKind::kInt, "softmax over dims [axis:] flattened; default 1")
+    .Arg("axis", ArgKind::kInt, 1, "softmax over dims [axis:] flattened (negative counts from the back)")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       CanonicalAxis(args.Int("axis", 1), static_cast<int>(in[0].dims.size()), StrCat("X '", op.inputs[0], "'"));
       return std::vector<TensorInfo>{in[0]};
@@ -206,7 +206,7 @@ DP_OPERATOR_SCHEMA(SoftmaxWithLoss)
     .NumOutputs(2)
     .Inputs({"logits", "labels", "weights"})
     .Outputs({"softmax", "loss"})
-    .Arg("scale", ArgKind::kFloat, "multiplies the loss (data-parallel loss scaling); default 1")
+    .Arg("scale", ArgKind::kFloat, 1.0, "multiplies the loss (data-parallel loss scaling)")
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
       int64_t rows, cols;
       CheckLogitsAndLabels(op, in[0].dims, in[0].dtype, in[1].dims, in[1].dtype, &rows, &cols);
@@ -221,7 +221,7 @@ DP_OPERATOR_SCHEMA(SoftmaxGradient)
     .AllowInplace({{1, 0}})
     .Inputs({"Y", "dY"})
     .Outputs({"dX"})
-    .Arg("axis", ArgKind::kInt, "as the forward Softmax")
+    .Arg("axis", ArgKind::kInt, 1, "as the forward Softmax")
     .IdenticalTypeAndShape()
     .Doc("Gradient of Softmax from its output: dX = Y * (dY - sum(dY * Y)).");
 
@@ -230,13 +230,13 @@ DP_OPERATOR_SCHEMA(SoftmaxWithLossGradient)
     .NumOutputs(1)
     .Inputs({"softmax", "labels", "dloss", "weights"})
     .Outputs({"dlogits"})
-    .Arg("scale", ArgKind::kFloat, "as the forward op")
+    .Arg("scale", ArgKind::kFloat, 1.0, "as the forward op")
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
       int64_t rows, cols;
       CheckLogitsAndLabels(op, in[0].dims, in[0].dtype, in[1].dims, in[1].dtype, &rows, &cols);
       return std::vector<TensorInfo>{in[0]};
     })
-    .Doc("Gradient of SoftmaxWithLoss w.r.t. the logits.");
+    .Doc("Gradient of SoftmaxWithLoss with respect to the logits.");
 
 DP_REGISTER_CPU_OPERATOR(Softmax, SoftmaxOp);
 DP_REGISTER_CPU_OPERATOR(SoftmaxWithLoss, SoftmaxWithLossOp);

@@ -114,8 +114,8 @@ DP_OPERATOR_SCHEMA(SplitBatch)
     .NumInputs(1)
     .NumOutputs(1, std::numeric_limits<int>::max())
     .Inputs({"X"})
-    .Arg("uneven", ArgKind::kInt,
-         "1: allow a batch that does not divide by the number of outputs (the first parts get a row more); default 0")
+    .Arg("uneven", ArgKind::kInt, 0,
+         "1: allow a batch that does not divide by the number of outputs (the first parts get a row more)")
     .ShapeInference(InferSplitBatch)
     .Doc("Cuts X along dim 0 into one contiguous part per output (the data-parallel scatter).");
 
@@ -123,7 +123,7 @@ DP_OPERATOR_SCHEMA(BatchShares)
     .NumInputs(1)
     .NumOutputs(1, std::numeric_limits<int>::max())
     .Inputs({"X"})
-    .Arg("uneven", ArgKind::kInt, "as SplitBatch's")
+    .Arg("uneven", ArgKind::kInt, 0, "as SplitBatch's")
     .ShapeInference(InferBatchShares)
     .Doc("The share rows_i / rows of each part of SplitBatch's cut of X, as float32 scalars.");
 

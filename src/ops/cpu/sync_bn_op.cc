@@ -225,9 +225,9 @@ DP_OPERATOR_SCHEMA(SyncSpatialBN)
     .EnforceInplace({{3, 1}, {4, 2}})
     .Inputs({"X", "scale", "bias", "running_mean", "running_var", "stats"})
     .Outputs({"Y", "running_mean", "running_var", "saved_mean", "saved_inv_std"})
-    .Arg("epsilon", ArgKind::kFloat, "added to the variance; default 1e-5")
-    .Arg("momentum", ArgKind::kFloat, "running = momentum * running + (1 - momentum) * batch statistic; default 0.9")
-    .Arg("is_test", ArgKind::kInt, "SpatialBN's mode, read as SpatialBN reads it: only 0 (training) is valid here")
+    .Arg("epsilon", ArgKind::kFloat, 1e-5, "added to the variance")
+    .Arg("momentum", ArgKind::kFloat, 0.9, "running = momentum * running + (1 - momentum) * batch statistic")
+    .Arg("is_test", ArgKind::kInt, 0, "SpatialBN's mode, read as SpatialBN reads it: only 0 (training) is valid here")
     .ShapeInference(InferSyncBN)
     .Doc("SpatialBN (training) normalising with the statistics of every replica (allreduced SpatialBNStats).");
 

@@ -97,9 +97,8 @@ DP_OPERATOR_SCHEMA(Transpose)
     .NumOutputs(1)
     .Inputs({"X"})
     .Outputs({"Y"})
-    .Arg("axes", ArgKind::kInts,
-         "permutation of X's dims (negative counts from the back): Y.dims[i] = X.dims[axes[i]]; default reverses "
-         "the dims")
+    .Arg("axes", ArgKind::kInts, ArgDefault::Described("the dims reversed: [n-1, ..., 1, 0]"),
+         "permutation of X's dims (negative counts from the back): Y.dims[i] = X.dims[axes[i]]")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       return std::vector<TensorInfo>{
           {PlanTranspose(in[0].dims, args, StrCat("X '", op.inputs[0], "'")).out, in[0].dtype}};

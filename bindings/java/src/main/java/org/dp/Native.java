@@ -133,6 +133,28 @@ final class Native {
   static native long argdefGetNet(long arg);
   static native long argdefGetNetAt(long arg, long i);
 
+  // --- jni_opschema.c (since 0.6) -------------------------------------------
+  static native String[] opschemaListTypes();
+  static native long opschemaFromType(byte[] type);
+  static native void opschemaFree(long schema);
+  static native String opschemaType(long schema);
+  static native String opschemaDoc(long schema);
+  /** {min inputs, max inputs, min outputs, max outputs, in-place shift, gradient}. */
+  static native void opschemaCounts(long schema, int[] out);
+  static native String[] opschemaInputNames(long schema);
+  static native String[] opschemaOutputNames(long schema);
+  static native long opschemaNumArgs(long schema);
+  /** {name, doc, default text} of argument i. */
+  static native void opschemaArgStrings(long schema, long i, String[] out);
+  static native int opschemaArgKind(long schema, long i);
+  static native boolean opschemaArgRequired(long schema, long i);
+  static native long opschemaArgDefault(long schema, long i);
+  static native long opschemaNumInplace(long schema);
+  /** {input, output, rule} of pair i. */
+  static native void opschemaInplaceAt(long schema, long i, int[] out);
+  static native boolean opschemaHasKernel(long schema, int deviceType);
+  static native String[] opschemaEngines(long schema, int deviceType);
+
   // --- jni_net.c ------------------------------------------------------------
   static native long netCreate(long ws, long def, boolean hasOptions, int executor, int numWorkers,
       int streamsPerGpu, int profile);
