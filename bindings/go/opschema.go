@@ -5,10 +5,7 @@ package dp
 */
 import "C"
 
-import (
-	"strings"
-	"unsafe"
-)
+import "unsafe"
 
 // OpTypes lists every operator type this library knows (gradient ops such as
 // ReluGradient included), sorted (dp_opschema_list_types).
@@ -101,10 +98,10 @@ func (s *OpSchema) Arg(name string) *OpArg {
 // ErrNotFound for an unknown type, naming the nearest known one ("did you
 // mean 'Relu'?").
 func OpSchemaOf(opType string) (*OpSchema, error) {
-	if strings.IndexByte(opType, 0) >= 0 {
-		return nil, argErr("dp.OpSchemaOf: op type %q contains a NUL byte", opType)
+	ct, err := cString("dp.OpSchemaOf: op type", opType)
+	if err != nil {
+		return nil, err
 	}
-	ct := cstr(opType)
 	defer freeStr(ct)
 	var h *C.dp_opschema
 	if err := statusErr(C.dp_opschema_from_type(ct, &h)); err != nil {

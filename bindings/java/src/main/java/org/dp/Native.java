@@ -24,7 +24,6 @@ final class Native {
   /** Makes sure the library is loaded (class initialisation does it). */
   static void load() {}
 
-  /** NUL-terminated UTF-8 of s; null stays null (dp reports it as INVALID_ARGUMENT). */
   /**
    * A string as the NUL-terminated UTF-8 bytes C reads (null stays null, which dp refuses where it
    * needs a value). C reads up to the first NUL, so a string holding U+0000 would reach dp as a

@@ -193,10 +193,7 @@ public final class OpSchema {
    * DpInvalidArgumentException} for null or a type containing a NUL character.
    */
   public static OpSchema of(String type) {
-    if (type != null && type.indexOf('\0') >= 0) {
-      throw new DpInvalidArgumentException("OpSchema.of: the op type contains a NUL character");
-    }
-    long h = Native.opschemaFromType(Native.z(type));
+    long h = Native.opschemaFromType(Native.z("OpSchema.of: op type", type));
     try {
       return new OpSchema(h);
     } finally {
