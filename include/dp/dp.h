@@ -979,7 +979,10 @@ typedef struct dp_checkpoint_save_options {
   const char* model_name; /* recorded in the file; NULL: "" */
   /* The training iteration recorded in the file. 0: the value of the blob
    * "optimizer/iter" (int64 [1], the training nets' counter) when it is
-   * among the saved blobs, else unknown (-1). */
+   * among the saved blobs, else unknown (-1). A recorded iteration is -1
+   * (unknown) or >= 0, the rule every writer (the Save operator too) and
+   * reader of checkpoints keeps: a value below -1, given here or read from
+   * the counter, is DP_ERR_INVALID_ARGUMENT. */
   int64_t iteration;
   /* dp_checkpoint_save_async only: the share of wall time the background
    * writer spends writing, in (0, 1]. It writes 1 MiB at a time, each piece
@@ -1050,7 +1053,10 @@ DP_API DP_MUST_USE dp_status* dp_checkpoint_load(dp_workspace* workspace, const 
 typedef struct dp_checkpoint_info dp_checkpoint_info;
 
 /* Opens `path` and reads its header into a new handle (free it with
- * dp_checkpoint_info_free). Errors as for dp_checkpoint_load. Since 0.2. */
+ * dp_checkpoint_info_free). Errors as for dp_checkpoint_load, which reads
+ * the same header: DP_ERR_PARSE also for a header whose checksums hold but
+ * whose values no writer produces (an iteration below -1, an unknown dtype,
+ * a negative dimension). Since 0.2. */
 DP_API DP_MUST_USE dp_status* dp_checkpoint_info_from_file(const char* path, dp_checkpoint_info** out);
 /* The dp version that wrote it, the model name ("" when none), the
  * iteration (-1: unknown); strings valid while the handle lives; ""/-1 for
