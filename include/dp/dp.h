@@ -454,7 +454,13 @@ DP_API size_t dp_buffer_size(const dp_buffer* buffer);
 DP_API void dp_buffer_free(dp_buffer* buffer);
 
 /* Serialises a definition as a binary FlatBuffer or as JSON text (the JSON
- * buffer is NUL-terminated; the size excludes the NUL). */
+ * buffer is NUL-terminated; the size excludes the NUL). JSON numbers read
+ * back bit for bit: each float in its shortest exact form (0.1, 1e-13,
+ * -0.0); infinities and NaN are written inf, -inf and nan, which the
+ * *_from_json functions read (strict JSON parsers do not), and a NaN's sign
+ * and payload are not kept (every NaN is written as the quiet NaN, in the
+ * binary form too). So binary -> JSON -> binary gives the same bytes. The
+ * same holds for dp_model_to_json. */
 DP_API DP_MUST_USE dp_status* dp_netdef_to_buffer(const dp_netdef* netdef, dp_buffer** out);
 DP_API DP_MUST_USE dp_status* dp_netdef_to_json(const dp_netdef* netdef, dp_buffer** out);
 /* The ops and their blob dependencies as Graphviz DOT (what dp_net_to_dot
