@@ -55,7 +55,7 @@ SaveSettings ReadSaveOptions(const dp::Workspace& ws, const std::vector<std::str
     dp::capi::CheckOptionsSize(options, DP_OPTIONS_END(options, iteration), func);
     if (options->model_name != nullptr) s.meta.model_name = options->model_name;
     iteration = options->iteration;
-    DP_ENFORCE_CODE(iteration >= -1, dp::Code::kInvalidArgument, func,
+    DP_ENFORCE_CODE(dp::ValidIteration(iteration), dp::Code::kInvalidArgument, func,
                     ": options->iteration must be >= -1 (-1: unknown, 0: from the counter), got ", iteration);
     if (DP_OPTIONS_HAVE(options, async_write_share) && options->async_write_share != 0) {
       s.async_write_share = options->async_write_share;
@@ -63,6 +63,8 @@ SaveSettings ReadSaveOptions(const dp::Workspace& ws, const std::vector<std::str
     }
   }
   s.meta.iteration = IterationToRecord(ws, blobs, iteration);
+  dp::CheckIteration(s.meta.iteration, dp::Code::kInvalidArgument,
+                     dp::StrCat(func, ": the counter blob '", dp::kIterBlob, "' (the iteration to record)"));
   return s;
 }
 

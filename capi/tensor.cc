@@ -68,12 +68,12 @@ dp_status* dp_tensor_create(int32_t dtype, const int64_t* dims, size_t ndim, con
   dp::Dims d = CheckedDims(__func__, dims, ndim);
   CheckedBytes(__func__, t, d);
   auto h = std::make_unique<dp_tensor>();
-  h->tensor.Resize(d, t);
   if (data != nullptr) {
     ExpectedBytes(__func__, t, d, nbytes);
+    h->tensor.Resize(d, t);
     if (nbytes) std::memcpy(h->tensor.raw_mutable_data(), data, nbytes);
-  } else if (h->tensor.nbytes()) {
-    std::memset(h->tensor.raw_mutable_data(), 0, h->tensor.nbytes());
+  } else {
+    h->tensor = dp::Tensor::Zeros(d, t);  // large ones: zero pages, taking memory only once written
   }
   *out = h.release();
   DP_API_END

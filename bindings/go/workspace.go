@@ -9,7 +9,8 @@ import "runtime"
 
 // WorkspaceOptions: the zero value asks for every default.
 type WorkspaceOptions struct {
-	// MaxBytes caps the bytes the workspace's blobs may hold; 0: unlimited.
+	// MaxBytes caps the bytes the workspace's blobs may hold; 0: no cap of its own (the
+	// process's memory limit still bounds host memory; see dp.h, "Memory").
 	MaxBytes uint64
 }
 

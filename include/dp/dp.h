@@ -18,7 +18,17 @@
  * Memory. Memory the library returns is freed by the library (dp_*_free).
  *   Tensor data is copied in, borrowed, or transferred with a deleter: see
  *   dp_tensor_create*. Strings are UTF-8 and NUL-terminated unless a length
- *   is passed.
+ *   is passed. The host memory dp allocates (tensors, blobs, op scratch;
+ *   not memory the caller supplies) is bounded, all of it together, by the
+ *   memory the process may use: the tightest memory limit of its cgroups
+ *   (cgroup v2 memory.max, v1 memory.limit_in_bytes, of its own cgroup and
+ *   each ancestor: a container's limit), else physical memory, read once
+ *   when dp first allocates. An allocation that would pass it fails with
+ *   DP_ERR_OUT_OF_MEMORY naming the limit and where it comes from, instead
+ *   of the kernel killing the process. The bound counts dp's allocations
+ *   only: memory the rest of the process uses can still bring it to the
+ *   limit first. dp_workspace_options.max_bytes lowers it per workspace.
+ *   (Since 0.6.)
  *
  * Threads. Unless a function says otherwise it may be called from any thread,
  *   and concurrently on different handles. Per-object rules are given below.
@@ -139,7 +149,8 @@ enum {
   DP_ERR_TIMEOUT = 9,
   DP_ERR_DATA_LOSS = 10,          /* corrupted or truncated data (a gzip stream's CRC, an IDX file
                                      shorter than its header says) */
-  DP_ERR_OUT_OF_MEMORY = 11,      /* the device, or a workspace's max_bytes, refused memory */
+  DP_ERR_OUT_OF_MEMORY = 11,      /* the device, a workspace's max_bytes or the process's memory limit
+                                     (see "Memory" above) refused memory */
   DP_ERR_FAILED_PRECONDITION = 12,/* call not valid in this state */
   DP_ERR_IO = 13,                 /* file system error */
   DP_ERR_PARSE = 14,              /* malformed FlatBuffer or JSON */
@@ -319,7 +330,11 @@ DP_API size_t dp_dtype_size(int32_t dtype);
 
 /* Creates a tensor holding a copy of `data` (`nbytes` must equal the element
  * count times the element size). `data` may be NULL for a zero-filled tensor
- * (then nbytes is ignored). `dims` may be NULL when ndim is 0 (a scalar). */
+ * (then nbytes is ignored): from 1 MiB up its memory is fresh zero pages
+ * that take no memory until written, so a large one is created at once
+ * (since 0.6). `dims` may be NULL when ndim is 0 (a scalar).
+ * DP_ERR_SHAPE when the byte size overflows, DP_ERR_OUT_OF_MEMORY past the
+ * process's memory limit (see "Memory" above). */
 DP_API DP_MUST_USE dp_status* dp_tensor_create(int32_t dtype, const int64_t* dims, size_t ndim,
                                                const void* data, size_t nbytes, dp_tensor** out);
 
@@ -376,7 +391,8 @@ DP_API void dp_tensor_free(dp_tensor* tensor);
  * before, concurrent feeds of one blob could crash. */
 typedef struct dp_workspace dp_workspace;
 
-/* A workspace with default options (no memory limit); the same as
+/* A workspace with default options (no cap of its own; the process's
+ * memory limit holds, see "Memory" above); the same as
  * dp_workspace_create_with_options(NULL, out). Free it with
  * dp_workspace_free. */
 DP_API DP_MUST_USE dp_status* dp_workspace_create(dp_workspace** out);
@@ -385,7 +401,7 @@ DP_API DP_MUST_USE dp_status* dp_workspace_create(dp_workspace** out);
  * struct_size must reach at least max_bytes. */
 typedef struct dp_workspace_options {
   uint32_t struct_size; /* sizeof(dp_workspace_options) */
-  uint64_t max_bytes;   /* cap on the bytes the workspace's blobs may hold; 0 = unlimited */
+  uint64_t max_bytes;   /* cap on the bytes the workspace's blobs may hold; 0 = no cap of its own */
 } dp_workspace_options;
 
 /* Every field its default: dp_workspace_options o = DP_WORKSPACE_OPTIONS_INIT; */
@@ -418,7 +434,12 @@ DP_API void dp_workspace_options_init(dp_workspace_options* options, size_t stru
  * do not count.
  * An op whose output would take the count past max_bytes fails with
  * DP_ERR_OUT_OF_MEMORY naming the net, the op, the output blob, the limit
- * and the bytes asked; the net and the workspace stay usable. */
+ * and the bytes asked; the net and the workspace stay usable. Host memory
+ * is bounded besides by the process's memory limit (see "Memory" above),
+ * with or without max_bytes (0): an output that would take all of dp's host
+ * memory past it fails the same way, naming that limit. So max_bytes can
+ * only lower the bound, and it counts every device's memory, where the
+ * process's limit counts the host's. */
 DP_API DP_MUST_USE dp_status* dp_workspace_create_with_options(const dp_workspace_options* options,
                                                                dp_workspace** out);
 
@@ -479,7 +500,13 @@ DP_API size_t dp_buffer_size(const dp_buffer* buffer);
 DP_API void dp_buffer_free(dp_buffer* buffer);
 
 /* Serialises a definition as a binary FlatBuffer or as JSON text (the JSON
- * buffer is NUL-terminated; the size excludes the NUL). */
+ * buffer is NUL-terminated; the size excludes the NUL). JSON numbers read
+ * back bit for bit: each float in its shortest exact form (0.1, 1e-13,
+ * -0.0); infinities and NaN are written inf, -inf and nan, which the
+ * *_from_json functions read (strict JSON parsers do not), and a NaN's sign
+ * and payload are not kept (every NaN is written as the quiet NaN, in the
+ * binary form too). So binary -> JSON -> binary gives the same bytes. The
+ * same holds for dp_model_to_json. */
 DP_API DP_MUST_USE dp_status* dp_netdef_to_buffer(const dp_netdef* netdef, dp_buffer** out);
 DP_API DP_MUST_USE dp_status* dp_netdef_to_json(const dp_netdef* netdef, dp_buffer** out);
 /* The ops and their blob dependencies as Graphviz DOT (what dp_net_to_dot
@@ -1141,7 +1168,10 @@ typedef struct dp_checkpoint_save_options {
   const char* model_name; /* recorded in the file; NULL: "" */
   /* The training iteration recorded in the file. 0: the value of the blob
    * "optimizer/iter" (int64 [1], the training nets' counter) when it is
-   * among the saved blobs, else unknown (-1). */
+   * among the saved blobs, else unknown (-1). A recorded iteration is -1
+   * (unknown) or >= 0, the rule every writer (the Save operator too) and
+   * reader of checkpoints keeps: a value below -1, given here or read from
+   * the counter, is DP_ERR_INVALID_ARGUMENT. */
   int64_t iteration;
   /* dp_checkpoint_save_async only: the share of wall time the background
    * writer spends writing, in (0, 1]. It writes 1 MiB at a time, each piece
@@ -1212,7 +1242,10 @@ DP_API DP_MUST_USE dp_status* dp_checkpoint_load(dp_workspace* workspace, const 
 typedef struct dp_checkpoint_info dp_checkpoint_info;
 
 /* Opens `path` and reads its header into a new handle (free it with
- * dp_checkpoint_info_free). Errors as for dp_checkpoint_load. Since 0.2. */
+ * dp_checkpoint_info_free). Errors as for dp_checkpoint_load, which reads
+ * the same header: DP_ERR_PARSE also for a header whose checksums hold but
+ * whose values no writer produces (an iteration below -1, an unknown dtype,
+ * a negative dimension). Since 0.2. */
 DP_API DP_MUST_USE dp_status* dp_checkpoint_info_from_file(const char* path, dp_checkpoint_info** out);
 /* The dp version that wrote it, the model name ("" when none), the
  * iteration (-1: unknown); strings valid while the handle lives; ""/-1 for

@@ -122,9 +122,14 @@ void ReadAt(int fd, const std::string& path, uint64_t offset, void* out, size_t 
 
 }  // namespace
 
+void CheckIteration(int64_t iteration, Code code, const std::string& where) {
+  DP_ENFORCE_CODE(ValidIteration(iteration), code, where, ": iteration ", iteration, " is not -1 (unknown) or >= 0");
+}
+
 void WriteCheckpoint(const std::string& path, std::vector<std::pair<std::string, Tensor>> tensors,
                      const CheckpointMeta& meta_in, double write_share) {
   CheckWriteShare(write_share, StrCat(FileDesc(path), ": the write share"));
+  CheckIteration(meta_in.iteration, Code::kInvalidArgument, FileDesc(path));
   CheckpointMeta meta = meta_in;
   meta.dp_version = DP_VERSION_STRING;
   DP_ENFORCE_CODE(FindInvalidUtf8(meta.model_name) == std::string_view::npos, Code::kInvalidArgument,
@@ -237,6 +242,7 @@ CheckpointReader::CheckpointReader(std::string path) : path_(std::move(path)) {
     meta_.dp_version = str(root->dp_version());
     meta_.model_name = str(root->model_name());
     meta_.iteration = root->iteration();
+    CheckIteration(meta_.iteration, Code::kParse, StrCat(FileDesc(path_), ": header"));
     meta_.device_type = str(root->device_type());
     meta_.replicas = root->replicas();
     meta_.shards = root->shards();

@@ -28,6 +28,14 @@ struct CheckpointMeta {
   int32_t shards = 0;       // 0: unknown
 };
 
+// The one rule for the iteration a checkpoint records, kept by every writer
+// (dp_checkpoint_save, the Save operator, WriteCheckpoint itself) and every
+// reader: -1 (unknown) or a count >= 0.
+inline bool ValidIteration(int64_t iteration) { return iteration >= -1; }
+// Throws `code` ("<where>: iteration <n> is not -1 (unknown) or >= 0")
+// unless ValidIteration: writers pass kInvalidArgument, readers kParse.
+void CheckIteration(int64_t iteration, Code code, const std::string& where);
+
 struct CheckpointEntry {
   std::string name;
   DType dtype = DType::kUndefined;

@@ -30,7 +30,9 @@ class SaveOp final : public Operator {
         path_(args().String("path")),
         names_(FileNames(args(), def().inputs, label())),
         model_name_(args().String("model_name", std::string())),
-        iteration_(args().Int("iteration", -1)) {}
+        iteration_(args().Int("iteration", -1)) {
+    CheckIteration(iteration_, Code::kInvalidArgument, StrCat(label(), ": argument 'iteration'"));
+  }
 
  private:
   void RunOnDevice() override {

@@ -1,11 +1,16 @@
 #include "core/storage.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/memory_limit.h"
 
 namespace dp {
 namespace {
@@ -34,17 +39,53 @@ struct alignas(64) Counters {
 };
 std::array<Counters, kNumDeviceTypes> g_stats;
 
-void CountAllocation(DeviceType type, size_t n) {
-  Counters& c = g_stats[static_cast<size_t>(type)];
-  const uint64_t now = c.allocated.fetch_add(n, std::memory_order_relaxed) + n;
+void RaisePeak(Counters& c, uint64_t now) {
   uint64_t peak = c.peak.load(std::memory_order_relaxed);
   while (now > peak && !c.peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
 }
 
+void CountAllocation(DeviceType type, size_t n) {
+  Counters& c = g_stats[static_cast<size_t>(type)];
+  RaisePeak(c, c.allocated.fetch_add(n, std::memory_order_relaxed) + n);
+}
+
+// Counts n more bytes of host storage, unless all of dp's host storage would
+// then pass the memory the process may use (kOutOfMemory).
+void CountHostAllocation(size_t n) {
+  Counters& c = g_stats[static_cast<size_t>(DeviceType::kCPU)];
+  const MemoryLimit& limit = ProcessMemoryLimit();
+  uint64_t used = c.allocated.load(std::memory_order_relaxed);
+  do {
+    if (n > limit.bytes || used > limit.bytes - n)
+      DP_THROW(Code::kOutOfMemory, "cannot allocate ", n, " bytes on cpu: with the ", used,
+               " bytes dp holds there it would pass the ", limit.bytes, " bytes this process may use (",
+               limit.source, ")");
+  } while (!c.allocated.compare_exchange_weak(used, used + n, std::memory_order_relaxed));
+  RaisePeak(c, used + n);
+}
+
 void CountFree(DeviceType type, size_t n) {
   g_stats[static_cast<size_t>(type)].allocated.fetch_sub(n, std::memory_order_relaxed);
 }
+
+// Zeroed storage of at least this size is mapped rather than cleared.
+constexpr size_t kMapZeroedFrom = size_t{1} << 20;
+
+size_t MappedLength(size_t nbytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return (nbytes + page - 1) / page * page;  // a sum that wraps is below a page: 0, which mmap refuses
+}
+
+// Fresh anonymous pages: page-aligned (so 64-byte aligned) and zero.
+void* MapZeroed(size_t nbytes) {
+  void* p = ::mmap(nullptr, MappedLength(nbytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    DP_THROW(Code::kOutOfMemory, "cannot allocate ", nbytes, " zeroed bytes on cpu: ", std::strerror(errno));
+  return p;
+}
+
+void Unmap(void* p, size_t nbytes) noexcept { ::munmap(p, MappedLength(nbytes)); }
 
 }  // namespace
 
@@ -102,19 +143,44 @@ void CopyBytes(size_t n, const void* src, DeviceOption src_device, void* dst, De
 
 std::shared_ptr<Storage> Storage::Allocate(DeviceOption device, size_t nbytes,
                                            std::shared_ptr<MemoryBudget> budget) {
+  return AllocateLibrary(device, nbytes, std::move(budget), /*zeroed=*/false);
+}
+
+std::shared_ptr<Storage> Storage::AllocateZeroed(DeviceOption device, size_t nbytes,
+                                                 std::shared_ptr<MemoryBudget> budget) {
+  DP_ENFORCE_CODE(device.type == DeviceType::kCPU, Code::kInternal, "zero-filled storage is allocated on the cpu only, not ",
+                  DeviceName(device));
+  return AllocateLibrary(device, nbytes, std::move(budget), /*zeroed=*/true);
+}
+
+std::shared_ptr<Storage> Storage::AllocateLibrary(DeviceOption device, size_t nbytes,
+                                                  std::shared_ptr<MemoryBudget> budget, bool zeroed) {
   Allocator* allocator = GetAllocator(device.type);
+  const bool host = device.type == DeviceType::kCPU;
+  const bool mapped = zeroed && nbytes >= kMapZeroedFrom;
   if (budget) budget->Charge(nbytes);
+  if (host) {
+    try {
+      CountHostAllocation(nbytes);
+    } catch (...) {
+      if (budget) budget->Release(nbytes);
+      throw;
+    }
+  }
   void* p = nullptr;
   Storage* raw = nullptr;
   try {
-    p = allocator->Allocate(device, nbytes);
+    p = mapped ? MapZeroed(nbytes) : allocator->Allocate(device, nbytes);
+    if (zeroed && !mapped && nbytes > 0) std::memset(p, 0, nbytes);
     raw = new Storage(device, p, nbytes, Kind::kLibrary, {});
+    raw->mapped_ = mapped;
   } catch (...) {
-    if (p != nullptr) allocator->Free(device, p);
+    if (p != nullptr) mapped ? Unmap(p, nbytes) : allocator->Free(device, p);
+    if (host) CountFree(device.type, nbytes);
     if (budget) budget->Release(nbytes);
     throw;
   }
-  CountAllocation(device.type, nbytes);
+  if (!host) CountAllocation(device.type, nbytes);
   raw->budget_ = std::move(budget);
   return std::shared_ptr<Storage>(raw);  // if this throws, it deletes raw: ~Storage undoes all of the above
 }
@@ -145,7 +211,10 @@ std::shared_ptr<Storage> Storage::Adopt(DeviceOption device, void* data, size_t 
 Storage::~Storage() {
   switch (kind_) {
     case Kind::kLibrary:
-      if (data_ != nullptr) g_allocators[static_cast<size_t>(device_.type)].load()->Free(device_, data_);
+      if (mapped_)
+        Unmap(data_, nbytes_);
+      else if (data_ != nullptr)
+        g_allocators[static_cast<size_t>(device_.type)].load()->Free(device_, data_);
       CountFree(device_.type, nbytes_);
       if (budget_) budget_->Release(nbytes_);
       break;

@@ -7,7 +7,10 @@
 // Storage that dp allocates may be charged to a MemoryBudget (a workspace's
 // cap on the bytes its blobs hold): the bytes are reserved before the
 // allocation, which fails with kOutOfMemory when they would pass the limit,
-// and given back when the storage is freed.
+// and given back when the storage is freed. All of dp's host storage
+// together is bounded the same way by the memory the process may use
+// (ProcessMemoryLimit, core/memory_limit.h): an allocation that would take
+// it past is kOutOfMemory rather than the kernel's OOM kill.
 #pragma once
 
 #include <atomic>
@@ -73,6 +76,12 @@ class Storage {
   // its limit) and released when the storage is freed.
   static std::shared_ptr<Storage> Allocate(DeviceOption device, size_t nbytes,
                                            std::shared_ptr<MemoryBudget> budget = nullptr);
+  // Like Allocate, filled with zeros, on the CPU only. From 1 MiB up these
+  // are fresh anonymous pages (mmap) that the kernel zeroes on first touch:
+  // nothing is written here, and pages never written take no memory (reads
+  // see the shared zero page). Counted and charged like Allocate.
+  static std::shared_ptr<Storage> AllocateZeroed(DeviceOption device, size_t nbytes,
+                                                 std::shared_ptr<MemoryBudget> budget = nullptr);
   static std::shared_ptr<Storage> Borrow(DeviceOption device, void* data, size_t nbytes);
   // Takes ownership of caller memory: `deleter` runs once, when the last
   // reference goes. If Adopt throws (std::bad_alloc), the caller keeps
@@ -102,11 +111,14 @@ class Storage {
   enum class Kind { kLibrary, kBorrowed, kAdopted };
   Storage(DeviceOption device, void* data, size_t nbytes, Kind kind, ExternalDeleter deleter)
       : device_(device), data_(data), nbytes_(nbytes), kind_(kind), deleter_(deleter) {}
+  static std::shared_ptr<Storage> AllocateLibrary(DeviceOption device, size_t nbytes,
+                                                  std::shared_ptr<MemoryBudget> budget, bool zeroed);
   DeviceOption device_;
   void* data_;
   size_t nbytes_;
   Kind kind_;
   ExternalDeleter deleter_;
+  bool mapped_ = false;                   // library storage from mmap (AllocateZeroed), not the allocator
   std::shared_ptr<MemoryBudget> budget_;  // charged nbytes_ (library storage only)
   std::shared_ptr<Storage> parent_;       // slices only
 };

@@ -68,6 +68,14 @@ Tensor Tensor::FromStorage(Dims dims, DType dtype, std::shared_ptr<Storage> stor
   return t;
 }
 
+Tensor Tensor::Zeros(Dims dims, DType dtype, std::shared_ptr<MemoryBudget> budget) {
+  DP_ENFORCE_CODE(dtype != DType::kUndefined, Code::kDType, "tensor dtype is undefined");
+  const size_t bytes = TensorBytes(dims, dtype);  // rejects sizes that overflow
+  Tensor t = FromStorage(std::move(dims), dtype, Storage::AllocateZeroed({}, bytes, budget));
+  t.budget_ = std::move(budget);
+  return t;
+}
+
 int64_t Tensor::dim(int i) const {
   int n = ndim();
   int j = i < 0 ? i + n : i;

@@ -40,6 +40,9 @@ class Tensor {
   Tensor(Dims dims, DType dtype, DeviceOption device = {});  // fresh, uninitialised
   // A tensor over existing storage; checks that the storage is large enough.
   static Tensor FromStorage(Dims dims, DType dtype, std::shared_ptr<Storage> storage);
+  // A fresh CPU tensor of zeros (Storage::AllocateZeroed: large ones take
+  // memory only as they are written), charged to `budget` if given.
+  static Tensor Zeros(Dims dims, DType dtype, std::shared_ptr<MemoryBudget> budget = nullptr);
 
   bool defined() const { return dtype_ != DType::kUndefined; }
   const Dims& dims() const { return dims_; }

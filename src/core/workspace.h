@@ -16,7 +16,9 @@
 // and the scratch ops keep between runs (Operator::Scratch, until the op is
 // destroyed). Tensors fed from outside are the caller's allocations and do not count.
 // With WorkspaceOptions::max_bytes > 0 an allocation that would pass the
-// limit fails with kOutOfMemory instead (the op's error).
+// limit fails with kOutOfMemory instead (the op's error). Host storage is
+// bounded besides, for all workspaces together, by the memory the process
+// may use (Storage, core/memory_limit.h).
 #pragma once
 
 #include <map>
@@ -33,7 +35,7 @@
 namespace dp {
 
 struct WorkspaceOptions {
-  uint64_t max_bytes = 0;  // cap on the bytes counted by budget(); 0 = unlimited
+  uint64_t max_bytes = 0;  // cap on the bytes counted by budget(); 0 = none of its own
 };
 
 class Workspace {

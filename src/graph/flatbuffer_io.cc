@@ -8,6 +8,8 @@
 
 #include <flatbuffers/idl.h>
 
+#include "graph/json_printer.h"
+
 namespace dp {
 namespace {
 
@@ -59,16 +61,13 @@ std::string JsonToFlatBuffer(const FlatBufferFormat& format, std::string_view js
 }
 
 std::string FlatBufferToJson(const FlatBufferFormat& format, const std::string& buffer, const std::string& name) {
-  flatbuffers::IDLOptions opts;
-  opts.strict_json = true;
-  opts.indent_step = 2;
-  flatbuffers::Parser parser(opts);
+  flatbuffers::Parser parser;
   LoadSchema(format, parser);
-  std::string json;
-  // GenerateText returns true on success in this FlatBuffers release.
-  if (!flatbuffers::GenerateText(parser, buffer.data(), &json))
-    DP_THROW(Code::kInternal, "could not print ", format.what, " '", name, "' as JSON");
-  return json;
+  try {
+    return FlatBufferRootToJson(parser, buffer.data());
+  } catch (Error& e) {
+    throw e.Prepend(StrCat("could not print ", format.what, " '", name, "' as JSON"));
+  }
 }
 
 std::string ReadFormatFile(const FlatBufferFormat& format, const std::string& path) {

@@ -63,8 +63,8 @@ const Root& VerifiedRoot(const FlatBufferFormat& format, const void* data, size_
 // with the parser's line:col).
 std::string JsonToFlatBuffer(const FlatBufferFormat& format, std::string_view json);
 
-// A buffer built by this dp printed as indented JSON; `name` names it in the
-// kInternal error.
+// A buffer built by this dp printed as indented JSON whose numbers read back
+// bit for bit (graph/json_printer.h); `name` names it in the kInternal error.
 std::string FlatBufferToJson(const FlatBufferFormat& format, const std::string& buffer, const std::string& name);
 
 // A whole file's bytes (kIo; kNotFound when it does not exist).

@@ -3,6 +3,8 @@
 // includes generated code.
 #pragma once
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,11 @@ namespace dp {
 std::string TextFromFb(const flatbuffers::String* s, const std::string& where, const char* what);
 std::vector<std::string> TextsFromFb(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v,
                                      const std::string& where, const char* what);
+
+// What a double is written as: every NaN becomes the quiet NaN that JSON's
+// `nan` reads back as (JSON has no NaN payloads or signs), so that what dp
+// writes goes binary -> JSON -> binary to the same bytes.
+inline double WrittenDouble(double v) { return std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : v; }
 
 // `where` prefixes error messages ("model: forward_net").
 NetDef NetDefFromFb(const fb::NetDef& net, const std::string& where);

@@ -124,7 +124,11 @@ flatbuffers::Offset<fb::Argument> WriteArg(flatbuffers::FlatBufferBuilder& b, co
   flatbuffers::Offset<fb::NetDef> net;
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::NetDef>>> nets;
   if (auto* v = std::get_if<std::string>(&a.value)) s = b.CreateString(*v);
-  if (auto* v = std::get_if<std::vector<double>>(&a.value)) floats = b.CreateVector(*v);
+  if (auto* v = std::get_if<std::vector<double>>(&a.value)) {
+    std::vector<double> written(v->size());
+    for (size_t i = 0; i < v->size(); ++i) written[i] = WrittenDouble((*v)[i]);
+    floats = b.CreateVector(written);
+  }
   if (auto* v = std::get_if<std::vector<int64_t>>(&a.value)) ints = b.CreateVector(*v);
   if (auto* v = std::get_if<std::vector<std::string>>(&a.value)) strings = WriteStrings(b, *v);
   if (auto* v = std::get_if<std::shared_ptr<const NetDef>>(&a.value)) net = ToFb(b, **v);
@@ -135,7 +139,7 @@ flatbuffers::Offset<fb::Argument> WriteArg(flatbuffers::FlatBufferBuilder& b, co
   }
   fb::ArgumentBuilder ab(b);
   ab.add_name(name);
-  if (auto* v = std::get_if<double>(&a.value)) ab.add_f(*v);
+  if (auto* v = std::get_if<double>(&a.value)) ab.add_f(WrittenDouble(*v));
   if (auto* v = std::get_if<int64_t>(&a.value)) ab.add_i(*v);
   if (!s.IsNull()) ab.add_s(s);
   if (!floats.IsNull()) ab.add_floats(floats);

@@ -77,9 +77,10 @@ std::string ModelToBuffer(const ModelDef& m) {
     const OptimizerDef& o = *m.optimizer;
     auto type = b.CreateString(o.type);
     auto policy = b.CreateString(o.lr_policy);
-    opt = fb::CreateOptimizer(b, type, o.lr, o.momentum, o.nesterov, o.beta1, o.beta2, o.epsilon, o.weight_decay,
-                              policy, o.gamma, o.stepsize, o.power, o.max_iter, o.warmup_iters,
-                              o.warmup_start_factor);
+    const auto w = WrittenDouble;
+    opt = fb::CreateOptimizer(b, type, w(o.lr), w(o.momentum), o.nesterov, w(o.beta1), w(o.beta2), w(o.epsilon),
+                              w(o.weight_decay), policy, w(o.gamma), o.stepsize, w(o.power), o.max_iter,
+                              o.warmup_iters, w(o.warmup_start_factor));
   }
   fb::FinishModelDefBuffer(b, fb::CreateModelDef(b, ModelDef::kSchemaVersion, name, init, fwd, params, computed,
                                                  inputs, losses, metrics, opt));

@@ -2226,6 +2226,13 @@ static void test_checkpoint(void) {
   EXPECT_ERR(dp_checkpoint_save(ws, NULL, 0, g_tmp_dir, NULL), DP_ERR_INVALID_ARGUMENT, "directory");
   so.iteration = -2;
   EXPECT_ERR(dp_checkpoint_save(ws, NULL, 0, path, &so), DP_ERR_INVALID_ARGUMENT, "iteration");
+  /* The counter is held to the same rule (-1 or >= 0) when it is recorded. */
+  so.iteration = 0;
+  if (feed_iter(ws, -3250000000000000000LL)) {
+    EXPECT_ERR3(dp_checkpoint_save(ws, both, 2, path, &so), DP_ERR_INVALID_ARGUMENT, "dp_checkpoint_save",
+                "optimizer/iter", "iteration -3250000000000000000");
+    feed_iter(ws, 17);
+  }
   so.struct_size = 2;
   EXPECT_ERR(dp_checkpoint_save(ws, NULL, 0, path, &so), DP_ERR_INVALID_ARGUMENT, "struct_size");
   lo.struct_size = 4;

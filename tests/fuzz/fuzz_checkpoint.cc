@@ -5,8 +5,8 @@
 // and preamble checksums are recomputed, so that mutated headers reach the
 // FlatBuffers verifier and the entry checks; bit 1 set, the load skips the
 // tensors' checksums, so that mutated layouts reach the tensor reads.
-// Promises checked: an accepted header describes tensors whose byte sizes
-// match their dtypes and shapes; a load, read or mapped, yields exactly
+// Promises checked: an accepted header records an iteration of -1 or more
+// and describes tensors whose byte sizes match their dtypes and shapes; a load, read or mapped, yields exactly
 // those tensors, with the same bytes either way.
 #include <vector>
 
@@ -62,6 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   dp_checkpoint_info* info = nullptr;
   if (dp::fuzz::Ok(dp_checkpoint_info_from_file(path.c_str(), &info))) {
+    if (dp_checkpoint_info_iteration(info) < -1) dp::fuzz::Broken("an accepted header records an iteration below -1");
     for (size_t i = 0; i < dp_checkpoint_info_num_tensors(info); ++i) {
       uint64_t bytes = static_cast<uint64_t>(dp_dtype_size(dp_checkpoint_info_tensor_dtype(info, i)));
       const int64_t* dims = dp_checkpoint_info_tensor_dims(info, i);

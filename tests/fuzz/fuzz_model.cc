@@ -1,5 +1,6 @@
 // Fuzz target: a model definition from outside (binary, or JSON with
-// DP_FUZZ_JSON); then its one-device training nets are built, created and
+// DP_FUZZ_JSON), which must read back to the same bytes from its binary and
+// its JSON; then its one-device training nets are built, created and
 // run for one step with small inputs, and it is parallelized over two CPU
 // replicas.
 #include "tests/fuzz/fuzz_util.h"
@@ -56,6 +57,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dp_model* again = nullptr;
   MustSucceed(dp_model_from_buffer(dp_buffer_data(b), dp_buffer_size(b), &again), "reloading a written model");
   dp_model_free(again);
+  // Its JSON reads back to the same model (every number bit for bit).
+  dp_buffer* json = nullptr;
+  MustSucceed(dp_model_to_json(model, &json), "printing an accepted model as JSON");
+  dp_model* from_json = nullptr;
+  MustSucceed(dp_model_from_json(static_cast<const char*>(dp_buffer_data(json)), dp_buffer_size(json), &from_json),
+              "reloading a model's JSON");
+  dp_buffer* b2 = nullptr;
+  MustSucceed(dp_model_to_buffer(from_json, &b2), "serialising a model reloaded from JSON");
+  if (!SameBytes(b, b2)) Broken("a model printed as JSON and read back changed");
+  dp_buffer_free(b2);
+  dp_model_free(from_json);
+  dp_buffer_free(json);
   dp_buffer_free(b);
   TrainOneStep(model, data, size);
   ParallelizeOverTwoCpus(model);

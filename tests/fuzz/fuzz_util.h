@@ -103,7 +103,13 @@ inline bool CreateAndRun(dp_workspace* ws, const dp_netdef* def) {
   return ok;
 }
 
-// What the library writes, it reads back to the same bytes.
+inline bool SameBytes(const dp_buffer* a, const dp_buffer* b) {
+  return dp_buffer_size(a) == dp_buffer_size(b) &&
+         std::memcmp(dp_buffer_data(a), dp_buffer_data(b), dp_buffer_size(a)) == 0;
+}
+
+// What the library writes, it reads back to the same bytes, from binary and
+// from JSON (every number printed reads back bit for bit).
 inline void CheckNetRoundTrip(const dp_netdef* def) {
   dp_buffer* b1 = nullptr;
   MustSucceed(dp_netdef_to_buffer(def, &b1), "serialising an accepted net");
@@ -111,14 +117,16 @@ inline void CheckNetRoundTrip(const dp_netdef* def) {
   MustSucceed(dp_netdef_from_buffer(dp_buffer_data(b1), dp_buffer_size(b1), &again), "reloading a written net");
   dp_buffer* b2 = nullptr;
   MustSucceed(dp_netdef_to_buffer(again, &b2), "serialising a reloaded net");
-  if (dp_buffer_size(b1) != dp_buffer_size(b2) ||
-      std::memcmp(dp_buffer_data(b1), dp_buffer_data(b2), dp_buffer_size(b1)) != 0)
-    Broken("a net written, read and written again changed");
+  if (!SameBytes(b1, b2)) Broken("a net written, read and written again changed");
   dp_buffer* json = nullptr;
   MustSucceed(dp_netdef_to_json(def, &json), "printing an accepted net as JSON");
   dp_netdef* from_json = nullptr;
   MustSucceed(dp_netdef_from_json(static_cast<const char*>(dp_buffer_data(json)), dp_buffer_size(json), &from_json),
               "reloading a net's JSON");
+  dp_buffer* b3 = nullptr;
+  MustSucceed(dp_netdef_to_buffer(from_json, &b3), "serialising a net reloaded from JSON");
+  if (!SameBytes(b1, b3)) Broken("a net printed as JSON and read back changed");
+  dp_buffer_free(b3);
   dp_netdef_free(from_json);
   dp_buffer_free(json);
   dp_buffer_free(b2);

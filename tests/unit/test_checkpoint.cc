@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <limits>
 #include <cerrno>
 #include <cmath>
 #include <chrono>
@@ -525,4 +527,66 @@ TEST_CASE("an asynchronous save writes the snapshot taken at its start while tra
   // Never waited: the destructor waits.
   { AsyncCheckpointSave unwaited(SnapshotCheckpoint(ws, SameNames({"b"}), path), dir.Path("other.dpckpt"), {}); }
   CHECK(CheckpointReader(dir.Path("other.dpckpt")).entries().size() == 1);
+}
+
+namespace {
+
+// `path` rewritten with the header's iteration set to `iteration` and both
+// checksums made right again: what only a hostile or buggy writer produces.
+void ForgeIteration(const std::string& path, int64_t marker, int64_t iteration) {
+  Bytes b = ReadAll(path);
+  uint64_t header_size;
+  std::memcpy(&header_size, b.data() + 24, 8);
+  const auto begin = b.begin() + kCheckpointPreambleSize, end = begin + static_cast<std::ptrdiff_t>(header_size);
+  const char* m = reinterpret_cast<const char*>(&marker);
+  const auto at = std::search(begin, end, m, m + 8);
+  REQUIRE(at != end);
+  std::memcpy(&*at, &iteration, 8);
+  const uint64_t header_sum = Xxh3(b.data() + kCheckpointPreambleSize, header_size);
+  std::memcpy(b.data() + 32, &header_sum, 8);
+  const uint64_t preamble_sum = Xxh3(b.data(), 56);
+  std::memcpy(b.data() + 56, &preamble_sum, 8);
+  WriteAll(path, b);
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint's iteration is -1 or >= 0 for every writer and reader") {
+  TempDir dir("dp_test_ckpt");
+  const std::string path = dir.Path("it.dpckpt");
+  const auto t = Make<float>({2}, DType::kFloat32, 0.0f);
+  for (int64_t ok : {int64_t{-1}, int64_t{0}, std::numeric_limits<int64_t>::max()}) {
+    CheckpointMeta meta;
+    meta.iteration = ok;
+    WriteCheckpoint(path, {{"a", t}}, meta);
+    CHECK(CheckpointReader(path).meta().iteration == ok);
+  }
+  for (int64_t bad : {int64_t{-2}, int64_t{-3250000000000000000}, std::numeric_limits<int64_t>::min()}) {
+    CAPTURE(bad);
+    CheckpointMeta meta;
+    meta.iteration = bad;
+    ExpectError([&] { WriteCheckpoint(dir.Path("w.dpckpt"), {{"a", t}}, meta); }, Code::kInvalidArgument,
+                {"w.dpckpt", "iteration " + std::to_string(bad), "-1 (unknown) or >= 0"});
+  }
+  CHECK(dir.Files() == std::vector<std::string>{"it.dpckpt"});
+
+  // The Save operator refuses the argument when it is created.
+  auto ws = std::make_shared<Workspace>();
+  ws->Feed("w", t);
+  const std::string save = R"({"name":"save","external_inputs":["w"],"ops":[{"type":"Save","name":"s",
+      "inputs":["w"],"args":[{"name":"path","s":")" + dir.Path("op.dpckpt") + R"("},
+      {"name":"iteration","i":-3250000000000000000}]}]})";
+  ExpectError([&] { Net(std::make_shared<const NetDef>(NetDefFromJson(save)), ws); }, Code::kInvalidArgument,
+              {"Save 's'", "'iteration'", "-3250000000000000000"});
+
+  // A reader refuses a header that says otherwise, though its checksums hold.
+  const int64_t marker = 0x0123456789abcdef;
+  CheckpointMeta meta;
+  meta.iteration = marker;
+  WriteCheckpoint(path, {{"a", t}}, meta);
+  ForgeIteration(path, marker, -3250000000000000000);
+  ExpectError([&] { CheckpointReader r(path); }, Code::kParse, {"it.dpckpt", "header", "iteration -3250000000000000000"});
+  ExpectError([&] { LoadCheckpoint(*ws, path, {}); }, Code::kParse, {"iteration -3250000000000000000"});
+  ForgeIteration(path, -3250000000000000000, 7);  // the same forgery with a valid value reads
+  CHECK(CheckpointReader(path).meta().iteration == 7);
 }

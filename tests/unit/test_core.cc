@@ -2,9 +2,14 @@
 // blobs, workspaces, events, contexts, logging, errors.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -21,13 +26,31 @@
 #include "core/dtype.h"
 #include "core/event.h"
 #include "core/logging.h"
+#include "core/memory_limit.h"
 #include "core/parallel_for.h"
 #include "core/scope.h"
 #include "core/random.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
+#include "temp_dir.h"
 
 using namespace dp;
+using dp::testing::TempDir;
+
+namespace {
+
+// Runs `f`, which must throw kOutOfMemory with `needle` in its message.
+void ExpectOutOfMemory(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    FAIL("no kOutOfMemory");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kOutOfMemory);
+    CHECK_MESSAGE(e.message().find(needle) != std::string::npos, e.message());
+  }
+}
+
+}  // namespace
 
 TEST_CASE("dtype sizes, names and conversion") {
   CHECK(DTypeSize(DType::kFloat32) == 4);
@@ -590,4 +613,114 @@ TEST_CASE("a slice of storage keeps its parent alive and is copied before it is 
   CHECK(w[3] == 7.0f);
   CHECK(half.storage()->library_owned());
   CHECK_THROWS_AS(dp::Storage::Slice(half.storage(), 8, 16), dp::Error);
+}
+
+// ---- zero-filled storage and the host memory bound (issue 25 items 6, 11) ----
+
+TEST_CASE("zero-filled storage: aligned, zero, counted and charged; large blocks mapped, writable like any other") {
+  auto budget = std::make_shared<MemoryBudget>(64 << 20);
+  const MemoryStats start = GetMemoryStats(DeviceType::kCPU);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{4000}, (size_t{1} << 20) - 1, size_t{1} << 20, size_t{12345678}}) {
+    CAPTURE(n);
+    // Dirty memory first, so that a reused block shows whether it was cleared.
+    if (n > 0) std::memset(Storage::Allocate({}, n)->data(), 0xab, n);
+    auto s = Storage::AllocateZeroed({}, n, budget);
+    CHECK(s->nbytes() == n);
+    CHECK(s->library_owned());
+    CHECK(reinterpret_cast<uintptr_t>(s->data()) % kCpuAlignment == 0);
+    CHECK(budget->used() == n);
+    CHECK(GetMemoryStats(DeviceType::kCPU).allocated == start.allocated + n);
+    const auto* p = static_cast<const unsigned char*>(s->data());
+    CHECK(std::all_of(p, p + n, [](unsigned char b) { return b == 0; }));
+    if (n > 0) {
+      std::memset(s->data(), 0x5a, n);  // writable to its last byte
+      CHECK(p[n - 1] == 0x5a);
+    }
+  }
+  CHECK(budget->used() == 0);
+  CHECK(GetMemoryStats(DeviceType::kCPU).allocated == start.allocated);
+  auto small = std::make_shared<MemoryBudget>(1000);
+  ExpectOutOfMemory([&] { Storage::AllocateZeroed({}, 1 << 20, small); }, "1000");
+  CHECK(small->used() == 0);
+  CHECK(GetMemoryStats(DeviceType::kCPU).allocated == start.allocated);
+  CHECK_THROWS(Storage::AllocateZeroed({DeviceType::kCUDA, 0}, 16));
+
+  // A tensor of zeros is an ordinary tensor: written in place, resized into its block.
+  Tensor z = Tensor::Zeros({1 << 20}, DType::kFloat32, budget);
+  CHECK(z.budget() == budget);
+  CHECK(z.writable_in_place());
+  const void* block = z.raw_data();
+  z.mutable_data<float>()[(1 << 20) - 1] = 2.5f;
+  CHECK(z.data<float>()[0] == 0.0f);
+  CHECK(z.data<float>()[(1 << 20) - 1] == 2.5f);
+  z.Resize({600000}, DType::kFloat32);
+  CHECK(z.raw_data() == block);
+  z = Tensor();
+  CHECK(budget->used() == 0);
+  CHECK(Tensor::Zeros({0, 3}, DType::kInt64).nbytes() == 0);
+}
+
+TEST_CASE("dp's host storage together is bounded by the memory the process may use") {
+  const MemoryLimit& limit = ProcessMemoryLimit();
+  CHECK(limit.bytes > (64u << 20));  // no machine that runs dp has less
+  CHECK(!limit.source.empty());
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  CHECK(limit.bytes <= static_cast<uint64_t>(pages) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));
+  MESSAGE("this process may use " << limit.bytes << " bytes (" << limit.source << ")");
+  const MemoryStats start = GetMemoryStats(DeviceType::kCPU);
+  const size_t past = static_cast<size_t>(limit.bytes - start.allocated + 1);
+  ExpectOutOfMemory([&] { Storage::Allocate({}, past); }, limit.source);
+  ExpectOutOfMemory([&] { Storage::AllocateZeroed({}, past); }, std::to_string(limit.bytes));
+  ExpectOutOfMemory([&] { Tensor t({static_cast<int64_t>(past)}, DType::kUInt8); }, "this process may use");
+  // A workspace's budget is charged first and gets its bytes back.
+  auto budget = std::make_shared<MemoryBudget>();
+  ExpectOutOfMemory([&] { Storage::Allocate({}, past, budget); }, "cpu");
+  CHECK(budget->used() == 0);
+  CHECK(GetMemoryStats(DeviceType::kCPU).allocated == start.allocated);
+  // What is left still fits: 1 GiB of it (only reserved here, never touched).
+  { auto fits = Storage::AllocateZeroed({}, static_cast<size_t>(std::min<uint64_t>(1 << 30, limit.bytes - start.allocated))); }
+}
+
+TEST_CASE("the cgroup memory limit: the tightest of the process's cgroups and their ancestors, v1 and v2") {
+  TempDir root("dp_test_cgroup");
+  auto put = [&](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(root.dir() + path).parent_path());
+    std::ofstream(root.dir() + path) << text;
+  };
+  const std::string v1_mount = "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n";
+  const std::string cpu_mount = "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime shared:9 - cgroup cgroup rw,cpu\n";
+  const std::string v2_mount = "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:5 - cgroup2 cgroup2 rw\n";
+  // v1: the parent's limit is the tightest; "unlimited" is a huge number.
+  put("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  put("/sys/fs/cgroup/memory/a/memory.limit_in_bytes", "1073741824\n");
+  put("/sys/fs/cgroup/memory/a/b/memory.limit_in_bytes", "9223372036854771712\n");
+  put("/sys/fs/cgroup/cpu/a/b/memory.limit_in_bytes", "1\n");  // not a memory hierarchy
+  const std::string v1_cgroup = "5:cpu,cpuacct:/a/b\n4:memory:/a/b\n0::/\n";
+  MemoryLimit l = CgroupMemoryLimit(v1_cgroup, cpu_mount + v1_mount + v2_mount, root.dir());
+  CHECK(l.bytes == 1073741824);
+  CHECK(l.source == "cgroup v1 memory.limit_in_bytes of /sys/fs/cgroup/memory/a");
+  // v2: "max" is no limit; an ancestor's number holds.
+  put("/sys/fs/cgroup/unified/memory.max", "max\n");  // (the root has none; a stray file changes nothing)
+  put("/sys/fs/cgroup/unified/x/memory.max", "536870912\n");
+  put("/sys/fs/cgroup/unified/x/y/memory.max", "max\n");
+  l = CgroupMemoryLimit("0::/x/y\n", v2_mount, root.dir());
+  CHECK(l.bytes == 536870912);
+  CHECK(l.source == "cgroup v2 memory.max of /sys/fs/cgroup/unified/x");
+  // Both (a hybrid host): the tighter.
+  l = CgroupMemoryLimit("4:memory:/a/b\n0::/x/y\n", v1_mount + v2_mount, root.dir());
+  CHECK(l.bytes == 536870912);
+  // No limit anywhere, no hierarchy mounted, or a cgroup the mount does not show.
+  CHECK(CgroupMemoryLimit("0::/\n", v2_mount, root.dir()).bytes == UINT64_MAX);
+  CHECK(CgroupMemoryLimit(v1_cgroup, cpu_mount, root.dir()).bytes == UINT64_MAX);
+  CHECK(CgroupMemoryLimit("", "", root.dir()).bytes == UINT64_MAX);
+  CHECK(CgroupMemoryLimit("garbage\n::\n0:\n", "garbage\n1 2 3\n", root.dir()).bytes == UINT64_MAX);
+  // A container's view: the mount shows /docker/c as its root, at a path with a space (\040).
+  put("/sys/fs/cgroup/mem ory/memory.limit_in_bytes", "2147483648\n");
+  put("/sys/fs/cgroup/mem ory/sub/memory.limit_in_bytes", "not a number\n");
+  const std::string container = "35 31 0:32 /docker/c /sys/fs/cgroup/mem\\040ory rw - cgroup cgroup rw,memory\n";
+  l = CgroupMemoryLimit("4:memory:/docker/c/sub\n", container, root.dir());
+  CHECK(l.bytes == 2147483648);
+  CHECK(l.source == "cgroup v1 memory.limit_in_bytes of /sys/fs/cgroup/mem ory");
+  CHECK(CgroupMemoryLimit("4:memory:/docker/cc\n", container, root.dir()).bytes == UINT64_MAX);
+  CHECK(CgroupMemoryLimit("4:memory:/other\n", container, root.dir()).bytes == UINT64_MAX);
 }

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -177,4 +178,32 @@ TEST_CASE("every optimizer lowers the training loss; the eval net runs beside th
     CHECK(ws->GetTensor("accuracy").data<float>()[0] > 0.7f);
     CHECK(ws->GetTensor(kIterBlob).data<int64_t>()[0] == 150);
   }
+}
+
+// Regression (fuzzing): JSON printed doubles with 12 fixed decimals, so a
+// model with lr 1e-13 wrote JSON that no longer loaded ("lr must be > 0, got 0").
+TEST_CASE("a model goes binary -> JSON -> binary to the same bytes with every optimizer field at an extreme") {
+  ModelDef m = ModelFromJson(ModelJson(R"({"type": "momentum", "lr": 1e-13})"));
+  REQUIRE(m.optimizer.has_value());
+  CHECK(ModelFromJson(ModelToJson(m)).optimizer->lr == 1e-13);
+  OptimizerDef& o = *m.optimizer;
+  o.nesterov = true;
+  o.momentum = std::numeric_limits<double>::denorm_min();
+  o.beta1 = std::nextafter(1.0, 0.0);
+  o.beta2 = std::numeric_limits<double>::min();
+  o.epsilon = 1e-300;
+  o.weight_decay = 1.2345678901234e-7;
+  o.lr_policy = "inv";
+  o.gamma = 1e300;
+  o.power = -0.0;
+  o.warmup_start_factor = static_cast<double>(std::numeric_limits<float>::max());
+  o.stepsize = std::numeric_limits<int64_t>::max();
+  o.max_iter = std::numeric_limits<int64_t>::max();
+  o.warmup_iters = std::numeric_limits<int64_t>::max();
+  const std::string buffer = ModelToBuffer(m);
+  const ModelDef back = ModelFromJson(ModelToJson(m));
+  CHECK(ModelToBuffer(back) == buffer);
+  CHECK(std::signbit(back.optimizer->power));
+  CHECK(back.optimizer->momentum == std::numeric_limits<double>::denorm_min());
+  CHECK(back.optimizer->beta1 == o.beta1);
 }

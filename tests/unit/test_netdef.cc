@@ -2,13 +2,20 @@
 // against operator schemas, and static shape inference.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <random>
+
+#include <flatbuffers/idl.h>
 
 #include "expect_error.h"
+#include "graph/json_printer.h"
 #include "graph/net_format.h"
 #include "net_generated.h"
+#include "net_schema_text.h"
 #include "ops/net_validate.h"
 #include "ops/op_schema.h"
 
@@ -323,4 +330,175 @@ TEST_CASE("binary nets with names that are not UTF-8 without NUL are parse error
   fb::FinishNetDefBuffer(b, fb::CreateNetDef(b, 1, 0, b.CreateVector(std::vector{op})));
   NetDef net = NetDefFromBuffer(b.GetBufferPointer(), b.GetSize());
   CHECK(NetDefFromJson(NetDefToJson(net)).ops.at(0).outputs.at(0) == name);
+}
+
+// ---- JSON that reads back bit for bit (graph/json_printer) ------------------
+
+namespace {
+
+uint64_t Bits(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+// Doubles that fixed-decimal printing lost or mangled, and the edges of the format.
+std::vector<double> ExtremeDoubles() {
+  using L = std::numeric_limits<double>;
+  double payload_nan;
+  const uint64_t nan_bits = 0xfff4000000000123;  // negative, signalling, with a payload
+  std::memcpy(&payload_nan, &nan_bits, sizeof payload_nan);
+  return {0.0, -0.0, L::denorm_min(), -L::denorm_min(), 2.5e-320, L::min(), 1e-300, 1e-13, 4.9e-13,
+          1.2345678901234e-7, 0.1, 1.0 / 3, 2.0, -7.0, 1e15, 123456789012345678.0, 1e300, L::max(), -L::max(),
+          static_cast<double>(std::numeric_limits<float>::max()),
+          static_cast<double>(std::numeric_limits<float>::denorm_min()), L::infinity(), -L::infinity(),
+          L::quiet_NaN(), payload_nan};
+}
+
+}  // namespace
+
+TEST_CASE("a net goes binary -> JSON -> binary to the same bytes, extreme values included") {
+  using I = std::numeric_limits<int64_t>;
+  const std::vector<double> doubles = ExtremeDoubles();
+  NetDef n;
+  n.name = "extremes \"quoted\" \\ \n\t \xc3\xa4";
+  n.num_workers = 1024;
+  n.executor = ExecutorKind::kAsync;
+  n.device = {DeviceType::kCUDA, std::numeric_limits<int32_t>::max()};
+  OperatorDef op{"ConstantFill", "fill", {}, {"y"}, {}, DeviceOption{DeviceType::kCPU, 0}, "", {}};
+  for (size_t i = 0; i < doubles.size(); ++i) op.args.push_back({"f" + std::to_string(i), doubles[i]});
+  for (int64_t v : {I::min(), I::max(), int64_t{0}, int64_t{-1}}) op.args.push_back({"i" + std::to_string(v), v});
+  op.args.push_back({"floats", doubles});
+  op.args.push_back({"ints", std::vector<int64_t>{I::min(), -1, 0, 1, I::max()}});
+  op.args.push_back({"empty", std::vector<double>{}});
+  n.ops.push_back(op);
+
+  const std::string buffer = NetDefToBuffer(n);
+  const std::string json = NetDefToJson(n);
+  CAPTURE(json);
+  const NetDef back = NetDefFromJson(json);
+  CHECK(NetDefToBuffer(back) == buffer);
+  // Spot checks of what the bytes mean: every double is its own bits, except
+  // that every NaN is the quiet NaN (JSON keeps neither sign nor payload).
+  const auto& args = back.ops.at(0).args;
+  for (size_t i = 0; i < doubles.size(); ++i) {
+    CAPTURE(i);
+    const double want = std::isnan(doubles[i]) ? std::numeric_limits<double>::quiet_NaN() : doubles[i];
+    CHECK(Bits(std::get<double>(args.at(i).value)) == Bits(want));
+  }
+  CHECK(std::get<int64_t>(args.at(doubles.size()).value) == I::min());
+  // What fixed decimals got wrong, now right (and still JSON numbers).
+  CHECK(json.find("1.2345678901234e-07") != std::string::npos);
+  CHECK(json.find("1e-13") != std::string::npos);
+  CHECK(json.find("-0.0") != std::string::npos);
+  CHECK(json.find("2.0") != std::string::npos);  // a whole number still reads as a real
+}
+
+TEST_CASE("the JSON printer writes what FlatBuffers' GenerateText writes, apart from the digits of floats") {
+  // GenerateText's 12 fixed decimals and the shortest form agree on these.
+  NetDef n = NetDefFromJson(kMlpJson);
+  auto nested = std::make_shared<NetDef>();
+  nested->name = "inner";
+  nested->ops.push_back(OperatorDef{"ConstantFill", "", {}, {"z"}, {{"shape", std::vector<int64_t>{2}}}, {}, "", {}});
+  n.ops[1].args = {{"f", 0.25}, {"g", -2.0}, {"i", int64_t{-7}}, {"s", std::string("h\xc3\xa4llo \"\\\n")},
+                   {"floats", std::vector<double>{1.5, -2, 1e6}}, {"ints", std::vector<int64_t>{}},
+                   {"strings", std::vector<std::string>{"a", "b"}}, {"net", std::shared_ptr<const NetDef>(nested)},
+                   {"nets", std::vector<std::shared_ptr<const NetDef>>{nested, nested}}};
+  n.device = {DeviceType::kCUDA, 3};
+  const std::string buffer = NetDefToBuffer(n);
+
+  flatbuffers::IDLOptions opts;
+  opts.strict_json = true;
+  opts.indent_step = 2;
+  flatbuffers::Parser parser(opts);
+  REQUIRE(parser.Parse(std::string(generated::kNetSchemaText).c_str()));
+  std::string theirs;
+  REQUIRE(flatbuffers::GenerateText(parser, buffer.data(), &theirs));
+  CHECK(NetDefToJson(n) == theirs);
+}
+
+TEST_CASE("the JSON printer keeps every scalar kind bit for bit through FlatBuffers' parser") {
+  // Every scalar type FlatBuffers has, as fields and as vectors, with enums.
+  const char* schema = R"(
+    enum Color : byte { Red = -1, Green = 0, Blue = 7 }
+    table All {
+      b: bool; i8: byte; u8: ubyte; i16: short; u16: ushort; i32: int; u32: uint; i64: long; u64: ulong;
+      f32: float; f64: double; opt: double = null; color: Color = Green; color_unknown: Color;
+      f32s: [float]; f64s: [double]; i64s: [long]; u64s: [ulong]; colors: [Color]; bools: [bool];
+      s: string; subs: [All]; sub: All;
+    }
+    root_type All;
+  )";
+  flatbuffers::Parser parser;
+  REQUIRE(parser.Parse(schema));
+  auto bytes = [&] {
+    return std::string(reinterpret_cast<const char*>(parser.builder_.GetBufferPointer()), parser.builder_.GetSize());
+  };
+  // The first buffer from JSON of our own printing, then binary -> JSON -> binary.
+  std::string f64s, f32s;
+  for (double d : ExtremeDoubles()) {
+    if (!f64s.empty()) f64s += ", ";
+    AppendExactFloat(f64s, d);
+  }
+  // Floats over their whole range: 4000 bit patterns, denormals and max included.
+  std::mt19937 gen(7);
+  std::vector<float> floats = {std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                               std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(), -0.0f,
+                               0.1f, 16777217.0f, 3.4e38f};
+  for (int k = 0; k < 4000; ++k) {
+    uint32_t bits = static_cast<uint32_t>(gen());
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    if (!std::isnan(f)) floats.push_back(f);
+  }
+  for (float f : floats) {
+    if (!f32s.empty()) f32s += ", ";
+    AppendExactFloat(f32s, f);
+  }
+  std::string random_doubles;
+  for (int k = 0; k < 4000; ++k) {
+    const uint64_t bits = (static_cast<uint64_t>(gen()) << 32) | gen();
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    if (std::isnan(d)) continue;
+    random_doubles += ", ";
+    AppendExactFloat(random_doubles, d);
+  }
+  const std::string json = R"({"b": true, "i8": -128, "u8": 255, "i16": -32768, "u16": 65535, "i32": -2147483648,
+    "u32": 4294967295, "i64": -9223372036854775808, "u64": 18446744073709551615, "f32": -0.0, "f64": 5e-324,
+    "opt": -0.0, "color": "Blue", "color_unknown": 5, "f32s": [)" + f32s + R"(], "f64s": [)" + f64s +
+                           random_doubles + R"(], "i64s": [-9223372036854775808, 9223372036854775807],
+    "u64s": [0, 18446744073709551615], "colors": ["Red", "Green", 3], "bools": [false, true],
+    "s": "\u0001 \"x\" \\ \u00e4", "subs": [{}, {"f64": 1e300}], "sub": {"f32": 3.4028234663852886e38}})";
+  REQUIRE_MESSAGE(parser.ParseJson(json.c_str()), parser.error_);
+  const std::string first = bytes();
+  const std::string printed = FlatBufferRootToJson(parser, first.data());
+  CAPTURE(printed.substr(0, 2000));
+  REQUIRE_MESSAGE(parser.ParseJson(printed.c_str()), parser.error_);
+  CHECK(bytes() == first);
+  // Printed again, the same text.
+  CHECK(FlatBufferRootToJson(parser, first.data()) == printed);
+}
+
+TEST_CASE("exact float text: shortest form, whole numbers marked as real, the parser's tokens for the rest") {
+  auto text = [](auto v) {
+    std::string s;
+    AppendExactFloat(s, v);
+    return s;
+  };
+  CHECK(text(0.0) == "0.0");
+  CHECK(text(-0.0) == "-0.0");
+  CHECK(text(1e-13) == "1e-13");
+  CHECK(text(0.01) == "0.01");
+  CHECK(text(100.0) == "100.0");
+  CHECK(text(1e300) == "1e+300");
+  CHECK(text(1e6) == "1000000.0");
+  CHECK(text(1e21) == "1e+21");
+  CHECK(text(1.5e-6) == "0.0000015");
+  CHECK(text(-1e-7) == "-1e-07");
+  CHECK(text(5e-324) == "5e-324");
+  CHECK(text(0.1f) == "0.1");
+  CHECK(text(std::numeric_limits<double>::infinity()) == "inf");
+  CHECK(text(-std::numeric_limits<float>::infinity()) == "-inf");
+  CHECK(text(-std::numeric_limits<double>::quiet_NaN()) == "nan");
 }

@@ -32,7 +32,8 @@ pub enum Executor {
 /// dp_workspace_options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspaceOptions {
-    /// Cap on the bytes of the workspace's blobs; 0 = unlimited.
+    /// Cap on the bytes of the workspace's blobs; 0 = no cap of its own (the process's
+    /// memory limit still bounds host memory; see dp.h, "Memory").
     pub max_bytes: u64,
 }
 
