@@ -110,6 +110,7 @@ dp_status* dp_net_create(dp_workspace* workspace, const dp_netdef* netdef, const
       opts.streams_per_gpu = options->streams_per_gpu == 0 ? 1 : options->streams_per_gpu;
     }
     if (DP_OPTIONS_HAVE(options, profile)) opts.profile = options->profile != 0;
+    if (DP_OPTIONS_HAVE(options, unread_feed_error)) opts.unread_feed_error = options->unread_feed_error != 0;
   }
   auto net = std::make_unique<dp::Net>(netdef->def, workspace->ws, opts);
   *out = new dp_net{std::move(net)};

@@ -587,6 +587,8 @@ typedef struct dp_net_options {
                               else the number of cores; at most 1024 (INVALID_ARGUMENT past it) */
   int32_t streams_per_gpu; /* CUDA workers, each with its own stream, per GPU; 0 means 1; at most 64 */
   int32_t profile;         /* 1: record per-op timings of every run (see dp_net_trace_json); 0: off */
+  int32_t unread_feed_error; /* 1: a fed blob that no net reads fails the run (see dp_net_run);
+                                0: a warning. Since 0.6. */
 } dp_net_options;
 
 #define DP_NET_OPTIONS_INIT DP_OPTIONS_INIT_(dp_net_options)
@@ -611,7 +613,19 @@ DP_API DP_MUST_USE dp_status* dp_net_create(dp_workspace* workspace, const dp_ne
  * overlap: a second dp_net_run or dp_net_run_async while one is in progress
  * fails with DP_ERR_FAILED_PRECONDITION. Different nets on the same
  * workspace may run concurrently only if they write disjoint blobs.
- * DP_ERR_CANCELLED if dp_net_cancel stopped the run. */
+ * DP_ERR_CANCELLED if dp_net_cancel stopped the run.
+ *
+ * Unread feeds (since 0.6). A run first looks at the blobs fed since the
+ * last run of any net of the workspace (by dp_workspace_feed or a loader;
+ * not by dp_checkpoint_load): one that no net of the workspace reads (as an
+ * external input) is most likely a misspelt name, and the net would go on
+ * with a stale value of the blob meant. Each is reported with the nearest
+ * name the nets read ("fed blob 'X' is read by no net of the workspace (did
+ * you mean 'x'?)"): as a DP_LOG_WARNING through the log callback, once per
+ * blob, or, when the net was created with options.unread_feed_error = 1, as
+ * DP_ERR_NOT_FOUND before any op runs (the feed is then forgotten: the next
+ * run goes on). Nets created later count as readers once created. A run
+ * with nothing fed since the last one pays one atomic load for this. */
 DP_API DP_MUST_USE dp_status* dp_net_run(dp_net* net);
 
 /* Starts a run and returns at once (with the simple executor the run

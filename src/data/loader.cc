@@ -324,7 +324,10 @@ bool Loader::Next() {
   lock.unlock();
   // The producer does not touch this slot until `prefetch + 1` more batches
   // have been taken.
-  for (size_t j = 0; j < blobs_.size(); ++j) blobs_[j]->GetMutable<Tensor>()->ShareData(slot.tensors[j]);
+  for (size_t j = 0; j < blobs_.size(); ++j) {
+    blobs_[j]->GetMutable<Tensor>()->ShareData(slot.tensors[j]);
+    ws_->feeds().NoteFed(*blobs_[j]);  // a feed like dp_workspace_feed's: the next run checks someone reads it
+  }
   lock.lock();
   ++next_;
   end_pending_ = next_ % steps_ == 0;
