@@ -83,12 +83,13 @@ static const char* kBadModelJson =
     "\"params\":[\"b\",\"zz\"],\"losses\":[\"loss\"]}";
 
 static char g_dir[512];                         /* this run's directory */
-static char p_short[600], p_ckpt[600], p_trunc[600], p_text[600], p_missing[600], p_missing_dir[600], p_idx_bad[600],
+static char p_paced[600], p_short[600], p_ckpt[600], p_trunc[600], p_text[600], p_missing[600], p_missing_dir[600], p_idx_bad[600],
     p_idx_trunc[600], p_store[600], p_new[600];
 static const char* const p_proc = "/proc/dp_status_audit.dpckpt"; /* a directory no file can be created in */
 
 static dp_workspace* g_ws;   /* x: float [2, 3]; the parallel model's blobs after its init net */
 static dp_workspace* g_fresh; /* empty */
+static dp_workspace* g_big_ws; /* big: float [262145], where no net runs */
 static dp_netdef* g_def;
 static dp_netdef* g_unfed_def;
 static dp_netdef* g_gpu_def;
@@ -98,6 +99,7 @@ static dp_model* g_model;
 static dp_model* g_plain;
 static dp_parallel_model* g_pm;      /* cpu:2 */
 static dp_parallel_model* g_pm_bmuf; /* two processes with BMUF, never run */
+static dp_parallel_model* g_pm_alone; /* rank 1 of 2, whose rank 0 never comes */
 static dp_tensor* g_t23;             /* float [2, 3] */
 static dp_tensor* g_t3;              /* float [3] */
 static dp_tensor* g_t4x1;            /* float [4, 1] */
@@ -258,6 +260,70 @@ static dp_status* next_of_callback_loader(dp_loader_fill_fn fill, int32_t timeou
   return st;
 }
 
+/* probe(net) while a run started by dp_net_run_async on an async relu net
+ * counts as running (until dp_net_wait collects it, however fast it was). */
+static dp_status* while_running(dp_status* (*probe)(dp_net*)) {
+  static const char* kJson =
+      "{\"name\":\"busy\",\"external_inputs\":[\"x\"],\"ops\":["
+      "{\"type\":\"Relu\",\"inputs\":[\"x\"],\"outputs\":[\"busy_y\"]}]}";
+  dp_netdef* def = NULL;
+  dp_net* net = NULL;
+  dp_net_options o = DP_NET_OPTIONS_INIT;
+  dp_status* st;
+  o.executor = DP_EXECUTOR_ASYNC;
+  o.num_workers = 1;
+  if (!EXPECT_OK(dp_netdef_from_json(kJson, strlen(kJson), &def)) || !EXPECT_OK(dp_net_create(g_ws, def, &o, &net)) ||
+      !EXPECT_OK(dp_net_run_async(net))) {
+    dp_netdef_free(def);
+    dp_net_free(net);
+    return NULL;
+  }
+  st = probe(net);
+  EXPECT_OK(dp_net_wait(net, -1));
+  dp_net_free(net);
+  dp_netdef_free(def);
+  return st;
+}
+static dp_status* probe_run(dp_net* net) { return dp_net_run(net); }
+static dp_status* probe_run_async(dp_net* net) { return dp_net_run_async(net); }
+static dp_status* probe_trace(dp_net* net) { return dp_net_trace_json(net, &o_buf); }
+
+/* dp_net_wait(0) during a run that lasts: rank 1 of 2 alone, whose init net
+ * waits 500 ms in its rendezvous for rank 0. */
+static dp_status* wait_on_lasting_run(void) {
+  dp_netdef* init = NULL;
+  dp_net* net = NULL;
+  dp_net_options o = DP_NET_OPTIONS_INIT;
+  dp_workspace* ws = NULL;
+  dp_status* st = NULL;
+  o.executor = DP_EXECUTOR_ASYNC;
+  if (EXPECT_OK(dp_parallel_model_nets(g_pm_alone, &init, NULL, NULL)) && EXPECT_OK(dp_workspace_create(&ws)) &&
+      EXPECT_OK(dp_net_create(ws, init, &o, &net)) && EXPECT_OK(dp_net_run_async(net))) {
+    st = dp_net_wait(net, 0);
+    EXPECT_CODE(dp_net_wait(net, -1), DP_ERR_TIMEOUT); /* rank 0 never came */
+  }
+  dp_net_free(net);
+  dp_workspace_free(ws);
+  dp_netdef_free(init);
+  return st;
+}
+
+/* dp_checkpoint_wait(0) during a paced save (two pieces with a rest of about
+ * 19 times the first's time between them). */
+static dp_status* wait_on_paced_save(void) {
+  static const char* const kBig[1] = {"big"};
+  dp_checkpoint_save_options so = DP_CHECKPOINT_SAVE_OPTIONS_INIT;
+  dp_checkpoint_job* job = NULL;
+  dp_status* st;
+  so.async_write_share = 0.05;
+  st = dp_checkpoint_save_async(g_big_ws, kBig, 1, p_paced, &so, &job);
+  if (st != NULL) return st;
+  st = dp_checkpoint_wait(job, 0);
+  EXPECT_OK(dp_checkpoint_wait(job, -1));
+  dp_checkpoint_job_free(job);
+  return st;
+}
+
 /* dp_checkpoint_wait on an async save into `path`, then the job freed. */
 static dp_status* wait_of_async_save(const char* path) {
   dp_checkpoint_job* job = NULL;
@@ -375,6 +441,11 @@ static dp_status* wait_of_async_save(const char* path) {
   X(net_run_unfed, dp_net_run(g_unfed), DP_ERR_NOT_FOUND, "'unfed'", "'never_fed'")                                  \
   X(net_wait_not_started, dp_net_wait(g_idle, 0), DP_ERR_FAILED_PRECONDITION, "'audit'", "no run")                   \
   X(net_trace_out, dp_net_trace_json(g_idle, NULL), DP_ERR_INVALID_ARGUMENT, "dp_net_trace_json: ", "out")           \
+  X(net_run_while_running, while_running(probe_run), DP_ERR_FAILED_PRECONDITION, "'busy'", "already running")        \
+  X(net_run_async_while_running, while_running(probe_run_async), DP_ERR_FAILED_PRECONDITION, "'busy'",              \
+    "already running")                                                                                               \
+  X(net_trace_while_running, while_running(probe_trace), DP_ERR_FAILED_PRECONDITION, "'busy'", "in progress")        \
+  X(net_wait_timeout, wait_on_lasting_run(), DP_ERR_TIMEOUT, "lin_parallel_init", "still running")                   \
   /* Gradients. */                                                                                                   \
   X(gradients_options_null, dp_netdef_add_gradients(g_def, NULL, &o_def, NULL), DP_ERR_INVALID_ARGUMENT,             \
     "dp_netdef_add_gradients: ", "options")                                                                          \
@@ -512,6 +583,7 @@ static dp_status* wait_of_async_save(const char* path) {
     DP_ERR_INVALID_ARGUMENT, "dp_checkpoint_save_async: ", "options->async_write_share")                             \
   X(save_async_unwritable_dir, wait_of_async_save(p_proc), DP_ERR_IO, "/proc", NULL)                                 \
   X(save_async_missing_dir, wait_of_async_save(p_missing_dir), DP_ERR_IO, "no_such_dir", NULL)                       \
+  X(checkpoint_wait_timeout, wait_on_paced_save(), DP_ERR_TIMEOUT, p_paced, "still being written")                     \
   X(checkpoint_wait_null, dp_checkpoint_wait(NULL, 0), DP_ERR_INVALID_ARGUMENT, "dp_checkpoint_wait: ", "job")       \
   X(load_missing_file, dp_checkpoint_load(g_ws, p_missing, NULL), DP_ERR_NOT_FOUND, p_missing, NULL)                 \
   X(load_directory, dp_checkpoint_load(g_ws, g_dir, NULL), DP_ERR_IO, g_dir, NULL)                                   \
@@ -688,6 +760,7 @@ static int set_up(void) {
   snprintf(p_ckpt, sizeof p_ckpt, "%s/x.dpckpt", g_dir);
   snprintf(p_trunc, sizeof p_trunc, "%s/truncated.dpckpt", g_dir);
   snprintf(p_short, sizeof p_short, "%s/short.dpckpt", g_dir);
+  snprintf(p_paced, sizeof p_paced, "%s/paced.dpckpt", g_dir);
   snprintf(p_text, sizeof p_text, "%s/text.txt", g_dir);
   snprintf(p_missing, sizeof p_missing, "%s/missing_file", g_dir);
   snprintf(p_missing_dir, sizeof p_missing_dir, "%s/no_such_dir/x.dpckpt", g_dir);
@@ -712,6 +785,14 @@ static int set_up(void) {
     dp_tensor_free(t32);
   }
   ok &= EXPECT_OK(dp_workspace_create(&g_fresh));
+  {
+    /* 1 MiB and 4 bytes: a paced save writes it in two pieces. */
+    static const int64_t kBigDims[1] = {262145};
+    dp_tensor* big = new_tensor(DP_DTYPE_FLOAT32, kBigDims, 1);
+    ok &= EXPECT_OK(dp_workspace_create(&g_big_ws));
+    ok &= EXPECT_OK(dp_workspace_feed(g_big_ws, "big", big));
+    dp_tensor_free(big);
+  }
   ok &= EXPECT_OK(dp_checkpoint_save(g_ws, kX, 1, p_ckpt, NULL));
   ok &= CHECK(file_size(p_ckpt) > 64 && copy_prefix(p_ckpt, p_trunc, (size_t)file_size(p_ckpt) - 8));
   ok &= CHECK(copy_prefix(p_ckpt, p_short, 40));
@@ -751,6 +832,12 @@ static int set_up(void) {
   po.num_shards = 2;
   po.store = p_store;
   ok &= EXPECT_OK(dp_model_parallelize(g_model, &po, &g_pm_bmuf));
+  dp_parallel_options_init(&po, sizeof po);
+  po.num_shards = 2;
+  po.shard_id = 1;
+  po.store = p_store;
+  po.timeout_ms = 500;
+  ok &= EXPECT_OK(dp_model_parallelize(g_model, &po, &g_pm_alone));
   if (!ok) return 0;
   /* The parallel init net in g_ws: its communicator is a blob that holds no tensor. */
   ok &= EXPECT_OK(dp_parallel_model_nets(g_pm, &par_init, NULL, NULL));
@@ -781,6 +868,7 @@ static void tear_down(void) {
   dp_net_free(g_idle);
   dp_parallel_model_free(g_pm);
   dp_parallel_model_free(g_pm_bmuf);
+  dp_parallel_model_free(g_pm_alone);
   dp_model_free(g_model);
   dp_model_free(g_plain);
   dp_netdef_free(g_def);
@@ -788,6 +876,7 @@ static void tear_down(void) {
   dp_netdef_free(g_gpu_def);
   dp_workspace_free(g_ws);
   dp_workspace_free(g_fresh);
+  dp_workspace_free(g_big_ws);
   dp_workspace_free(g_dtype_ws);
   dp_workspace_free(g_shape_ws);
   dp_tensor_free(g_t23);
