@@ -298,8 +298,9 @@ DP_API size_t dp_dtype_size(int32_t dtype);
  * (then nbytes is ignored). `dims` may be NULL when ndim is 0 (a scalar).
  * Errors, here and in the two functions below: DP_ERR_DTYPE for an unknown
  * dtype; DP_ERR_SHAPE for a negative dim, an nbytes that does not match, or
- * a size that does not fit in memory; DP_ERR_INVALID_ARGUMENT for NULL dims
- * with ndim > 0, ndim > 64 or a NULL out. */
+ * a byte size past SIZE_MAX; DP_ERR_INVALID_ARGUMENT for NULL dims with
+ * ndim > 0, ndim > 64 or a NULL out; DP_ERR_OUT_OF_MEMORY when the copy's
+ * memory cannot be allocated. */
 DP_API DP_MUST_USE dp_status* dp_tensor_create(int32_t dtype, const int64_t* dims, size_t ndim,
                                                const void* data, size_t nbytes, dp_tensor** out);
 

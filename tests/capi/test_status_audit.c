@@ -112,6 +112,7 @@ static int32_t g_cuda_devices;
 
 static const int64_t kDims23[2] = {2, 3};
 static const int64_t kDimsNeg[2] = {2, -1};
+static const int64_t kDimsHuge[2] = {INT64_MAX / 2, 4}; /* bytes past SIZE_MAX */
 static const int32_t kDup[2] = {0, 0};
 static const int32_t kNegId[1] = {-1};
 static const int32_t kTwo[2] = {0, 1};
@@ -354,6 +355,8 @@ static dp_status* wait_of_async_save(const char* path) {
     "dtype")                                                                                                         \
   X(tensor_create_negative_dim, dp_tensor_create(DP_DTYPE_FLOAT32, kDimsNeg, 2, NULL, 0, &o_tensor), DP_ERR_SHAPE,   \
     "dp_tensor_create: ", "dims")                                                                                    \
+  X(tensor_create_overflow, dp_tensor_create(DP_DTYPE_FLOAT32, kDimsHuge, 2, NULL, 0, &o_tensor), DP_ERR_SHAPE,      \
+    "dp_tensor_create: ", NULL)                                                                                      \
   X(tensor_create_null_dims, dp_tensor_create(DP_DTYPE_FLOAT32, NULL, 2, NULL, 0, &o_tensor),                        \
     DP_ERR_INVALID_ARGUMENT, "dp_tensor_create: ", "dims")                                                           \
   X(tensor_create_nbytes, dp_tensor_create(DP_DTYPE_FLOAT32, kDims23, 2, g_floats, 4, &o_tensor), DP_ERR_SHAPE,      \
