@@ -11,6 +11,7 @@
 
 struct dp_checkpoint_job {
   std::unique_ptr<dp::AsyncCheckpointSave> save;
+  std::string path;  // named by a timeout
 };
 
 struct dp_checkpoint_info {
@@ -72,7 +73,7 @@ dp::LoadCheckpointOptions LoadOptions(const dp_checkpoint_load_options* options,
   dp::LoadCheckpointOptions o;
   if (options != nullptr) {
     dp::capi::CheckOptionsSize(options, DP_OPTIONS_END(options, num_names), func);
-    o.bindings = dp::SameNames(dp::capi::Names(options->names, options->num_names, "options->names"));
+    o.bindings = dp::SameNames(dp::capi::Names(options->names, options->num_names, "options->names", func));
     if (DP_OPTIONS_HAVE(options, lenient)) o.lenient = options->lenient != 0;
     if (DP_OPTIONS_HAVE(options, no_verify)) o.verify = options->no_verify == 0;
     if (DP_OPTIONS_HAVE(options, mmap)) o.mapped = options->mmap != 0;
@@ -101,7 +102,7 @@ dp_status* dp_checkpoint_save(const dp_workspace* workspace, const char* const* 
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(workspace);
   DP_CHECK_PATH(path);
-  const std::vector<std::string> list = dp::capi::Names(names, num_names, "names");
+  const std::vector<std::string> list = dp::capi::Names(names, num_names, "names", __func__);
   const SaveSettings settings = ReadSaveOptions(*workspace->ws, list, options, "", __func__);
   dp::SaveCheckpoint(*workspace->ws, dp::SameNames(list), path, settings.meta);
   DP_API_END
@@ -114,12 +115,13 @@ dp_status* dp_checkpoint_save_async(const dp_workspace* workspace, const char* c
   DP_CHECK_NOT_NULL(workspace);
   DP_CHECK_PATH(path);
   DP_CHECK_NOT_NULL(out);
-  const std::vector<std::string> list = dp::capi::Names(names, num_names, "names");
+  const std::vector<std::string> list = dp::capi::Names(names, num_names, "names", __func__);
   SaveSettings settings = ReadSaveOptions(*workspace->ws, list, options, "", __func__);
   auto tensors = dp::SnapshotCheckpoint(*workspace->ws, dp::SameNames(list), path);
   auto job = std::make_unique<dp_checkpoint_job>();
   job->save = std::make_unique<dp::AsyncCheckpointSave>(std::move(tensors), path, std::move(settings.meta),
                                                     settings.async_write_share);
+  job->path = path;
   *out = job.release();
   DP_API_END
 }
@@ -128,7 +130,7 @@ dp_status* dp_checkpoint_wait(dp_checkpoint_job* job, int64_t timeout_ms) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(job);
   if (!job->save->Wait(timeout_ms))
-    DP_THROW(dp::Code::kTimeout, "the checkpoint is still being written after ", timeout_ms, " ms");
+    DP_THROW(dp::Code::kTimeout, "checkpoint '", job->path, "' is still being written after ", timeout_ms, " ms");
   DP_API_END
 }
 

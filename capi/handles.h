@@ -70,6 +70,9 @@ dp_status* StatusFromCurrentException() noexcept;  // call inside a catch block
 #define DP_CHECK_ARG(cond, ...) \
   DP_ENFORCE_CODE(cond, ::dp::Code::kInvalidArgument, __func__, ": ", __VA_ARGS__)
 #define DP_CHECK_NOT_NULL(p) DP_CHECK_ARG((p) != nullptr, #p " is NULL")
+// The same in a helper that checks for the C function `func`.
+#define DP_CHECK_ARG_IN(func, cond, ...) \
+  DP_ENFORCE_CODE(cond, ::dp::Code::kInvalidArgument, func, ": ", __VA_ARGS__)
 
 // A new handle owning `def` (not validated again: transforms' output).
 inline dp_netdef* NewNetDef(NetDef def) { return new dp_netdef{std::make_shared<const NetDef>(std::move(def))}; }
@@ -130,17 +133,28 @@ void InitOptions(T* options, size_t struct_size) noexcept {
 // kInvalidArgument naming `func`).
 const ModelDef& ModelWithLr(const ModelDef& model, double lr, ModelDef* storage, const char* func);
 
-// A C array of `n` names (`what` names it in errors): NULL only with n == 0,
-// no NULL element.
-inline std::vector<std::string> Names(const char* const* names, size_t n, const char* what) {
-  DP_ENFORCE_CODE(names != nullptr || n == 0, Code::kInvalidArgument, what, " is NULL but its count is ", n);
+// A C array of `n` names (`what` names it in errors, after `func`): NULL
+// only with n == 0, no NULL element.
+inline std::vector<std::string> Names(const char* const* names, size_t n, const char* what, const char* func) {
+  DP_ENFORCE_CODE(names != nullptr || n == 0, Code::kInvalidArgument, func, ": ", what, " is NULL but its count is ",
+                  n);
   std::vector<std::string> out;
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    DP_ENFORCE_CODE(names[i] != nullptr, Code::kInvalidArgument, what, "[", i, "] is NULL");
+    DP_ENFORCE_CODE(names[i] != nullptr, Code::kInvalidArgument, func, ": ", what, "[", i, "] is NULL");
     out.emplace_back(names[i]);
   }
   return out;
+}
+
+// The bytes of a serialised input (`param` names it in errors, after
+// `func`): NULL with a nonzero size is a bad argument; zero bytes, NULL or
+// not, are an empty input, which no format accepts (kParse, as for any other
+// malformed input).
+inline void CheckInputBytes(const void* data, size_t size, const char* param, const char* func) {
+  DP_ENFORCE_CODE(data != nullptr || size == 0, Code::kInvalidArgument, func, ": ", param, " is NULL but size is ",
+                  size);
+  DP_ENFORCE_CODE(size > 0, Code::kParse, func, ": ", param, " is empty (size 0)");
 }
 
 }  // namespace dp::capi

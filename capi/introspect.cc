@@ -268,7 +268,7 @@ dp_status* dp_model_net(const dp_model* model, int32_t which, dp_netdef** out) {
   switch (which) {
     case DP_MODEL_INIT_NET: net = &model->def->init_net; break;
     case DP_MODEL_FORWARD_NET: net = &model->def->forward_net; break;
-    default: DP_CHECK_ARG(false, "unknown net ", which, " (DP_MODEL_INIT_NET or DP_MODEL_FORWARD_NET)");
+    default: DP_CHECK_ARG(false, "which ", which, " is not a net (DP_MODEL_INIT_NET or DP_MODEL_FORWARD_NET)");
   }
   // Aliasing: the handle points at the model's net and owns the model.
   *out = SharedNetDef(std::shared_ptr<const dp::NetDef>(model->def, net));

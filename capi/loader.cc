@@ -10,24 +10,64 @@ struct dp_loader {
 
 namespace {
 
+// dp_loader_options, checked here so that errors name its fields (the
+// engine's LoaderOptions differ: drop_last, shard).
 dp::LoaderOptions ReadOptions(const dp_loader_options* options, const char* func) {
   DP_ENFORCE_CODE(options != nullptr, dp::Code::kInvalidArgument, func,
-                  ": options is NULL (batch_size has no default)");
+                  ": options is NULL (options->batch_size has no default)");
   dp::capi::CheckOptionsSize(options, DP_OPTIONS_END(options, batch_size), func);
   dp::LoaderOptions o;
   o.batch_size = options->batch_size;
+  DP_CHECK_ARG_IN(func, o.batch_size > 0, "options->batch_size must be > 0, got ", o.batch_size);
   if (DP_OPTIONS_HAVE(options, seed)) o.seed = options->seed;
   if (DP_OPTIONS_HAVE(options, no_shuffle)) o.shuffle = options->no_shuffle == 0;
   if (DP_OPTIONS_HAVE(options, keep_last)) o.drop_last = options->keep_last == 0;
-  if (DP_OPTIONS_HAVE(options, num_shards) && options->num_shards != 0) o.num_shards = options->num_shards;
+  if (DP_OPTIONS_HAVE(options, num_shards)) {
+    DP_CHECK_ARG_IN(func, options->num_shards >= 0, "options->num_shards must be >= 0 (0: 1), got ",
+                    options->num_shards);
+    if (options->num_shards != 0) o.num_shards = options->num_shards;
+  }
   if (DP_OPTIONS_HAVE(options, shard_id)) o.shard = options->shard_id;
-  if (DP_OPTIONS_HAVE(options, prefetch) && options->prefetch != 0) o.prefetch = options->prefetch;
+  DP_CHECK_ARG_IN(func, o.shard >= 0 && o.shard < o.num_shards, "options->shard_id ", o.shard,
+                  " must be in [0, num_shards ", o.num_shards, ")");
+  DP_CHECK_ARG_IN(func, o.batch_size % o.num_shards == 0, "options->batch_size ", o.batch_size,
+                  " does not divide by options->num_shards ", o.num_shards, " (the processes sharing each batch)");
+  DP_CHECK_ARG_IN(func, o.num_shards == 1 || o.drop_last, "options->keep_last must be 0 with several processes ",
+                  "(num_shards ", o.num_shards, "): a last partial batch cannot be split evenly");
+  if (DP_OPTIONS_HAVE(options, prefetch) && options->prefetch != 0) {
+    DP_CHECK_ARG_IN(func, options->prefetch > 0 && options->prefetch <= 64,
+                    "options->prefetch must be in 1..64 (0: 2), got ", options->prefetch);
+    o.prefetch = options->prefetch;
+  }
   if (DP_OPTIONS_HAVE(options, timeout_ms) && options->timeout_ms != 0) {
-    DP_ENFORCE_CODE(options->timeout_ms > 0, dp::Code::kInvalidArgument, func, ": timeout_ms must be positive, got ",
+    DP_CHECK_ARG_IN(func, options->timeout_ms > 0, "options->timeout_ms must be > 0 (0: 60000), got ",
                     options->timeout_ms);
     o.timeout = std::chrono::milliseconds(options->timeout_ms);
   }
   return o;
+}
+
+// Blob names: none empty, none repeated; `what(i)` names name i as the
+// caller passed it ("blob_names[1]", "inputs[1].blob").
+template <class What>
+void CheckBlobNames(const std::vector<dp::LoaderInput>& inputs, What what, const char* func) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    DP_CHECK_ARG_IN(func, !inputs[i].blob.empty(), what(i), " is empty");
+    for (size_t j = 0; j < i; ++j)
+      DP_CHECK_ARG_IN(func, inputs[i].blob != inputs[j].blob, what(i), " '", inputs[i].blob,
+                      "' is named by two inputs (", what(j), " too)");
+  }
+}
+
+// The engine's own errors (the dataset's, a batch that does not fit it),
+// with the function's name in front.
+template <class Make>
+std::unique_ptr<dp::Loader> NewLoader(Make make, const char* func) {
+  try {
+    return make();
+  } catch (dp::Error& e) {
+    throw e.Prepend(func);
+  }
 }
 
 // Runs the caller's fill function; a nonzero return fails the batch.
@@ -85,7 +125,13 @@ dp_status* dp_loader_create(dp_workspace* workspace, const char* const* blob_nam
     inputs.push_back({blob_names[i], t.dtype(), dp::Dims(t.dims().begin() + 1, t.dims().end())});
     data.push_back(t);
   }
-  auto loader = std::make_unique<dp::Loader>(workspace->ws, std::move(inputs), dp::MakeTensorSource(std::move(data)), o);
+  CheckBlobNames(inputs, [](size_t i) { return dp::StrCat("blob_names[", i, "]"); }, __func__);
+  auto loader = NewLoader(
+      [&] {
+        return std::make_unique<dp::Loader>(workspace->ws, std::move(inputs), dp::MakeTensorSource(std::move(data)),
+                                            o);
+      },
+      __func__);
   *out = new dp_loader{std::move(loader)};
   DP_API_END
 }
@@ -106,16 +152,22 @@ dp_status* dp_loader_create_callback(dp_workspace* workspace, const dp_loader_in
     const dp_loader_input& x = inputs[i];
     DP_CHECK_ARG(x.blob != nullptr, "inputs[", i, "].blob is NULL");
     DP_CHECK_ARG(x.sample_dims != nullptr || x.sample_ndim == 0, "inputs[", i, "].sample_dims is NULL");
-    DP_CHECK_ARG(x.sample_ndim <= 32, "inputs[", i, "] has ", x.sample_ndim, " dims (at most 32)");
+    DP_CHECK_ARG(x.sample_ndim <= 32, "inputs[", i, "].sample_ndim is ", x.sample_ndim, " (at most 32)");
     dp::DType dtype;
     DP_ENFORCE_CODE(dp::DTypeFromInt(x.dtype, &dtype), dp::Code::kDType, __func__, ": inputs[", i,
-                    "] has an unknown dtype ", x.dtype);
+                    "].dtype ", x.dtype, " is not a DP_DTYPE_* value");
     dp::Dims dims(x.sample_dims, x.sample_dims + x.sample_ndim);
-    for (int64_t d : dims) DP_CHECK_ARG(d >= 0, "inputs[", i, "] has a negative dim ", d);
+    for (int64_t d : dims) DP_CHECK_ARG(d >= 0, "inputs[", i, "].sample_dims holds a negative dim ", d);
     in.push_back({x.blob, dtype, std::move(dims)});
   }
-  auto loader = std::make_unique<dp::Loader>(
-      workspace->ws, std::move(in), std::make_unique<CallbackSource>(num_samples, fill, user_data, num_inputs), o);
+  CheckBlobNames(in, [](size_t i) { return dp::StrCat("inputs[", i, "].blob"); }, __func__);
+  auto loader = NewLoader(
+      [&] {
+        return std::make_unique<dp::Loader>(
+            workspace->ws, std::move(in), std::make_unique<CallbackSource>(num_samples, fill, user_data, num_inputs),
+            o);
+      },
+      __func__);
   *out = new dp_loader{std::move(loader)};
   DP_API_END
 }
@@ -131,7 +183,11 @@ dp_status* dp_loader_next(dp_loader* loader, int32_t* out_fed) {
 dp_status* dp_loader_seek(dp_loader* loader, int64_t epoch, int64_t step) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(loader);
-  loader->loader->Seek(epoch, step);
+  try {
+    loader->loader->Seek(epoch, step);
+  } catch (dp::Error& e) {
+    throw e.Prepend(__func__);
+  }
   DP_API_END
 }
 

@@ -45,9 +45,10 @@ dp_status* dp_netdef_add_gradients(const dp_netdef* netdef, const dp_gradient_op
   DP_CHECK_NOT_NULL(out);
   DP_CHECK_OPTIONS_SIZE(options, loss_scale);
   dp::GradientOptions g;
-  g.losses = dp::capi::Names(options->losses, options->num_losses, "options->losses");
-  g.wrt = dp::capi::Names(options->wrt, options->num_wrt, "options->wrt");
-  g.stop = dp::capi::Names(options->stop, options->num_stop, "options->stop");
+  g.losses = dp::capi::Names(options->losses, options->num_losses, "options->losses", __func__);
+  DP_CHECK_ARG(!g.losses.empty(), "options->losses is empty (num_losses 0): at least one loss is required");
+  g.wrt = dp::capi::Names(options->wrt, options->num_wrt, "options->wrt", __func__);
+  g.stop = dp::capi::Names(options->stop, options->num_stop, "options->stop", __func__);
   g.loss_scale = options->loss_scale == 0 ? 1.0 : options->loss_scale;
   dp::GradientResult r = dp::AddGradients(*netdef->def, g);
   std::unique_ptr<dp_string_list> map;
@@ -66,17 +67,17 @@ dp_status* dp_netdef_add_gradients(const dp_netdef* netdef, const dp_gradient_op
 
 dp_status* dp_model_from_buffer(const void* data, size_t size, dp_model** out) {
   DP_API_BEGIN
-  DP_CHECK_NOT_NULL(data);
   DP_CHECK_NOT_NULL(out);
+  dp::capi::CheckInputBytes(data, size, "data", __func__);
   *out = NewModel(dp::ModelFromBuffer(data, size));
   DP_API_END
 }
 
 dp_status* dp_model_from_json(const char* json, size_t size, dp_model** out) {
   DP_API_BEGIN
-  DP_CHECK_ARG(json != nullptr || size == 0, "json is NULL");
   DP_CHECK_NOT_NULL(out);
-  *out = NewModel(dp::ModelFromJson(std::string_view(json ? json : "", size)));
+  dp::capi::CheckInputBytes(json, size, "json", __func__);
+  *out = NewModel(dp::ModelFromJson(std::string_view(json, size)));
   DP_API_END
 }
 
@@ -116,7 +117,7 @@ dp_status* dp_model_blobs(const dp_model* model, int32_t which, dp_string_list**
     case DP_MODEL_INPUTS: list = &m.inputs; break;
     case DP_MODEL_LOSSES: list = &m.losses; break;
     case DP_MODEL_METRICS: list = &m.metrics; break;
-    default: DP_CHECK_ARG(false, "unknown list ", which, " (DP_MODEL_PARAMS .. DP_MODEL_METRICS)");
+    default: DP_CHECK_ARG(false, "which ", which, " is not a list (DP_MODEL_PARAMS .. DP_MODEL_METRICS)");
   }
   *out = new dp_string_list{*list};
   DP_API_END

@@ -20,17 +20,17 @@ extern "C" {
 
 dp_status* dp_netdef_from_buffer(const void* data, size_t size, dp_netdef** out) {
   DP_API_BEGIN
-  DP_CHECK_NOT_NULL(data);
   DP_CHECK_NOT_NULL(out);
+  dp::capi::CheckInputBytes(data, size, "data", __func__);
   *out = ValidatedNetDef(dp::NetDefFromBuffer(data, size));
   DP_API_END
 }
 
 dp_status* dp_netdef_from_json(const char* json, size_t size, dp_netdef** out) {
   DP_API_BEGIN
-  DP_CHECK_ARG(json != nullptr || size == 0, "json is NULL");
   DP_CHECK_NOT_NULL(out);
-  *out = ValidatedNetDef(dp::NetDefFromJson(std::string_view(json ? json : "", size)));
+  dp::capi::CheckInputBytes(json, size, "json", __func__);
+  *out = ValidatedNetDef(dp::NetDefFromJson(std::string_view(json, size)));
   DP_API_END
 }
 
@@ -97,19 +97,20 @@ dp_status* dp_net_create(dp_workspace* workspace, const dp_netdef* netdef, const
   if (options != nullptr) {
     DP_CHECK_OPTIONS_SIZE(options, executor);
     DP_CHECK_ARG(options->executor >= DP_EXECUTOR_DEFAULT && options->executor <= DP_EXECUTOR_ASYNC,
-                 "unknown executor ", options->executor);
+                 "options->executor ", options->executor, " is not a DP_EXECUTOR_* value");
     opts.executor = static_cast<dp::ExecutorKind>(options->executor);
     if (DP_OPTIONS_HAVE(options, num_workers)) {
-      DP_CHECK_ARG(options->num_workers >= 0 && options->num_workers <= 1024, "num_workers must be in 0..1024, got ",
+      DP_CHECK_ARG(options->num_workers >= 0 && options->num_workers <= 1024, "options->num_workers must be in 0..1024, got ",
                    options->num_workers);
       opts.num_workers = options->num_workers;
     }
     if (DP_OPTIONS_HAVE(options, streams_per_gpu)) {
       DP_CHECK_ARG(options->streams_per_gpu >= 0 && options->streams_per_gpu <= 64,
-                   "streams_per_gpu must be in 0..64, got ", options->streams_per_gpu);
+                   "options->streams_per_gpu must be in 0..64, got ", options->streams_per_gpu);
       opts.streams_per_gpu = options->streams_per_gpu == 0 ? 1 : options->streams_per_gpu;
     }
     if (DP_OPTIONS_HAVE(options, profile)) opts.profile = options->profile != 0;
+    if (DP_OPTIONS_HAVE(options, unread_feed_error)) opts.unread_feed_error = options->unread_feed_error != 0;
   }
   auto net = std::make_unique<dp::Net>(netdef->def, workspace->ws, opts);
   *out = new dp_net{std::move(net)};

@@ -28,8 +28,9 @@ std::optional<int64_t> EnvInt(const char* name, int64_t lo, int64_t hi) {
   errno = 0;
   char* end = nullptr;
   const long long x = std::strtoll(v->c_str(), &end, 10);
-  DP_ENFORCE(errno == 0 && end != nullptr && *end == '\0' && x >= lo && x <= hi, "environment variable ", name,
-             "='", v->substr(0, 40), "' must be a whole number in [", lo, ", ", hi, "]");
+  DP_ENFORCE(errno == 0 && end != nullptr && *end == '\0' && x >= lo && x <= hi,
+             "dp_model_parallelize: environment variable ", name, "='", v->substr(0, 40),
+             "' must be a whole number in [", lo, ", ", hi, "]");
   return x;
 }
 
@@ -46,7 +47,7 @@ void ReadShardOptions(const dp_parallel_options* options, dp::ParallelizeOptions
     if (const auto world = EnvInt("DP_WORLD_SIZE", 1, 1 << 20)) {
       shards = static_cast<int32_t>(*world);
       const auto rank = EnvInt("DP_RANK", 0, *world - 1);
-      DP_ENFORCE(rank.has_value() || *world == 1, "environment variable DP_WORLD_SIZE=", *world,
+      DP_ENFORCE(rank.has_value() || *world == 1, kApi, ": environment variable DP_WORLD_SIZE=", *world,
                  " is set but DP_RANK is not (dp-run sets both)");
       DP_ENFORCE(shard == 0, kApi, ": options->shard_id ", shard, " with num_shards 0: the rank comes from DP_RANK");
       shard = static_cast<int32_t>(rank.value_or(0));

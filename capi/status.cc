@@ -61,7 +61,7 @@ void dp_log_set_callback(dp_log_callback callback, void* user_data, int32_t min_
 dp_status* dp_device_count(int32_t device_type, int32_t* out_count) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(out_count);
-  DP_CHECK_ARG(device_type == DP_DEVICE_CPU || device_type == DP_DEVICE_CUDA, "unknown device type ",
+  DP_CHECK_ARG(device_type == DP_DEVICE_CPU || device_type == DP_DEVICE_CUDA, "unknown device_type ",
                device_type);
   *out_count = dp::DeviceCount(static_cast<dp::DeviceType>(device_type));
   DP_API_END

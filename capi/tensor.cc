@@ -12,7 +12,7 @@ dp::Dims CheckedDims(const char* fn, const int64_t* dims, size_t ndim) {
   DP_ENFORCE_CODE(ndim <= 64, dp::Code::kInvalidArgument, fn, ": ndim ", ndim, " exceeds 64");
   dp::Dims out(dims, dims + ndim);
   for (size_t i = 0; i < ndim; ++i)
-    DP_ENFORCE_CODE(out[i] >= 0, dp::Code::kShape, fn, ": dimension ", i, " is negative (", out[i], ")");
+    DP_ENFORCE_CODE(out[i] >= 0, dp::Code::kShape, fn, ": dims[", i, "] is negative (", out[i], ")");
   return out;
 }
 
@@ -126,8 +126,8 @@ dp_status* dp_tensor_copy_to(const dp_tensor* tensor, void* dst, size_t nbytes) 
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(tensor);
   const dp::Tensor& t = tensor->tensor;
-  DP_ENFORCE_CODE(nbytes == t.nbytes(), dp::Code::kShape, __func__, ": destination has ", nbytes,
-                  " bytes but the tensor ", t.DebugString(), " has ", t.nbytes());
+  DP_ENFORCE_CODE(nbytes == t.nbytes(), dp::Code::kShape, __func__, ": nbytes is ", nbytes,
+                  " but the tensor ", t.DebugString(), " has ", t.nbytes(), " bytes");
   DP_CHECK_ARG(nbytes == 0 || dst != nullptr, "dst is NULL");
   dp::CopyBytes(nbytes, t.raw_data(), t.device(), dst, dp::DeviceOption{});
   DP_API_END
@@ -169,6 +169,7 @@ dp_status* dp_workspace_feed(dp_workspace* workspace, const char* name, const dp
   DP_CHECK_NOT_NULL(tensor);
   DP_CHECK_ARG(name[0] != '\0', "blob name is empty");
   workspace->ws->Feed(name, tensor->tensor);
+  workspace->ws->feeds().NoteFed(*workspace->ws->GetBlob(name));  // the next run reports it if no net reads it
   DP_API_END
 }
 

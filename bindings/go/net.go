@@ -26,6 +26,10 @@ type NetOptions struct {
 	NumWorkers    int      // async executor CPU workers; 0: the definition's, else the core count
 	StreamsPerGPU int      // 0 means 1
 	Profile       bool     // record per-op timings (see TraceJSON)
+	// A blob fed since the last run that no net of the workspace reads (a
+	// misspelt name) fails the run with ErrNotFound before any op runs;
+	// false: a warning through the log callback, once per blob. Since 0.6.
+	UnreadFeedError bool
 }
 
 // Net is a definition instantiated in a workspace. Runs of one net never
@@ -73,6 +77,9 @@ func NewNet(ws *Workspace, def *NetDef, opts *NetOptions) (*Net, error) {
 		c.streams_per_gpu = C.int32_t(opts.StreamsPerGPU)
 		if opts.Profile {
 			c.profile = 1
+		}
+		if opts.UnreadFeedError {
+			c.unread_feed_error = 1
 		}
 		cp = &c
 	}

@@ -9,6 +9,13 @@
  *   the op, blob or file concerned. There is no thread-local "last error".
  *   No C++ exception, abort or assert crosses this boundary: bad input gives
  *   a status. If a call fails, its out-parameters are left untouched.
+ *   A function's check of its own arguments fails with a message that starts
+ *   with the function's name and names the parameter or field as this header
+ *   spells it ("dp_loader_create: options->keep_last must be 0 ..."); errors
+ *   found further in (running a net, reading a file) name the net, op, blob
+ *   or file instead. Messages are for people and may change; codes are for
+ *   programs. tests/capi/test_status_audit.c checks every code documented
+ *   here.
  *
  * Handles. All objects are opaque. Release functions (dp_*_free) return void
  *   and accept NULL. Passing a freed handle is undefined behaviour (as with
@@ -18,9 +25,11 @@
  * Memory. Memory the library returns is freed by the library (dp_*_free).
  *   Tensor data is copied in, borrowed, or transferred with a deleter: see
  *   dp_tensor_create*. Strings are UTF-8 and NUL-terminated unless a length
- *   is passed. The host memory dp allocates (tensors, blobs, op scratch;
- *   not memory the caller supplies) is bounded, all of it together, by the
- *   memory the process may use: the tightest memory limit of its cgroups
+ *   is passed. A pointer with a length may be NULL when the length is 0 (no
+ *   bytes); NULL with a nonzero length is DP_ERR_INVALID_ARGUMENT. The
+ *   host memory dp allocates (tensors, blobs, op scratch; not memory the
+ *   caller supplies) is bounded, all of it together, by the memory the
+ *   process may use: the tightest memory limit of its cgroups
  *   (cgroup v2 memory.max, v1 memory.limit_in_bytes, of its own cgroup and
  *   each ancestor: a container's limit), else physical memory, read once
  *   when dp first allocates. An allocation that would pass it fails with
@@ -333,15 +342,20 @@ DP_API size_t dp_dtype_size(int32_t dtype);
  * (then nbytes is ignored): from 1 MiB up its memory is fresh zero pages
  * that take no memory until written, so a large one is created at once
  * (since 0.6). `dims` may be NULL when ndim is 0 (a scalar).
- * DP_ERR_SHAPE when the byte size overflows, DP_ERR_OUT_OF_MEMORY past the
- * process's memory limit (see "Memory" above). */
+ * Errors, here and in the two functions below: DP_ERR_DTYPE for an unknown
+ * dtype; DP_ERR_SHAPE for a negative dim, an nbytes that does not match, or
+ * a byte size past SIZE_MAX; DP_ERR_INVALID_ARGUMENT for NULL dims with
+ * ndim > 0, ndim > 64 or a NULL out; DP_ERR_OUT_OF_MEMORY when the memory
+ * cannot be allocated or would pass the process's memory limit (see
+ * "Memory" above). */
 DP_API DP_MUST_USE dp_status* dp_tensor_create(int32_t dtype, const int64_t* dims, size_t ndim,
                                                const void* data, size_t nbytes, dp_tensor** out);
 
 /* Creates a tensor over caller memory without copying. dp only reads it. The
  * memory must stay valid and unchanged until the tensor and every workspace
  * blob fed from it are gone (freed, overwritten by a feed, or their
- * workspace freed). `data` must be aligned to the element size. */
+ * workspace freed). `data` must be aligned to the element size
+ * (DP_ERR_INVALID_ARGUMENT otherwise, and for NULL data with nbytes > 0). */
 DP_API DP_MUST_USE dp_status* dp_tensor_create_borrowed(int32_t dtype, const int64_t* dims, size_t ndim,
                                                         const void* data, size_t nbytes, dp_tensor** out);
 
@@ -364,7 +378,7 @@ DP_API size_t dp_tensor_nbytes(const dp_tensor* tensor);
 DP_API const void* dp_tensor_data(const dp_tensor* tensor);
 
 /* Copies the elements into dst, which must have room for exactly
- * dp_tensor_nbytes(tensor) bytes (`nbytes`). */
+ * dp_tensor_nbytes(tensor) bytes (`nbytes`; DP_ERR_SHAPE otherwise). */
 DP_API DP_MUST_USE dp_status* dp_tensor_copy_to(const dp_tensor* tensor, void* dst, size_t nbytes);
 
 DP_API void dp_tensor_free(dp_tensor* tensor);
@@ -447,7 +461,8 @@ DP_API void dp_workspace_free(dp_workspace* workspace);
 
 /* Makes blob `name` hold the tensor's contents, without copying: the blob
  * shares the tensor's memory (see dp_tensor_create_borrowed for borrowed
- * memory). The caller keeps its handle and may free it at once. */
+ * memory). The caller keeps its handle and may free it at once.
+ * DP_ERR_INVALID_ARGUMENT for an empty name. */
 DP_API DP_MUST_USE dp_status* dp_workspace_feed(dp_workspace* workspace, const char* name, const dp_tensor* tensor);
 
 /* Returns the tensor in blob `name`, without copying. Later runs do not
@@ -484,7 +499,10 @@ DP_API DP_MUST_USE dp_status* dp_workspace_list_blobs(const dp_workspace* worksp
 typedef struct dp_netdef dp_netdef;
 
 /* From a binary FlatBuffer (file identifier "DPNT"); verified first. The
- * buffer is only read during the call. */
+ * buffer is only read during the call. Errors of the three: DP_ERR_PARSE for
+ * malformed bytes or text, an empty input (size 0, data NULL or not)
+ * included; DP_ERR_INVALID_NET when the net fails validation (naming the op);
+ * DP_ERR_INVALID_ARGUMENT for NULL data with a nonzero size. */
 DP_API DP_MUST_USE dp_status* dp_netdef_from_buffer(const void* data, size_t size, dp_netdef** out);
 /* From JSON text of `size` bytes (need not be NUL-terminated). */
 DP_API DP_MUST_USE dp_status* dp_netdef_from_json(const char* json, size_t size, dp_netdef** out);
@@ -759,6 +777,8 @@ typedef struct dp_net_options {
                               else the number of cores; at most 1024 (INVALID_ARGUMENT past it) */
   int32_t streams_per_gpu; /* CUDA workers, each with its own stream, per GPU; 0 means 1; at most 64 */
   int32_t profile;         /* 1: record per-op timings of every run (see dp_net_trace_json); 0: off */
+  int32_t unread_feed_error; /* 1: a fed blob that no net reads fails the run (see dp_net_run);
+                                0: a warning. Since 0.6. */
 } dp_net_options;
 
 #define DP_NET_OPTIONS_INIT DP_OPTIONS_INIT_(dp_net_options)
@@ -771,7 +791,9 @@ typedef struct dp_net dp_net;
 
 /* Creates a net: checks devices and kernels, creates its blobs in the
  * workspace. `options` may be NULL. The net keeps the workspace alive; the
- * definition is copied, so it may be freed afterwards. */
+ * definition is copied, so it may be freed afterwards. DP_ERR_UNAVAILABLE
+ * naming the op and device when an op's device is not present;
+ * DP_ERR_INVALID_ARGUMENT for options out of range. */
 DP_API DP_MUST_USE dp_status* dp_net_create(dp_workspace* workspace, const dp_netdef* netdef,
                                             const dp_net_options* options, dp_net** out);
 
@@ -781,7 +803,19 @@ DP_API DP_MUST_USE dp_status* dp_net_create(dp_workspace* workspace, const dp_ne
  * overlap: a second dp_net_run or dp_net_run_async while one is in progress
  * fails with DP_ERR_FAILED_PRECONDITION. Different nets on the same
  * workspace may run concurrently only if they write disjoint blobs.
- * DP_ERR_CANCELLED if dp_net_cancel stopped the run. */
+ * DP_ERR_CANCELLED if dp_net_cancel stopped the run.
+ *
+ * Unread feeds (since 0.6). A run first looks at the blobs fed since the
+ * last run of any net of the workspace (by dp_workspace_feed or a loader;
+ * not by dp_checkpoint_load): one that no net of the workspace reads (as an
+ * external input) is most likely a misspelt name, and the net would go on
+ * with a stale value of the blob meant. Each is reported with the nearest
+ * name the nets read ("fed blob 'X' is read by no net of the workspace (did
+ * you mean 'x'?)"): as a DP_LOG_WARNING through the log callback, once per
+ * blob, or, when the net was created with options.unread_feed_error = 1, as
+ * DP_ERR_NOT_FOUND before any op runs (the feed is then forgotten: the next
+ * run goes on). Nets created later count as readers once created. A run
+ * with nothing fed since the last one pays one atomic load for this. */
 DP_API DP_MUST_USE dp_status* dp_net_run(dp_net* net);
 
 /* Starts a run and returns at once (with the simple executor the run
@@ -849,7 +883,8 @@ DP_API void dp_gradient_options_init(dp_gradient_options* options, size_t struct
  * blob, element 2k+1 its gradient blob. DP_ERR_INVALID_NET names the op when
  * a gradient must pass through an op that has none (for example Accuracy),
  * when a wrt blob does not affect the losses, or when a gradient needs a
- * value that a later op overwrote in place. Any thread; inputs are only read. */
+ * value that a later op overwrote in place; DP_ERR_INVALID_ARGUMENT when
+ * options->losses is empty. Any thread; inputs are only read. */
 DP_API DP_MUST_USE dp_status* dp_netdef_add_gradients(const dp_netdef* netdef, const dp_gradient_options* options,
                                                       dp_netdef** out, dp_string_list** out_grad_map);
 
@@ -867,7 +902,10 @@ typedef struct dp_model dp_model;
  * bytes, or a file holding either (a missing file is DP_ERR_NOT_FOUND, an
  * unreadable one DP_ERR_IO). Both nets are validated, and the model's
  * lists are checked against them (every param is created by the init net and
- * read by the forward net; losses and metrics are produced by it). */
+ * read by the forward net; losses and metrics are produced by it):
+ * DP_ERR_INVALID_NET naming what fails. DP_ERR_PARSE for malformed input, an
+ * empty one (size 0, NULL or not) included; DP_ERR_INVALID_ARGUMENT for NULL
+ * data or json with a nonzero size. */
 DP_API DP_MUST_USE dp_status* dp_model_from_buffer(const void* data, size_t size, dp_model** out);
 DP_API DP_MUST_USE dp_status* dp_model_from_json(const char* json, size_t size, dp_model** out);
 DP_API DP_MUST_USE dp_status* dp_model_from_file(const char* path, dp_model** out);
@@ -876,7 +914,8 @@ DP_API DP_MUST_USE dp_status* dp_model_to_buffer(const dp_model* model, dp_buffe
 
 enum { DP_MODEL_PARAMS = 0, DP_MODEL_COMPUTED_PARAMS = 1, DP_MODEL_INPUTS = 2, DP_MODEL_LOSSES = 3,
        DP_MODEL_METRICS = 4 };
-/* One of the model's blob lists (DP_MODEL_*), as a new list. */
+/* One of the model's blob lists (DP_MODEL_*), as a new list;
+ * DP_ERR_INVALID_ARGUMENT for another `which`. */
 DP_API DP_MUST_USE dp_status* dp_model_blobs(const dp_model* model, int32_t which, dp_string_list** out);
 DP_API void dp_model_free(dp_model* model);
 
@@ -1196,9 +1235,10 @@ DP_API void dp_checkpoint_save_options_init(dp_checkpoint_save_options* options,
  * (see above). Tensors on a GPU are copied to the host first. `options` may
  * be NULL (defaults) and is only read during the call. DP_ERR_NOT_FOUND
  * names a missing blob, DP_ERR_DTYPE one that holds no tensor, DP_ERR_IO the
- * file or directory that could not be written (a full disk included); on
- * any error the file at `path`, if one was there, is left as it was and the
- * temporary file is removed. Do not run a net that writes these blobs during
+ * file or directory that could not be written (a full disk, a directory that
+ * does not exist or where no file can be created, a path that is a directory
+ * included); on any error the file at `path`, if one was there, is left as
+ * it was and the temporary file is removed. Do not run a net that writes these blobs during
  * the call. Any thread. Since 0.2. */
 DP_API DP_MUST_USE dp_status* dp_checkpoint_save(const dp_workspace* workspace, const char* const* names,
                                                  size_t num_names, const char* path,
@@ -1313,8 +1353,9 @@ DP_API DP_MUST_USE dp_status* dp_checkpoint_list_steps(const char* dir, dp_strin
 /* Removes all but the `keep` newest step checkpoints of `dir` (keep 0
  * removes none), and the temporary files of writers whose process no longer
  * runs (a crash during a save leaves one). DP_ERR_INVALID_ARGUMENT for a
- * negative keep. Any thread, but not concurrently with a save into `dir`
- * that might be pruned. Since 0.2. */
+ * negative keep; DP_ERR_NOT_FOUND / DP_ERR_IO when `dir` cannot be read. Any
+ * thread, but not concurrently with a save into `dir` that might be pruned.
+ * Since 0.2. */
 DP_API DP_MUST_USE dp_status* dp_checkpoint_prune(const char* dir, int32_t keep);
 
 /* --- Checkpoints of models ------------------------------------------------
@@ -1429,7 +1470,8 @@ typedef int32_t (*dp_loader_fill_fn)(void* user_data, const int64_t* indices, si
 
 /* A loader over `num_samples` samples that `fill` writes. The inputs
  * (blob names and dims) are copied; `user_data` must stay valid until the
- * loader is freed. Errors as dp_loader_create. Since 0.5. */
+ * loader is freed. Errors as dp_loader_create, and DP_ERR_DTYPE for an
+ * unknown inputs[i].dtype. Since 0.5. */
 DP_API DP_MUST_USE dp_status* dp_loader_create_callback(dp_workspace* workspace, const dp_loader_input* inputs,
                                                         size_t num_inputs, int64_t num_samples,
                                                         dp_loader_fill_fn fill, void* user_data,

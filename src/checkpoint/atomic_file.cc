@@ -31,8 +31,11 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// Every failure to write is kIo, a missing directory included (ENOENT, also
+// what a pseudo file system such as /proc answers): for a save, kNotFound
+// means a missing blob, and the message names the file and the cause.
 [[noreturn]] void ThrowErrno(int err, const std::string& what, const std::string& file) {
-  DP_THROW(err == ENOENT ? Code::kNotFound : Code::kIo, what, " '", file, "': ", std::strerror(err));
+  DP_THROW(Code::kIo, what, " '", file, "': ", std::strerror(err));
 }
 
 void FsyncDir(const std::string& dir) {
@@ -52,11 +55,11 @@ void SetWriteFaultHookForTesting(WriteFaultHook hook) { g_fault_hook.store(hook)
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
   DP_ENFORCE_CODE(!path_.empty(), Code::kInvalidArgument, "empty file path");
   const std::string base = BaseName(path_);
-  DP_ENFORCE_CODE(!base.empty() && base != "." && base != "..", Code::kInvalidArgument, "'", path_,
-                  "' names a directory, not a file");
+  DP_ENFORCE_CODE(!base.empty() && base != "." && base != "..", Code::kIo, "cannot write '", path_,
+                  "': it names a directory, not a file");
   struct stat st {};
-  DP_ENFORCE_CODE(::stat(path_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode), Code::kInvalidArgument, "'", path_,
-                  "' is a directory, not a file");
+  DP_ENFORCE_CODE(::stat(path_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode), Code::kIo, "cannot write '", path_,
+                  "': it is a directory, not a file");
   const std::string dir = DirName(path_);
   temp_ = (dir == "." && path_.find('/') == std::string::npos ? std::string() : dir + "/") + "." + base +
           kTempInfix + std::to_string(::getpid()) + "." + std::to_string(g_temp_counter.fetch_add(1));

@@ -13,8 +13,8 @@ namespace dp {
 
 class AtomicFileWriter {
  public:
-  // Creates the temporary file next to `path` (kIo / kNotFound naming the
-  // directory when it cannot).
+  // Creates the temporary file next to `path` (kIo naming the directory
+  // when it cannot, a missing one included; kIo when `path` is a directory).
   explicit AtomicFileWriter(std::string path);
   ~AtomicFileWriter();  // not committed: the temporary file is removed
   AtomicFileWriter(const AtomicFileWriter&) = delete;

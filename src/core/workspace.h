@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/blob.h"
+#include "core/feed_watch.h"
 #include "core/scope.h"  // ScopedName: a replica's blobs live under its scope ("cpu_0/w")
 #include "core/tensor.h"
 
@@ -63,8 +64,14 @@ class Workspace {
   // What op outputs are charged to (never null; limit 0 = unlimited).
   const std::shared_ptr<MemoryBudget>& budget() const { return budget_; }
 
+  // The caller's feeds and what the nets read (a fed blob no net reads is
+  // reported by the next run). Workspace::Feed does not note feeds: the C
+  // API's feeds and loaders do, not the library's own (checkpoint loads).
+  FeedWatch& feeds() const { return feeds_; }
+
  private:
   const std::shared_ptr<MemoryBudget> budget_;
+  mutable FeedWatch feeds_;
   mutable std::shared_mutex mu_;
   std::map<std::string, std::unique_ptr<Blob>, std::less<>> blobs_;
 };

@@ -24,12 +24,13 @@ class TensorSource final : public BatchSource {
     DP_ENFORCE_CODE(!tensors_.empty(), Code::kInvalidArgument, "a dataset needs at least one tensor");
     for (size_t j = 0; j < tensors_.size(); ++j) {
       const Tensor& t = tensors_[j];
-      DP_ENFORCE_CODE(t.defined() && t.ndim() >= 1, Code::kShape, "dataset tensor ", j, " ", t.DebugString(),
+      // tensors[j]: dp_loader_create's name for the dataset's tensors.
+      DP_ENFORCE_CODE(t.defined() && t.ndim() >= 1, Code::kShape, "tensors[", j, "] ", t.DebugString(),
                       " has no sample dimension (dim 0)");
-      DP_ENFORCE_CODE(t.device().type == DeviceType::kCPU, Code::kInvalidArgument, "dataset tensor ", j, " is on ",
+      DP_ENFORCE_CODE(t.device().type == DeviceType::kCPU, Code::kInvalidArgument, "tensors[", j, "] is on ",
                       DeviceName(t.device()), "; a dataset lives in host memory");
-      DP_ENFORCE_CODE(t.dim(0) == tensors_[0].dim(0), Code::kShape, "dataset tensor ", j, " ", t.DebugString(),
-                      " has ", t.dim(0), " samples but tensor 0 ", tensors_[0].DebugString(), " has ",
+      DP_ENFORCE_CODE(t.dim(0) == tensors_[0].dim(0), Code::kShape, "tensors[", j, "] ", t.DebugString(),
+                      " has ", t.dim(0), " samples but tensors[0] ", tensors_[0].DebugString(), " has ",
                       tensors_[0].dim(0), "; they must share dim 0");
     }
   }
@@ -107,7 +108,7 @@ Loader::Loader(std::shared_ptr<Workspace> ws, std::vector<LoaderInput> inputs, s
   const int64_t n = source_->size();
   steps_ = o.drop_last ? n / o.batch_size : (n + o.batch_size - 1) / o.batch_size;
   DP_ENFORCE_CODE(steps_ >= 1, Code::kInvalidArgument, "the dataset's ", n, " samples make no ",
-                  o.drop_last ? "full " : "", "batch of ", o.batch_size);
+                  o.drop_last ? "full " : "", "batch of batch_size ", o.batch_size);
   rows_ = o.batch_size / o.num_shards;
   for (const LoaderInput& in : inputs_) {
     row_bytes_.push_back(TensorBytes(in.sample_dims, in.dtype));
@@ -323,8 +324,12 @@ bool Loader::Next() {
   lock.unlock();
   // The producer does not touch this slot until `prefetch + 1` more batches
   // have been taken.
-  // Published as a feed is: another thread may fetch these blobs meanwhile.
-  for (size_t j = 0; j < blobs_.size(); ++j) blobs_[j]->Publish(std::make_shared<Tensor>(slot.tensors[j]));
+  // Published as a feed is (another thread may fetch these blobs meanwhile),
+  // and noted like dp_workspace_feed's: the next run checks that some net reads it.
+  for (size_t j = 0; j < blobs_.size(); ++j) {
+    blobs_[j]->Publish(std::make_shared<Tensor>(slot.tensors[j]));
+    ws_->feeds().NoteFed(*blobs_[j]);
+  }
   lock.lock();
   ++next_;
   end_pending_ = next_ % steps_ == 0;

@@ -38,7 +38,8 @@ const char* KindName(ExecutorKind k) { return k == ExecutorKind::kAsync ? "async
 }  // namespace
 
 Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOptions options)
-    : def_(std::move(def)), ws_(std::move(ws)), profile_(options.profile) {
+    : def_(std::move(def)), ws_(std::move(ws)), profile_(options.profile),
+      unread_feed_error_(options.unread_feed_error) {
   label_ = def_->name.empty() ? "net" : StrCat("net '", def_->name, "'");
   ValidateNet(*def_);
   std::set<std::pair<int, int>> distinct_devices;
@@ -75,9 +76,15 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
   }
   DP_LOG(kInfo, label_, ": created with ", ops_.size(), " ops in ", graph_.chains.size(), " chains on the ",
          KindName(kind_), " executor");
+  // Last: nothing below throws, so the destructor always unregisters. A
+  // validated net reads nothing but its external inputs from the workspace
+  // (every other input is written by an earlier op).
+  reads_ = def_->external_inputs;
+  ws_->feeds().AddReaders(reads_);
 }
 
 Net::~Net() {
+  ws_->feeds().RemoveReaders(reads_);
   if (running_.load()) {
     Cancel();
     executor_->WaitFor(std::chrono::milliseconds::max());
@@ -89,10 +96,31 @@ Net::~Net() {
   }
 }
 
+void Net::ReportUnreadFeeds() {
+  if (!ws_->feeds().pending()) return;  // the common case: one atomic load
+  std::string error;
+  for (const FeedWatch::Unread& u : ws_->feeds().TakeUnread(!unread_feed_error_)) {
+    const std::string what =
+        StrCat("fed blob '", u.blob, "' is read by no net of the workspace",
+               u.nearest.empty() ? std::string() : StrCat(" (did you mean '", u.nearest, "'?)"));
+    if (unread_feed_error_)
+      error += (error.empty() ? "" : "; ") + what;
+    else if (u.first_report)
+      DP_LOG(kWarning, label_, ": ", what, "; the run goes on without it (reported once per blob)");
+  }
+  if (!error.empty()) DP_THROW(Code::kNotFound, label_, ": ", error);
+}
+
 void Net::BeginRun() {
   bool expected = false;
   if (!running_.compare_exchange_strong(expected, true))
     DP_THROW(Code::kFailedPrecondition, label_, " is already running; runs of one net cannot overlap");
+  try {
+    ReportUnreadFeeds();
+  } catch (...) {
+    running_.store(false);
+    throw;
+  }
   for (const Blob* b : external_inputs_)
     if (b->empty()) {
       running_.store(false);

@@ -22,6 +22,9 @@ struct NetOptions {
   int32_t num_workers = 0;                          // CPU workers of the async executor; 0: NetDef / cores
   int32_t streams_per_gpu = 1;
   bool profile = false;                             // record per-op timings of every run
+  // A blob fed since the last run that no net of the workspace reads fails
+  // the run (kNotFound) instead of a warning.
+  bool unread_feed_error = false;
 };
 
 class Net {
@@ -35,6 +38,9 @@ class Net {
   // Runs every op once. Throws dp::Error naming the net and the failing op;
   // kCancelled if Cancel() was called. Runs of one net never overlap: a
   // second Run/RunAsync while one is in progress fails with kFailedPrecondition.
+  // First, blobs fed since the last run of a net in the workspace that no
+  // net of it reads are reported (FeedWatch): a warning, once per blob, or
+  // with NetOptions::unread_feed_error kNotFound before any op runs.
   void Run();
   // Starts a run and returns (the simple executor completes it first); Wait
   // collects it.
@@ -65,6 +71,7 @@ class Net {
  private:
   void BeginRun();
   void EndRun();  // rethrows the run's error with the net's label
+  void ReportUnreadFeeds();
 
   std::shared_ptr<const NetDef> def_;
   std::shared_ptr<Workspace> ws_;
@@ -75,6 +82,8 @@ class Net {
   TaskGraph graph_;
   ExecutorKind kind_;
   bool profile_;
+  bool unread_feed_error_;
+  std::vector<std::string> reads_;  // registered with the workspace's FeedWatch
   std::vector<OpTiming> timings_;
   RunControl control_;  // declared before executor_: it outlives the executor
   std::unique_ptr<Executor> executor_;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/closest_name.h"  // ClosestName: the "did you mean" of schema errors
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "graph/net_def.h"
@@ -58,11 +59,6 @@ class ArgDefault {
 // A value as JSON text: 0.9, 1, "fixed", [1, 2], ["a"] (doubles in their
 // shortest round-trip form); nets as "<net>".
 std::string ArgValueJson(const Argument::Value& value);
-
-// The name in `declared` closest to `given` if it is a near miss (the same
-// name in another case, or at most 2 edits, at most one for names under 6
-// characters); nullptr when none is close.
-const std::string* ClosestName(const std::string& given, const std::vector<std::string>& declared);
 
 // What shape inference knows about a blob.
 struct TensorInfo {

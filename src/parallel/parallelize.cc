@@ -21,60 +21,69 @@
 namespace dp {
 namespace {
 
+// The options' fields are named as in dp_parallel_options, whose one entry
+// point, dp_model_parallelize, these messages start with.
+constexpr const char* kApi = "dp_model_parallelize: ";
+
 void CheckOptions(const ParallelizeOptions& o) {
   DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU || o.device_type == DeviceType::kCUDA, Code::kInvalidArgument,
-                  "parallelize: unknown device type ", static_cast<int>(o.device_type));
-  DP_ENFORCE_CODE(!o.device_ids.empty(), Code::kInvalidArgument, "parallelize: no devices (device_ids is empty)");
+                  kApi, "unknown options->device_type ", static_cast<int>(o.device_type));
+  DP_ENFORCE_CODE(!o.device_ids.empty(), Code::kInvalidArgument, kApi, "no devices (options->device_ids is empty)");
   std::set<int32_t> seen;
   for (int32_t id : o.device_ids) {
-    DP_ENFORCE_CODE(id >= 0, Code::kInvalidArgument, "parallelize: device id ", id, " is negative");
-    DP_ENFORCE_CODE(seen.insert(id).second, Code::kInvalidArgument, "parallelize: device ",
-                    DeviceName({o.device_type, id}), " is listed twice");
+    DP_ENFORCE_CODE(id >= 0, Code::kInvalidArgument, kApi, "options->device_ids holds a negative id ", id);
+    DP_ENFORCE_CODE(seen.insert(id).second, Code::kInvalidArgument, kApi, "options->device_ids lists device ",
+                    DeviceName({o.device_type, id}), " twice");
   }
   DP_ENFORCE_CODE(o.accumulate_steps >= 1, Code::kInvalidArgument,
-                  "parallelize: accumulate_steps must be >= 1, got ", o.accumulate_steps);
+                  kApi, "options->accumulate_steps must be >= 1, got ", o.accumulate_steps);
   DP_ENFORCE_CODE(!o.shared_model || o.device_type == DeviceType::kCPU, Code::kInvalidArgument,
-                  "parallelize: a shared model is for CPU replicas only (they share host memory); ",
+                  kApi, "options->shared_model is for CPU replicas only (they share host memory); ",
                   DeviceTypeName(o.device_type), " replicas each need their own params");
   if (o.bmuf.enabled) {
-    DP_ENFORCE_CODE(o.bmuf.block_lr > 0, Code::kInvalidArgument, "parallelize: BMUF block_lr must be > 0, got ",
+    DP_ENFORCE_CODE(o.bmuf.block_lr > 0, Code::kInvalidArgument, kApi, "options->bmuf_block_lr must be > 0, got ",
                     o.bmuf.block_lr);
     DP_ENFORCE_CODE(o.bmuf.block_momentum < 1, Code::kInvalidArgument,
-                    "parallelize: BMUF block_momentum must be < 1, got ", o.bmuf.block_momentum);
+                    kApi, "options->bmuf_block_momentum must be < 1, got ", o.bmuf.block_momentum);
     DP_ENFORCE_CODE(o.bmuf.block_length >= 1, Code::kInvalidArgument,
-                    "parallelize: BMUF block_length must be >= 1, got ", o.bmuf.block_length);
+                    kApi, "options->bmuf_block_length must be >= 1, got ", o.bmuf.block_length);
     DP_ENFORCE_CODE(o.accumulate_steps == 1, Code::kInvalidArgument,
-                    "parallelize: BMUF and gradient accumulation cannot be combined (accumulate_steps ",
+                    kApi, "BMUF and gradient accumulation cannot be combined (options->accumulate_steps ",
                     o.accumulate_steps, ")");
     DP_ENFORCE_CODE(!o.shared_model, Code::kInvalidArgument,
-                    "parallelize: BMUF needs a model per replica (each trains locally for a block); ",
-                    "it cannot be combined with a shared model");
+                    kApi, "BMUF needs a model per replica (each trains locally for a block); ",
+                    "it cannot be combined with options->shared_model");
     DP_ENFORCE_CODE(!o.sync_bn, Code::kInvalidArgument,
-                    "parallelize: BMUF replicas train without communicating within a block; ",
-                    "sync BN (statistics exchanged every step) cannot be combined with it");
+                    kApi, "BMUF replicas train without communicating within a block; ",
+                    "options->sync_bn (statistics exchanged every step) cannot be combined with it");
   }
-  DP_ENFORCE_CODE(o.num_shards >= 1, Code::kInvalidArgument, "parallelize: num_shards must be >= 1, got ",
+  DP_ENFORCE_CODE(o.num_shards >= 1, Code::kInvalidArgument, kApi, "options->num_shards must be >= 1, got ",
                   o.num_shards);
-  DP_ENFORCE_CODE(o.shard_id >= 0 && o.shard_id < o.num_shards, Code::kInvalidArgument, "parallelize: shard_id ",
+  DP_ENFORCE_CODE(o.shard_id >= 0 && o.shard_id < o.num_shards, Code::kInvalidArgument, kApi, "options->shard_id ",
                   o.shard_id, " is out of range for ", o.num_shards, " shards");
-  DP_ENFORCE_CODE(IsLocalTransport(o.local_transport), Code::kInvalidArgument, "parallelize: local_transport '", o.local_transport,
-                  "' must be auto, shm or tcp");
+  DP_ENFORCE_CODE(IsLocalTransport(o.local_transport), Code::kInvalidArgument, kApi, "options->local_transport '",
+                  o.local_transport, "' must be auto, shm or tcp");
   if (o.num_shards > 1) {
-    DP_ENFORCE_CODE(!o.store.empty(), Code::kInvalidArgument, "parallelize: ", o.num_shards,
-                    " shards (processes) need a store where they meet (file:///dir or redis://host:port)");
-    ParseStoreAddress(o.store);  // a bad URL fails here, before any net runs
-    DP_ENFORCE_CODE(o.timeout_ms > 0, Code::kInvalidArgument, "parallelize: timeout_ms must be > 0, got ",
+    DP_ENFORCE_CODE(!o.store.empty(), Code::kInvalidArgument, kApi, o.num_shards,
+                    " shards (processes) need a store where they meet (options->store or DP_STORE: ",
+                    "file:///dir or redis://host:port)");
+    try {
+      ParseStoreAddress(o.store);  // a bad URL fails here, before any net runs
+    } catch (Error& e) {
+      throw e.Prepend(StrCat(kApi, "options->store"));
+    }
+    DP_ENFORCE_CODE(o.timeout_ms > 0, Code::kInvalidArgument, kApi, "options->timeout_ms must be > 0, got ",
                     o.timeout_ms);
     DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU || o.nccl, Code::kInvalidArgument,
-                    "parallelize: CUDA replicas of several processes communicate through NCCL; the copy-and-sum "
-                    "tree (DP_CUDA_COLLECTIVES_TREE) works inside one process");
+                    kApi, "CUDA replicas of several processes communicate through NCCL; the copy-and-sum "
+                    "tree (options->cuda_collectives DP_CUDA_COLLECTIVES_TREE) works inside one process");
     DP_ENFORCE_CODE(!o.uneven_split, Code::kInvalidArgument,
-                    "parallelize: uneven_split weighs replicas by their share of one process's batch; with several "
+                    kApi, "options->uneven_split weighs replicas by their share of one process's batch; with several "
                     "processes feed equal batches (a process that runs out of data joins instead)");
   }
   DP_ENFORCE_CODE(o.first_bucket_bytes > 0 && o.bucket_bytes > 0, Code::kInvalidArgument,
-                  "parallelize: bucket sizes must be positive (first_bucket_bytes ", o.first_bucket_bytes,
-                  ", bucket_bytes ", o.bucket_bytes, ")");
+                  kApi, "bucket sizes must be positive (options->first_bucket_bytes ", o.first_bucket_bytes,
+                  ", options->bucket_bytes ", o.bucket_bytes, ")");
 }
 
 // Bytes of each param as the init net makes it; -1 where shape inference
@@ -155,14 +164,14 @@ std::vector<ParallelPlan::Update> AssignUpdates(const ModelDef& model, const std
 // CUDA kernels.
 void CheckKernels(const NetDef& tmpl, DeviceType type) {
   DP_ENFORCE_CODE(DeviceTypeCompiledIn(type), Code::kUnavailable,
-                  "parallelize: CUDA replicas requested, but dp was built without CUDA");
+                  kApi, "CUDA replicas requested, but dp was built without CUDA");
   std::set<std::string> missing;
   for (const auto& op : tmpl.ops)
     if (!OperatorRegistry::Has(type, op.type)) missing.insert(op.type);
   if (missing.empty()) return;
   std::string list;
   for (const auto& t : missing) list += (list.empty() ? "" : ", ") + t;
-  DP_THROW(Code::kUnimplemented, "parallelize: ", DeviceTypeName(type), " replicas need a ", DeviceTypeName(type),
+  DP_THROW(Code::kUnimplemented, kApi, DeviceTypeName(type), " replicas need a ", DeviceTypeName(type),
            " kernel of every training op; these have none: ", list);
 }
 

@@ -209,7 +209,7 @@ static void test_shards(void) {
     EXPECT_ERR(dp_loader_create(ws, names, tensors, 1, &o, &bad), DP_ERR_INVALID_ARGUMENT, "does not divide");
     o.batch_size = 4;
     o.keep_last = 1;
-    EXPECT_ERR(dp_loader_create(ws, names, tensors, 1, &o, &bad), DP_ERR_INVALID_ARGUMENT, "drop");
+    EXPECT_ERR(dp_loader_create(ws, names, tensors, 1, &o, &bad), DP_ERR_INVALID_ARGUMENT, "keep_last");
     CHECK(bad == NULL);
     dp_tensor_free(data);
     dp_tensor_free(labels);

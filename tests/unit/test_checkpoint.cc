@@ -228,7 +228,9 @@ TEST_CASE("temporary files are named so that they are never taken for checkpoint
     CHECK(files[0].rfind(".x.dpckpt.tmp.", 0) == 0);
   }  // abandoned: removed
   CHECK(dir.Files().empty());
-  ExpectError([&] { AtomicFileWriter w(dir.Path("no_such_dir/x.dpckpt")); }, Code::kNotFound, {"no_such_dir"});
+  ExpectError([&] { AtomicFileWriter w(dir.Path("no_such_dir/x.dpckpt")); }, Code::kIo, {"no_such_dir"});
+  // A directory where no file can be created (procfs answers ENOENT) is kIo too.
+  ExpectError([&] { AtomicFileWriter w("/proc/dp_test.dpckpt"); }, Code::kIo, {"/proc"});
 }
 
 TEST_CASE("saving refuses what it cannot write faithfully") {
@@ -522,8 +524,8 @@ TEST_CASE("an asynchronous save writes the snapshot taken at its start while tra
 
   // A failed write is reported by Wait, every time.
   AsyncCheckpointSave bad(SnapshotCheckpoint(ws, SameNames({"w"}), path), dir.Path("no_dir/x.dpckpt"), {});
-  ExpectError([&] { bad.Wait(-1); }, Code::kNotFound, {"no_dir"});
-  ExpectError([&] { bad.Wait(-1); }, Code::kNotFound, {"no_dir"});
+  ExpectError([&] { bad.Wait(-1); }, Code::kIo, {"no_dir"});
+  ExpectError([&] { bad.Wait(-1); }, Code::kIo, {"no_dir"});
   // Never waited: the destructor waits.
   { AsyncCheckpointSave unwaited(SnapshotCheckpoint(ws, SameNames({"b"}), path), dir.Path("other.dpckpt"), {}); }
   CHECK(CheckpointReader(dir.Path("other.dpckpt")).entries().size() == 1);

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/logging.h"
 #include "exec/net.h"
 #include "exec/worker_pool.h"
 #include "expect_error.h"
@@ -475,4 +476,63 @@ TEST_CASE("fetching a blob says whether it is absent, empty or not a tensor") {
   ExpectError([&] { ws->GetTensor("counter"); }, Code::kDType, {"blob 'counter' holds int, not dp::Tensor"});
   net.Run();
   CHECK(ws->GetTensor("c").numel() == 2);
+}
+
+TEST_CASE("a fed blob that no net of the workspace reads is reported once, or fails a strict run") {
+  static std::vector<std::string> warnings;
+  warnings.clear();
+  SetLogSink([](void*, int32_t, const char* m) { warnings.emplace_back(m); }, nullptr, LogLevel::kWarning);
+  auto ws = std::make_shared<Workspace>();
+  FeedWatch& feeds = ws->feeds();
+  auto feed = [&](const std::string& name, float v) {  // as dp_workspace_feed does
+    ws->Feed(name, Floats({1}, {v}));
+    feeds.NoteFed(*ws->GetBlob(name));
+  };
+  const char* relu = R"({"name":"relu","external_inputs":["input"],"ops":[
+    {"type":"Relu","inputs":["input"],"outputs":["out"]}]})";
+  {
+    Net net(Parse(relu), ws);
+    CHECK(!feeds.pending());
+    feed("input", 1);
+    CHECK(feeds.pending());
+    net.Run();  // read: nothing to say, and the feed is forgotten
+    CHECK(!feeds.pending());
+    feed("inptu", 2);
+    feed("inptu", 3);  // fed twice between runs: one report
+    net.Run();
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0] == "net 'relu': fed blob 'inptu' is read by no net of the workspace (did you mean 'input'?); "
+                         "the run goes on without it (reported once per blob)");
+    CHECK(ws->GetTensor("out").data<float>()[0] == 1.0f);
+    feed("inptu", 2);
+    net.Run();
+    CHECK(warnings.size() == 1);  // once per blob
+
+    NetOptions strict;
+    strict.unread_feed_error = true;
+    Net checked(Parse(relu), ws, strict);
+    feed("input", 4);
+    feed("inptu", 2);
+    ExpectError([&] { checked.Run(); }, Code::kNotFound, {"net 'relu'", "'inptu'", "did you mean 'input'?"});
+    CHECK(ws->GetTensor("out").data<float>()[0] == 1.0f);  // no op ran
+    CHECK(!checked.running());
+    checked.Run();  // reported: the next run goes on
+    CHECK(ws->GetTensor("out").data<float>()[0] == 4.0f);
+  }
+  // Readers are counted per net: with both nets gone, "input" reads nothing.
+  feed("input", 1);
+  CHECK(feeds.TakeUnread().size() == 1);
+  feeds.AddReaders({"a", "a"});
+  feeds.RemoveReaders({"a"});
+  feed("a", 1);
+  CHECK(feeds.TakeUnread().empty());  // one reader left
+  feeds.RemoveReaders({"a"});
+  feed("a", 1);
+  const auto unread = feeds.TakeUnread();
+  REQUIRE(unread.size() == 1);
+  CHECK((unread[0].blob == "a" && unread[0].nearest.empty() && unread[0].first_report));
+  // The library's own feeds (Workspace::Feed: checkpoint loads) are not the caller's.
+  ws->Feed("unnoted", Floats({1}, {0}));
+  CHECK(!feeds.pending());
+  SetLogSink(nullptr, nullptr, LogLevel::kWarning);
 }

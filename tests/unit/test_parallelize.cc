@@ -407,13 +407,13 @@ TEST_CASE("parallelize: bad options and batches give clear errors") {
   ExpectError([&] { Parallelize(m, gpu_shards); }, Code::kInvalidArgument, {"NCCL", "tree"});
   ParallelizeOptions shared_gpu = gpu;
   shared_gpu.shared_model = true;
-  ExpectError([&] { Parallelize(m, shared_gpu); }, Code::kInvalidArgument, {"shared model", "CPU"});
+  ExpectError([&] { Parallelize(m, shared_gpu); }, Code::kInvalidArgument, {"shared_model", "CPU"});
   ParallelizeOptions bmuf_shared = Cpus(2);
   bmuf_shared.bmuf.enabled = bmuf_shared.shared_model = true;
-  ExpectError([&] { Parallelize(m, bmuf_shared); }, Code::kInvalidArgument, {"BMUF", "shared model"});
+  ExpectError([&] { Parallelize(m, bmuf_shared); }, Code::kInvalidArgument, {"BMUF", "shared_model"});
   ParallelizeOptions bmuf_sync = Cpus(2);
   bmuf_sync.bmuf.enabled = bmuf_sync.sync_bn = true;
-  ExpectError([&] { Parallelize(m, bmuf_sync); }, Code::kInvalidArgument, {"BMUF", "sync BN"});
+  ExpectError([&] { Parallelize(m, bmuf_sync); }, Code::kInvalidArgument, {"BMUF", "sync_bn"});
   ModelDef no_opt = m;
   no_opt.optimizer.reset();
   ExpectError([&] { Parallelize(no_opt, Cpus(2)); }, Code::kInvalidArgument, {"no optimizer"});

@@ -62,6 +62,10 @@ pub struct NetOptions {
     pub streams_per_gpu: i32,
     /// Record per-op timings (see Net::trace_json).
     pub profile: bool,
+    /// A blob fed since the last run that no net of the workspace reads (a
+    /// misspelt name) fails the run with Code::NotFound before any op runs;
+    /// false: a warning through the log callback, once per blob. Since 0.6.
+    pub unread_feed_error: bool,
 }
 
 impl Default for NetOptions {
@@ -76,6 +80,7 @@ impl Default for NetOptions {
             num_workers: c.num_workers,
             streams_per_gpu: c.streams_per_gpu,
             profile: c.profile != 0,
+            unread_feed_error: c.unread_feed_error != 0,
         }
     }
 }
@@ -91,6 +96,7 @@ impl NetOptions {
         c.num_workers = self.num_workers;
         c.streams_per_gpu = self.streams_per_gpu;
         c.profile = self.profile as i32;
+        c.unread_feed_error = self.unread_feed_error as i32;
         c
     }
 }

@@ -164,6 +164,7 @@ pub struct dp_net_options {
     pub num_workers: i32,
     pub streams_per_gpu: i32,
     pub profile: i32,
+    pub unread_feed_error: i32,
 }
 
 #[repr(C)]

@@ -5,7 +5,8 @@
 #define NET(v) DPJ_PTR(dp_net, v)
 
 JNIEXPORT jlong JNICALL FN(netCreate)(JNIEnv* env, jclass c, jlong ws, jlong def, jboolean has_options,
-                                      jint executor, jint num_workers, jint streams_per_gpu, jint profile) {
+                                      jint executor, jint num_workers, jint streams_per_gpu, jint profile,
+                                      jint unread_feed_error) {
   (void)c;
   dp_net_options o;
   dp_net_options_init(&o, sizeof o);
@@ -13,6 +14,7 @@ JNIEXPORT jlong JNICALL FN(netCreate)(JNIEnv* env, jclass c, jlong ws, jlong def
   o.num_workers = num_workers;
   o.streams_per_gpu = streams_per_gpu;
   o.profile = profile;
+  o.unread_feed_error = unread_feed_error;
   dp_net* net = NULL;
   dp_status* s = dp_net_create(DPJ_PTR(dp_workspace, ws), DPJ_PTR(dp_netdef, def), has_options ? &o : NULL, &net);
   return dpj_ok(env, s) ? DPJ_JLONG(net) : 0;

@@ -14,6 +14,12 @@ public final class NetOptions {
   public int streamsPerGpu;
   /** Record per-op timings of every run (see {@link Net#traceJson}). */
   public boolean profile;
+  /**
+   * A blob fed since the last run that no net of the workspace reads (a misspelt name) fails the
+   * run with {@link DpNotFoundException} before any op runs; false: a warning through the log
+   * callback, once per blob. Since 0.6.
+   */
+  public boolean unreadFeedError;
 
   public NetOptions executor(int v) {
     executor = v;
@@ -32,6 +38,11 @@ public final class NetOptions {
 
   public NetOptions profile(boolean v) {
     profile = v;
+    return this;
+  }
+
+  public NetOptions unreadFeedError(boolean v) {
+    unreadFeedError = v;
     return this;
   }
 }

@@ -1,0 +1,64 @@
+package dp_test
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"dp.dev/dp"
+)
+
+// TestUnreadFeed: a fed blob that no net of the workspace reads (a misspelt
+// name) is a warning through the log callback, naming it and the nearest
+// input, and the run goes on; a net created with UnreadFeedError fails its
+// run with ErrNotFound instead, before any op runs, and the next run goes on.
+func TestUnreadFeed(t *testing.T) {
+	var mu sync.Mutex
+	var warnings []string
+	must(t, dp.SetLogCallback(func(level dp.LogLevel, m string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.Contains(m, "fed blob") {
+			warnings = append(warnings, m)
+		}
+	}, dp.LogWarning))
+	defer dp.SetLogCallback(nil, dp.LogWarning)
+
+	ws, err := dp.NewWorkspace(nil)
+	must(t, err)
+	defer ws.Close()
+	idef := netdef(t, initJSON)
+	defer idef.Close()
+	mdef := netdef(t, mlpJSON)
+	defer mdef.Close()
+	in, err := dp.NewNet(ws, idef, nil)
+	must(t, err)
+	defer in.Close()
+	must(t, in.Run())
+	strict, err := dp.NewNet(ws, mdef, &dp.NetOptions{UnreadFeedError: true})
+	must(t, err)
+	defer strict.Close()
+	lenient, err := dp.NewNet(ws, mdef, nil)
+	must(t, err)
+	defer lenient.Close()
+
+	must(t, dp.FeedValues(ws, "data", []int64{2, 4}, make([]float32, 8)))
+	must(t, strict.Run())
+	must(t, dp.FeedValues(ws, "dta", []int64{2, 4}, make([]float32, 8)))
+	err = strict.Run()
+	if !errors.Is(err, dp.ErrNotFound) || !strings.Contains(err.Error(), "fed blob 'dta'") ||
+		!strings.Contains(err.Error(), "did you mean 'data'?") {
+		t.Fatalf("strict run after a misspelt feed: %v", err)
+	}
+	must(t, strict.Run()) // the feed was reported: the next run goes on
+
+	must(t, dp.FeedValues(ws, "dta", []int64{2, 4}, make([]float32, 8)))
+	must(t, lenient.Run())
+	mu.Lock()
+	defer mu.Unlock()
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "fed blob 'dta'") ||
+		!strings.Contains(warnings[0], "did you mean 'data'?") {
+		t.Fatalf("warnings: %q", warnings)
+	}
+}

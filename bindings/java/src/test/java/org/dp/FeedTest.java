@@ -1,0 +1,50 @@
+package org.dp;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A fed blob that no net of the workspace reads (a misspelt name): a warning through the log
+ * callback by default, the run going on; with {@link NetOptions#unreadFeedError}, a
+ * {@link DpNotFoundException} before any op runs, the next run going on.
+ */
+class FeedTest {
+  @Test
+  void unreadFeedsWarnOrFail() {
+    List<String> warnings = new ArrayList<>();
+    Log.setCallback((level, m) -> {
+      if (m.contains("fed blob")) {
+        synchronized (warnings) {
+          warnings.add(m);
+        }
+      }
+    }, Log.WARNING);
+    try (NetDef def = NetDef.fromJson(TestSupport.FC_RELU_NET); Workspace ws = Workspace.create();
+         Net strict = Net.create(ws, def, new NetOptions().unreadFeedError(true));
+         Net lenient = Net.create(ws, def, new NetOptions())) {
+      assertFalse(new NetOptions().unreadFeedError);
+      ws.feed("x", ForwardTest.X, 2, 3);
+      ws.feed("w", ForwardTest.W, 2, 3);
+      ws.feed("b", ForwardTest.B, 2);
+      strict.run();
+      ws.feed("xx", ForwardTest.X, 2, 3);
+      DpNotFoundException e = assertThrows(DpNotFoundException.class, strict::run);
+      assertTrue(e.getMessage().contains("fed blob 'xx'") && e.getMessage().contains("did you mean 'x'?"),
+          e.getMessage());
+      strict.run(); // reported: the next run goes on
+
+      ws.feed("xx", ForwardTest.X, 2, 3);
+      lenient.run();
+      synchronized (warnings) {
+        assertEquals(1, warnings.size(), warnings.toString());
+        assertTrue(warnings.get(0).contains("fed blob 'xx'") && warnings.get(0).contains("did you mean 'x'?"),
+            warnings.get(0));
+      }
+    } finally {
+      Log.setCallback(null, Log.WARNING);
+    }
+  }
+}

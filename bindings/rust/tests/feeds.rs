@@ -1,0 +1,47 @@
+//! A fed blob that no net of the workspace reads (a misspelt name): a
+//! warning through the log callback by default, the run going on; with
+//! NetOptions::unread_feed_error, Code::NotFound before any op runs. One
+//! test: the log callback is process wide.
+use dp::log::{self, Level};
+use dp::{Code, Net, NetDef, NetOptions, Tensor, Workspace};
+use std::sync::{Arc, Mutex};
+
+const RELU: &str = r#"{"name":"relu","external_inputs":["x"],"ops":[
+  {"type":"Relu","inputs":["x"],"outputs":["y"]}]}"#;
+
+#[test]
+fn unread_feeds_warn_or_fail() {
+    let warnings = Arc::new(Mutex::new(Vec::<String>::new()));
+    log::set_callback(Level::Warning, {
+        let warnings = warnings.clone();
+        move |_, msg| {
+            if msg.contains("fed blob") {
+                warnings.lock().unwrap().push(msg.to_owned());
+            }
+        }
+    })
+    .unwrap();
+
+    let ws = Workspace::new().unwrap();
+    let def = NetDef::from_json(RELU).unwrap();
+    let strict =
+        Net::new(&ws, &def, Some(&NetOptions { unread_feed_error: true, ..Default::default() })).unwrap();
+    let lenient = Net::new(&ws, &def, None).unwrap();
+    assert!(!NetOptions::default().unread_feed_error);
+    let t = Tensor::new(&[2], &[1.0f32, -1.0]).unwrap();
+
+    ws.feed("x", &t).unwrap();
+    strict.run().unwrap();
+    ws.feed("X", &t).unwrap();
+    let e = strict.run().unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("fed blob 'X'") && e.message().contains("did you mean 'x'?"), "{}", e.message());
+    strict.run().unwrap(); // reported: the next run goes on
+
+    ws.feed("X", &t).unwrap();
+    lenient.run().unwrap();
+    let w = warnings.lock().unwrap().clone();
+    assert_eq!(w.len(), 1, "{:?}", w);
+    assert!(w[0].contains("fed blob 'X'") && w[0].contains("did you mean 'x'?"), "{}", w[0]);
+    log::reset(Level::Warning).unwrap();
+}
