@@ -38,9 +38,8 @@ size_t EditDistance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
-// The declared name closest to `given` if it is a near miss: at most 2 edits,
-// and at most one for names under 6 characters (short names are all close to
-// each other). Ties go to the first declared. nullptr when none is close.
+}  // namespace
+
 const std::string* ClosestName(const std::string& given, const std::vector<std::string>& declared) {
   const size_t limit = std::min<size_t>(2, std::max<size_t>(1, given.size() / 3));
   const std::string* best = nullptr;
@@ -58,8 +57,6 @@ const std::string* ClosestName(const std::string& given, const std::vector<std::
   }
   return best;
 }
-
-}  // namespace
 
 const char* ArgKindName(ArgKind kind) {
   switch (kind) {

@@ -26,6 +26,12 @@ const char* ArgKindName(ArgKind kind);
 // Whether an argument holding `value` may be declared as `kind`.
 bool ArgKindAccepts(ArgKind kind, const Argument::Value& value);
 
+// The name of `candidates` closest to `given` if it is a near miss (for "did
+// you mean"): at most 2 edits (insertions, deletions, substitutions, swaps of
+// neighbours), and at most one for names under 6 characters (short names are
+// all close to each other). Ties go to the first. nullptr when none is close.
+const std::string* ClosestName(const std::string& given, const std::vector<std::string>& candidates);
+
 // What shape inference knows about a blob.
 struct TensorInfo {
   Dims dims;
