@@ -51,8 +51,8 @@ pub use model::{BlobList, Model, ModelNet, OptimizerInfo, ParallelModel, Trainin
 pub use net::{AsyncRun, Canceller, Net};
 pub use netdef::{ArgDef, ArgKind, NetDef, OpDef};
 pub use options::{
-    ComputedParams, CudaCollectives, DeviceType, Executor, GradientOptions, LoadOptions, LoaderOptions, NetOptions,
-    ParallelOptions, SaveOptions, TrainingOptions, WorkspaceOptions,
+    ComputedParams, CudaCollectives, DeviceType, Executor, GradientOptions, InferenceOptions, LoadOptions,
+    LoaderOptions, NetOptions, ParallelOptions, SaveOptions, TrainingOptions, WorkspaceOptions,
 };
 pub use tensor::{dtype_size, DType, Element, Tensor};
 pub use workspace::Workspace;
