@@ -28,7 +28,7 @@
  * feeds its half of every global batch of --batch images (the same shuffled
  * order everywhere, from the seed), gradients are summed over both, so
  * training matches one process; rank 0 writes the checkpoints. The loss
- * printed is each process's part of the batches.
+ * printed is the global batch's (every process prints the same).
  *
  * Output: one line per epoch
  *   epoch E/EP loss=<mean train loss> test_acc=<acc> samples_per_s=<train samples/s>

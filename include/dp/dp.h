@@ -954,15 +954,31 @@ DP_API void dp_parallel_options_init(dp_parallel_options* options, size_t struct
  *   forward and backward, gradients are summed across replicas in buckets
  *   (each bucket's allreduce starts as soon as its gradients exist, while
  *   backward goes on), every replica applies the optimizer, and the losses
- *   and metrics are averaged over replicas under their own names ("loss");
- *   a batch that does not divide by the replica count fails with
- *   DP_ERR_SHAPE naming the input unless uneven_split is set;
+ *   and metrics of the global batch are written under their own, unscoped
+ *   names (see "Losses and metrics" below); a batch that does not divide by
+ *   the replica count fails with DP_ERR_SHAPE naming the input unless
+ *   uneven_split is set;
  * - eval: the forward net in inference mode reading replica 0's params; its
- *   other blobs keep the model's names.
+ *   other blobs keep the model's names (its loss and metrics are those of
+ *   the batch fed to this process).
  * The replicas stay identical: after every step all hold the params one
  * device would hold after training on the global batch (to float rounding).
  * With uneven_split each replica's loss weighs its share of the batch, so
  * this stays exact.
+ *
+ * Losses and metrics. After a train step, the model's names ("loss",
+ * "accuracy") hold the global batch's values: the mean over every replica
+ * of every process (each replica weighted by its share of the batch with
+ * uneven_split; with several processes, over the processes that have not
+ * joined), i.e. what one device computes on the whole global batch, to
+ * float rounding; read them with dp_workspace_fetch. Every process reads
+ * the same values: across processes they travel with the last gradient
+ * bucket's allreduce (no collective of their own), so they are scalars
+ * there (a non-scalar one's global value is the mean of its elements). The
+ * scoped names ("cpu_0/loss") hold each replica's own value, on its part of
+ * the batch. Exceptions, where no collective runs: the accumulate net's and
+ * BMUF's unscoped values average this process's replicas only. Since 0.6
+ * (before, with several processes the unscoped values were this process's).
  * `options` is required (a zeroed one with struct_size set: one CPU
  * replica, every default) and only read during the call. Bad options give
  * DP_ERR_INVALID_ARGUMENT naming the option. CUDA replicas need a CUDA
