@@ -87,8 +87,10 @@ void CheckOutputs(const ModelDef& model, const std::vector<std::string>& outputs
     if (Contains(written, y)) continue;
     if (Contains(model.inputs, y) || Contains(model.params, y) || Contains(model.computed_params, y))
       DP_THROW(Code::kNotFound, where, ": inference output '", y, "' is ",
-               Contains(model.inputs, y) ? "an input" : "a param", " of the model, which its forward net reads",
-               " but does not write");
+               Contains(model.inputs, y)   ? "an input"
+               : Contains(model.params, y) ? "a param"
+                                           : "a computed param",
+               " of the model, which its forward net reads but does not write");
     if (Contains(WrittenBlobs(model.forward_net), y))
       DP_THROW(Code::kNotFound, where, ": inference output '", y,
                "' is written by the forward net in training mode only (batch statistics, running averages)");
