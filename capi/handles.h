@@ -91,6 +91,7 @@ inline const char* OptionsName(const dp_workspace_options*) { return "dp_workspa
 inline const char* OptionsName(const dp_net_options*) { return "dp_net_options"; }
 inline const char* OptionsName(const dp_gradient_options*) { return "dp_gradient_options"; }
 inline const char* OptionsName(const dp_training_options*) { return "dp_training_options"; }
+inline const char* OptionsName(const dp_inference_options*) { return "dp_inference_options"; }
 inline const char* OptionsName(const dp_parallel_options*) { return "dp_parallel_options"; }
 inline const char* OptionsName(const dp_checkpoint_save_options*) { return "dp_checkpoint_save_options"; }
 inline const char* OptionsName(const dp_checkpoint_load_options*) { return "dp_checkpoint_load_options"; }

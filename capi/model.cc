@@ -4,6 +4,7 @@
 #include "autodiff/add_gradients.h"
 #include "capi/handles.h"
 #include "ops/net_validate.h"
+#include "model/inference.h"
 #include "model/model_format.h"
 #include "model/training.h"
 
@@ -34,6 +35,10 @@ void dp_gradient_options_init(dp_gradient_options* options, size_t struct_size) 
 }
 
 void dp_training_options_init(dp_training_options* options, size_t struct_size) {
+  dp::capi::InitOptions(options, struct_size);
+}
+
+void dp_inference_options_init(dp_inference_options* options, size_t struct_size) {
   dp::capi::InitOptions(options, struct_size);
 }
 
@@ -145,6 +150,21 @@ dp_status* dp_model_build_training(const dp_model* model, const dp_training_opti
   if (out_init) *out_init = init.release();
   if (out_train) *out_train = train.release();
   if (out_eval) *out_eval = eval.release();
+  DP_API_END
+}
+
+dp_status* dp_model_build_inference(const dp_model* model, const char* const* outputs, size_t num_outputs,
+                                    const dp_inference_options* options, dp_netdef** out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(model);
+  DP_CHECK_NOT_NULL(out);
+  dp::InferenceOptions opts;
+  if (options != nullptr) {
+    DP_CHECK_OPTIONS_SIZE(options, no_fuse);
+    opts.fuse = options->no_fuse == 0;
+  }
+  const std::vector<std::string> names = dp::capi::Names(outputs, num_outputs, "outputs");
+  *out = dp::capi::NewNetDef(dp::BuildInference(*model->def, names, opts));
   DP_API_END
 }
 

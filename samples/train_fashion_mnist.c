@@ -28,16 +28,27 @@
  * feeds its half of every global batch of --batch images (the same shuffled
  * order everywhere, from the seed), gradients are summed over both, so
  * training matches one process; rank 0 writes the checkpoints. The loss
- * printed is each process's part of the batches.
+ * printed is the global batch's (every process prints the same).
+ *
+ * After training it serves the model as a deployment would: the inference net
+ * (dp_model_build_inference: the forward ops from "data" to "softmax", no
+ * labels, loss or metric) runs in a workspace of its own that shares the
+ * trained param tensors (fed, not copied), over the test set.
  *
  * Output: one line per epoch
  *   epoch E/EP loss=<mean train loss> test_acc=<acc> samples_per_s=<train samples/s>
+ * then the inference net's line
+ *   inference: test_acc=<acc> predicted <first 8 classes> labels <their labels>
  * and a last line
  *   final test_acc=<acc> train_loss=<loss> samples_per_s=<mean train samples/s>
+ * When stdout is a terminal, a progress line (step, samples/s, time left) is
+ * redrawn in place while an epoch trains, a few times a second, and erased
+ * before the epoch's line; otherwise nothing but the lines above is printed.
  * --trace FILE writes the per-op timings of the last training step as Chrome
  * trace JSON (chrome://tracing, Perfetto). Errors print the status message and
- * exit with 1 (2 for bad flags); with
- * --min-acc, a final test accuracy below A prints why and exits with 3.
+ * exit with 1 (2 for bad flags; 1 too when the inference net's accuracy is not
+ * the eval net's); with --min-acc, a final test accuracy below A prints why
+ * and exits with 3.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -51,10 +62,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define IMAGE_PIXELS (28 * 28)
 #define NUM_CLASSES 10
 #define EVAL_BATCH 1000
+#define PREDICTIONS_SHOWN 8
 
 /* Everything the program owns, so that any failure can free it all. */
 typedef struct {
@@ -74,11 +87,18 @@ typedef struct {
   dp_net* init;
   dp_net* train;
   dp_net* eval;
+  /* Serving: the inference net in a workspace of its own. */
+  dp_netdef* infer_def;
+  dp_workspace* serve_ws;
+  dp_net* infer;
 } app_t;
 
 static app_t app;
 
 static void app_free(void) {
+  dp_net_free(app.infer);
+  dp_workspace_free(app.serve_ws);
+  dp_netdef_free(app.infer_def);
   dp_loader_free(app.loader);
   dp_tensor_free(app.train_set[0]);
   dp_tensor_free(app.train_set[1]);
@@ -223,6 +243,93 @@ static double evaluate(size_t n) {
     correct += fetch_scalar("accuracy") * (double)b;
   }
   return n ? correct / (double)n : 0.0;
+}
+
+/* The progress line of an epoch: drawn only when stdout is a terminal,
+ * redrawn in place ("\r") at most PROGRESS_PERIOD_S apart, and erased before
+ * the epoch's own line, so that the lines printed stay as they are. */
+#define PROGRESS_PERIOD_S 0.25
+typedef struct {
+  int on;          /* stdout is a terminal */
+  double drawn_at; /* when the line was last drawn (0: not yet this epoch) */
+  int width;       /* characters on the line now */
+} progress_t;
+
+static void progress_draw(progress_t* p, long epoch, long epochs, size_t step, size_t steps, long batch, double t0) {
+  const double now = now_s();
+  if (!p->on || (p->drawn_at > 0 && now - p->drawn_at < PROGRESS_PERIOD_S)) return;
+  p->drawn_at = now;
+  const double elapsed = now - t0;
+  const double rate = elapsed > 0 ? (double)step * (double)batch / elapsed : 0.0;
+  const long left = step > 0 ? (long)(elapsed / (double)step * (double)(steps - step) + 0.5) : 0;
+  char line[160];
+  int n = snprintf(line, sizeof line, "epoch %ld/%ld step %zu/%zu %.1f samples/s %ld:%02ld left", epoch, epochs,
+                   step, steps, rate, left / 60, left % 60);
+  if (n < 0) return;
+  if (n >= (int)sizeof line) n = (int)sizeof line - 1;
+  /* Spaces cover what a longer earlier line left. */
+  printf("\r%s%*s", line, p->width > n ? p->width - n : 0, "");
+  fflush(stdout);
+  p->width = n;
+}
+
+static void progress_erase(progress_t* p) {
+  if (p->on && p->width > 0) printf("\r%*s\r", p->width, "");
+  p->width = 0;
+  p->drawn_at = 0;
+}
+
+/* The inference net for "softmax" in a workspace of its own, fed the trained
+ * params from the training workspace (replica 0's for a data-parallel model):
+ * the tensors are shared, not copied, as a server's workers would share them. */
+static void make_inference(void) {
+  const char* outputs[1] = {"softmax"};
+  check(dp_model_build_inference(app.model, outputs, 1, NULL, &app.infer_def), "dp_model_build_inference");
+  check(dp_workspace_create(&app.serve_ws), "dp_workspace_create (serving)");
+  const char* scope = app.parallel != NULL ? dp_parallel_model_scope(app.parallel, 0) : "";
+  for (size_t i = 0; i < dp_netdef_num_external_inputs(app.infer_def); ++i) {
+    const char* name = dp_netdef_external_input(app.infer_def, i);
+    if (strcmp(name, "data") == 0) continue; /* fed per batch */
+    char trained[512];
+    snprintf(trained, sizeof trained, "%s%s", scope, name);
+    dp_tensor* t = NULL;
+    check(dp_workspace_fetch(app.ws, trained, &t), trained);
+    dp_status* s = dp_workspace_feed(app.serve_ws, name, t);
+    dp_tensor_free(t);
+    check(s, "sharing a param with the serving workspace");
+  }
+  check(dp_net_create(app.serve_ws, app.infer_def, NULL, &app.infer), "creating the inference net");
+}
+
+/* Classifies the test set with the inference net (no labels fed): the share
+ * whose most probable class (the first, on ties, as Accuracy ranks them) is
+ * the label; the first PREDICTIONS_SHOWN predictions go to `predicted`. */
+static double infer_test_set(size_t n, int32_t* predicted) {
+  size_t correct = 0;
+  for (size_t off = 0; off < n; off += EVAL_BATCH) {
+    const size_t b = n - off < EVAL_BATCH ? n - off : EVAL_BATCH;
+    int64_t xd[4] = {(int64_t)b, 1, 28, 28};
+    dp_tensor* x = NULL;
+    check(dp_tensor_create_borrowed(DP_DTYPE_FLOAT32, xd, 4, app.test_x + off * IMAGE_PIXELS,
+                                    b * IMAGE_PIXELS * sizeof(float), &x),
+          "dp_tensor_create_borrowed (test images)");
+    dp_status* s = dp_workspace_feed(app.serve_ws, "data", x);
+    dp_tensor_free(x);
+    check(s, "feeding test images");
+    check(dp_net_run(app.infer), "running the inference net");
+    dp_tensor* probs = NULL;
+    check(dp_workspace_fetch(app.serve_ws, "softmax", &probs), "softmax");
+    const float* p = dp_tensor_data(probs);
+    for (size_t i = 0; i < b; ++i) {
+      int32_t best = 0;
+      for (int32_t c = 1; c < NUM_CLASSES; ++c)
+        if (p[i * NUM_CLASSES + (size_t)c] > p[i * NUM_CLASSES + (size_t)best]) best = c;
+      if (off + i < PREDICTIONS_SHOWN) predicted[off + i] = best;
+      correct += best == app.test_y[off + i];
+    }
+    dp_tensor_free(probs);
+  }
+  return n ? (double)correct / (double)n : 0.0;
 }
 
 /* The last training step's per-op timings (the train net was created with
@@ -558,17 +665,20 @@ int main(int argc, char** argv) {
     fflush(stdout);
   }
   double total_time = 0, last_loss = 0, last_acc = 0;
+  progress_t progress = {isatty(STDOUT_FILENO), 0, 0};
   for (long e = first_epoch; e <= epochs; ++e) {
     double loss_sum = 0;
     double t0 = now_s();
-    for (;;) {
+    for (size_t step = 1;; ++step) {
       int32_t fed = 0;
       check(dp_loader_next(app.loader, &fed), "dp_loader_next");
       if (!fed) break; /* the epoch's end */
       check(dp_net_run(app.train), "running the train net");
       loss_sum += fetch_scalar("loss");
+      progress_draw(&progress, e, epochs, step, steps, batch, t0);
     }
     double dt = now_s() - t0;
+    progress_erase(&progress);
     total_time += dt;
     last_loss = loss_sum / (double)steps;
     last_acc = evaluate(n_test);
@@ -578,6 +688,23 @@ int main(int argc, char** argv) {
     fflush(stdout);
   }
   const long trained = epochs - first_epoch + 1;
+
+  /* Serving: the test set through the inference net, which must classify
+   * exactly as the eval net did. */
+  make_inference();
+  int32_t predicted[PREDICTIONS_SHOWN] = {0};
+  const double infer_acc = infer_test_set(n_test, predicted);
+  printf("inference: test_acc=%.4f predicted", infer_acc);
+  for (size_t i = 0; i < PREDICTIONS_SHOWN && i < n_test; ++i) printf(" %d", (int)predicted[i]);
+  printf(" labels");
+  for (size_t i = 0; i < PREDICTIONS_SHOWN && i < n_test; ++i) printf(" %d", (int)app.test_y[i]);
+  printf("\n");
+  if (trained > 0 && fabs(infer_acc - last_acc) > 0.5 / (double)(n_test ? n_test : 1)) {
+    fprintf(stderr, "train_fashion_mnist: the inference net's test accuracy %.6f is not the eval net's %.6f\n",
+            infer_acc, last_acc);
+    app_free();
+    return 1;
+  }
   printf("final test_acc=%.4f train_loss=%.4f samples_per_s=%.1f\n", last_acc, last_loss,
          trained > 0 ? (double)(steps * (size_t)batch) * (double)trained / total_time : 0.0);
   if (trace_path != NULL) write_trace(trace_path);

@@ -106,14 +106,15 @@ tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-30}" || status=1
 # ThreadSanitizer over the tests that drive threads: the async executor, its
 # worker pools and nets, the compute team (core), the loader's thread (data),
 # updates in parts (optimizers), the in-process collectives and data-parallel
-# training, and feeds and fetches from many threads through the C API
-# (workspace_threads, whose libdp is built with TSan too; the whole suite
-# under TSan would take far longer).
+# training, feeds and fetches from many threads through the C API
+# (workspace_threads) and serving one model from threads (inference), whose
+# libdp is built with TSan too; the whole suite under TSan would take far
+# longer.
 # OpenBLAS is not instrumented, so it runs single-threaded; any report fails
 # the test (halt_on_error). No suppressions are needed.
 tsan_dir=build-tsan
 tsan_opts="-Dcuda=disabled -Db_sanitize=thread -Ddebug=true -Doptimization=1 -Dsamples=false -Dc_args=-g1 -Dcpp_args=-g1"
-tsan_tests=(async exec core data optimizers collectives comm shm parallelize checkpoint workspace_threads)
+tsan_tests=(async exec core data optimizers collectives comm shm parallelize checkpoint workspace_threads inference)
 if [ ! -f "$tsan_dir/build.ninja" ]; then
   # shellcheck disable=SC2086
   meson setup "$tsan_dir" $tsan_opts >/dev/null

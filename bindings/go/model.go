@@ -273,3 +273,41 @@ func (m *Model) BuildTraining(opts *TrainingOptions) (*TrainingNets, error) {
 	}
 	return &TrainingNets{newNetDef(i), newNetDef(t), newNetDef(e)}, nil
 }
+
+// InferenceOptions: the zero value asks for every default.
+type InferenceOptions struct {
+	NoFuse bool // keep FC and Relu separate (default: fused, as the training nets fuse them)
+}
+
+// BuildInference derives the model's inference net (dp_model_build_inference):
+// the forward ops that outputs need, in inference mode, without losses,
+// metrics or labels; nil or empty outputs ask for the default ones (the
+// blobs the losses and metrics are computed from: "logits", "softmax").
+// It reads the params under the model's names: run it in a workspace
+// holding them, e.g. one per goroutine, each fed the same param tensors
+// (Workspace.Fetch from the trained workspace, then Feed: shared, not
+// copied). opts nil means defaults. ErrNotFound names an output the
+// forward net does not write.
+func (m *Model) BuildInference(outputs []string, opts *InferenceOptions) (*NetDef, error) {
+	p, done, err := m.get()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var c C.dp_inference_options
+	var cp *C.dp_inference_options
+	if opts != nil {
+		C.dp_inference_options_init(&c, C.sizeof_dp_inference_options)
+		if opts.NoFuse {
+			c.no_fuse = 1
+		}
+		cp = &c
+	}
+	names := newCStringArray(outputs)
+	defer names.free()
+	var out *C.dp_netdef
+	if err := statusErr(C.dp_model_build_inference(p, names.ptr, C.size_t(names.n), cp, &out)); err != nil {
+		return nil, err
+	}
+	return newNetDef(out), nil
+}

@@ -994,6 +994,71 @@ DP_API DP_MUST_USE dp_status* dp_model_build_training(const dp_model* model, con
                                                       dp_netdef** out_init, dp_netdef** out_train,
                                                       dp_netdef** out_eval);
 
+/* --- Inference -------------------------------------------------------------
+ * Serving a trained model: a net from the model's inputs to chosen outputs
+ * (the logits, the softmax) without labels, losses or metrics, reading the
+ * params under the model's names. */
+
+/* Zero means default for every field; struct_size must reach at least
+ * no_fuse. Since 0.6. */
+typedef struct dp_inference_options {
+  uint32_t struct_size; /* sizeof(dp_inference_options) */
+  int32_t no_fuse;      /* 1: keep FC and Relu separate; 0: fuse them (as dp_model_build_training
+                           does, so that the outputs equal the eval net's bit for bit) */
+} dp_inference_options;
+
+#define DP_INFERENCE_OPTIONS_INIT DP_OPTIONS_INIT_(dp_inference_options)
+
+/* See dp_workspace_options_init. Since 0.6. */
+DP_API void dp_inference_options_init(dp_inference_options* options, size_t struct_size);
+
+/* Builds the inference net of a model: the forward ops that the blobs
+ * `outputs` (num_outputs names) need, in inference mode as the eval net of
+ * dp_model_build_training (SpatialBN on its running statistics, Dropout
+ * off), and nothing else: no loss, metric or label is read unless an output
+ * needs it. A SoftmaxWithLoss whose loss is not asked for becomes a Softmax
+ * (the same softmax, bit for bit, without labels). Each output equals the
+ * eval net's blob of that name, bit for bit, for the same params and inputs.
+ * `options` may be NULL (defaults).
+ *
+ * NULL with num_outputs 0 asks for the default outputs: the blobs the
+ * model's losses and metrics are computed from (the inputs and other outputs
+ * of the ops that write a loss or metric, where the forward net writes
+ * them: "logits" and "softmax" for SoftmaxWithLoss + Accuracy), in the
+ * order the net writes them; for a model without losses or metrics, the
+ * blobs its forward net writes and no op reads. Name the outputs when a loss
+ * is computed in several steps (a default would then need the labels).
+ *
+ * The net's external inputs are what its ops read: the params and computed
+ * params it needs (under the model's names, in the model's order), then the
+ * model inputs it needs ("data"); its external outputs are the outputs. An
+ * output may be a loss or metric: the net then reads what it needs (the
+ * labels).
+ *
+ * Serving. Run the net in a workspace holding the params: the training
+ * workspace itself after dp_model_build_training, or one of its own fed the
+ * param tensors (dp_workspace_fetch from the training workspace, replica 0's
+ * scoped names "cpu_0/w" for a data-parallel model, then dp_workspace_feed
+ * under the model's names: the tensors are shared, not copied), or loaded
+ * from a checkpoint with dp_checkpoint_load (options lenient = 1 to create
+ * the blobs, names = the net's external inputs that are not model inputs;
+ * mmap = 1 shares the file's pages). Several threads serve one model with a
+ * workspace and a net each, every workspace fed the same param tensors: the
+ * params are in memory once, and a net never writes them (a workspace that
+ * trains on meanwhile writes copies: copy-on-write), so the nets may run
+ * concurrently. A dp_net must not run concurrently with itself.
+ *
+ * Errors: DP_ERR_NOT_FOUND for an output the forward net does not write in
+ * inference mode (the message names the nearest blob it writes, or says
+ * that the name is a model input or param, or written in training mode
+ * only); DP_ERR_INVALID_ARGUMENT for an empty or repeated name, NULL
+ * outputs with num_outputs > 0, or a model whose default outputs are empty.
+ * Free the net with dp_netdef_free. Any thread; the model is only read.
+ * Since 0.6. */
+DP_API DP_MUST_USE dp_status* dp_model_build_inference(const dp_model* model, const char* const* outputs,
+                                                       size_t num_outputs, const dp_inference_options* options,
+                                                       dp_netdef** out);
+
 /* ------------------------------------------------------------------------ */
 /* Data parallelism                                                          */
 /* ------------------------------------------------------------------------ */
@@ -1117,15 +1182,31 @@ DP_API void dp_parallel_options_init(dp_parallel_options* options, size_t struct
  *   forward and backward, gradients are summed across replicas in buckets
  *   (each bucket's allreduce starts as soon as its gradients exist, while
  *   backward goes on), every replica applies the optimizer, and the losses
- *   and metrics are averaged over replicas under their own names ("loss");
- *   a batch that does not divide by the replica count fails with
- *   DP_ERR_SHAPE naming the input unless uneven_split is set;
+ *   and metrics of the global batch are written under their own, unscoped
+ *   names (see "Losses and metrics" below); a batch that does not divide by
+ *   the replica count fails with DP_ERR_SHAPE naming the input unless
+ *   uneven_split is set;
  * - eval: the forward net in inference mode reading replica 0's params; its
- *   other blobs keep the model's names.
+ *   other blobs keep the model's names (its loss and metrics are those of
+ *   the batch fed to this process).
  * The replicas stay identical: after every step all hold the params one
  * device would hold after training on the global batch (to float rounding).
  * With uneven_split each replica's loss weighs its share of the batch, so
  * this stays exact.
+ *
+ * Losses and metrics. After a train step, the model's names ("loss",
+ * "accuracy") hold the global batch's values: the mean over every replica
+ * of every process (each replica weighted by its share of the batch with
+ * uneven_split; with several processes, over the processes that have not
+ * joined), i.e. what one device computes on the whole global batch, to
+ * float rounding; read them with dp_workspace_fetch. Every process reads
+ * the same values: across processes they travel with the last gradient
+ * bucket's allreduce (no collective of their own), so they are scalars
+ * there (a non-scalar one's global value is the mean of its elements). The
+ * scoped names ("cpu_0/loss") hold each replica's own value, on its part of
+ * the batch. Exceptions, where no collective runs: the accumulate net's and
+ * BMUF's unscoped values average this process's replicas only. Since 0.6
+ * (before, with several processes the unscoped values were this process's).
  * `options` is required (a zeroed one with struct_size set: one CPU
  * replica, every default) and only read during the call. Bad options give
  * DP_ERR_INVALID_ARGUMENT naming the option. CUDA replicas need a CUDA

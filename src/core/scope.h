@@ -9,6 +9,7 @@
 //   AccumulatedGradientName("w_grad")    "w_grad_acc"
 //   HostCopyName("cpu_1/data")           "cpu_1/data/host"
 //   WeightedName("cpu_1/loss")           "cpu_1/loss/weighted"
+//   GlobalShareName("cpu_1/loss")        "cpu_1/loss/global"
 //   BmufGlobalName / BmufDeltaName("w")  "w/bmuf_global", "w/bmuf_delta"
 #pragma once
 
@@ -49,6 +50,10 @@ inline std::string HostCopyName(const std::string& blob) { return blob + "/host"
 
 // A replica's loss or metric multiplied by its share of an uneven batch.
 inline std::string WeightedName(const std::string& blob) { return blob + "/weighted"; }
+
+// Several processes: a replica's loss or metric as it rides the gradient
+// allreduce, which leaves the global batch's value in it.
+inline std::string GlobalShareName(const std::string& blob) { return blob + "/global"; }
 
 // BMUF (parallelize's BmufOptions) per param: the global model Wg at the start
 // of the block, and the block-level momentum Delta.

@@ -92,7 +92,9 @@ NetDef BuildAccumulateNet(const ParallelPlan& plan);
 
 // train: Iter + LearningRate, forward and backward of every replica, the
 // accumulated gradients added, computed params kept in step, one Allreduce per
-// gradient bucket (not with BMUF), the optimizer updates.
+// gradient bucket (not with BMUF; with several processes the last one also
+// carries each replica's losses and metrics, whose global values the net then
+// writes under the unscoped names), the optimizer updates.
 NetDef BuildTrainNet(const ParallelPlan& plan);
 
 // block (BMUF only): the replicas' params and computed params averaged, then

@@ -10,7 +10,9 @@
 //          backward (loss gradient seeded with 1/N, so that summed gradients
 //          are the gradient of the global mean loss), one Allreduce per
 //          gradient bucket, each replica's optimizer update, and the losses
-//          and metrics averaged over replicas under their unscoped names;
+//          and metrics of the global batch under their unscoped names
+//          (averaged over the replicas; with several processes they ride
+//          the last bucket's Allreduce across them);
 //   eval:  replica 0's params read by the inference-mode forward net, whose
 //          other blobs keep their unscoped names;
 //   sync:  replica 0's state broadcast to the others on demand.

@@ -66,9 +66,23 @@ void AddAveragedOutputs(const ParallelPlan& p, NetDef& net) {
     }
 }
 
+// Several processes: the global batch's losses and metrics, which the last
+// gradient bucket's allreduce left in replica 0's shares (AddGradientAllreduce),
+// under the unscoped names.
+void AddGlobalOutputs(const ParallelPlan& p, NetDef& net) {
+  const Replicas& b = p.replicas;
+  for (const auto* list : {&p.model.losses, &p.model.metrics})
+    for (const auto& x : *list) {
+      net.ops.push_back(MakeOperatorDef("Copy", {b.BlobName(0, GlobalShareName(x))}, {x}));
+      net.external_outputs.push_back(x);
+    }
+}
+
 // What train and accumulate share: the global batch split across replicas,
-// each replica's forward and backward, losses and metrics averaged.
-void AddReplicaSteps(const ParallelPlan& p, NetDef& net, const std::string& suffix) {
+// each replica's forward and backward, and (unless `global_outputs`: the
+// train net of several processes) losses and metrics averaged over the
+// replicas of this process.
+void AddReplicaSteps(const ParallelPlan& p, NetDef& net, const std::string& suffix, bool global_outputs) {
   const Replicas& b = p.replicas;
   net.name = p.name + "_parallel_" + suffix;
   net.executor = ExecutorKind::kAsync;
@@ -81,7 +95,7 @@ void AddReplicaSteps(const ParallelPlan& p, NetDef& net, const std::string& suff
   for (const auto& x : p.model.params) AddExternalInput(net, b.BlobName(0, x));
   for (size_t r = 0; r < p.n; ++r)
     for (const auto& x : p.replicated) AddExternalInput(net, b.BlobName(r, x));
-  AddAveragedOutputs(p, net);
+  if (!global_outputs) AddAveragedOutputs(p, net);
 }
 
 }  // namespace
@@ -111,6 +125,24 @@ void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
     std::vector<std::string> tensors;
     for (const auto& param : p.buckets[k]) tensors.push_back(p.grad_of.at(param));
     std::vector<Argument> args{MakeArg("key", "grad_bucket_" + std::to_string(k))};
+    // Several processes: each replica's losses and metrics ride the last
+    // bucket (no collective of their own), summed over every replica of
+    // every process and divided by the active ones: the global batch's
+    // values (AddGlobalOutputs). Each rides as a scalar, the mean of its
+    // elements (losses and metrics are scalars), so that a process that
+    // joined, whose shadow step knows no shapes, adds a zero of the same size.
+    if (p.joinable && k + 1 == p.buckets.size())
+      for (const auto* list : {&p.model.losses, &p.model.metrics})
+        for (const auto& x : *list) {
+          for (size_t r = 0; r < p.n; ++r) {
+            const std::string share = p.replicas.BlobName(r, GlobalShareName(x));
+            train.ops.push_back(p.replicas.On(
+                r, active ? MakeOperatorDef("AveragedLoss", {p.replicas.BlobName(r, x)}, {share})
+                          : MakeOperatorDef("ConstantFill", {}, {share},
+                                            {MakeArg("shape", std::vector<int64_t>{}), MakeArg("value", 0.0)})));
+          }
+          tensors.push_back(GlobalShareName(x));
+        }
     if (p.joinable) {
       const std::string flag = ActiveFlagName(k);
       tensors.push_back(flag);
@@ -158,7 +190,7 @@ void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
 
 NetDef BuildAccumulateNet(const ParallelPlan& p) {
   NetDef acc;
-  AddReplicaSteps(p, acc, "accumulate");
+  AddReplicaSteps(p, acc, "accumulate", false);
   ForEachGradient(p, [&](size_t r, const std::string& grad) {
     const std::string sum = AccumulatedGradientName(grad);
     acc.ops.push_back(p.replicas.On(r, MakeOperatorDef("Sum", {sum, grad}, {sum})));
@@ -175,7 +207,7 @@ NetDef BuildTrainNet(const ParallelPlan& p) {
   train.ops = IterAndLearningRateOps(p.opt);
   AddExternalInput(train, kIterBlob);
   AddExternalInput(train, kCommBlob);
-  AddReplicaSteps(p, train, "train");
+  AddReplicaSteps(p, train, "train", p.joinable);
   if (accumulating)  // this step's gradient plus the accumulated ones
     ForEachGradient(p, [&](size_t r, const std::string& grad) {
       train.ops.push_back(b.On(r, MakeOperatorDef("Sum", {grad, AccumulatedGradientName(grad)}, {grad})));
@@ -183,6 +215,7 @@ NetDef BuildTrainNet(const ParallelPlan& p) {
     });
   AddComputedParamsSync(p, train);
   AddGradientAllreduce(p, train, true);
+  if (p.joinable) AddGlobalOutputs(p, train);
   AddOptimizerUpdates(p, train);
   if (accumulating)  // the next accumulation starts from zero
     ForEachGradient(p, [&](size_t r, const std::string& grad) {

@@ -45,6 +45,7 @@ static const dp_net_options k_net_macro = DP_NET_OPTIONS_INIT;
 static const dp_gradient_options k_grad_macro = DP_GRADIENT_OPTIONS_INIT;
 static const dp_training_options k_train_macro = DP_TRAINING_OPTIONS_INIT;
 static const dp_parallel_options k_par_macro = DP_PARALLEL_OPTIONS_INIT;
+static const dp_inference_options k_inf_macro = DP_INFERENCE_OPTIONS_INIT;
 
 /* Checks one struct type: the static macro value, a zeroed struct with
  * struct_size set and dp_*_options_init agree byte for byte, and the macro
@@ -67,6 +68,7 @@ static void test_same_bytes(void) {
   CHECK_SAME_BYTES(dp_gradient_options, k_grad_macro, dp_gradient_options_init);
   CHECK_SAME_BYTES(dp_training_options, k_train_macro, dp_training_options_init);
   CHECK_SAME_BYTES(dp_parallel_options, k_par_macro, dp_parallel_options_init);
+  CHECK_SAME_BYTES(dp_inference_options, k_inf_macro, dp_inference_options_init);
   {
     /* The macros in automatic storage: every field zero but struct_size. */
     dp_workspace_options w = DP_WORKSPACE_OPTIONS_INIT;
@@ -129,6 +131,7 @@ static void test_init_writes_struct_size_bytes(void) {
   dp_gradient_options_init(NULL, sizeof(dp_gradient_options));
   dp_training_options_init(NULL, sizeof(dp_training_options));
   dp_parallel_options_init(NULL, sizeof(dp_parallel_options));
+  dp_inference_options_init(NULL, sizeof(dp_inference_options));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -485,6 +488,10 @@ static void test_longer_structs(const dp_model* model) {
     dp_gradient_options o;
     double newer;
   } g;
+  struct {
+    dp_inference_options o;
+    int32_t newer;
+  } inf;
   dp_parallel_model* pm = NULL;
   dp_parallel_model* untouched = SENTINEL;
   dp_netdef* def = SENTINEL;
@@ -527,6 +534,13 @@ static void test_longer_structs(const dp_model* model) {
   def = SENTINEL;
   t.newer = 1.0;
   EXPECT_ERR(dp_model_build_training(model, &t.o, &def, NULL, NULL), DP_ERR_UNIMPLEMENTED, "dp_training_options");
+  CHECK(def == SENTINEL);
+
+  dp_inference_options_init(&inf.o, sizeof inf);
+  if (EXPECT_OK(dp_model_build_inference(model, NULL, 0, &inf.o, &def))) dp_netdef_free(def);
+  def = SENTINEL;
+  inf.newer = 1;
+  EXPECT_ERR(dp_model_build_inference(model, NULL, 0, &inf.o, &def), DP_ERR_UNIMPLEMENTED, "dp_inference_options");
   CHECK(def == SENTINEL);
 
   {

@@ -1,7 +1,8 @@
 // Fuzz target: a model definition from outside (binary, or JSON with
 // DP_FUZZ_JSON), which must read back to the same bytes from its binary and
 // its JSON; then its one-device training nets are built, created and
-// run for one step with small inputs, and it is parallelized over two CPU
+// run for one step with small inputs, its inference net (default outputs) is
+// built and run on the trained params, and it is parallelized over two CPU
 // replicas.
 #include "tests/fuzz/fuzz_util.h"
 
@@ -18,6 +19,12 @@ void TrainOneStep(const dp_model* model, const uint8_t* data, size_t size) {
   if (CreateAndRun(ws, init)) {
     FeedSmallInputs(ws, model->def->inputs, data, size);
     if (CreateAndRun(ws, train)) CreateAndRun(ws, eval);
+    dp_netdef* inference = nullptr;
+    if (Ok(dp_model_build_inference(model, nullptr, 0, nullptr, &inference))) {
+      CheckNetRoundTrip(inference);
+      CreateAndRun(ws, inference);
+      dp_netdef_free(inference);
+    }
   }
   dp_workspace_free(ws);
   dp_netdef_free(eval);

@@ -9,8 +9,9 @@
  *     that replica 0's params equal one device trained on the whole global
  *     batch in this process (relative error <= 1e-5 of each tensor's largest
  *     value), that the loss seed is 1/(devices x processes) (the step is the
- *     global batch's), and that checkpoints are written by rank 0 alone and
- *     load back on every rank.
+ *     global batch's), that every step's unscoped "loss" is the global
+ *     batch's (one device's on it), and that checkpoints are written by rank
+ *     0 alone and load back on every rank.
  *   mp_worker kill --victim V --step S [--steps K]
  *     rank V kills itself (SIGKILL) before step S; every other rank must see
  *     that step fail with DP_ERR_UNAVAILABLE or DP_ERR_TIMEOUT naming rank V
@@ -21,11 +22,14 @@
  *   mp_worker accumulate|bmuf|shared --devices D [--steps K]
  *     gradient accumulation (2 batches per update), BMUF (blocks of 2
  *     steps) and a shared model across processes equal the same options
- *     over all the job's devices in one process (relative error <= 1e-5).
+ *     over all the job's devices in one process (relative error <= 1e-5),
+ *     params and unscoped loss (but BMUF's: its replicas train on their own
+ *     shards, and its loss is this process's).
  *   mp_worker join --devices D [--steps K]
  *     uneven data: rank r has K - r batches, then joins; the params equal
- *     one device trained on the active processes' batches of each step, and
- *     rank r's join shadows r steps.
+ *     one device trained on the active processes' batches of each step, so
+ *     does each step's loss on the active ranks, and rank r's join shadows r
+ *     steps.
  * Exits 0 when every check held.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -237,6 +241,23 @@ static int compare_params(const char* label, dp_workspace* got, dp_workspace* wa
   return ok;
 }
 
+/* The unscoped loss of a data-parallel train step over several processes is
+ * the global batch's: the reference's (one device on the whole global batch,
+ * or the same options in one process), to float rounding. */
+static int compare_loss(const char* label, int step, dp_workspace* got, dp_workspace* want) {
+  dp_tensor *a = NULL, *b = NULL;
+  double err;
+  int ok = EXPECT_OK(dp_workspace_fetch(got, "loss", &a)) && EXPECT_OK(dp_workspace_fetch(want, "loss", &b)) &&
+           CHECK(dp_tensor_numel(a) == 1 && dp_tensor_numel(b) == 1);
+  err = ok ? rel_error(a, b) : INFINITY;
+  if (ok && !CHECK(err <= 1e-5))
+    fprintf(stderr, "%s: step %d's loss %g is not the global batch's %g\n", label, step,
+            (double)((const float*)dp_tensor_data(a))[0], (double)((const float*)dp_tensor_data(b))[0]);
+  dp_tensor_free(a);
+  dp_tensor_free(b);
+  return ok && err <= 1e-5;
+}
+
 static int equivalence(const config* c) {
   dp_model *model = NULL, *mine = NULL;
   job multi = {0}, single = {0};
@@ -251,7 +272,8 @@ static int equivalence(const config* c) {
        CHECK(dp_parallel_model_shard_id(multi.pm) == c->rank) && CHECK(dp_parallel_model_num_shards(single.pm) == 1);
   for (step = 0; ok && step < c->steps; ++step) {
     ok = feed_rows(multi.ws, step, c->rank * local, local) && EXPECT_OK(dp_net_run(multi.train)) &&
-         feed_rows(single.ws, step, 0, global) && EXPECT_OK(dp_net_run(single.train));
+         feed_rows(single.ws, step, 0, global) && EXPECT_OK(dp_net_run(single.train)) &&
+         compare_loss("equivalence", step, multi.ws, single.ws);
   }
   ok = ok && compare_params("after training", multi.ws, single.ws, model);
 
@@ -299,6 +321,8 @@ static int variant(const config* c, int flag, const char* label) {
     }
     ok = ok && feed_rows(multi.ws, 2 * step + 1, c->rank * local, local) && EXPECT_OK(dp_net_run(multi.train)) &&
          feed_rows(ref.ws, 2 * step + 1, 0, global) && EXPECT_OK(dp_net_run(ref.train));
+    /* (BMUF replicas train on their own shards: its loss is this process's.) */
+    if (ok && flag != kBmuf) ok = compare_loss(label, step, multi.ws, ref.ws);
     if (ok && flag == kBmuf && step % 2 == 1)
       ok = EXPECT_OK(dp_net_run(multi.extra)) && EXPECT_OK(dp_net_run(ref.extra));
   }
@@ -336,6 +360,8 @@ static int join(const config* c) {
     if (c->rank < active)
       ok = feed_rows(multi.ws, step, c->rank * local, local) && EXPECT_OK(dp_net_run(multi.train));
     ok = ok && feed_rows(single.ws, step, 0, active * local) && EXPECT_OK(dp_net_run(single.train));
+    /* The loss of the active processes' batches. */
+    if (ok && c->rank < active) ok = compare_loss("join", step, multi.ws, single.ws);
   }
   ok = ok && EXPECT_OK(dp_parallel_model_join(multi.pm, multi.ws, &shadowed)) && CHECK(shadowed == c->rank) &&
        compare_params("after joining", multi.ws, single.ws, model);

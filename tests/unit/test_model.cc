@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -14,6 +15,7 @@
 #include "core/workspace.h"
 #include "exec/net.h"
 #include "graph/net_format.h"
+#include "model/inference.h"
 #include "model/model_format.h"
 #include "model/training.h"
 #include "op_test_util.h"
@@ -206,4 +208,133 @@ TEST_CASE("a model goes binary -> JSON -> binary to the same bytes with every op
   CHECK(std::signbit(back.optimizer->power));
   CHECK(back.optimizer->momentum == std::numeric_limits<double>::denorm_min());
   CHECK(back.optimizer->beta1 == o.beta1);
+}
+
+namespace {
+
+// The tiny MLP with batch norm and dropout between its layers (training mode
+// in the model; inference nets switch both off).
+ModelDef BnDropoutModel() {
+  return ModelFromJson(R"({
+  "name": "bnd",
+  "init_net": {"ops": [
+    {"type": "XavierFill", "outputs": ["w1"], "args": [{"name": "shape", "ints": [16, 8]}, {"name": "seed", "i": 1}]},
+    {"type": "ConstantFill", "outputs": ["b1"], "args": [{"name": "shape", "ints": [16]}]},
+    {"type": "ConstantFill", "outputs": ["gamma"], "args": [{"name": "shape", "ints": [16]}, {"name": "value", "f": 1}]},
+    {"type": "ConstantFill", "outputs": ["beta"], "args": [{"name": "shape", "ints": [16]}]},
+    {"type": "ConstantFill", "outputs": ["rm"], "args": [{"name": "shape", "ints": [16]}]},
+    {"type": "ConstantFill", "outputs": ["rv"], "args": [{"name": "shape", "ints": [16]}, {"name": "value", "f": 1}]},
+    {"type": "XavierFill", "outputs": ["w2"], "args": [{"name": "shape", "ints": [3, 16]}, {"name": "seed", "i": 2}]},
+    {"type": "ConstantFill", "outputs": ["b2"], "args": [{"name": "shape", "ints": [3]}]}]},
+  "forward_net": {"ops": [
+    {"type": "FC", "inputs": ["data", "w1", "b1"], "outputs": ["h"]},
+    {"type": "SpatialBN", "inputs": ["h", "gamma", "beta", "rm", "rv"], "outputs": ["hn", "rm", "rv", "sm", "sv"]},
+    {"type": "Relu", "inputs": ["hn"], "outputs": ["hn"]},
+    {"type": "Dropout", "inputs": ["hn"], "outputs": ["hd", "mask"], "args": [{"name": "ratio", "f": 0.5}]},
+    {"type": "FC", "inputs": ["hd", "w2", "b2"], "outputs": ["logits"]},
+    {"type": "SoftmaxWithLoss", "inputs": ["logits", "label"], "outputs": ["softmax", "loss"]},
+    {"type": "Accuracy", "inputs": ["softmax", "label"], "outputs": ["accuracy"]}]},
+  "params": ["w1", "b1", "gamma", "beta", "w2", "b2"],
+  "computed_params": ["rm", "rv"],
+  "inputs": ["data", "label"],
+  "losses": ["loss"],
+  "metrics": ["accuracy"],
+  "optimizer": {"type": "momentum", "lr": 0.05}})");
+}
+
+std::vector<std::string> OpTypes(const NetDef& net) {
+  std::vector<std::string> types;
+  for (const auto& op : net.ops) types.push_back(op.type);
+  return types;
+}
+
+// Trains `m` a few steps, then runs its eval net on a batch and the inference
+// net for `outputs` in a workspace of its own that holds only the trained
+// params (fed from the training workspace, shared) and the data: each output
+// must equal the eval net's blob bit for bit.
+void CheckInferenceMatchesEval(const ModelDef& m, const std::vector<std::string>& outputs) {
+  TrainingNets nets = BuildTraining(m);
+  auto ws = std::make_shared<Workspace>();
+  Net(std::make_shared<const NetDef>(nets.init), ws).Run();
+  Net train(std::make_shared<const NetDef>(nets.train), ws);
+  for (int step = 0; step < 5; ++step) {
+    Batch(*ws, 32, static_cast<uint32_t>(step));
+    train.Run();
+  }
+  Batch(*ws, 64, 1234);
+  Net(std::make_shared<const NetDef>(nets.eval), ws).Run();
+
+  const NetDef inference = BuildInference(m, outputs);
+  CHECK(inference.external_outputs == outputs);
+  auto serving = std::make_shared<Workspace>();
+  for (const auto& x : inference.external_inputs) {
+    CHECK(x != "label");
+    serving->Feed(x, ws->GetTensor(x));
+  }
+  Net(std::make_shared<const NetDef>(inference), serving).Run();
+  for (const auto& y : outputs) {
+    CAPTURE(y);
+    const Tensor& got = serving->GetTensor(y);
+    const Tensor& want = ws->GetTensor(y);
+    REQUIRE(got.dims() == want.dims());
+    CHECK(std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()) == 0);
+  }
+  // It never wrote the params it shares with the training workspace.
+  for (const auto& p : m.params)
+    if (serving->HasBlob(p)) CHECK(serving->GetTensor(p).raw_data() == ws->GetTensor(p).raw_data());
+}
+
+}  // namespace
+
+TEST_CASE("inference nets: the forward ops the outputs need, without loss, metric or labels") {
+  ModelDef m = ModelFromJson(ModelJson(R"({"type": "adam", "lr": 0.01})"));
+  CHECK(DefaultInferenceOutputs(m) == std::vector<std::string>{"logits", "softmax"});
+
+  NetDef soft = BuildInference(m, {"softmax"});
+  CHECK(soft.name == "tiny_inference");
+  CHECK(OpTypes(soft) == std::vector<std::string>{"FC", "FC", "Softmax"});  // FC + Relu fused, as in training
+  CHECK(soft.ops[0].FindArg("activation") != nullptr);
+  CHECK(soft.external_inputs == std::vector<std::string>{"w1", "b1", "w2", "b2", "data"});
+  CHECK(soft.external_outputs == std::vector<std::string>{"softmax"});
+
+  NetDef logits = BuildInference(m, {"logits"});
+  CHECK(OpTypes(logits) == std::vector<std::string>{"FC", "FC"});
+  NetDef unfused = BuildInference(m, {"h"}, InferenceOptions{.fuse = false});
+  CHECK(OpTypes(unfused) == std::vector<std::string>{"FC", "Relu"});
+  CHECK(unfused.external_inputs == std::vector<std::string>{"w1", "b1", "data"});
+  CHECK(BuildInference(m, {}).external_outputs == std::vector<std::string>{"logits", "softmax"});
+
+  // A loss or metric may be asked for: the net then reads the labels.
+  // (The softmax Accuracy reads needs no loss: a Softmax computes it.)
+  NetDef acc = BuildInference(m, {"accuracy", "softmax"});
+  CHECK(OpTypes(acc) == std::vector<std::string>{"FC", "FC", "Softmax", "Accuracy"});
+  CHECK(acc.external_inputs.back() == "label");
+
+  CheckInferenceMatchesEval(m, {"softmax"});
+  CheckInferenceMatchesEval(m, {"logits", "softmax"});
+  CheckInferenceMatchesEval(m, {"h"});
+}
+
+TEST_CASE("inference nets: batch norm on running statistics and no dropout, as the eval net") {
+  ModelDef m = BnDropoutModel();
+  NetDef net = BuildInference(m, {"softmax"});
+  CHECK(OpTypes(net) == std::vector<std::string>{"FC", "SpatialBN", "Relu", "Dropout", "FC", "Softmax"});
+  for (const auto& op : net.ops) {
+    if (op.type != "SpatialBN" && op.type != "Dropout") continue;
+    CHECK(ArgReader(op, op.type).Int("is_test") == 1);
+    CHECK(op.outputs.size() == 1);
+  }
+  CHECK(net.external_inputs == std::vector<std::string>{"w1", "b1", "gamma", "beta", "w2", "b2", "rm", "rv", "data"});
+  CheckInferenceMatchesEval(m, {"softmax", "hd"});
+  ExpectError([&] { BuildInference(m, {"sm"}); }, Code::kNotFound, {"'sm'", "training mode"});
+}
+
+TEST_CASE("inference nets: unknown, repeated and unwritten outputs are clear errors") {
+  ModelDef m = ModelFromJson(ModelJson(""));
+  ExpectError([&] { BuildInference(m, {"sofmax"}); }, Code::kNotFound,
+              {"model 'tiny'", "no blob 'sofmax'", "did you mean 'softmax'?"});
+  ExpectError([&] { BuildInference(m, {"data"}); }, Code::kNotFound, {"'data' is an input"});
+  ExpectError([&] { BuildInference(m, {"w2"}); }, Code::kNotFound, {"'w2' is a param"});
+  ExpectError([&] { BuildInference(m, {"softmax", "softmax"}); }, Code::kInvalidArgument, {"'softmax'", "twice"});
+  ExpectError([&] { BuildInference(m, {""}); }, Code::kInvalidArgument, {"empty"});
 }

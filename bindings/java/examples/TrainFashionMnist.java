@@ -12,6 +12,7 @@ import org.dp.Loader;
 import org.dp.LoaderOptions;
 import org.dp.Model;
 import org.dp.Net;
+import org.dp.NetDef;
 import org.dp.ParallelModel;
 import org.dp.ParallelOptions;
 import org.dp.Tensor;
@@ -22,7 +23,10 @@ import org.dp.Workspace;
 /**
  * Port of samples/train_fashion_mnist.c to the Java binding, with the same flags and output and its
  * batches from dp's input pipeline ({@link Loader}): for the same seed its final line (samples_per_s
- * aside) equals the C sample's.
+ * aside) equals the C sample's. After training it serves the model through its inference net
+ * ({@link Model#buildInference}: "data" to "softmax", no labels) in a workspace of its own sharing the
+ * trained param tensors; when the JVM runs on a terminal (it has a console) it redraws a progress line
+ * within each epoch.
  *
  * <pre>
  * java -cp dp.jar:. -Djava.library.path=DIR TrainFashionMnist [--model mlp|cnn|PATH.json]
@@ -31,7 +35,79 @@ import org.dp.Workspace;
  * </pre>
  */
 public final class TrainFashionMnist {
-  static final int PIXELS = 28 * 28, EVAL_BATCH = 1000;
+  static final int PIXELS = 28 * 28, EVAL_BATCH = 1000, CLASSES = 10, SHOWN = 8;
+
+  /** Whether stdout is a terminal: the JVM has a console (Java 22+: one on a terminal). */
+  static boolean stdoutIsTerminal() {
+    java.io.Console c = System.console();
+    if (c == null) return false;
+    try {
+      return (Boolean) java.io.Console.class.getMethod("isTerminal").invoke(c);
+    } catch (ReflectiveOperationException e) {
+      return true; // before Java 22 a console means stdin and stdout are terminals
+    }
+  }
+
+  /** An epoch's progress line, drawn only on a terminal: redrawn in place at most every 250 ms, erased before
+   * the epoch's own line. */
+  static final class Progress {
+    final boolean on = stdoutIsTerminal();
+    long drawnAt = -1;
+    int width;
+
+    void draw(int epoch, int epochs, int step, int steps, int batch, long t0) {
+      long now = System.nanoTime();
+      if (!on || (drawnAt >= 0 && now - drawnAt < 250_000_000L)) return;
+      drawnAt = now;
+      double elapsed = (now - t0) * 1e-9;
+      double rate = elapsed > 0 ? (double) step * batch / elapsed : 0;
+      long left = (long) (elapsed / step * (steps - step) + 0.5);
+      String line = String.format("epoch %d/%d step %d/%d %.1f samples/s %d:%02d left", epoch, epochs, step, steps,
+          rate, left / 60, left % 60);
+      System.out.print("\r" + line + " ".repeat(Math.max(0, width - line.length())));
+      System.out.flush();
+      width = line.length();
+    }
+
+    void erase() {
+      if (on && width > 0) System.out.print("\r" + " ".repeat(width) + "\r");
+      width = 0;
+      drawnAt = -1;
+    }
+  }
+
+  /**
+   * Classifies the test set with the inference net ("softmax", no labels) in a workspace of its own fed the
+   * trained params (replica 0's for a data-parallel model): shared tensors, not copies. Returns the share
+   * whose most probable class (the first on ties, as Accuracy ranks) is the label; the first predictions go
+   * to {@code predicted}.
+   */
+  static double serve(Model model, Workspace trained, String scope, float[] x, int[] y, int[] predicted) {
+    try (NetDef def = model.buildInference(List.of("softmax"), null); Workspace ws = Workspace.create()) {
+      for (String name : def.externalInputs()) {
+        if (name.equals("data")) continue; // fed per batch
+        try (Tensor t = trained.fetch(scope + name)) {
+          ws.feed(name, t);
+        }
+      }
+      int correct = 0;
+      try (Net net = Net.create(ws, def)) {
+        for (int off = 0; off < y.length; off += EVAL_BATCH) {
+          int b = Math.min(EVAL_BATCH, y.length - off);
+          ws.feed("data", Arrays.copyOfRange(x, off * PIXELS, (off + b) * PIXELS), b, 1, 28, 28);
+          net.run();
+          float[] p = ws.fetchFloats("softmax");
+          for (int i = 0; i < b; ++i) {
+            int best = 0;
+            for (int c = 1; c < CLASSES; ++c) if (p[i * CLASSES + c] > p[i * CLASSES + best]) best = c;
+            if (off + i < predicted.length) predicted[off + i] = best;
+            if (best == y[off + i]) ++correct;
+          }
+        }
+      }
+      return y.length > 0 ? (double) correct / y.length : 0;
+    }
+  }
   static float[] x(Tensor images) {
     byte[] px = images.toByteArray();
     float[] x = new float[px.length];
@@ -212,14 +288,17 @@ public final class TrainFashionMnist {
           loader.seek(firstEpoch - 1, 0);
         }
         double totalTime = 0, lastLoss = 0, lastAcc = 0;
+        Progress progress = new Progress();
         for (int e = firstEpoch; e <= epochs; ++e) {
           double lossSum = 0;
           long t0 = System.nanoTime();
-          while (loader.next()) { // until the epoch's end
+          for (int step = 1; loader.next(); ++step) { // until the epoch's end
             train.run();
             lossSum += scalar(ws, "loss");
+            progress.draw(e, epochs, step, steps, batch, t0);
           }
           double dt = (System.nanoTime() - t0) * 1e-9;
+          progress.erase();
           totalTime += dt;
           lastLoss = lossSum / steps;
           double correct = 0;
@@ -240,6 +319,20 @@ public final class TrainFashionMnist {
               lastAcc, steps * (double) batch / dt);
         }
         int trained = epochs - firstEpoch + 1;
+
+        // Serving: the test set through the inference net, which must classify exactly as the eval net did.
+        int[] predicted = new int[Math.min(SHOWN, nTest)];
+        double inferAcc = serve(model, ws, parallel != null ? parallel.scope(0) : "", testX, testY, predicted);
+        StringBuilder line = new StringBuilder(String.format("inference: test_acc=%.4f predicted", inferAcc));
+        for (int c : predicted) line.append(' ').append(c);
+        line.append(" labels");
+        for (int i = 0; i < predicted.length; ++i) line.append(' ').append(testY[i]);
+        System.out.println(line);
+        if (trained > 0 && Math.abs(inferAcc - lastAcc) > 0.5 / Math.max(1, nTest)) {
+          System.err.printf("TrainFashionMnist: the inference net's test accuracy %.6f is not the eval net's %.6f%n",
+              inferAcc, lastAcc);
+          System.exit(1);
+        }
         System.out.printf("final test_acc=%.4f train_loss=%.4f samples_per_s=%.1f%n", lastAcc, lastLoss,
             trained > 0 ? steps * (double) batch * trained / totalTime : 0.0);
         if (minAcc >= 0 && !(lastAcc >= minAcc)) {

@@ -1,20 +1,112 @@
 //! train_fashion_mnist: the C sample (samples/train_fashion_mnist.c) ported
 //! to the safe Rust API, with the same flags and output lines and its batches
 //! from dp's input pipeline (`dp::Loader`); for the same seed its final line
-//! (timing aside) equals the C sample's.
+//! (timing aside) equals the C sample's. After training it serves the model
+//! through its inference net (`Model::build_inference`: "data" to "softmax",
+//! no labels) in a workspace of its own sharing the trained param tensors;
+//! when stdout is a terminal it redraws a progress line within each epoch.
 //!
 //!   train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
 //!                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
 //!                       [--limit N] [--min-acc A] [--devices cpu:N|cuda:N]
 //!                       [--checkpoint DIR [--resume] [--keep K]]
 use dp::{checkpoint, DeviceType, Loader, LoaderOptions, Model, Net, ParallelModel, Tensor, TrainingOptions, Workspace};
+use std::io::Write;
 use std::path::Path;
 use std::process::exit;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const IMAGE_PIXELS: usize = 28 * 28;
 const NUM_CLASSES: i32 = 10;
 const EVAL_BATCH: usize = 1000;
+const PREDICTIONS_SHOWN: usize = 8;
+
+extern "C" {
+    fn isatty(fd: i32) -> i32; // POSIX, from the C library std links
+}
+
+/// An epoch's progress line, drawn only when stdout is a terminal: redrawn in
+/// place at most every 250 ms, erased before the epoch's own line.
+struct Progress {
+    on: bool,
+    drawn: Option<Instant>,
+    width: usize,
+}
+
+impl Progress {
+    fn draw(&mut self, epoch: i64, epochs: i64, step: usize, steps: usize, batch: usize, t0: Instant) {
+        let now = Instant::now();
+        if !self.on || self.drawn.map_or(false, |d| now - d < Duration::from_millis(250)) {
+            return;
+        }
+        self.drawn = Some(now);
+        let elapsed = (now - t0).as_secs_f64();
+        let rate = if elapsed > 0.0 { (step * batch) as f64 / elapsed } else { 0.0 };
+        let left = (elapsed / step as f64 * (steps - step) as f64 + 0.5) as u64;
+        let line = format!(
+            "epoch {}/{} step {}/{} {:.1} samples/s {}:{:02} left",
+            epoch, epochs, step, steps, rate, left / 60, left % 60
+        );
+        let pad = self.width.saturating_sub(line.len());
+        print!("\r{}{:pad$}", line, "", pad = pad);
+        let _ = std::io::stdout().flush();
+        self.width = line.len();
+    }
+
+    fn erase(&mut self) {
+        if self.on && self.width > 0 {
+            print!("\r{:w$}\r", "", w = self.width);
+        }
+        self.width = 0;
+        self.drawn = None;
+    }
+}
+
+/// Classifies the test set with the inference net ("softmax", no labels) in a
+/// workspace of its own fed the trained params (replica 0's for a data-parallel
+/// model): shared tensors, not copies. Returns the share whose most probable
+/// class (the first on ties, as Accuracy ranks) is the label, and the first
+/// predictions.
+fn serve(model: &Model, trained: &Workspace<'_>, scope: &str, x: &[f32], y: &[i32]) -> (f64, Vec<i32>) {
+    let def = check(model.build_inference(&["softmax"], None), "dp_model_build_inference");
+    let ws = check(Workspace::new(), "dp_workspace_create (serving)");
+    for name in def.external_inputs() {
+        if name == "data" {
+            continue; // fed per batch
+        }
+        let t = check(trained.fetch(&format!("{}{}", scope, name)), name);
+        check(ws.feed(name, &t), "sharing a param with the serving workspace");
+    }
+    let net = check(Net::new(&ws, &def, None), "creating the inference net");
+    let (n, mut correct, mut predicted) = (y.len(), 0usize, Vec::new());
+    let mut off = 0;
+    while off < n {
+        let b = EVAL_BATCH.min(n - off);
+        let images = check(
+            Tensor::from_vec(&[b as i64, 1, 28, 28], x[off * IMAGE_PIXELS..(off + b) * IMAGE_PIXELS].to_vec()),
+            "test images",
+        );
+        check(ws.feed("data", &images), "feeding test images");
+        check(net.run(), "running the inference net");
+        let probs = check(ws.fetch("softmax"), "softmax");
+        let p = check(probs.as_slice::<f32>(), "softmax");
+        let classes = NUM_CLASSES as usize;
+        for i in 0..b {
+            let mut best = 0;
+            for c in 1..classes {
+                if p[i * classes + c] > p[i * classes + best] {
+                    best = c;
+                }
+            }
+            if off + i < PREDICTIONS_SHOWN {
+                predicted.push(best as i32);
+            }
+            correct += (best as i32 == y[off + i]) as usize;
+        }
+        off += b;
+    }
+    (if n > 0 { correct as f64 / n as f64 } else { 0.0 }, predicted)
+}
 
 fn fail(what: &str, e: dp::Error) -> ! {
     eprintln!("train_fashion_mnist: {} failed: [{}] {}", what, e.code().name(), e.message());
@@ -305,15 +397,20 @@ fn main() {
     }
 
     let (mut total_time, mut last_loss, mut last_acc) = (0f64, 0f64, 0f64);
+    let mut progress = Progress { on: unsafe { isatty(1) } == 1, drawn: None, width: 0 };
     for e in first_epoch..=epochs {
         let mut loss_sum = 0f64;
         let t0 = Instant::now();
         // Until the epoch's end.
+        let mut step = 0;
         while check(loader.next(), "dp_loader_next") {
             check(train.run(), "running the train net");
             loss_sum += fetch_scalar(&ws, "loss");
+            step += 1;
+            progress.draw(e, epochs, step, steps, batch as usize, t0);
         }
         let dt = t0.elapsed().as_secs_f64();
+        progress.erase();
         total_time += dt;
         last_loss = loss_sum / steps as f64;
         let mut correct = 0f64;
@@ -347,6 +444,21 @@ fn main() {
         );
     }
     let trained = epochs - first_epoch + 1;
+
+    // Serving: the test set through the inference net, which must classify
+    // exactly as the eval net did.
+    let scope = parallel.as_ref().map_or("", |p| p.scope(0).unwrap_or(""));
+    let (infer_acc, predicted) = serve(&model, &ws, scope, &test_x, &test_y);
+    let shown: Vec<String> = predicted.iter().map(|c| c.to_string()).collect();
+    let labels: Vec<String> = test_y.iter().take(predicted.len()).map(|c| c.to_string()).collect();
+    println!("inference: test_acc={:.4} predicted {} labels {}", infer_acc, shown.join(" "), labels.join(" "));
+    if trained > 0 && (infer_acc - last_acc).abs() > 0.5 / (n_test.max(1) as f64) {
+        eprintln!(
+            "train_fashion_mnist: the inference net's test accuracy {:.6} is not the eval net's {:.6}",
+            infer_acc, last_acc
+        );
+        exit(1);
+    }
     println!(
         "final test_acc={:.4} train_loss={:.4} samples_per_s={:.1}",
         last_acc,

@@ -55,8 +55,8 @@ pub use net::{AsyncRun, Canceller, Net};
 pub use netdef::{ArgDef, ArgKind, NetDef, OpDef};
 pub use opschema::{op_types, ArgValue, GradientKind, InplacePair, InplaceRule, OpArg, OpSchema};
 pub use options::{
-    ComputedParams, CudaCollectives, DeviceType, Executor, GradientOptions, LoadOptions, LoaderOptions, NetOptions,
-    ParallelOptions, SaveOptions, TrainingOptions, WorkspaceOptions,
+    ComputedParams, CudaCollectives, DeviceType, Executor, GradientOptions, InferenceOptions, LoadOptions,
+    LoaderOptions, NetOptions, ParallelOptions, SaveOptions, TrainingOptions, WorkspaceOptions,
 };
 pub use tensor::{dtype_name, dtype_size, DType, Element, Tensor};
 pub use workspace::Workspace;

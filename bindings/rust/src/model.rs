@@ -2,9 +2,9 @@
 //! models (dp_parallel_model).
 use crate::error::{check, Result};
 use crate::netdef::NetDef;
-use crate::options::{LoadOptions, ParallelOptions, SaveOptions, TrainingOptions};
+use crate::options::{InferenceOptions, LoadOptions, ParallelOptions, SaveOptions, TrainingOptions};
 use crate::sys;
-use crate::util::{borrowed_str, buffer_bytes, buffer_string, cstring, opt_str, out_handle, StringList};
+use crate::util::{borrowed_str, buffer_bytes, buffer_string, cstring, opt_str, out_handle, CStrings, StringList};
 use crate::workspace::Workspace;
 use std::os::raw::{c_char, c_void};
 use std::ptr;
@@ -146,6 +146,25 @@ impl Model {
         let (mut i, mut t, mut e) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
         check(unsafe { sys::dp_model_build_training(self.raw, copt, &mut i, &mut t, &mut e) })?;
         Ok(TrainingNets { init: NetDef::wrap(i), train: NetDef::wrap(t), eval: NetDef::wrap(e) })
+    }
+    /// The inference net (dp_model_build_inference): the forward ops that
+    /// `outputs` need, in inference mode, without losses, metrics or labels;
+    /// empty `outputs` ask for the default ones (the blobs the losses and
+    /// metrics are computed from: "logits", "softmax"). It reads the params
+    /// under the model's names: run it in a workspace holding them, e.g. one
+    /// per serving thread, each fed the same param tensors (fetched from the
+    /// trained workspace: shared, not copied). None: default options.
+    /// Code::NotFound names an output the forward net does not write.
+    pub fn build_inference<S: AsRef<str>>(
+        &self, outputs: &[S], options: Option<&InferenceOptions>,
+    ) -> Result<NetDef> {
+        let names = CStrings::new(outputs, "output name")?;
+        let c = options.map(|o| o.to_c());
+        let copt = c.as_ref().map_or(ptr::null(), |c| c as *const sys::dp_inference_options);
+        let h = out_handle(|o| unsafe {
+            sys::dp_model_build_inference(self.raw, names.as_ptr(), names.len(), copt, o)
+        })?;
+        Ok(NetDef::wrap(h))
     }
     /// The blobs holding the training state (dp_model_checkpoint_blobs).
     pub fn checkpoint_blobs(&self) -> Result<Vec<String>> {

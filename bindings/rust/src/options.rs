@@ -169,6 +169,29 @@ impl TrainingOptions {
     }
 }
 
+/// dp_inference_options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InferenceOptions {
+    /// Keep FC and Relu separate; false (the default) fuses them, as the
+    /// training nets do.
+    pub no_fuse: bool,
+}
+
+impl Default for InferenceOptions {
+    fn default() -> Self {
+        let c: sys::dp_inference_options = c_init(|p, n| unsafe { sys::dp_inference_options_init(p, n) });
+        InferenceOptions { no_fuse: c.no_fuse != 0 }
+    }
+}
+
+impl InferenceOptions {
+    pub(crate) fn to_c(&self) -> sys::dp_inference_options {
+        let mut c: sys::dp_inference_options = c_init(|p, n| unsafe { sys::dp_inference_options_init(p, n) });
+        c.no_fuse = self.no_fuse as i32;
+        c
+    }
+}
+
 /// Device types (DP_DEVICE_*).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeviceType {

@@ -211,6 +211,13 @@ pub struct dp_training_options {
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
+pub struct dp_inference_options {
+    pub struct_size: u32,
+    pub no_fuse: i32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
 pub struct dp_parallel_options {
     pub struct_size: u32,
     pub device_type: i32,
@@ -468,6 +475,11 @@ extern "C" {
     pub fn dp_model_build_training(
         model: *const dp_model, options: *const dp_training_options, out_init: *mut *mut dp_netdef,
         out_train: *mut *mut dp_netdef, out_eval: *mut *mut dp_netdef,
+    ) -> *mut dp_status;
+    pub fn dp_inference_options_init(options: *mut dp_inference_options, struct_size: usize);
+    pub fn dp_model_build_inference(
+        model: *const dp_model, outputs: *const *const c_char, num_outputs: usize,
+        options: *const dp_inference_options, out: *mut *mut dp_netdef,
     ) -> *mut dp_status;
 
     // Data parallelism

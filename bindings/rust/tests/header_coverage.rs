@@ -90,6 +90,7 @@ fn struct_sizes_are_the_c_ones() {
     assert_eq!(size_of::<dp_net_options>(), 24);
     assert_eq!(size_of::<dp_gradient_options>(), 64);
     assert_eq!(size_of::<dp_training_options>(), 24);
+    assert_eq!(size_of::<dp_inference_options>(), 8);
     assert_eq!(size_of::<dp_checkpoint_save_options>(), 32);
     assert_eq!(size_of::<dp_checkpoint_load_options>(), 40);
     assert_eq!(size_of::<dp_build_info>(), 104);

@@ -10,22 +10,25 @@
 namespace dp {
 namespace {
 
-// Row-wise softmax of x [rows, cols] into p; returns nothing.
+// Softmax of one row x[0, cols) into p (which may be x), cols > 0: exp(x -
+// max) summed in double, each element times the float inverse of the sum.
+// Returns the sum and the row's max (SoftmaxWithLoss's loss needs both). One
+// routine for Softmax and SoftmaxWithLoss, so that a Softmax gives the
+// softmax of a SoftmaxWithLoss bit for bit (inference nets compute it without
+// the loss and its labels: model/inference.cc).
 template <typename T>
-void SoftmaxRows(const T* x, T* p, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* pr = p + r * cols;
-    T mx = xr[0];
-    for (int64_t c = 1; c < cols; ++c) mx = std::max(mx, xr[c]);
-    T sum = 0;
-    for (int64_t c = 0; c < cols; ++c) {
-      pr[c] = std::exp(xr[c] - mx);
-      sum += pr[c];
-    }
-    T inv = T(1) / sum;
-    for (int64_t c = 0; c < cols; ++c) pr[c] *= inv;
+double SoftmaxRow(const T* x, T* p, int64_t cols, T* max_out) {
+  T mx = x[0];
+  for (int64_t c = 1; c < cols; ++c) mx = std::max(mx, x[c]);
+  double sum = 0;
+  for (int64_t c = 0; c < cols; ++c) {
+    p[c] = std::exp(x[c] - mx);
+    sum += static_cast<double>(p[c]);
   }
+  const T inv = static_cast<T>(1.0 / sum);
+  for (int64_t c = 0; c < cols; ++c) p[c] *= inv;
+  *max_out = mx;
+  return sum;
 }
 
 class SoftmaxOp final : public Operator {
@@ -41,7 +44,9 @@ class SoftmaxOp final : public Operator {
       using T = decltype(zero);
       const T* xp = x.data<T>();
       T* pp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
-      if (cols > 0) SoftmaxRows(xp, pp, rows, cols);
+      T mx;
+      if (cols > 0)
+        for (int64_t r = 0; r < rows; ++r) SoftmaxRow(xp + r * cols, pp + r * cols, cols, &mx);
     });
   }
 };
@@ -97,16 +102,8 @@ class SoftmaxWithLossOp final : public Operator {
         if (l < 0 || l >= cols)
           DP_THROW(Code::kOutOfRange, InputDesc(1), ": label ", l, " of sample ", i, " is outside [0, ", cols, ")");
         const T* xr = xp + i * cols;
-        T* pr = pp + i * cols;
-        T mx = xr[0];
-        for (int64_t c = 1; c < cols; ++c) mx = std::max(mx, xr[c]);
-        double sum = 0;
-        for (int64_t c = 0; c < cols; ++c) {
-          pr[c] = std::exp(xr[c] - mx);
-          sum += static_cast<double>(pr[c]);
-        }
-        const T inv = static_cast<T>(1.0 / sum);
-        for (int64_t c = 0; c < cols; ++c) pr[c] *= inv;
+        T mx;
+        const double sum = SoftmaxRow(xr, pp + i * cols, cols, &mx);
         const double w = wp ? static_cast<double>(wp[i]) : 1.0;
         total += w * (std::log(sum) - static_cast<double>(xr[l] - mx));
         wsum += w;

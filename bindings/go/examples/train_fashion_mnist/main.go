@@ -1,6 +1,9 @@
 // train_fashion_mnist is the Go port of samples/train_fashion_mnist.c: the
 // same flags, output lines, data order (dp's input pipeline, dp.Loader) and
-// (for the same seed) results.
+// (for the same seed) results. After training it serves the model through
+// its inference net (Model.BuildInference: "data" to "softmax", no labels)
+// in a workspace of its own that shares the trained param tensors; when
+// stdout is a terminal it redraws a progress line within each epoch.
 //
 //	go run ./examples/train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
 //	    [--lr LR] [--seed S] [--data DIR] [--nets DIR] [--limit N] [--min-acc A]
@@ -11,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,7 +25,7 @@ import (
 	"dp.dev/dp"
 )
 
-const pixels, evalBatch = 28 * 28, 1000
+const pixels, evalBatch, shown = 28 * 28, 1000, 8
 
 type app struct {
 	ws                *dp.Workspace
@@ -112,6 +116,107 @@ func (a *app) evaluate(x []float32, y []int32) float64 {
 		return 0
 	}
 	return correct / float64(n)
+}
+
+// progress draws an epoch's progress line when stdout is a terminal:
+// redrawn in place at most every 250 ms, erased before the epoch's line.
+type progress struct {
+	on     bool
+	drawn  time.Time
+	width  int
+	period time.Duration
+}
+
+func (p *progress) draw(epoch, epochs int64, step, steps, batch int, t0 time.Time) {
+	now := time.Now()
+	if !p.on || (!p.drawn.IsZero() && now.Sub(p.drawn) < p.period) {
+		return
+	}
+	p.drawn = now
+	elapsed := now.Sub(t0).Seconds()
+	rate := 0.0
+	if elapsed > 0 {
+		rate = float64(step*batch) / elapsed
+	}
+	left := int64(elapsed/float64(step)*float64(steps-step) + 0.5)
+	line := fmt.Sprintf("epoch %d/%d step %d/%d %.1f samples/s %d:%02d left", epoch, epochs, step, steps, rate,
+		left/60, left%60)
+	pad := 0
+	if p.width > len(line) {
+		pad = p.width - len(line)
+	}
+	fmt.Printf("\r%s%*s", line, pad, "")
+	p.width = len(line)
+}
+
+func (p *progress) erase() {
+	if p.on && p.width > 0 {
+		fmt.Printf("\r%*s\r", p.width, "")
+	}
+	p.width = 0
+	p.drawn = time.Time{}
+}
+
+// serve classifies the test set with the inference net ("softmax", no
+// labels) in a workspace of its own fed the trained params (replica 0's for
+// a data-parallel model): shared tensors, not copies. It returns the share
+// whose most probable class (the first on ties, as Accuracy ranks) is the
+// label, and the first predictions.
+func (a *app) serve(testX []float32, testY []int32) (float64, []int32) {
+	def, err := a.model.BuildInference([]string{"softmax"}, nil)
+	check(err, "dp_model_build_inference")
+	defer def.Close()
+	ws, err := dp.NewWorkspace(nil)
+	check(err, "dp_workspace_create (serving)")
+	defer ws.Close()
+	scope := ""
+	if a.parallel != nil {
+		scope = a.parallel.Scope(0)
+	}
+	for _, name := range def.ExternalInputs() {
+		if name == "data" {
+			continue // fed per batch
+		}
+		t, err := a.ws.Fetch(scope + name)
+		check(err, scope+name)
+		err = ws.Feed(name, t)
+		t.Close()
+		check(err, "sharing a param with the serving workspace")
+	}
+	net, err := dp.NewNet(ws, def, nil)
+	check(err, "creating the inference net")
+	defer net.Close()
+	n, correct := len(testY), 0
+	var predicted []int32
+	for off := 0; off < n; off += evalBatch {
+		b := n - off
+		if b > evalBatch {
+			b = evalBatch
+		}
+		check(dp.FeedValues(ws, "data", []int64{int64(b), 1, 28, 28}, testX[off*pixels:(off+b)*pixels]),
+			"feeding test images")
+		check(net.Run(), "running the inference net")
+		p, _, err := dp.FetchValues[float32](ws, "softmax")
+		check(err, "softmax")
+		for i := 0; i < b; i++ {
+			best := 0
+			for c := 1; c < 10; c++ {
+				if p[i*10+c] > p[i*10+best] {
+					best = c
+				}
+			}
+			if off+i < shown {
+				predicted = append(predicted, int32(best))
+			}
+			if int32(best) == testY[off+i] {
+				correct++
+			}
+		}
+	}
+	if n == 0 {
+		return 0, predicted
+	}
+	return float64(correct) / float64(n), predicted
 }
 
 func (a *app) save(dir string, iter int64, keep int) {
@@ -335,10 +440,11 @@ func main() {
 	}
 	var total time.Duration
 	lastLoss, lastAcc := 0.0, 0.0
+	bar := &progress{on: isTerminal(os.Stdout), period: 250 * time.Millisecond}
 	for e := first; e <= epochs; e++ {
 		lossSum := 0.0
 		t0 := time.Now()
-		for {
+		for step := 1; ; step++ {
 			fed, err := loader.Next()
 			check(err, "dp_loader_next")
 			if !fed {
@@ -346,8 +452,10 @@ func main() {
 			}
 			check(a.train.Run(), "running the train net")
 			lossSum += a.scalar("loss")
+			bar.draw(e, epochs, step, steps, batch, t0)
 		}
 		dt := time.Since(t0)
+		bar.erase()
 		total += dt
 		lastLoss = lossSum / float64(steps)
 		lastAcc = a.evaluate(testX, testY)
@@ -361,6 +469,23 @@ func main() {
 	sps := 0.0
 	if trained > 0 {
 		sps = float64(steps*batch) * float64(trained) / total.Seconds()
+	}
+	// Serving: the test set through the inference net, which must classify
+	// exactly as the eval net did.
+	inferAcc, predicted := a.serve(testX, testY)
+	fmt.Printf("inference: test_acc=%.4f predicted", inferAcc)
+	for _, c := range predicted {
+		fmt.Printf(" %d", c)
+	}
+	fmt.Printf(" labels")
+	for i := 0; i < len(predicted); i++ {
+		fmt.Printf(" %d", testY[i])
+	}
+	fmt.Println()
+	if trained > 0 && math.Abs(inferAcc-lastAcc) > 0.5/math.Max(1, float64(len(testY))) {
+		fmt.Fprintf(os.Stderr, "train_fashion_mnist: the inference net's test accuracy %.6f is not the eval net's %.6f\n",
+			inferAcc, lastAcc)
+		os.Exit(1)
 	}
 	fmt.Printf("final test_acc=%.4f train_loss=%.4f samples_per_s=%.1f\n", lastAcc, lastLoss, sps)
 	loader.Close()

@@ -118,6 +118,22 @@ JNIEXPORT void JNICALL FN(modelBuildTraining)(JNIEnv* env, jclass c, jlong m, jb
   (*env)->SetLongArrayRegion(env, out, 0, 3, v);
 }
 
+JNIEXPORT jlong JNICALL FN(modelBuildInference)(JNIEnv* env, jclass c, jlong m, jobjectArray joutputs,
+                                                jboolean has_options, jint no_fuse) {
+  (void)c;
+  int ok;
+  size_t n = 0;
+  const char** outputs = dpj_cstrs(env, joutputs, &n, &ok);
+  if (!ok) return 0;
+  dp_inference_options o;
+  dp_inference_options_init(&o, sizeof o);
+  o.no_fuse = no_fuse;
+  dp_netdef* def = NULL;
+  dp_status* s = dp_model_build_inference(MODEL(m), outputs, n, has_options ? &o : NULL, &def);
+  dpj_free_cstrs(outputs, n);
+  return dpj_ok(env, s) ? DPJ_JLONG(def) : 0;
+}
+
 JNIEXPORT jobjectArray JNICALL FN(modelCheckpointBlobs)(JNIEnv* env, jclass c, jlong m) {
   (void)c;
   dp_string_list* list = NULL;

@@ -120,6 +120,26 @@ public final class Model extends NativeHandle {
     }
   }
 
+  /**
+   * The inference net (dp_model_build_inference): the forward ops that {@code outputs} need, in
+   * inference mode, without losses, metrics or labels; null or empty asks for the default outputs
+   * (the blobs the losses and metrics are computed from: "logits", "softmax"). It reads the params
+   * under the model's names: run it in a workspace holding them, e.g. one per serving thread, each
+   * fed the same param tensors ({@link Workspace#fetch} from the trained workspace, then {@link
+   * Workspace#feed}: shared, not copied). options may be null. {@link DpNotFoundException} names an
+   * output the forward net does not write.
+   */
+  public NetDef buildInference(List<String> outputs, InferenceOptions options) {
+    long p = acquire();
+    try {
+      boolean has = options != null;
+      byte[][] names = outputs == null || outputs.isEmpty() ? null : Native.z(outputs);
+      return new NetDef(Native.modelBuildInference(p, names, has, has && options.noFuse ? 1 : 0));
+    } finally {
+      release();
+    }
+  }
+
   /** Data-parallel training over the devices of options (dp_model_parallelize); null: one CPU replica. */
   public ParallelModel parallelize(ParallelOptions o) {
     if (o == null) o = new ParallelOptions();

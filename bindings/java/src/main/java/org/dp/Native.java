@@ -178,6 +178,8 @@ final class Native {
   static native boolean modelHasOptimizer(long model);
   static native void modelGetOptimizer(long model, String[] strings, double[] doubles, long[] longs);
   static native void modelBuildTraining(long model, boolean hasOptions, double lossScale, double lr, long[] out);
+
+  static native long modelBuildInference(long model, byte[][] outputs, boolean hasOptions, int noFuse);
   static native String[] modelCheckpointBlobs(long model);
 
   // --- jni_parallel.c -------------------------------------------------------
