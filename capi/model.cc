@@ -163,7 +163,7 @@ dp_status* dp_model_build_inference(const dp_model* model, const char* const* ou
     DP_CHECK_OPTIONS_SIZE(options, no_fuse);
     opts.fuse = options->no_fuse == 0;
   }
-  const std::vector<std::string> names = dp::capi::Names(outputs, num_outputs, "outputs");
+  const std::vector<std::string> names = dp::capi::Names(outputs, num_outputs, "outputs", __func__);
   *out = dp::capi::NewNetDef(dp::BuildInference(*model->def, names, opts));
   DP_API_END
 }

@@ -303,7 +303,10 @@ func (m *Model) BuildInference(outputs []string, opts *InferenceOptions) (*NetDe
 		}
 		cp = &c
 	}
-	names := newCStringArray(outputs)
+	names, err := newCStringArray("dp.Model.BuildInference: output", outputs)
+	if err != nil {
+		return nil, err
+	}
 	defer names.free()
 	var out *C.dp_netdef
 	if err := statusErr(C.dp_model_build_inference(p, names.ptr, C.size_t(names.n), cp, &out)); err != nil {

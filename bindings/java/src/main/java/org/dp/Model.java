@@ -133,7 +133,7 @@ public final class Model extends NativeHandle {
     long p = acquire();
     try {
       boolean has = options != null;
-      byte[][] names = outputs == null || outputs.isEmpty() ? null : Native.z(outputs);
+      byte[][] names = outputs == null || outputs.isEmpty() ? null : Native.z("Model.buildInference: output", outputs);
       return new NetDef(Native.modelBuildInference(p, names, has, has && options.noFuse ? 1 : 0));
     } finally {
       release();
