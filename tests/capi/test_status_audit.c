@@ -123,6 +123,9 @@ static const char* const kMissing[1] = {"missing_blob"};
 static const char* const kNullName[1] = {NULL};
 static const char* const kLosses[1] = {"y"};
 static const char* const kNoSuchWrt[1] = {"c"};
+static const char* const kLogitsTypo[1] = {"logist"};
+static const char* const kLogitsTwice[2] = {"logits", "logits"};
+static const char* const kParamOut[1] = {"w"};
 static float g_floats[8];
 static const dp_tensor* g_two_tensors[2];
 static dp_loader_input g_cb_input;
@@ -139,6 +142,7 @@ static dp_checkpoint_load_options o_load;
 static dp_loader_options o_lo;
 static dp_build_info o_bi;
 static dp_optimizer_info o_opt;
+static dp_inference_options o_info_opts;
 /* A caller from a newer header: one byte past dp_net_options set. */
 static struct {
   dp_net_options o;
@@ -158,6 +162,7 @@ static dp_string_list* o_list;
 static dp_checkpoint_info* o_info;
 static dp_checkpoint_job* o_job;
 static dp_loader* o_loader;
+static dp_opschema* o_schema;
 static int32_t o_i32;
 static int64_t o_i64;
 static double o_f64;
@@ -181,6 +186,7 @@ static void reset_outs(void) {
   o_info = SENTINEL;
   o_job = SENTINEL;
   o_loader = SENTINEL;
+  o_schema = SENTINEL;
   o_i32 = INT_SENTINEL;
   o_i64 = INT_SENTINEL;
   o_f64 = INT_SENTINEL;
@@ -195,7 +201,7 @@ static int outs_untouched(void) {
   memset(fresh, 0x5a, sizeof fresh);
   return o_tensor == SENTINEL && o_ws == SENTINEL && o_def == SENTINEL && o_def2 == SENTINEL && o_net == SENTINEL &&
          o_model == SENTINEL && o_pm == SENTINEL && o_buf == SENTINEL && o_list == SENTINEL && o_info == SENTINEL &&
-         o_job == SENTINEL && o_loader == SENTINEL && o_i32 == INT_SENTINEL && o_i64 == INT_SENTINEL &&
+         o_job == SENTINEL && o_loader == SENTINEL && o_schema == SENTINEL && o_i32 == INT_SENTINEL && o_i64 == INT_SENTINEL &&
          o_f64 == INT_SENTINEL && o_str == SENTINEL && o_i64s == SENTINEL && o_size == 12345 &&
          memcmp(o_dst, fresh, sizeof fresh) == 0;
 }
@@ -212,6 +218,7 @@ static void reset_options(void) {
   dp_checkpoint_load_options_init(&o_load, sizeof o_load);
   dp_loader_options_init(&o_lo, sizeof o_lo);
   o_lo.batch_size = 2;
+  dp_inference_options_init(&o_info_opts, sizeof o_info_opts);
   memset(&o_bi, 0, sizeof o_bi);
   o_bi.struct_size = sizeof o_bi;
   memset(&o_opt, 0, sizeof o_opt);
@@ -489,6 +496,32 @@ static dp_status* wait_of_async_save(const char* path) {
     DP_ERR_INVALID_ARGUMENT, "dp_model_build_training: ", "options->lr")                                             \
   X(training_lr_no_optimizer, (o_traino.lr = 0.1, dp_model_build_training(g_plain, &o_traino, &o_def, NULL, NULL)),  \
     DP_ERR_INVALID_ARGUMENT, "dp_model_build_training: ", "options->lr")                                             \
+  /* Inference nets (since 0.6). */                                                                                   \
+  X(inference_model_null, dp_model_build_inference(NULL, kX, 1, NULL, &o_def), DP_ERR_INVALID_ARGUMENT,              \
+    "dp_model_build_inference: ", "model")                                                                           \
+  X(inference_out_null, dp_model_build_inference(g_model, kX, 1, NULL, NULL), DP_ERR_INVALID_ARGUMENT,               \
+    "dp_model_build_inference: ", "out")                                                                             \
+  X(inference_outputs_null, dp_model_build_inference(g_model, NULL, 1, NULL, &o_def), DP_ERR_INVALID_ARGUMENT,       \
+    "dp_model_build_inference: ", "outputs")                                                                         \
+  X(inference_options_small,                                                                                         \
+    (o_info_opts.struct_size = 2, dp_model_build_inference(g_model, NULL, 0, &o_info_opts, &o_def)),                 \
+    DP_ERR_INVALID_ARGUMENT, "dp_model_build_inference: ", "options->struct_size")                                   \
+  X(inference_empty_name, dp_model_build_inference(g_model, kEmptyName, 1, NULL, &o_def), DP_ERR_INVALID_ARGUMENT,   \
+    "model 'lin'", "output name is empty")                                                                           \
+  X(inference_repeated, dp_model_build_inference(g_model, kLogitsTwice, 2, NULL, &o_def), DP_ERR_INVALID_ARGUMENT,   \
+    "'logits'", "twice")                                                                                             \
+  X(inference_unknown_output, dp_model_build_inference(g_model, kLogitsTypo, 1, NULL, &o_def), DP_ERR_NOT_FOUND,     \
+    "'logist'", "did you mean 'logits'?")                                                                            \
+  X(inference_param_output, dp_model_build_inference(g_model, kParamOut, 1, NULL, &o_def), DP_ERR_NOT_FOUND, "'w'",  \
+    "param")                                                                                                         \
+  /* The op catalogue (since 0.6). */                                                                                \
+  X(opschema_list_out_null, dp_opschema_list_types(NULL), DP_ERR_INVALID_ARGUMENT, "dp_opschema_list_types: ", "out") \
+  X(opschema_type_null, dp_opschema_from_type(NULL, &o_schema), DP_ERR_INVALID_ARGUMENT, "dp_opschema_from_type: ",  \
+    "type")                                                                                                          \
+  X(opschema_out_null, dp_opschema_from_type("Relu", NULL), DP_ERR_INVALID_ARGUMENT, "dp_opschema_from_type: ",      \
+    "out")                                                                                                           \
+  X(opschema_unknown, dp_opschema_from_type("Relux", &o_schema), DP_ERR_NOT_FOUND, "'Relux'",                        \
+    "did you mean 'Relu'?")                                                                                          \
   /* Data parallelism: bad options name the field. */                                                                \
   X(par_options_null, dp_model_parallelize(g_model, NULL, &o_pm), DP_ERR_INVALID_ARGUMENT,                           \
     "dp_model_parallelize: ", "options")                                                                             \
