@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # README's test command: builds and tests both configurations,
-#   build      default (-Dcuda=auto: CUDA compiled and linked when the toolkit exists;
-#              the CUDA, C API, sample and package tests: what CUDA changes; only
-#              their targets are built)
+#   build      default (-Dcuda=auto: CUDA compiled, and the CUDA module linked, when
+#              the toolkit exists; the CUDA, C API, sample and package tests: what
+#              CUDA changes; only their targets are built)
 #   build-cpu  -Dcuda=disabled (CPU only)
+# and compares a CPU process's resident set against the two (cuda_module_rss),
 # then the Go, Rust and Java bindings' suites (bindings/<lang>/test.sh)
 # against build-cpu's libdp,
 # then the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -11,7 +12,8 @@
 # bounded time (DP_FUZZ_SECONDS, default 30, two targets at a time),
 #   build-san  CC=clang -Dcuda=disabled -Db_sanitize=address,undefined -Dfuzz=true
 # then the unit tests that drive threads (async, exec, core, data, optimizers, collectives, comm, shm,
-# parallelize, checkpoint) and the C API's workspace threads test under ThreadSanitizer,
+# parallelize, checkpoint) and the C API's workspace threads and inference (serving) tests under
+# ThreadSanitizer,
 #   build-tsan -Dcuda=disabled -Db_sanitize=thread (only those tests' targets are built)
 # and ends with one line "N passed, N failed, N skipped" over all of them
 # (a fuzz finding counts as a failed test).
