@@ -168,8 +168,8 @@ dp_status* dp_workspace_feed(dp_workspace* workspace, const char* name, const dp
   DP_CHECK_NOT_NULL(name);
   DP_CHECK_NOT_NULL(tensor);
   DP_CHECK_ARG(name[0] != '\0', "blob name is empty");
-  workspace->ws->Feed(name, tensor->tensor);
-  workspace->ws->feeds().NoteFed(*workspace->ws->GetBlob(name));  // the next run reports it if no net reads it
+  // Noted: the next run reports it if no net reads it.
+  workspace->ws->feeds().NoteFed(workspace->ws->Feed(name, tensor->tensor));
   DP_API_END
 }
 

@@ -1489,7 +1489,7 @@ DP_API DP_MUST_USE dp_status* dp_parallel_model_load(const dp_parallel_model* mo
  * epoch: the same seed gives the same order in every run and every
  * process, and dp_loader_seek can resume mid-run exactly) and gathers the
  * next batches into a ring of buffers allocated once: a step allocates
- * nothing and the caller copies nothing. A loader over tensors gathers
+ * no batch memory and the caller copies nothing. A loader over tensors gathers
  * ahead on its own thread at the lowest priority (SCHED_IDLE on Linux), on
  * CPU time the steps leave free, so it never takes a core from a running
  * net; dp_loader_next gathers, on the calling thread, the part of its batch

@@ -48,8 +48,10 @@ std::vector<std::string> Workspace::Blobs(std::string_view prefix) const {
   return out;
 }
 
-void Workspace::Feed(const std::string& name, const Tensor& tensor) {
-  CreateBlob(name)->Publish(std::make_shared<Tensor>(tensor));
+Blob& Workspace::Feed(const std::string& name, const Tensor& tensor) {
+  Blob* b = CreateBlob(name);
+  b->Publish(std::make_shared<Tensor>(tensor));
+  return *b;
 }
 
 Tensor Workspace::GetTensor(const std::string& name) const {

@@ -58,7 +58,7 @@ class Workspace {
   // shares its storage. GetTensor returns a copy of the tensor blob `name`
   // holds, sharing its storage: kNotFound if the blob is absent or empty,
   // kDType if it holds something else.
-  void Feed(const std::string& name, const Tensor& tensor);
+  Blob& Feed(const std::string& name, const Tensor& tensor);  // the blob fed
   Tensor GetTensor(const std::string& name) const;
 
   // What op outputs are charged to (never null; limit 0 = unlimited).
