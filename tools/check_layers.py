@@ -17,7 +17,8 @@ FLOORS = [
     "data",      # readers of training data into tensors
     "graph",     # net definitions, formats, dependency graph, rewrites
     "ops",       # schemas, operators, CPU kernels, gradient makers, net checks
-    "cuda",      # the CUDA device backend: runtime, contexts, kernels
+    "cuda",      # the CUDA device backend: runtime, contexts, events, allocator, module table
+    "ops/cuda",  # CUDA kernels of the ops (beside their CPU twins in ops/cpu)
     "comm",      # communicators and collective ops (in-process, NCCL)
     "cuda_module",  # libdp_cuda.so's entry: kernels and CUDA libraries in one table for libdp
     "checkpoint",  # checkpoint files: format, atomic writes, verified loads
@@ -40,7 +41,13 @@ def main() -> int:
         if path.suffix not in SUFFIXES or not path.is_file():
             continue
         rel = path.relative_to(src)
+        # The deepest floor the path lies in ("ops/cuda" before "ops").
         floor = rel.parts[0]
+        for depth in range(len(rel.parts) - 1, 1, -1):
+            candidate = "/".join(rel.parts[:depth])
+            if candidate in RANK:
+                floor = candidate
+                break
         if floor not in RANK:
             errors.append(f"src/{rel}: folder '{floor}' has no floor in tools/check_layers.py")
             continue
@@ -52,7 +59,12 @@ def main() -> int:
             if target.startswith("../") or "/../" in target:
                 errors.append(f"src/{rel}:{line}: relative include \"{target}\"")
                 continue
-            top = target.split("/")[0]
+            parts = target.split("/")
+            top = parts[0]
+            for depth in range(len(parts) - 1, 1, -1):
+                if "/".join(parts[:depth]) in RANK:
+                    top = "/".join(parts[:depth])
+                    break
             if "/" in target and top in RANK and RANK[top] > RANK[floor]:
                 errors.append(f"src/{rel}:{line}: {floor} includes \"{target}\" from the higher floor {top}")
     for e in errors:

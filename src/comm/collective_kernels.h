@@ -1,5 +1,5 @@
 // Launchers of the kernels behind the copy-and-sum tree of CudaCollectives
-// (cuda_collectives.h). Like kernels.h: plain templates over raw device
+// (cuda_collectives.h). Like cuda/op_launchers.h: plain templates over raw device
 // pointers, so that collective_kernels.cu (built by nvcc) needs no engine
 // header. Each queues its kernel on `stream` (the caller makes the stream's
 // device current) and returns the launch status; n == 0 launches nothing.

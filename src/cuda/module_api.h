@@ -22,6 +22,8 @@
 
 #include <cstdint>
 
+#include "cuda/op_launchers.h"  // DP_CUDA_KERNEL_LAUNCHERS
+
 namespace dp::cuda {
 
 // Bump whenever the table's meaning changes without its size changing.
@@ -53,6 +55,11 @@ inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
   X(cudaError_t, cudaMemcpyAsync,                                                                             \
     (void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream),                     \
     (dst, src, count, kind, stream))                                                                          \
+  X(cudaError_t, cudaMemsetAsync, (void* ptr, int value, size_t count, cudaStream_t stream),                 \
+    (ptr, value, count, stream))                                                                              \
+  X(cudaError_t, cudaMemGetInfo, (size_t * free, size_t * total), (free, total))                              \
+  X(cudaError_t, cudaMallocHost, (void** ptr, size_t size), (ptr, size))                                      \
+  X(cudaError_t, cudaFreeHost, (void* ptr), (ptr))                                                            \
   X(cudaError_t, cudaMemcpyPeerAsync,                                                                         \
     (void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t stream),          \
     (dst, dst_device, src, src_device, count, stream))                                                        \
@@ -77,6 +84,16 @@ inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
      const float* alpha, const float* a, int lda, const float* b, int ldb, const float* beta, float* c,       \
      int ldc),                                                                                                \
     (handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))                                   \
+  X(cublasStatus_t, cublasSgemmStridedBatched,                                                                \
+    (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,          \
+     const float* alpha, const float* a, int lda, long long int stride_a, const float* b, int ldb,            \
+     long long int stride_b, const float* beta, float* c, int ldc, long long int stride_c, int batch_count),  \
+    (handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,      \
+     batch_count))                                                                                            \
+  X(cublasStatus_t, cublasSgemv,                                                                              \
+    (cublasHandle_t handle, cublasOperation_t trans, int m, int n, const float* alpha, const float* a, int lda, \
+     const float* x, int incx, const float* beta, float* y, int incy),                                        \
+    (handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy))                                             \
   X(const char*, ncclGetErrorString, (ncclResult_t result), (result))                                         \
   X(const char*, ncclGetLastError, (ncclComm_t comm), (comm))                                                 \
   X(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * id), (id))                                                 \
@@ -97,17 +114,6 @@ inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
     (const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,              \
      cudaStream_t stream),                                                                                    \
     (send, recv, count, type, root, comm, stream))
-
-// dp's kernel launchers of cuda/kernels.h, as X(name, (parameters),
-// (arguments)); each returns cudaError_t.
-#define DP_CUDA_KERNEL_LAUNCHERS(X)                                                                            \
-  X(LaunchFill, (float* y, int64_t n, float value, cudaStream_t stream), (y, n, value, stream))               \
-  X(LaunchRelu, (const float* x, float* y, int64_t n, cudaStream_t stream), (x, y, n, stream))                \
-  X(LaunchAdd, (const float* a, const float* b, float* y, int64_t n, cudaStream_t stream), (a, b, y, n, stream)) \
-  X(LaunchScale, (const float* x, float scale, float* y, int64_t n, cudaStream_t stream),                     \
-    (x, scale, y, n, stream))                                                                                 \
-  X(LaunchBroadcastRows, (const float* b, float* y, int64_t rows, int64_t cols, cudaStream_t stream),         \
-    (b, y, rows, cols, stream))
 
 // The launchers of comm/collective_kernels.h, templates: one entry per
 // instantiation, named with its type.

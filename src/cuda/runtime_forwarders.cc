@@ -1,15 +1,15 @@
 // libdp's side of the CUDA module (cuda/module_api.h): definitions of the CUDA
 // runtime, cuBLAS and NCCL functions that dp's CUDA code calls, and of the
-// launchers of cuda/kernels.h, each forwarding to the module's table. So
-// libdp.so links none of those libraries, and its CUDA code is written as
-// if it did. Hidden like the rest of the engine: nothing here is exported.
+// launchers of the ops' kernels (cuda/op_launchers.h), each forwarding to the
+// module's table. So libdp.so links none of those libraries, and its CUDA
+// code is written as if it did. Hidden like the rest of the engine: nothing here is exported.
 //
 // Every CUDA path first asks for a visible device (CheckDeviceAvailable),
 // which loads the module; a call that comes without one gets an error
 // value, never a crash.
-#include "cuda/kernels.h"
 #include "cuda/module_api.h"
 #include "cuda/module_loader.h"
+#include "cuda/op_launchers.h"
 
 namespace {
 

@@ -1,9 +1,9 @@
 // libdp_cuda.so: dp's CUDA module. It holds what links the CUDA libraries —
-// dp's kernels (cuda/kernels.cu, comm/collective_kernels.cu) and the CUDA
+// dp's kernels (ops/cuda/*_kernels.cu, comm/collective_kernels.cu) and the CUDA
 // runtime, cuBLAS and NCCL it depends on — and hands libdp one table of
 // their functions (cuda/module_api.h). It exports that function only.
 #include "comm/collective_kernels.h"
-#include "cuda/kernels.h"
+#include "cuda/op_launchers.h"
 #include "cuda/module_api.h"
 #include "dp_config.h"
 

@@ -98,6 +98,13 @@ class OpSchema {
   // Otherwise Operator::Input rejects a tensor that the kernel cannot address.
   OpSchema& InputsCanCrossDevices() { inputs_can_cross_devices_ = true; return *this; }
   bool inputs_can_cross_devices() const { return inputs_can_cross_devices_; }
+  // A host op: it only makes sense on the CPU (a counter, a file, a print),
+  // so it has no CUDA kernel and runs on the host in any net; its small
+  // outputs are copied to where device ops consume them. `reason` says why
+  // (the op catalogue and the CUDA coverage test show it).
+  OpSchema& HostOp(std::string reason) { host_op_reason_ = std::move(reason); return *this; }
+  bool host_op() const { return !host_op_reason_.empty(); }
+  const std::string& host_op_reason() const { return host_op_reason_; }
   // Every output has input 0's shape and dtype.
   OpSchema& IdenticalTypeAndShape();
 
@@ -151,6 +158,7 @@ class OpSchema {
   std::vector<std::string> input_names_, output_names_;
   InferenceFn inference_;
   bool inputs_can_cross_devices_ = false;
+  std::string host_op_reason_;
 };
 
 class OpSchemaRegistry {

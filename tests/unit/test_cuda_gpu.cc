@@ -24,7 +24,7 @@
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "cuda/cuda_context.h"
-#include "cuda/kernels.h"
+#include "cuda/op_launchers.h"
 #include "exec/net.h"
 #include "graph/net_def.h"
 #include "ops/operator.h"

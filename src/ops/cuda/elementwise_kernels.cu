@@ -1,7 +1,7 @@
-// dp's CUDA kernels: elementwise, grid-stride loops (a capped grid of
-// 256-thread blocks covers any n), indices in int64_t.
+// The elementwise family's CUDA kernels (cuda/op_launchers.h): grid-stride
+// loops (a capped grid of 256-thread blocks covers any n), indices in int64_t.
 #include "cuda/grid.cuh"
-#include "cuda/kernels.h"
+#include "cuda/op_launchers.h"
 
 namespace dp::cuda {
 namespace {
