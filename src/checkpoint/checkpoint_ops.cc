@@ -38,7 +38,16 @@ class SaveOp final : public Operator {
   void RunOnDevice() override {
     std::vector<std::pair<std::string, Tensor>> tensors;
     tensors.reserve(names_.size());
-    for (int i = 0; i < InputSize(); ++i) tensors.emplace_back(names_[static_cast<size_t>(i)], Input(i));
+    for (int i = 0; i < InputSize(); ++i) {
+      const Tensor& t = Input(i);
+      Tensor host;  // a device tensor is copied to the host (waiting for its device) first
+      if (t.device().type == DeviceType::kCPU) {
+        host = t;
+      } else {
+        host.CopyFrom(t);
+      }
+      tensors.emplace_back(names_[static_cast<size_t>(i)], std::move(host));
+    }
     CheckpointMeta meta;
     meta.model_name = model_name_;
     meta.iteration = iteration_;
@@ -102,7 +111,9 @@ DP_OPERATOR_SCHEMA(Save)
          "the name of each input in the file")
     .Arg("model_name", ArgKind::kString, "", "recorded in the file")
     .Arg("iteration", ArgKind::kInt, -1, "the training iteration recorded in the file (-1: unknown)")
-    .Doc("Writes its input tensors (CPU) to a checkpoint file (docs/CHECKPOINT.md).");
+    .InputsCanCrossDevices()
+    .HostOp("writes a file; device inputs are copied to the host first")
+    .Doc("Writes its input tensors (any device) to a checkpoint file (docs/CHECKPOINT.md).");
 
 DP_OPERATOR_SCHEMA(Load)
     .NumInputs(0)
@@ -112,6 +123,7 @@ DP_OPERATOR_SCHEMA(Load)
          "the name in the file of each output")
     .Arg("verify", ArgKind::kInt, 1, "1: check each tensor's checksum")
     .Arg("mmap", ArgKind::kInt, 0, "1: outputs are read-only views of the mapped file (copy-on-write)")
+    .HostOp("reads a file into host tensors; device readers get copies")
     .Doc("Reads tensors of a checkpoint file into its outputs (CPU), all verified before any output changes; an "
          "output that already holds a tensor must have the file's dtype and shape.");
 

@@ -329,6 +329,7 @@ DP_OPERATOR_SCHEMA(CreateCpuCollectives)
     .NumInputs(0)
     .NumOutputs(1)
     .Outputs({"comm"})
+    .HostOp("creates the host communicator of CPU replicas (CUDA replicas: CreateCudaCollectives)")
     .Arg("threads", ArgKind::kInt, 0,
          "threads of the communicator's team; 0: min(num_devices, hardware concurrency), or the hardware "
          "concurrency without num_devices")
@@ -385,6 +386,7 @@ DP_OPERATOR_SCHEMA(Barrier)
     .NumInputs(1)
     .NumOutputs(0)
     .Inputs({"comm"})
+    .HostOp("waits on the host for the communicator")
     .Doc("Waits until every collective issued before it on the communicator has finished (with multi-process "
          "communicators: until every process has reached it).");
 

@@ -7,6 +7,7 @@
 
 #include "core/logging.h"
 #include "cuda/cuda_runtime.h"
+#include "ops/host_placement.h"
 #include "ops/net_validate.h"
 
 namespace dp {
@@ -42,6 +43,8 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
       unread_feed_error_(options.unread_feed_error) {
   label_ = def_->name.empty() ? "net" : StrCat("net '", def_->name, "'");
   ValidateNet(*def_);
+  // Host ops of a CUDA net run on the host, their outputs copied to their readers.
+  if (auto placed = PlaceHostOps(*def_)) def_ = std::move(placed);
   std::set<std::pair<int, int>> distinct_devices;
   for (size_t i = 0; i < def_->ops.size(); ++i) {
     const OperatorDef& op = def_->ops[i];

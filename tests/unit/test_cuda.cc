@@ -25,6 +25,9 @@
 #include "cuda/cuda_runtime.h"
 #include "exec/net.h"
 #include "graph/net_def.h"
+#include "ops/gradient_registry.h"
+#include "ops/host_placement.h"
+#include "ops/op_schema.h"
 #include "ops/operator.h"
 #include "tests/unit/cuda_test_util.h"
 
@@ -136,4 +139,66 @@ TEST_CASE("CUDA kernels are registered even without a device") {
     CHECK_MESSAGE(dp::OperatorRegistry::Has(DeviceType::kCUDA, type), type);
 }
 
+// Issue 26's rule: a net built for a GPU runs every op there, except the
+// host ops, which say why they stay on the host. A new CPU op fails here
+// until it has a CUDA kernel or a reason.
+TEST_CASE("every CPU op has a CUDA kernel or is a host op with its reason") {
+  std::vector<std::string> missing;
+  for (const auto& key : dp::OperatorRegistry::Keys(DeviceType::kCPU)) {
+    const std::string type = key.substr(0, key.find("_ENGINE_"));
+    const dp::OpSchema* schema = dp::OpSchemaRegistry::Find(type);
+    REQUIRE_MESSAGE(schema != nullptr, type);
+    if (dp::OperatorRegistry::Has(DeviceType::kCUDA, type)) {
+      CHECK_MESSAGE(!schema->host_op(), type, " has a CUDA kernel yet is declared a host op");
+      continue;
+    }
+    if (!schema->host_op()) missing.push_back(type);
+  }
+  std::string list;
+  for (const auto& t : missing) list += " " + t;
+  CHECK_MESSAGE(missing.empty(), missing.size(), " CPU ops have neither a CUDA kernel nor a HostOp reason:", list);
+}
+
 #endif  // DP_TEST_CUDA
+
+// Placement needs no device: it rewrites the definition.
+TEST_CASE("host ops of a CUDA net run on the host and their device readers read copies") {
+  const DeviceOption gpu{DeviceType::kCUDA, 0};
+  dp::NetDef def;
+  def.name = "placed";
+  def.device = gpu;
+  def.ops.push_back(MakeOp("Iter", {"iter"}, {"iter"}));
+  def.ops.push_back(MakeOp("LearningRate", {"iter"}, {"lr"}, {dp::MakeArg("base_lr", 0.1)}));
+  def.ops.push_back(MakeOp("Scale", {"lr"}, {"half_lr"}, {dp::MakeArg("scale", 0.5)}));
+  def.ops.push_back(MakeOp("Mul", {"lr", "w"}, {"y"}));
+  def.ops.push_back(MakeOp("Print", {"lr", "y"}, {}));
+  def.ops.push_back(MakeOp("Mul", {"lr", "y"}, {"z"}, {}, DeviceOption{DeviceType::kCUDA, 1}));
+  auto placed = dp::PlaceHostOps(def);
+  REQUIRE(placed != nullptr);
+  const auto& ops = placed->ops;
+  REQUIRE(ops.size() == 8);
+  CHECK(ops[0].type == "Iter");
+  CHECK(placed->OpDevice(ops[0]) == kCpu);
+  CHECK(ops[1].type == "LearningRate");
+  CHECK(placed->OpDevice(ops[1]) == kCpu);
+  // One copy per device, right after the producer, in the order first read.
+  CHECK(ops[2].type == "Copy");
+  CHECK(ops[2].inputs == std::vector<std::string>{"lr"});
+  CHECK(ops[2].outputs == std::vector<std::string>{"lr@cuda:0"});
+  CHECK(placed->OpDevice(ops[2]) == gpu);
+  CHECK(ops[3].type == "Copy");
+  CHECK(ops[3].outputs == std::vector<std::string>{"lr@cuda:1"});
+  CHECK(placed->OpDevice(ops[3]) == DeviceOption{DeviceType::kCUDA, 1});
+  CHECK(ops[4].inputs == std::vector<std::string>{"lr@cuda:0"});
+  CHECK(ops[5].inputs == std::vector<std::string>{"lr@cuda:0", "w"});
+  // Print reads across devices on the host: the originals.
+  CHECK(ops[6].type == "Print");
+  CHECK(placed->OpDevice(ops[6]) == kCpu);
+  CHECK(ops[6].inputs == std::vector<std::string>{"lr", "y"});
+  CHECK(ops[7].inputs == std::vector<std::string>{"lr@cuda:1", "y"});
+
+  // A CPU net, or one without host ops, is left as it is.
+  def.device = kCpu;
+  def.ops.back().device.reset();
+  CHECK(dp::PlaceHostOps(def) == nullptr);
+}

@@ -39,6 +39,7 @@ DP_OPERATOR_SCHEMA(Iter)
     .NumInputs(1)
     .NumOutputs(1)
     .EnforceInplace({{0, 0}})
+    .HostOp("a host counter that schedules and checkpoints read; device readers get a copy")
     .Inputs({"iter"})
     .Outputs({"iter"})
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {

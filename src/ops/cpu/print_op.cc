@@ -47,15 +47,20 @@ class PrintOp final : public Operator {
       os << label() << ": '" << def().inputs[static_cast<size_t>(i)] << "' " << DTypeName(t.dtype()) << ' '
          << DimsString(t.dims());
       const int64_t n = std::min<int64_t>(limit_, t.numel());
-      if (n > 0 && t.device().type == DeviceType::kCPU) {
+      // A device tensor's first values are copied to the host (this waits for
+      // its device: Print is for debugging, not for the hot path).
+      Tensor shown;
+      if (n > 0 && t.device().type != DeviceType::kCPU) shown.CopyFrom(t);
+      const Tensor& v = t.device().type == DeviceType::kCPU ? t : shown;
+      if (n > 0) {
         os << " = [";
         switch (t.dtype()) {
-          case DType::kFloat32: AppendValues<float>(os, t, n); break;
-          case DType::kFloat64: AppendValues<double>(os, t, n); break;
-          case DType::kInt32: AppendValues<int32_t>(os, t, n); break;
-          case DType::kInt64: AppendValues<int64_t>(os, t, n); break;
-          case DType::kUInt8: AppendValues<uint8_t>(os, t, n); break;
-          case DType::kBool: AppendValues<bool>(os, t, n); break;
+          case DType::kFloat32: AppendValues<float>(os, v, n); break;
+          case DType::kFloat64: AppendValues<double>(os, v, n); break;
+          case DType::kInt32: AppendValues<int32_t>(os, v, n); break;
+          case DType::kInt64: AppendValues<int64_t>(os, v, n); break;
+          case DType::kUInt8: AppendValues<uint8_t>(os, v, n); break;
+          case DType::kBool: AppendValues<bool>(os, v, n); break;
           default: os << "values not shown"; break;
         }
         os << (n < t.numel() ? ", ...]" : "]");
@@ -75,6 +80,8 @@ DP_OPERATOR_SCHEMA(Print)
     .NumOutputs(0)
     .Arg("limit", ArgKind::kInt, 10, "values shown per tensor (0: only dtype and shape)")
     .Arg("level", ArgKind::kInt, 1, "the log level: 0 debug, 1 info, 2 warning, 3 error")
+    .InputsCanCrossDevices()
+    .HostOp("logs on the host; device inputs' first values are copied there")
     .Doc("Logs each input's name, dtype, shape and first values through dp's log sink (dp_log_set_callback).");
 
 DP_REGISTER_CPU_OPERATOR(Print, PrintOp);

@@ -117,6 +117,7 @@ DP_OPERATOR_SCHEMA(SplitBatch)
     .Arg("uneven", ArgKind::kInt, 0,
          "1: allow a batch that does not divide by the number of outputs (the first parts get a row more)")
     .ShapeInference(InferSplitBatch)
+    .HostOp("scatters the host batch; each part is then copied to its replica's device")
     .Doc("Cuts X along dim 0 into one contiguous part per output (the data-parallel scatter).");
 
 DP_OPERATOR_SCHEMA(BatchShares)
@@ -125,6 +126,7 @@ DP_OPERATOR_SCHEMA(BatchShares)
     .Inputs({"X"})
     .Arg("uneven", ArgKind::kInt, 0, "as SplitBatch's")
     .ShapeInference(InferBatchShares)
+    .HostOp("host scalars from the host batch's split")
     .Doc("The share rows_i / rows of each part of SplitBatch's cut of X, as float32 scalars.");
 
 DP_REGISTER_CPU_OPERATOR(SplitBatch, SplitBatchOp);

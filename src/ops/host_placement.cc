@@ -1,0 +1,85 @@
+#include "ops/host_placement.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "ops/gradient_registry.h"  // MakeOperatorDef
+#include "ops/op_schema.h"
+
+namespace dp {
+namespace {
+
+bool IsHostOp(const OperatorDef& op) {
+  const OpSchema* s = OpSchemaRegistry::Find(op.type);
+  return s != nullptr && s->host_op();
+}
+
+bool ReadsAcrossDevices(const OperatorDef& op) {
+  const OpSchema* s = OpSchemaRegistry::Find(op.type);
+  return s != nullptr && s->inputs_can_cross_devices();
+}
+
+}  // namespace
+
+std::string HostOutputCopyName(const std::string& blob, DeviceOption device) {
+  return StrCat(blob, "@", DeviceName(device));
+}
+
+std::shared_ptr<const NetDef> PlaceHostOps(const NetDef& def) {
+  bool moved_any = false;
+  for (const auto& op : def.ops)
+    moved_any = moved_any || (def.OpDevice(op).type == DeviceType::kCUDA && IsHostOp(op));
+  if (!moved_any) return nullptr;
+
+  auto out = std::make_shared<NetDef>(def);
+  out->ops.clear();
+  // Blob -> position in out->ops of the host op that last wrote it (moved
+  // ops only), and the copies already made of that write per device.
+  std::map<std::string, size_t> host_written;
+  std::map<std::pair<std::string, std::string>, std::string> copies;
+  std::vector<std::pair<size_t, OperatorDef>> inserts;  // after out->ops[first]
+  for (const auto& original : def.ops) {
+    OperatorDef op = original;
+    const DeviceOption device = def.OpDevice(op);
+    if (device.type == DeviceType::kCUDA && IsHostOp(op)) {
+      op.device = DeviceOption{DeviceType::kCPU, 0};
+    } else if (device.type == DeviceType::kCUDA && !ReadsAcrossDevices(op)) {
+      for (auto& in : op.inputs) {
+        auto w = host_written.find(in);
+        if (w == host_written.end()) continue;
+        const std::string name = HostOutputCopyName(in, device);
+        if (copies.emplace(std::make_pair(in, DeviceName(device)), name).second) {
+          OperatorDef copy = MakeOperatorDef("Copy", {in}, {name});
+          copy.device = device;
+          inserts.emplace_back(w->second, std::move(copy));
+        }
+        in = name;
+      }
+    }
+    const bool on_host_now = op.device.has_value() && op.device->type == DeviceType::kCPU &&
+                             device.type == DeviceType::kCUDA;
+    for (const auto& o : op.outputs) {
+      // A new write: earlier copies are stale for later readers.
+      for (auto it = copies.begin(); it != copies.end();) it = it->first.first == o ? copies.erase(it) : std::next(it);
+      if (on_host_now) {
+        host_written[o] = out->ops.size();
+      } else {
+        host_written.erase(o);
+      }
+    }
+    out->ops.push_back(std::move(op));
+  }
+  // Each copy goes right after the host op whose output it reads. Inserted
+  // from the last position back, so that earlier positions stay valid;
+  // copies after one op keep the order they were found in.
+  std::stable_sort(inserts.begin(), inserts.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto it = inserts.rbegin(); it != inserts.rend(); ++it)
+    out->ops.insert(out->ops.begin() + static_cast<std::ptrdiff_t>(it->first + 1), std::move(it->second));
+  return out;
+}
+
+}  // namespace dp
