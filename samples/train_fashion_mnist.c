@@ -20,7 +20,7 @@
  *
  *   train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
- *                       [--limit N] [--min-acc A] [--devices cpu:N]
+ *                       [--limit N] [--min-acc A] [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]
  *                       [--checkpoint DIR [--resume] [--keep K]] [--trace FILE]
  *
  * Several processes: `dp-run -n 2 -- train_fashion_mnist` (or with --devices
@@ -29,6 +29,11 @@
  * order everywhere, from the seed), gradients are summed over both, so
  * training matches one process; rank 0 writes the checkpoints. The loss
  * printed is the global batch's (every process prints the same).
+ *
+ * --devices cuda:N trains on GPUs 0..N-1 (under dp-run, process r takes the
+ * N GPUs from DP_LOCAL_RANK * N); a list names the GPUs, and may name one
+ * twice (cuda:0,cuda:0: two replicas on one GPU, through the copy-and-sum
+ * tree rather than NCCL, a way to exercise the replica path on one GPU).
  *
  * After training it serves the model as a deployment would: the inference net
  * (dp_model_build_inference: the forward ops from "data" to "softmax", no
@@ -351,10 +356,45 @@ static void write_trace(const char* path) {
 static void usage(const char* argv0) {
   fprintf(stderr,
           "usage: %s [--model mlp|cnn|PATH.json] [--epochs E] [--batch B] [--lr LR] [--seed S]\n"
-          "          [--data DIR] [--nets DIR] [--limit N] [--min-acc A] [--devices cpu:N|cuda:N]\n"
+          "          [--data DIR] [--nets DIR] [--limit N] [--min-acc A]\n"
+          "          [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]\n"
           "          [--checkpoint DIR [--resume] [--keep K]] [--trace FILE]\n",
           argv0);
   exit(2);
+}
+
+/* --devices cuda:0,cuda:1 (one type, up to 64 entries): the type, the ids and
+ * their count. Returns 0, or prints why not and returns -1. */
+static int parse_device_list(const char* argv0, const char* list, int32_t* type, int32_t ids[64], long* count) {
+  long n = 0;
+  int32_t first_type = -1;
+  for (const char* p = list; *p != '\0';) {
+    const char* end = strchr(p, ',');
+    const size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+    int32_t t = -1;
+    const char* id = NULL;
+    if (len > 4 && strncmp(p, "cpu:", 4) == 0) {
+      t = DP_DEVICE_CPU;
+      id = p + 4;
+    } else if (len > 5 && strncmp(p, "cuda:", 5) == 0) {
+      t = DP_DEVICE_CUDA;
+      id = p + 5;
+    }
+    char* id_end = NULL;
+    const long value = id != NULL ? strtol(id, &id_end, 10) : -1;
+    if (t < 0 || id_end != p + len || value < 0 || value > 1023 || (first_type >= 0 && t != first_type) || n == 64) {
+      fprintf(stderr, "%s: --devices lists devices of one type as type:id,type:id (at most 64), got '%s'\n",
+              argv0, list);
+      return -1;
+    }
+    first_type = t;
+    ids[n++] = (int32_t)value;
+    p += len;
+    if (*p == ',') ++p;
+  }
+  *type = first_type;
+  *count = n;
+  return 0;
 }
 
 static long parse_long(const char* argv0, const char* flag, const char* s, long lo, long hi) {
@@ -449,6 +489,8 @@ int main(int argc, char** argv) {
   int32_t device_type = -1; /* -1: one device, no dp_model_parallelize */
   int32_t shards = 1, shard = 0; /* processes of the job (dp-run), and this one */
   long num_devices = 0;
+  int32_t ids[64];
+  int listed_ids = 0; /* --devices named each device (cuda:0,cuda:1) */
   const char* checkpoint_dir = NULL;
   const char* trace_path = NULL;
   int resume = 0;
@@ -485,6 +527,9 @@ int main(int argc, char** argv) {
         fprintf(stderr, "%s: --min-acc must be a number in [0, 1], got '%s'\n", argv[0], v);
         return 2;
       }
+    } else if (strcmp(a, "--devices") == 0 && strchr(v, ',') != NULL) {
+      if (parse_device_list(argv[0], v, &device_type, ids, &num_devices) != 0) return 2;
+      listed_ids = 1;
     } else if (strcmp(a, "--devices") == 0) {
       const char* colon = strchr(v, ':');
       if (colon != NULL && (size_t)(colon - v) == 3 && strncmp(v, "cpu", 3) == 0) {
@@ -586,10 +631,16 @@ int main(int argc, char** argv) {
      * stays the batch of one step and training matches one device. Under
      * dp-run (DP_WORLD_SIZE and DP_RANK set) each process takes its part of
      * every global batch and the gradients are summed over all processes. */
-    int32_t ids[64];
-    for (long i = 0; i < num_devices; ++i) ids[i] = (int32_t)i;
+    const char* local_env = getenv("DP_LOCAL_RANK");
+    const long first = device_type == DP_DEVICE_CUDA && local_env != NULL ? atol(local_env) * num_devices : 0;
+    if (!listed_ids)
+      for (long i = 0; i < num_devices; ++i) ids[i] = (int32_t)(first + i);
     dp_parallel_options popts = DP_PARALLEL_OPTIONS_INIT;
     popts.device_type = device_type;
+    /* NCCL needs a GPU per rank; one GPU named twice goes through the tree. */
+    for (long i = 0; i < num_devices; ++i)
+      for (long j = 0; j < i; ++j)
+        if (ids[i] == ids[j]) popts.cuda_collectives = DP_CUDA_COLLECTIVES_TREE;
     popts.device_ids = ids;
     popts.num_devices = (size_t)num_devices;
     popts.lr = lr;

@@ -175,9 +175,12 @@ void CudaCollectives::CheckDevices(const std::vector<int>& devices, bool nccl) {
   for (size_t i = 0; i < devices.size(); ++i) {
     DP_ENFORCE(devices[i] >= 0, "device id ", devices[i], " is negative");
     cuda::CheckDeviceAvailable({DeviceType::kCUDA, devices[i]});
-    for (size_t j = 0; j < i; ++j)
+    // The tree's peer copies work within one GPU too: two replicas on one
+    // device (a testing aid) are fine without NCCL.
+    for (size_t j = 0; j < i && nccl; ++j)
       DP_ENFORCE(devices[j] != devices[i], "device ", DeviceName({DeviceType::kCUDA, devices[i]}),
-                 " is listed twice in [", DeviceList(devices), "]: each replica needs its own GPU");
+                 " is listed twice in [", DeviceList(devices), "]: NCCL needs a GPU per rank (without NCCL, the ",
+                 "copy-and-sum tree runs two replicas on one GPU)");
   }
   if (!nccl) return;
   // Should two distinct ordinals still be one physical GPU (same UUID), NCCL

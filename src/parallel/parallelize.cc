@@ -32,8 +32,15 @@ void CheckOptions(const ParallelizeOptions& o) {
   std::set<int32_t> seen;
   for (int32_t id : o.device_ids) {
     DP_ENFORCE_CODE(id >= 0, Code::kInvalidArgument, kApi, "options->device_ids holds a negative id ", id);
-    DP_ENFORCE_CODE(seen.insert(id).second, Code::kInvalidArgument, kApi, "options->device_ids lists device ",
-                    DeviceName({o.device_type, id}), " twice");
+    if (seen.insert(id).second) continue;
+    // One GPU named twice: two replicas with their own streams on it, a
+    // testing aid for the replica path on a one-GPU machine. NCCL refuses two
+    // ranks on one device; the copy-and-sum tree does not mind.
+    DP_ENFORCE_CODE(o.device_type == DeviceType::kCUDA, Code::kInvalidArgument, kApi,
+                    "options->device_ids lists device ", DeviceName({o.device_type, id}), " twice");
+    DP_ENFORCE_CODE(!o.nccl, Code::kInvalidArgument, kApi, "options->device_ids lists ",
+                    DeviceName({o.device_type, id}), " twice: NCCL cannot run two ranks on one GPU; two replicas ",
+                    "on one GPU (a testing aid) need options->cuda_collectives DP_CUDA_COLLECTIVES_TREE");
   }
   DP_ENFORCE_CODE(o.accumulate_steps >= 1, Code::kInvalidArgument,
                   kApi, "options->accumulate_steps must be >= 1, got ", o.accumulate_steps);

@@ -25,8 +25,13 @@ bool UsesComm(const OperatorDef& op) {
 Replicas::Replicas(const ModelDef& model, const ParallelizeOptions& options)
     : options_(options), n_(options.device_ids.size()) {
   for (int32_t id : options.device_ids) {
-    devices_.push_back({options.device_type, id});
-    scopes_.push_back(ReplicaScope(devices_.back()));
+    const DeviceOption d{options.device_type, id};
+    // A device named again (one GPU twice, a testing aid) gets its
+    // occurrence in the scope: "cuda_0/", then "cuda_0.1/".
+    const auto again = std::count(devices_.begin(), devices_.end(), d);
+    devices_.push_back(d);
+    const std::string scope = ReplicaScope(d);
+    scopes_.push_back(again == 0 ? scope : StrCat(scope.substr(0, scope.size() - 1), ".", again, "/"));
   }
   if (options.shared_model) shared_.insert(model.params.begin(), model.params.end());
 }

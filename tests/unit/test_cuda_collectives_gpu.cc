@@ -59,9 +59,22 @@ TEST_CASE("GPU: CreateCudaCollectives keeps a communicator of the same devices a
   CHECK(ws->GetBlob("comm")->Get<CudaCommunicator>().collectives.get() == tree);
 }
 
+// The testing aid for the replica path on a one-GPU machine: the tree
+// (not NCCL) runs two replicas on one device.
+TEST_CASE("GPU: the copy-and-sum tree takes one GPU twice: two replicas' tensors are summed and broadcast") {
+  auto ws = WithComm({0, 0}, false);
+  ws->Feed("x", OnGpu<float>(0, {3}, {1, 2, 3}));
+  ws->Feed("y", OnGpu<float>(0, {3}, {10, 20, 30}));
+  RunNet(ws, {Collective("Allreduce", {"x", "y"}, 2, 0)});
+  CHECK(HostValues<float>(ws->GetTensor("x")) == std::vector<float>{11, 22, 33});
+  CHECK(HostValues<float>(ws->GetTensor("y")) == std::vector<float>{11, 22, 33});
+  ws->Feed("y", OnGpu<float>(0, {3}, {0, 0, 0}));
+  RunNet(ws, {Collective("Broadcast", {"x", "y"}, 2, 0)});
+  CHECK(HostValues<float>(ws->GetTensor("y")) == std::vector<float>{11, 22, 33});
+}
+
 TEST_CASE("GPU: collective errors with one GPU name what is wrong") {
-  ExpectBuildError({CreateComm({0, 0}, 0)}, {}, Code::kInvalidArgument, {"cuda:0 is listed twice"});
-  ExpectBuildError({CreateComm({0, 0}, 1)}, {}, Code::kInvalidArgument, {"cuda:0 is listed twice"});
+  ExpectBuildError({CreateComm({0, 0}, 1)}, {}, Code::kInvalidArgument, {"cuda:0 is listed twice", "NCCL"});
   auto ws = WithComm({0}, true);
   ws->Feed("x", OnGpu<float>(0, {2}, {1, 2}));
   ws->Feed("y", OnGpu<float>(0, {2}, {1, 2}));
