@@ -7,8 +7,15 @@ a new shuffle every epoch (torch.randperm) and an `x[idx]` gather per step,
 tensors in memory. Times the training loop of each epoch as the sample does
 (not the data loading or the evaluation).
 
+With --device cuda the model trains on the GPU the way the sample's
+`--devices cuda:1` does: batches are gathered on the host (pinned memory)
+and copied to the GPU without blocking; the loss is read back every step as
+the sample reads it. --data-on-gpu keeps the whole training set on the GPU
+instead (the figures of ../shared/gpu/README.md: training step only).
+
   pytorch_fashion.py [--model mlp|cnn] [--epochs E] [--batch B] [--threads T]
-                     [--limit N] [--data DIR] [--seed S]
+                     [--limit N] [--data DIR] [--seed S] [--device cpu|cuda]
+                     [--data-on-gpu]
 
 Output: one line per epoch and a last line
   pytorch_fashion model=M threads=T batch=B final test_acc=... samples_per_s=...
@@ -55,7 +62,10 @@ def main():
     p.add_argument("--limit", type=int, default=0)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--data-on-gpu", action="store_true")
     a = p.parse_args()
+    dev = torch.device(a.device)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
 
@@ -65,7 +75,13 @@ def main():
         x, y = x[:a.limit], y[:a.limit]
     n = x.shape[0]
     steps = n // a.batch
-    model = make_model(a.model)
+    if a.device == "cuda":
+        if a.data_on_gpu:
+            x, y = x.to(dev), y.to(dev)
+        else:
+            x, y = x.pin_memory(), y.pin_memory()
+        tx, ty = tx.to(dev), ty.to(dev)
+    model = make_model(a.model).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=937, gamma=0.3)
     loss_fn = nn.CrossEntropyLoss()
@@ -73,18 +89,22 @@ def main():
     acc = 0.0
     for e in range(1, a.epochs + 1):
         model.train()
-        perm = torch.randperm(n)
+        perm = torch.randperm(n, device=x.device)
         loss_sum = 0.0
         t0 = time.perf_counter()
         for s in range(steps):
             idx = perm[s * a.batch:(s + 1) * a.batch]
             xb, yb = x[idx], y[idx]
+            if xb.device != dev:  # gathered on the host, copied without blocking
+                xb, yb = xb.pin_memory().to(dev, non_blocking=True), yb.pin_memory().to(dev, non_blocking=True)
             opt.zero_grad()
             loss = loss_fn(model(xb), yb)
             loss.backward()
             opt.step()
             sched.step()
             loss_sum += loss.item()
+        if a.device == "cuda":
+            torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         total += dt
         model.eval()
@@ -94,7 +114,8 @@ def main():
         acc = correct / tx.shape[0]
         print(f"epoch {e}/{a.epochs} loss={loss_sum / steps:.4f} test_acc={acc:.4f} "
               f"samples_per_s={steps * a.batch / dt:.1f}", flush=True)
-    print(f"pytorch_fashion model={a.model} threads={a.threads} batch={a.batch} torch={torch.__version__} "
+    print(f"pytorch_fashion model={a.model} device={a.device} threads={a.threads} batch={a.batch} "
+          f"torch={torch.__version__} "
           f"final test_acc={acc:.4f} samples_per_s={steps * a.batch * a.epochs / total:.1f}", flush=True)
 
 

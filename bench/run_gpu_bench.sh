@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The main job on a GPU end to end: samples/train_fashion_mnist --devices cuda:1
+# (default settings otherwise, no environment variables) against its PyTorch
+# peer (bench/pytorch_fashion.py --device cuda: the same loop, batches gathered
+# on the host and copied to the GPU, the loss read every step), one epoch
+# each, runs interleaved: MLP and CNN at batches 64, 256 and 1024.
+#
+#   bench/run_gpu_bench.sh [--build DIR] [--rounds R] [--cnn-limit N] [--python PY]
+#
+# For the GPU machine (../shared/gpu/README.md: `bash .gpukit/run.sh
+# 'bench/run_gpu_bench.sh --build $B'`): its python3 has torch with CUDA; the
+# Fashion-MNIST files are where the sample looks by default. The CNN trains on
+# the first N training images (default 0: all). Prints each run's line, then
+# per row the medians over rounds with their spread (min..max) and dp/torch.
+# Target (issue 26): dp >= 1.2x PyTorch eager on every row.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+build="$root/build"
+rounds=3
+cnn_limit=0
+py=${PYTHON:-python3}
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) build=$(cd "$2" && pwd); shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --cnn-limit) cnn_limit=$2; shift 2 ;;
+    --python) py=$2; shift 2 ;;
+    *) echo "usage: $0 [--build DIR] [--rounds R] [--cnn-limit N] [--python PY]" >&2; exit 2 ;;
+  esac
+done
+sample="$build/samples/train_fashion_mnist"
+[[ -x "$sample" ]] || { echo "error: $sample not found; build it: ninja -C $build" >&2; exit 1; }
+"$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' ||
+  { echo "error: $py has no torch with a CUDA device" >&2; exit 1; }
+# shellcheck source=bench/bench_lib.sh
+source "$here/bench_lib.sh"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+machine_header
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/# GPU: /' || true
+
+rows=()
+for model in mlp cnn; do
+  for batch in 64 256 1024; do rows+=("$model $batch"); done
+done
+limit_args() {  # MODEL
+  [[ $1 == cnn && $cnn_limit -gt 0 ]] && echo "--limit $cnn_limit"
+  return 0
+}
+
+for ((round = 1; round <= rounds; ++round)); do
+  echo "round $round/$rounds"
+  for row in "${rows[@]}"; do
+    read -r model batch <<<"$row"
+    key="${model}_$batch"
+    # shellcheck disable=SC2046
+    out=$("$sample" --model "$model" --batch "$batch" --epochs 1 --devices cuda:1 $(limit_args "$model") | tail -n 1)
+    echo "$out" | field samples_per_s >>"$tmp/dp_$key"
+    echo "  dp    $key: $out"
+    # shellcheck disable=SC2046
+    out=$("$py" "$here/pytorch_fashion.py" --device cuda --model "$model" --batch "$batch" --epochs 1 \
+      $(limit_args "$model") | tail -n 1)
+    echo "$out" | field samples_per_s >>"$tmp/torch_$key"
+    echo "  torch $key: $out"
+  done
+done
+
+spread() { sort -g "$1" | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%.0f..%.0f", lo, hi}'; }
+echo
+echo "samples/s, medians of $rounds rounds (min..max); ratio = dp / torch eager (target >= 1.2)"
+printf "%-10s %24s %24s %7s\n" row dp torch ratio
+for row in "${rows[@]}"; do
+  read -r model batch <<<"$row"
+  key="${model}_$batch"
+  d=$(median <"$tmp/dp_$key")
+  t=$(median <"$tmp/torch_$key")
+  printf "%-10s %10.0f (%s) %10.0f (%s) %7.2f\n" "$key" "$d" "$(spread "$tmp/dp_$key")" "$t" \
+    "$(spread "$tmp/torch_$key")" "$(awk -v d="$d" -v t="$t" 'BEGIN {print (t > 0 ? d / t : 0)}')"
+done
