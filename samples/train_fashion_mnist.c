@@ -286,7 +286,9 @@ static void progress_erase(progress_t* p) {
 
 /* The inference net for "softmax" in a workspace of its own, fed the trained
  * params from the training workspace (replica 0's for a data-parallel model):
- * the tensors are shared, not copied, as a server's workers would share them. */
+ * the tensors are shared, not copied, as a server's workers would share them.
+ * (Params trained on a GPU come back to the host when fetched: the model is
+ * then served on the CPU.) */
 static void make_inference(void) {
   const char* outputs[1] = {"softmax"};
   check(dp_model_build_inference(app.model, outputs, 1, NULL, &app.infer_def), "dp_model_build_inference");

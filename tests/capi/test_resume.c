@@ -10,6 +10,12 @@
  *
  * `test_resume --child CKPT OUT`: loads CKPT into one-device training,
  * trains the M steps and saves the state to OUT (the fresh process).
+ *
+ * Built with DP_RESUME_GPU (test_resume_gpu, suite gpu) it runs the GPU cases
+ * instead, or exits 77 (skipped) without a CUDA device: exact resume on
+ * cuda:1 and on cuda:0,cuda:0 (one GPU twice when there is one), and
+ * checkpoints moving between cuda:1 and cpu:2 both ways, the loaded state
+ * equal bit for bit to the saved one.
  */
 #include <dp/dp.h>
 
@@ -126,8 +132,25 @@ static int run_def(dp_workspace* ws, const dp_netdef* def) {
   return ok;
 }
 
-/* replicas 0: one device; else cpu:0..replicas-1 with sync BN. Runs init. */
-static int make_setup(setup* s, int replicas) {
+/* The GPUs visible (0 without CUDA). */
+static int32_t gpu_count(void) {
+  int32_t n = 0;
+  dp_status* st = dp_device_count(DP_DEVICE_CUDA, &n);
+  dp_status_free(st);
+  return n;
+}
+
+/* Replica r's scope on `type` ("cpu_1/", "cuda_0/"; one GPU named twice
+ * gives its second replica "cuda_0.1/"). */
+static void scope_of(char* buf, size_t size, int32_t type, int r) {
+  if (type == DP_DEVICE_CUDA && r > 0 && gpu_count() <= r) snprintf(buf, size, "cuda_0.%d/", r);
+  else snprintf(buf, size, "%s_%d/", type == DP_DEVICE_CUDA ? "cuda" : "cpu", r);
+}
+
+/* replicas 0: one device; else replicas on `type` with sync BN (GPUs 0..n-1,
+ * or GPU 0 n times when there are fewer, through the copy-and-sum tree).
+ * Runs init. */
+static int make_setup_on(setup* s, int32_t type, int replicas) {
   dp_netdef *init = NULL, *train = NULL;
   int ok;
   memset(s, 0, sizeof *s);
@@ -137,20 +160,28 @@ static int make_setup(setup* s, int replicas) {
     ok = EXPECT_OK(dp_model_build_training(g_model, NULL, &init, &train, NULL));
   } else {
     int32_t ids[4] = {0, 1, 2, 3};
+    int r;
     dp_parallel_options o;
     dp_parallel_options_init(&o, sizeof o);
+    if (type == DP_DEVICE_CUDA && gpu_count() < replicas) {
+      for (r = 0; r < replicas; ++r) ids[r] = 0;
+      o.cuda_collectives = DP_CUDA_COLLECTIVES_TREE;
+    }
+    o.device_type = type;
     o.device_ids = ids;
     o.num_devices = (size_t)replicas;
     o.sync_bn = 1;
     ok = EXPECT_OK(dp_model_parallelize(g_model, &o, &s->pm)) &&
          EXPECT_OK(dp_parallel_model_nets(s->pm, &init, &train, NULL));
-    s->scope = "cpu_0/";
+    s->scope = type == DP_DEVICE_CUDA ? "cuda_0/" : "cpu_0/";
   }
   ok = ok && run_def(s->ws, init) && EXPECT_OK(dp_net_create(s->ws, train, NULL, &s->train));
   dp_netdef_free(init);
   dp_netdef_free(train);
   return ok;
 }
+
+static int make_setup(setup* s, int replicas) { return make_setup_on(s, DP_DEVICE_CPU, replicas); }
 
 static void free_setup(setup* s) {
   dp_net_free(s->train);
@@ -251,33 +282,49 @@ static const char* path_of(char* buf, size_t size, const char* leaf) {
   return buf;
 }
 
-/* Trains K steps on `from` replicas, saves, trains M more: the reference.
- * Then resumes that file on `to` replicas (fresh workspace) and trains the
- * same M steps; compares replica 0 (and, on cpu:N, every replica). */
-static void resume_case(int from, int to, double tol) {
+/* Trains K steps on `from` replicas of `from_type`, saves, trains M more:
+ * the reference. Then resumes that file on `to` replicas of `to_type` (fresh
+ * workspace): right after the load every replica's state equals the saved
+ * one bit for bit; after the same M steps it equals the reference within
+ * `tol`. Compares replica 0 (and, with replicas, every replica). */
+static void resume_case_on(int32_t from_type, int from, int32_t to_type, int to, double tol) {
   char path[1200];
   setup a, b;
-  state want, got;
+  state saved, want, got;
   int r;
+  memset(&saved, 0, sizeof saved);
   memset(&want, 0, sizeof want);
   memset(&got, 0, sizeof got);
-  fprintf(stderr, "resume: %d -> %d replicas (0: one device)\n", from, to);
+  fprintf(stderr, "resume: %d -> %d replicas (0: one device) of %s -> %s\n", from, to,
+          from_type == DP_DEVICE_CUDA ? "cuda" : "cpu", to_type == DP_DEVICE_CUDA ? "cuda" : "cpu");
   path_of(path, sizeof path, "case.dpckpt");
-  if (make_setup(&a, from) && train_steps(&a, 0, kK) && save(&a, path) && train_steps(&a, kK, kM) &&
-      get_state(a.ws, a.scope, 1, &want) && make_setup(&b, to) && load(&b, path) && train_steps(&b, kK, kM)) {
+  if (make_setup_on(&a, from_type, from) && train_steps(&a, 0, kK) && save(&a, path) &&
+      get_state(a.ws, a.scope, 0, &saved) && train_steps(&a, kK, kM) && get_state(a.ws, a.scope, 1, &want) &&
+      make_setup_on(&b, to_type, to) && load(&b, path)) {
     for (r = 0; r < (to == 0 ? 1 : to); ++r) {
       char scope[32];
       if (to == 0) snprintf(scope, sizeof scope, "%s", "");
-      else snprintf(scope, sizeof scope, "cpu_%d/", r);
-      if (get_state(b.ws, scope, 1, &got)) same_state(&got, &want, tol);
+      else scope_of(scope, sizeof scope, to_type, r);
+      if (get_state(b.ws, scope, 0, &got)) same_state(&got, &saved, 0);
       free_state(&got);
     }
+    if (train_steps(&b, kK, kM))
+      for (r = 0; r < (to == 0 ? 1 : to); ++r) {
+        char scope[32];
+        if (to == 0) snprintf(scope, sizeof scope, "%s", "");
+        else scope_of(scope, sizeof scope, to_type, r);
+        if (get_state(b.ws, scope, 1, &got)) same_state(&got, &want, tol);
+        free_state(&got);
+      }
   }
+  free_state(&saved);
   free_state(&want);
   free_setup(&a);
   free_setup(&b);
   remove(path);
 }
+
+static void resume_case(int from, int to, double tol) { resume_case_on(DP_DEVICE_CPU, from, DP_DEVICE_CPU, to, tol); }
 
 /* A fresh process resumes the one-device checkpoint. */
 static void fresh_process_case(const char* self) {
@@ -320,6 +367,25 @@ int main(int argc, char** argv) {
   /* params, computed params, Adam's two moments per param, the counter */
   CHECK(dp_string_list_size(g_blobs) == 6 + 2 + 12 + 1);
   CHECK(streq(dp_string_list_get(g_blobs, dp_string_list_size(g_blobs) - 1), "optimizer/iter"));
+#ifdef DP_RESUME_GPU
+  (void)argc;
+  (void)argv;
+  (void)fresh_process_case;
+  (void)child;
+  (void)resume_case;
+  if (gpu_count() < 1) {
+    printf("skipped: needs 1 CUDA device, found 0\n");
+    rc = 77;
+  } else {
+    resume_case_on(DP_DEVICE_CUDA, 1, DP_DEVICE_CUDA, 1, 0); /* cuda:1: exact */
+    resume_case_on(DP_DEVICE_CUDA, 2, DP_DEVICE_CUDA, 2, 0); /* two replicas on GPUs: exact */
+    if (use_model(kMomentum, 0)) {
+      resume_case_on(DP_DEVICE_CUDA, 1, DP_DEVICE_CPU, 2, 1e-4); /* cuda:1 -> cpu:2 */
+      resume_case_on(DP_DEVICE_CPU, 2, DP_DEVICE_CUDA, 1, 1e-4); /* cpu:2 -> cuda:1 */
+    }
+    rc = check_report();
+  }
+#else
   if (argc == 4 && strcmp(argv[1], "--child") == 0) {
     rc = child(argv[2], argv[3]);
   } else {
@@ -335,6 +401,7 @@ int main(int argc, char** argv) {
     }
     rc = check_report();
   }
+#endif
   dp_string_list_free(g_blobs);
   dp_model_free(g_model);
   return rc;
