@@ -13,7 +13,7 @@ namespace dp {
 
 // kUnimplemented naming `what` when a layout did not fit a kernel's index.
 inline void EnforceStridedIndexFits(bool fits, const std::string& what) {
-  DP_ENFORCE_CODE(fits, Code::kUnimplemented, what, " need more than ", math::kMaxStridedDims,
+  DP_ENFORCE_CODE(fits, Code::kUnimplemented, "the layout of ", what, " has more than ", math::kMaxStridedDims,
                   " dims even after merging neighbouring dims, more than the CUDA kernel indexes (the CPU kernel "
                   "takes any rank)");
 }
