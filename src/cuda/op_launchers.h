@@ -16,18 +16,53 @@
 
 #include <cstdint>
 
+#include "ops/math/binary.h"
+#include "ops/math/broadcast.h"
+#include "ops/math/strided_index.h"
+
 namespace dp::cuda {
 
 // ops/cuda/elementwise_kernels.cu: fills, activations, elementwise math and
-// broadcasts, shape ops.
+// broadcasts, reductions to a broadcast operand's shape, data movement of the
+// shape ops (Transpose's gather, Concat's rows), SquaredL2Distance. Sizes in
+// elements; `itemsize` (1, 2, 4 or 8 bytes) where any dtype moves.
 #define DP_CUDA_ELEMENTWISE_LAUNCHERS(X)                                                                     \
   X(LaunchFill, (float* y, int64_t n, float value, cudaStream_t stream), (y, n, value, stream))               \
   X(LaunchRelu, (const float* x, float* y, int64_t n, cudaStream_t stream), (x, y, n, stream))                \
+  X(LaunchReluGradient, (const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream),         \
+    (y, dy, dx, n, stream))                                                                                   \
+  X(LaunchSigmoid, (const float* x, float* y, int64_t n, cudaStream_t stream), (x, y, n, stream))             \
+  X(LaunchSigmoidGradient, (const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream),      \
+    (y, dy, dx, n, stream))                                                                                   \
+  X(LaunchTanh, (const float* x, float* y, int64_t n, cudaStream_t stream), (x, y, n, stream))                \
+  X(LaunchTanhGradient, (const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream),         \
+    (y, dy, dx, n, stream))                                                                                   \
   X(LaunchAdd, (const float* a, const float* b, float* y, int64_t n, cudaStream_t stream), (a, b, y, n, stream)) \
+  X(LaunchBinary,                                                                                             \
+    (::dp::math::BinaryOp op, const float* a, const float* b, float* y, ::dp::math::BroadcastIndex index,     \
+     int64_t n, cudaStream_t stream),                                                                         \
+    (op, a, b, y, index, n, stream))                                                                          \
   X(LaunchScale, (const float* x, float scale, float* y, int64_t n, cudaStream_t stream),                     \
     (x, scale, y, n, stream))                                                                                 \
   X(LaunchBroadcastRows, (const float* b, float* y, int64_t rows, int64_t cols, cudaStream_t stream),         \
-    (b, y, rows, cols, stream))
+    (b, y, rows, cols, stream))                                                                               \
+  X(LaunchSumReduce,                                                                                          \
+    (const float* x, float* y, ::dp::math::ReduceIndex index, int64_t outputs, cudaStream_t stream),          \
+    (x, y, index, outputs, stream))                                                                           \
+  X(LaunchGather,                                                                                             \
+    (const void* x, void* y, ::dp::math::StridedIndex index, int64_t n, int itemsize, cudaStream_t stream),   \
+    (x, y, index, n, itemsize, stream))                                                                       \
+  X(LaunchCopyRows,                                                                                           \
+    (const void* src, int64_t src_stride, void* dst, int64_t dst_stride, int64_t rows, int64_t row_length,    \
+     int itemsize, cudaStream_t stream),                                                                      \
+    (src, src_stride, dst, dst_stride, rows, row_length, itemsize, stream))                                   \
+  X(LaunchSquaredL2Distance,                                                                                  \
+    (const float* x, const float* y, float* z, int64_t rows, int64_t cols, cudaStream_t stream),              \
+    (x, y, z, rows, cols, stream))                                                                            \
+  X(LaunchSquaredL2DistanceGradient,                                                                          \
+    (const float* x, const float* y, const float* dz, float* dx, int64_t rows, int64_t cols,                  \
+     cudaStream_t stream),                                                                                    \
+    (x, y, dz, dx, rows, cols, stream))
 
 // ops/cuda/nn_kernels.cu: FC and Conv helpers (bias, im2col/col2im), pooling.
 #define DP_CUDA_NN_LAUNCHERS(X)

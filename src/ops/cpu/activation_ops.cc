@@ -2,36 +2,35 @@
 // in place; their gradients read the forward output Y, not X), plus
 // StopGradient, an identity whose output shares the input's storage and
 // through which the autodiff transform lets no gradient flow.
-#include <cmath>
-
+#include "ops/cpu/activation_checks.h"
 #include "ops/gradient_registry.h"
+#include "ops/math/activation.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
 namespace dp {
-namespace {
 
-// Numerically stable logistic function: exp is only taken of non-positive
-// arguments, so nothing overflows.
-template <typename T>
-T Logistic(T x) {
-  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-  const T e = std::exp(x);
-  return e / (T(1) + e);
+void CheckYAndGrad(const std::string& y, const Dims& yd, DType yt, const std::string& dy, const Dims& dyd,
+                   DType dyt) {
+  DP_ENFORCE_CODE(yt == dyt, Code::kDType, dy, " is ", DTypeName(dyt), " but ", y, " is ", DTypeName(yt));
+  DP_ENFORCE_CODE(yd == dyd, Code::kShape, dy, " has shape ", DimsString(dyd), " but ", y, " has ", DimsString(yd));
 }
 
+namespace {
+
+// The formulas are ops/math/activation.h's, which the CUDA kernels run too.
 struct SigmoidFn {
-  template <typename T> T operator()(T x) const { return Logistic(x); }
+  template <typename T> T operator()(T x) const { return math::Sigmoid(x); }
 };
 struct TanhFn {
-  template <typename T> T operator()(T x) const { return std::tanh(x); }
+  template <typename T> T operator()(T x) const { return math::Tanh(x); }
 };
 // dX from the forward output y and the output gradient dy.
 struct SigmoidGradFn {
-  template <typename T> T operator()(T y, T dy) const { return dy * y * (T(1) - y); }
+  template <typename T> T operator()(T y, T dy) const { return math::SigmoidGradient(y, dy); }
 };
 struct TanhGradFn {
-  template <typename T> T operator()(T y, T dy) const { return dy * (T(1) - y * y); }
+  template <typename T> T operator()(T y, T dy) const { return math::TanhGradient(y, dy); }
 };
 
 template <typename F>
@@ -52,14 +51,6 @@ class UnaryOp final : public Operator {
     });
   }
 };
-
-// Y and dY must agree in shape and dtype; shared by the gradient kernels and
-// their shape inference. `y` / `dy` name the blobs in messages.
-void CheckYAndGrad(const std::string& y, const Dims& yd, DType yt, const std::string& dy, const Dims& dyd,
-                   DType dyt) {
-  DP_ENFORCE_CODE(yt == dyt, Code::kDType, dy, " is ", DTypeName(dyt), " but ", y, " is ", DTypeName(yt));
-  DP_ENFORCE_CODE(yd == dyd, Code::kShape, dy, " has shape ", DimsString(dyd), " but ", y, " has ", DimsString(yd));
-}
 
 template <typename F>
 class UnaryGradientOp final : public Operator {
@@ -153,6 +144,9 @@ DP_REGISTER_CPU_OPERATOR(SigmoidGradient, UnaryGradientOp<SigmoidGradFn>);
 DP_REGISTER_CPU_OPERATOR(Tanh, UnaryOp<TanhFn>);
 DP_REGISTER_CPU_OPERATOR(TanhGradient, UnaryGradientOp<TanhGradFn>);
 DP_REGISTER_CPU_OPERATOR(StopGradient, StopGradientOp);
+#if DP_WITH_CUDA
+DP_REGISTER_CUDA_OPERATOR(StopGradient, StopGradientOp);  // metadata only: any device
+#endif
 
 }  // namespace
 

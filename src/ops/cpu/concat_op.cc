@@ -11,23 +11,13 @@
 #include <cstring>
 #include <limits>
 
+#include "ops/cpu/concat_plan.h"
 #include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
 namespace dp {
-namespace {
 
-struct ConcatPlan {
-  int axis;
-  Dims out;
-  std::vector<int64_t> sizes;  // per input, its dim along axis
-  int64_t outer;               // prod(dims[:axis])
-  int64_t inner;               // prod(dims[axis+1:])
-};
-
-// Checks that the pieces fit together and computes the joined dims; shared by
-// Concat, ConcatGradient and shape inference. names[i] names piece i.
 ConcatPlan PlanConcat(const std::vector<std::string>& names, const std::vector<const Dims*>& dims,
                       const std::vector<DType>& dtypes, int64_t axis_arg) {
   const Dims& d0 = *dims[0];
@@ -56,15 +46,41 @@ ConcatPlan PlanConcat(const std::vector<std::string>& names, const std::vector<c
   return p;
 }
 
-// Row layout shared by Concat and its gradient: for each of the `outer` rows
-// of the joined tensor, piece i holds sizes[i] * inner contiguous elements
-// starting at element RowStarts(p)[i] of the row (the last entry is the row
-// length).
+ConcatPlan PlanConcatGradient(const std::string& dy_name, const Dims& dy, const std::vector<std::string>& names,
+                              const std::vector<const Dims*>& dims, int64_t axis_arg) {
+  // Only the Xi's dims matter, not their dtypes.
+  ConcatPlan p = PlanConcat(names, dims, std::vector<DType>(dims.size(), DType::kFloat32), axis_arg);
+  DP_ENFORCE_CODE(p.out == dy, Code::kShape, dy_name, " has shape ", DimsString(dy),
+                  " but the inputs X joined along axis ", p.axis, " give ", DimsString(p.out));
+  return p;
+}
+
 std::vector<int64_t> RowStarts(const ConcatPlan& p) {
   std::vector<int64_t> start(p.sizes.size() + 1, 0);
   for (size_t i = 0; i < p.sizes.size(); ++i) start[i + 1] = start[i] + p.sizes[i] * p.inner;
   return start;
 }
+
+std::vector<int64_t> GradIndices(const ArgReader& args, size_t num_pieces, size_t num_outputs) {
+  std::vector<int64_t> which;
+  if (args.Has("grad_indices")) {
+    which = args.Ints("grad_indices");
+  } else {
+    for (size_t i = 0; i < num_pieces; ++i) which.push_back(static_cast<int64_t>(i));
+  }
+  DP_ENFORCE(which.size() == num_outputs, "argument 'grad_indices' must list one input per output: ", num_outputs,
+             " outputs but ", which.size(), " indices", args.Has("grad_indices") ? "" : " (one per input X)");
+  std::vector<bool> seen(num_pieces, false);
+  for (int64_t w : which) {
+    DP_ENFORCE_CODE(w >= 0 && static_cast<size_t>(w) < num_pieces, Code::kOutOfRange, "argument 'grad_indices' entry ",
+                    w, " is outside [0, ", num_pieces, ")");
+    DP_ENFORCE(!seen[static_cast<size_t>(w)], "argument 'grad_indices' lists input ", w, " twice");
+    seen[static_cast<size_t>(w)] = true;
+  }
+  return which;
+}
+
+namespace {
 
 // pieces (all of them, in order) -> joined.
 void JoinRows(const ConcatPlan& p, size_t itemsize, const std::vector<const char*>& pieces, char* joined) {
@@ -114,27 +130,6 @@ class ConcatOp final : public Operator {
   }
 };
 
-// Which input each output of ConcatGradient is the gradient of (indices into
-// X0..Xn-1); checked. Shared by the kernel and shape inference.
-std::vector<int64_t> GradIndices(const ArgReader& args, size_t num_pieces, size_t num_outputs) {
-  std::vector<int64_t> which;
-  if (args.Has("grad_indices")) {
-    which = args.Ints("grad_indices");
-  } else {
-    for (size_t i = 0; i < num_pieces; ++i) which.push_back(static_cast<int64_t>(i));
-  }
-  DP_ENFORCE(which.size() == num_outputs, "argument 'grad_indices' must list one input per output: ", num_outputs,
-             " outputs but ", which.size(), " indices", args.Has("grad_indices") ? "" : " (one per input X)");
-  std::vector<bool> seen(num_pieces, false);
-  for (int64_t w : which) {
-    DP_ENFORCE_CODE(w >= 0 && static_cast<size_t>(w) < num_pieces, Code::kOutOfRange, "argument 'grad_indices' entry ",
-                    w, " is outside [0, ", num_pieces, ")");
-    DP_ENFORCE(!seen[static_cast<size_t>(w)], "argument 'grad_indices' lists input ", w, " twice");
-    seen[static_cast<size_t>(w)] = true;
-  }
-  return which;
-}
-
 class ConcatGradientOp final : public Operator {
  public:
   using Operator::Operator;
@@ -144,26 +139,14 @@ class ConcatGradientOp final : public Operator {
     const Tensor& dy = Input(0);
     const size_t pieces = static_cast<size_t>(InputSize() - 1);
     std::vector<int64_t> which = GradIndices(args(), pieces, static_cast<size_t>(OutputSize()));
-    std::vector<std::string> names;
-    std::vector<Dims> held;  // the Xi's dims
-    std::vector<DType> dtypes;
-    for (int i = 1; i < InputSize(); ++i) {
-      const Tensor& t = Input(i);
-      names.push_back(InputDesc(i));
-      held.push_back(t.dims());
-      dtypes.push_back(dy.dtype());  // only the Xi's dims matter
-    }
-    std::vector<const Dims*> dims;
-    for (const Dims& d : held) dims.push_back(&d);
-    ConcatPlan p = PlanConcat(names, dims, dtypes, args().Int("axis", 1));
-    DP_ENFORCE_CODE(p.out == dy.dims(), Code::kShape, InputDesc(0), " has shape ", DimsString(dy.dims()),
-                    " but the inputs X joined along axis ", p.axis, " give ", DimsString(p.out));
+    const InputInfos xs = DescribeInputs(1, InputSize());
+    ConcatPlan p = PlanConcatGradient(InputDesc(0), dy.dims(), xs.names, xs.dims, args().Int("axis", 1));
     const DType dtype = dy.dtype();
     const char* src = static_cast<const char*>(dy.raw_data());
     std::vector<char*> dst;  // dst[k] is the gradient of X_{which[k]}
     for (size_t k = 0; k < which.size(); ++k)
       dst.push_back(static_cast<char*>(
-          Output(static_cast<int>(k), held[static_cast<size_t>(which[k])], dtype)->raw_mutable_data()));
+          Output(static_cast<int>(k), *xs.dims[static_cast<size_t>(which[k])], dtype)->raw_mutable_data()));
     SplitRows(p, DTypeSize(dtype), src, dst, which);
   }
 };
@@ -189,15 +172,11 @@ std::vector<TensorInfo> InferConcatGradient(const OperatorDef& op, const ArgRead
   std::vector<int64_t> which = GradIndices(args, pieces, op.outputs.size());
   std::vector<std::string> names;
   std::vector<const Dims*> dims;
-  std::vector<DType> dtypes;
   for (size_t i = 1; i < in.size(); ++i) {
     names.push_back(StrCat("input ", i, " '", op.inputs[i], "'"));
     dims.push_back(&in[i].dims);
-    dtypes.push_back(in[0].dtype);
   }
-  ConcatPlan p = PlanConcat(names, dims, dtypes, args.Int("axis", 1));
-  DP_ENFORCE_CODE(p.out == in[0].dims, Code::kShape, "dY '", op.inputs[0], "' has shape ", DimsString(in[0].dims),
-                  " but the inputs X joined along axis ", p.axis, " give ", DimsString(p.out));
+  PlanConcatGradient(StrCat("dY '", op.inputs[0], "'"), in[0].dims, names, dims, args.Int("axis", 1));
   std::vector<TensorInfo> out;
   for (int64_t w : which) out.push_back({in[static_cast<size_t>(w) + 1].dims, in[0].dtype});
   return out;

@@ -5,24 +5,13 @@
 #include <limits>
 
 #include "ops/gradient_registry.h"
+#include "ops/math/binary.h"
+#include "ops/math/broadcast.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
 namespace dp {
 namespace {
-
-// Strides of `in` inside the broadcast shape `out` (0 where broadcast).
-std::vector<int64_t> BroadcastStrides(const Dims& in, const Dims& out) {
-  std::vector<int64_t> strides(out.size(), 0);
-  int64_t s = 1;
-  for (size_t i = 0; i < in.size(); ++i) {
-    size_t k = in.size() - 1 - i;
-    size_t o = out.size() - 1 - i;
-    strides[o] = in[k] == 1 ? 0 : s;
-    s *= in[k];
-  }
-  return strides;
-}
 
 template <typename T, typename F>
 void BinaryBroadcast(const T* a, const Dims& ad, const T* b, const Dims& bd, T* y, const Dims& yd, F f) {
@@ -36,12 +25,20 @@ void BinaryBroadcast(const T* a, const Dims& ad, const T* b, const Dims& bd, T* 
     for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], bv);
     return;
   }
-  // General case: walk the output with a multi-index; the innermost dim is a
+  // General case: walk the output with a multi-index over the collapsed
+  // dims (the CUDA kernel's, ops/math/broadcast.h); the innermost dim is a
   // tight loop with per-operand strides.
-  auto sa = BroadcastStrides(ad, yd), sb = BroadcastStrides(bd, yd);
-  const size_t r = yd.size();
-  const int64_t inner = r ? yd[r - 1] : 1;
-  const int64_t ia = r ? sa[r - 1] : 0, ib = r ? sb[r - 1] : 0;
+  const math::CollapsedLayout layout = math::CollapseBroadcast(ad, bd, yd);
+  const Dims& dims = layout.dims;
+  const std::vector<int64_t>& sa = layout.strides[0];
+  const std::vector<int64_t>& sb = layout.strides[1];
+  const size_t r = dims.size();
+  if (r == 0) {  // every dim has size 1
+    y[0] = f(a[0], b[0]);
+    return;
+  }
+  const int64_t inner = dims[r - 1];
+  const int64_t ia = sa[r - 1], ib = sb[r - 1];
   std::vector<int64_t> idx(r, 0);
   int64_t oa = 0, ob = 0;
   for (int64_t base = 0; base < n; base += inner) {
@@ -50,9 +47,9 @@ void BinaryBroadcast(const T* a, const Dims& ad, const T* b, const Dims& bd, T* 
       ++idx[d];
       oa += sa[d];
       ob += sb[d];
-      if (idx[d] < yd[d]) break;
-      oa -= sa[d] * yd[d];
-      ob -= sb[d] * yd[d];
+      if (idx[d] < dims[d]) break;
+      oa -= sa[d] * dims[d];
+      ob -= sb[d] * dims[d];
       idx[d] = 0;
     }
   }
@@ -92,25 +89,18 @@ class BinaryOp final : public Operator {
   }
 };
 
-// kIntegers: whether int32 and int64 tensors are accepted besides floats.
-struct AddFn {
-  static constexpr bool kIntegers = true;
-  template <typename T> T operator()(T x, T y) const { return x + y; }
+// kIntegers: whether int32 and int64 tensors are accepted besides floats;
+// the arithmetic is ops/math/binary.h's, as on CUDA.
+template <math::BinaryOp kOp, bool kInts>
+struct BinaryFn {
+  static constexpr bool kIntegers = kInts;
+  template <typename T> T operator()(T x, T y) const { return math::ApplyBinary<kOp>(x, y); }
 };
-struct SubFn {
-  static constexpr bool kIntegers = true;
-  template <typename T> T operator()(T x, T y) const { return x - y; }
-};
-struct MulFn {
-  static constexpr bool kIntegers = true;
-  template <typename T> T operator()(T x, T y) const { return x * y; }
-};
-// Floats only: IEEE division (x / 0 is +-inf, 0 / 0 NaN), where integer
-// division by zero would be undefined.
-struct DivFn {
-  static constexpr bool kIntegers = false;
-  template <typename T> T operator()(T x, T y) const { return x / y; }
-};
+using AddFn = BinaryFn<math::BinaryOp::kAdd, true>;
+using SubFn = BinaryFn<math::BinaryOp::kSub, true>;
+using MulFn = BinaryFn<math::BinaryOp::kMul, true>;
+// Floats only: IEEE division, where integer division by zero would be undefined.
+using DivFn = BinaryFn<math::BinaryOp::kDiv, false>;
 
 class SumOp final : public Operator {
  public:
@@ -190,7 +180,7 @@ class SumReduceLikeOp final : public Operator {
       T* y = Output(0, yd, x.dtype())->template mutable_data<T>();
       std::fill(y, y + NumElements(yd), T(0));
       const Dims& xd = x.dims();
-      auto sy = BroadcastStrides(yd, xd);
+      const std::vector<int64_t> sy = math::BroadcastStrides(yd, xd);
       const size_t r = xd.size();
       const int64_t n = x.numel(), inner = r ? xd[r - 1] : 1, iy = r ? sy[r - 1] : 0;
       std::vector<int64_t> idx(r, 0);

@@ -3,11 +3,25 @@
 #include <algorithm>
 #include <utility>
 
+#include "ops/cpu/squared_l2_rows.h"
 #include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
 namespace dp {
+
+std::pair<int64_t, int64_t> L2Rows(const Dims& xd, DType xt, const std::string& x, const Dims& yd, DType yt,
+                                   const std::string& y) {
+  DP_ENFORCE_CODE(xt == yt, Code::kDType, x, " is ", DTypeName(xt), " but ", y, " is ", DTypeName(yt));
+  DispatchFloat(xt, x, [](auto) {});
+  DP_ENFORCE_CODE(xd == yd, Code::kShape, x, " has shape ", DimsString(xd), " but ", y, " has ", DimsString(yd),
+                  ": they must match");
+  DP_ENFORCE_CODE(!xd.empty(), Code::kShape, x, " must have at least one dim (the rows), got a scalar");
+  const int64_t n = xd[0];
+  Dims row(xd.begin() + 1, xd.end());
+  return {n, NumElements(row)};
+}
+
 namespace {
 
 class AveragedLossOp final : public Operator {
@@ -47,21 +61,6 @@ class AveragedLossGradientOp final : public Operator {
     });
   }
 };
-
-// Rows and elements per row of SquaredL2Distance's X and Y [N, ...] (same
-// shape and dtype, at least 1-D); shared by the kernels and shape inference.
-// `x` and `y` describe the inputs in messages.
-std::pair<int64_t, int64_t> L2Rows(const Dims& xd, DType xt, const std::string& x, const Dims& yd, DType yt,
-                                   const std::string& y) {
-  DP_ENFORCE_CODE(xt == yt, Code::kDType, x, " is ", DTypeName(xt), " but ", y, " is ", DTypeName(yt));
-  DispatchFloat(xt, x, [](auto) {});
-  DP_ENFORCE_CODE(xd == yd, Code::kShape, x, " has shape ", DimsString(xd), " but ", y, " has ", DimsString(yd),
-                  ": they must match");
-  DP_ENFORCE_CODE(!xd.empty(), Code::kShape, x, " must have at least one dim (the rows), got a scalar");
-  const int64_t n = xd[0];
-  Dims row(xd.begin() + 1, xd.end());
-  return {n, NumElements(row)};
-}
 
 // Z[i] = 0.5 * sum_j (X[i, j] - Y[i, j])^2 over the flattened rows, summed in
 // double (Caffe2's SquaredL2Distance).

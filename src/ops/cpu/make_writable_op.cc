@@ -4,7 +4,9 @@
 // owns or that another holder shares, e.g. a fetched param). The ops of one
 // partial write (graph/task_graph.h: a shared model's update in parts) run
 // at once on one tensor and must not copy it then: parallelize puts a
-// MakeWritable before each such group.
+// MakeWritable before each such group. Device-generic: the copy goes
+// through CopyBytes on the op's context (asynchronously on a CUDA stream),
+// so one class serves the CPU and CUDA registries.
 #include <limits>
 
 #include "ops/gradient_registry.h"
@@ -19,7 +21,17 @@ class MakeWritableOp final : public Operator {
 
  private:
   void RunOnDevice() override {
-    for (int i = 0; i < OutputSize(); ++i) Output(i)->raw_mutable_data();
+    for (int i = 0; i < OutputSize(); ++i) {
+      Tensor* t = Output(i);
+      if (t->writable_in_place()) continue;
+      Input(i);  // checks that this op's context can address the tensor
+      // Copy-on-write now: fresh storage (the held copy keeps the shared
+      // one from being reused) filled on the op's context.
+      const Tensor shared = *t;
+      t->Resize(shared.dims(), shared.dtype(), shared.device());
+      CopyBytes(shared.nbytes(), shared.raw_data(), shared.device(), t->raw_mutable_data(), shared.device(),
+                &context());
+    }
   }
 };
 
@@ -32,6 +44,9 @@ DP_OPERATOR_SCHEMA(MakeWritable)
          "another holder shares it), so that later ops write it where it is.");
 
 DP_REGISTER_CPU_OPERATOR(MakeWritable, MakeWritableOp);
+#if DP_WITH_CUDA
+DP_REGISTER_CUDA_OPERATOR(MakeWritable, MakeWritableOp);
+#endif
 DP_NO_GRADIENT(MakeWritable);
 
 }  // namespace

@@ -2,7 +2,9 @@
 // (not X), so an in-place Relu keeps its gradient computable. Large tensors
 // are split across the op's threads (a convolution's activations).
 #include "core/parallel_for.h"
+#include "ops/cpu/activation_checks.h"
 #include "ops/gradient_registry.h"
+#include "ops/math/activation.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
@@ -25,7 +27,7 @@ class ReluOp final : public Operator {
       T* yp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
       const int64_t n = x.numel();
       ParallelFor(n, kGrain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) yp[i] = xp[i] > T(0) ? xp[i] : T(0);
+        for (int64_t i = lo; i < hi; ++i) yp[i] = math::Relu(xp[i]);
       });
     });
   }
@@ -40,8 +42,7 @@ class ReluGradientOp final : public Operator {
   void RunOnDevice() override {
     const Tensor& y = Input(0);
     const Tensor& dy = Input(1);
-    DP_ENFORCE_CODE(dy.dtype() == y.dtype() && dy.dims() == y.dims(), Code::kShape, InputDesc(1), " ",
-                    dy.DebugString(), " must match ", InputDesc(0), " ", y.DebugString());
+    CheckYAndGrad(InputDesc(0), y.dims(), y.dtype(), InputDesc(1), dy.dims(), dy.dtype());
     DispatchFloat(y.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* yp = y.data<T>();
@@ -56,7 +57,7 @@ class ReluGradientOp final : public Operator {
 #pragma GCC ivdep
         for (int64_t i = lo; i < hi; ++i) {
           const T g = dyp[i];
-          dx[i] = yp[i] > T(0) ? g : T(0);
+          dx[i] = math::ReluGradient(yp[i], g);
         }
       });
     });

@@ -1,5 +1,7 @@
 // Reshape and Flatten change only metadata: the output shares the input's
-// storage (copy-on-write keeps that safe; see core/tensor.h).
+// storage (copy-on-write keeps that safe; see core/tensor.h). No kernel here
+// touches element data, so the same classes serve CUDA (registered at the
+// end); the one thing read is Reshape's shape tensor, on the host.
 #include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
@@ -14,7 +16,11 @@ Dims FlattenDims(const Dims& in, int64_t axis_arg, const std::string& what) {
 }
 
 // Reshape: shape from the `shape` argument, or from input 1 (1-D int64).
-// Optional output 1 receives the old shape (int64), for the gradient.
+// Optional output 1 receives the old shape (int64), for the gradient. Both
+// shape tensors live on the host whatever the op's device: the kernel reads
+// the new shape when it runs, and a CUDA op reading it from the device would
+// stall its stream; old_shape is made on the host so that the gradient,
+// Reshape(dY, old_shape), reads it there too.
 class ReshapeOp final : public Operator {
  public:
   using Operator::Operator;
@@ -25,7 +31,7 @@ class ReshapeOp final : public Operator {
     std::vector<int64_t> shape;
     if (InputSize() > 1) {
       DP_ENFORCE(!args().Has("shape"), "give the new shape either as argument 'shape' or as input 1, not both");
-      const Tensor& s = Input(1);
+      const Tensor& s = ShapeInput();
       DP_ENFORCE_CODE(s.dtype() == DType::kInt64 && s.ndim() == 1, Code::kShape, InputDesc(1),
                       " must be a 1-D int64 tensor, got ", s.DebugString());
       shape.assign(s.data<int64_t>(), s.data<int64_t>() + s.numel());
@@ -39,9 +45,26 @@ class ReshapeOp final : public Operator {
     if (y != &x) y->ShareData(x);
     y->Reshape(out);
     if (OutputSize() > 1) {
-      int64_t* o = Output(1, {static_cast<int64_t>(old.size())}, DType::kInt64)->mutable_data<int64_t>();
-      std::copy(old.begin(), old.end(), o);
+      Tensor* old_shape = Output(1);
+      old_shape->Resize({static_cast<int64_t>(old.size())}, DType::kInt64, Host());
+      std::copy(old.begin(), old.end(), old_shape->mutable_data<int64_t>());
     }
+  }
+
+  // The op's own device on the CPU, else cpu:0.
+  DeviceOption Host() const { return device().type == DeviceType::kCPU ? device() : DeviceOption{}; }
+
+  // Input 1, which must be a host tensor on any device (Input() would
+  // reject one for a CUDA op).
+  const Tensor& ShapeInput() const {
+    if (device().type == DeviceType::kCPU) return Input(1);
+    const Blob* b = input_blobs()[1];
+    DP_ENFORCE_CODE(!b->empty() && b->IsType<Tensor>() && b->Get<Tensor>().defined(), Code::kNotFound,
+                    InputDesc(1), " holds no tensor");
+    const Tensor& s = b->Get<Tensor>();
+    DP_ENFORCE(s.device().type == DeviceType::kCPU, InputDesc(1), " is on ", DeviceName(s.device()),
+               " but Reshape reads its shape on the host: give it as a cpu tensor");
+    return s;
   }
 };
 
@@ -146,6 +169,12 @@ DP_REGISTER_CPU_OPERATOR(Reshape, ReshapeOp);
 DP_REGISTER_CPU_OPERATOR(Flatten, FlattenOp);
 DP_REGISTER_CPU_OPERATOR(Alias, AliasOp);
 DP_REGISTER_CPU_OPERATOR(ReshapeLike, ReshapeLikeOp);
+#if DP_WITH_CUDA
+DP_REGISTER_CUDA_OPERATOR(Reshape, ReshapeOp);
+DP_REGISTER_CUDA_OPERATOR(Flatten, FlattenOp);
+DP_REGISTER_CUDA_OPERATOR(Alias, AliasOp);
+DP_REGISTER_CUDA_OPERATOR(ReshapeLike, ReshapeLikeOp);
+#endif
 
 DP_SIMPLE_GRADIENT(Alias, { return {MakeOp("Alias", {GO(0)}, {GI(0)})}; });
 DP_SIMPLE_GRADIENT(Flatten, { return {MakeOp("ReshapeLike", {GO(0), I(0)}, {GI(0)})}; });

@@ -4,20 +4,14 @@
 #include <cstring>
 #include <numeric>
 
+#include "ops/cpu/transpose_plan.h"
 #include "ops/gradient_registry.h"
+#include "ops/math/transpose.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
 namespace dp {
-namespace {
 
-struct TransposePlan {
-  std::vector<int> axes;  // canonical permutation
-  Dims out;
-};
-
-// The permutation (from `axes`, or reversed without it) and the output dims;
-// shared by the kernel and shape inference. `what` names X in messages.
 TransposePlan PlanTranspose(const Dims& in, const ArgReader& args, const std::string& what) {
   const int ndim = static_cast<int>(in.size());
   TransposePlan p;
@@ -41,10 +35,16 @@ TransposePlan PlanTranspose(const Dims& in, const ArgReader& args, const std::st
   return p;
 }
 
+namespace {
+
 // y[j0, .., jr] = x[i] with i[axes[k]] = j[k]: walks Y in order with an
-// odometer over X's strides; the innermost output dim is a strided loop.
+// odometer over X's strides (collapsed, as the CUDA kernel walks them:
+// ops/math/transpose.h); the innermost output dim is a strided loop.
 template <typename E>
-void TransposeKernel(const E* x, const Dims& in, const std::vector<int>& axes, const Dims& out, E* y) {
+void TransposeKernel(const E* x, const Dims& in, const std::vector<int>& axes, E* y) {
+  const math::CollapsedLayout layout = math::CollapseTranspose(in, axes);
+  const Dims& out = layout.dims;
+  const std::vector<int64_t>& stride = layout.strides[0];  // X stride of each output dim
   const size_t r = out.size();
   const int64_t n = NumElements(out);
   if (n == 0) return;
@@ -52,10 +52,6 @@ void TransposeKernel(const E* x, const Dims& in, const std::vector<int>& axes, c
     y[0] = x[0];
     return;
   }
-  std::vector<int64_t> in_stride(r, 1);
-  for (size_t k = r - 1; k-- > 0;) in_stride[k] = in_stride[k + 1] * in[k + 1];
-  std::vector<int64_t> stride(r);  // X stride of each output dim
-  for (size_t k = 0; k < r; ++k) stride[k] = in_stride[static_cast<size_t>(axes[k])];
   const int64_t inner = out[r - 1], is = stride[r - 1];
   std::vector<int64_t> idx(r, 0);
   int64_t off = 0;
@@ -83,10 +79,10 @@ class TransposeOp final : public Operator {
     const void* xp = x.raw_data();
     void* yp = Output(0, p.out, x.dtype())->raw_mutable_data();
     switch (x.itemsize()) {
-      case 1: TransposeKernel(static_cast<const uint8_t*>(xp), in, p.axes, p.out, static_cast<uint8_t*>(yp)); break;
-      case 2: TransposeKernel(static_cast<const uint16_t*>(xp), in, p.axes, p.out, static_cast<uint16_t*>(yp)); break;
-      case 4: TransposeKernel(static_cast<const uint32_t*>(xp), in, p.axes, p.out, static_cast<uint32_t*>(yp)); break;
-      case 8: TransposeKernel(static_cast<const uint64_t*>(xp), in, p.axes, p.out, static_cast<uint64_t*>(yp)); break;
+      case 1: TransposeKernel(static_cast<const uint8_t*>(xp), in, p.axes, static_cast<uint8_t*>(yp)); break;
+      case 2: TransposeKernel(static_cast<const uint16_t*>(xp), in, p.axes, static_cast<uint16_t*>(yp)); break;
+      case 4: TransposeKernel(static_cast<const uint32_t*>(xp), in, p.axes, static_cast<uint32_t*>(yp)); break;
+      case 8: TransposeKernel(static_cast<const uint64_t*>(xp), in, p.axes, static_cast<uint64_t*>(yp)); break;
       default: DP_THROW(Code::kDType, InputDesc(0), ": cannot transpose ", DTypeName(x.dtype()));
     }
   }
