@@ -25,8 +25,10 @@ Case WithGradCheck(Case c) {
   return c;
 }
 
-// Distinct inputs (0, 1, 2, ...): no max ties, so finite differences of any
-// step keep each window's winner.
+// Distinct inputs (0, 1, 2, ...): no max ties, so finite differences of
+// steps below 0.5 (the CUDA check's 1e-2) keep each window's winner. The
+// cases stay under 2048 elements, where float32 rounds x +- 1e-2 by under 1%
+// of the step.
 InputSpec Distinct(Dims dims) {
   InputSpec s{std::move(dims)};
   s.init = Init::kIota;
@@ -154,7 +156,7 @@ void AddPoolCases(CaseList& cases) {
             1e-6);
     AddPool(cases, type, "global", {2, 3, 5, 7}, {2, 3, 1, 1}, {MakeArg("global_pooling", 1)}, 1e-6);
     // Windows of more than 256 elements take a block each on CUDA.
-    AddPool(cases, type, "global, a block per window", {2, 3, 20, 21}, {2, 3, 1, 1},
+    AddPool(cases, type, "global, a block per window", {1, 3, 20, 21}, {1, 3, 1, 1},
             {MakeArg("global_pooling", 1)}, 1e-5);
     // OH = (23 + 2 - 17) / 3 + 1 = 3, OW = (21 + 2 - 17) / 3 + 1 = 3.
     AddPool(cases, type, "17x17 stride 3 pad 1, a block per window", {1, 2, 23, 21}, {1, 2, 3, 3},

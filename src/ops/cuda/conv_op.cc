@@ -104,10 +104,10 @@ class ConvGradientOp final : public CudaOperator {
     float* dbp = outs.db ? Output(1, {s.m}, DType::kFloat32)->mutable_data<float>() : nullptr;
     float* dxp = outs.dx ? Output(outs.db ? 2 : 1, x.dims(), DType::kFloat32)->mutable_data<float>() : nullptr;
     const int64_t ohw = s.out_hw(), chw = s.c * s.in_hw();
-    DP_CUDA_CHECK(cudaMemsetAsync(dwp, 0, static_cast<size_t>(w.numel()) * sizeof(float), stream()));
+    DP_CUDA_CHECK(cuda::LaunchFill(dwp, w.numel(), 0.0f, stream()));
     if (dbp) DP_CUDA_CHECK(cuda::LaunchChannelSums(dyp, s.n, s.m, ohw, dbp, stream()));
     if (s.k() == 0 || s.mg == 0 || ohw == 0 || s.n == 0) {  // dW and dX are zero
-      if (dxp) DP_CUDA_CHECK(cudaMemsetAsync(dxp, 0, static_cast<size_t>(x.numel()) * sizeof(float), stream()));
+      if (dxp) DP_CUDA_CHECK(cuda::LaunchFill(dxp, x.numel(), 0.0f, stream()));
       return;
     }
     const ConvBlocks blk(s);

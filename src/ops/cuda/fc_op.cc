@@ -77,17 +77,17 @@ class FcGradientOp final : public CudaOperator {
     float* dx = OutputSize() > 2 ? Output(2, x.dims(), DType::kFloat32)->mutable_data<float>() : nullptr;
     const int mi = BlasInt(m, "M"), ni = BlasInt(n, "N"), ki = BlasInt(k, "K");
     const float one = 1.0f, zero = 0.0f;
-    if (m == 0 || n == 0 || k == 0) {  // cuBLAS rejects zero sizes; the sums over no rows are 0
-      DP_CUDA_CHECK(cudaMemsetAsync(dw, 0, static_cast<size_t>(n * k) * sizeof(float), stream()));
-      if (dx) DP_CUDA_CHECK(cudaMemsetAsync(dx, 0, static_cast<size_t>(m * k) * sizeof(float), stream()));
+    if (m == 0 || n == 0 || k == 0) {  // cuBLAS rejects zero sizes: dW and dX are zero (or empty)
+      DP_CUDA_CHECK(cuda::LaunchFill(dw, n * k, 0.0f, stream()));
+      if (dx) DP_CUDA_CHECK(cuda::LaunchFill(dx, m * k, 0.0f, stream()));
     } else {
       DP_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, ki, ni, mi, &one, xp, ki, dyp, ni, &zero, dw, ki));
       if (dx)
         DP_CUBLAS_CHECK(
             cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, ki, mi, ni, &one, wp, ki, dyp, ni, &zero, dx, ki));
     }
-    if (m == 0 || n == 0) {
-      DP_CUDA_CHECK(cudaMemsetAsync(db, 0, static_cast<size_t>(n) * sizeof(float), stream()));
+    if (m == 0 || n == 0) {  // sums over no rows are 0
+      DP_CUDA_CHECK(cuda::LaunchFill(db, n, 0.0f, stream()));
       return;
     }
     DP_CUDA_CHECK(cuda::LaunchFill(ones, m, 1.0f, stream()));
