@@ -109,8 +109,8 @@ void AddConvCases(CaseList& cases) {
   AddConv(cases, "1x1", {4, 8, 5, 3}, {16, 8, 1, 1}, {4, 16, 5, 3}, {}, true, false, 1e-5, false);
   AddConv(cases, "kernel the size of X", {3, 2, 4, 5}, {7, 2, 4, 5}, {3, 7, 1, 1}, {MakeArg("kernel_h", 4),
           MakeArg("kernel_w", 5)}, false, true, 1e-5, false);
-  // 32 * 5 * 5 * 32 * 32 = 819200 column elements per image: the 24 images
-  // are two blocks on CUDA (20 + 4), so dW adds across blocks.
+  // (32 * 5 * 5 + 8) * 32 * 32 = 827392 block elements per image: the 24
+  // images are two blocks on CUDA (20 + 4), so dW adds across blocks.
   AddConv(cases, "two image blocks", {24, 32, 32, 32}, {8, 32, 5, 5}, {24, 8, 32, 32}, {MakeArg("pad", 2)}, true,
           true, 2e-5, false);
   AddConv(cases, "empty batch", {0, 3, 5, 5}, {4, 3, 3, 3}, {0, 4, 3, 3}, {}, true, true, 1e-5, false);

@@ -24,8 +24,10 @@ namespace {
 
 using conv::ConvShape;
 
-// Column elements of one block at most (64 MiB of floats); a block holds at least one image.
-constexpr int64_t kMaxBlockColumnElements = int64_t{1} << 24;
+// A block's column matrix and its [M, L] matrix (Y's or dY's columns) hold
+// at most this many floats together (64 MiB; ConvGradient's dcol doubles
+// the first); a block holds at least one image.
+constexpr int64_t kMaxBlockElements = int64_t{1} << 24;
 
 // The block of images one GEMM covers, and the sizes cuBLAS takes.
 struct ConvBlocks {
@@ -36,10 +38,9 @@ struct ConvBlocks {
   int64_t stride_w = 0;  // between groups in W: M/group * K
 
   explicit ConvBlocks(const ConvShape& s) {
-    const int64_t per_image = conv::CheckedProduct({s.c, s.win.kh, s.win.kw, s.out_hw()}, "C * kh * kw * OH * OW");
-    images = std::clamp<int64_t>(kMaxBlockColumnElements / std::max<int64_t>(1, per_image), 1,
-                                 std::max<int64_t>(1, s.n));
-    rows = s.c * s.win.kh * s.win.kw;
+    rows = conv::CheckedProduct({s.c, s.win.kh, s.win.kw}, "C * kh * kw");
+    const int64_t per_image = conv::CheckedProduct({rows + s.m, s.out_hw()}, "(C * kh * kw + M) * OH * OW");
+    images = std::clamp<int64_t>(kMaxBlockElements / std::max<int64_t>(1, per_image), 1, std::max<int64_t>(1, s.n));
     k = BlasInt(s.k(), "C/group * kh * kw");
     mg = BlasInt(s.mg, "M/group");
     groups = BlasInt(s.group, "group");
