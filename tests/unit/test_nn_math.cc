@@ -152,7 +152,8 @@ void CudaStyleConvGradient(const conv::ConvShape& s, const double* x, const doub
       for (int64_t c = 0; c < s.c; ++c)
         for (int64_t ih = 0; ih < s.h; ++ih)
           for (int64_t iw = 0; iw < s.w; ++iw)
-            dx[(n0 + bi) * chw + (c * s.h + ih) * s.w + iw] = math::Col2ImValue(g, dcol.data() + bi * ohw, L, c, ih, iw);
+            dx[(n0 + bi) * chw + (c * s.h + ih) * s.w + iw] =
+                math::Col2ImValue(g, dcol.data() + bi * ohw, L, c, ih, iw);
   }
 }
 

@@ -46,8 +46,7 @@ __global__ void ColumnsToImagesKernel(const float* cols, const float* bias, int6
 
 // cols [channels, images * plane] = y [images, channels, plane] (reads
 // coalesced, writes in runs of `plane`).
-__global__ void ImagesToColumnsKernel(const float* y, int64_t images, int64_t channels, int64_t plane,
-                                      float* cols) {
+__global__ void ImagesToColumnsKernel(const float* y, int64_t images, int64_t channels, int64_t plane, float* cols) {
   const int64_t n = images * channels * plane;
   for (int64_t e = FirstIndex(); e < n; e += Stride()) {
     const int64_t b = e / (channels * plane), c = (e / plane) % channels, o = e % plane;
@@ -71,8 +70,8 @@ cudaError_t LaunchCol2Im(const float* col, math::ConvGeometry g, int64_t images,
   return cudaGetLastError();
 }
 
-cudaError_t LaunchColumnsToImages(const float* cols, const float* bias, int64_t images, int64_t channels,
-                                  int64_t plane, float* y, cudaStream_t stream) {
+cudaError_t LaunchColumnsToImages(const float* cols, const float* bias, int64_t images, int64_t channels, int64_t plane,
+                                  float* y, cudaStream_t stream) {
   const int64_t n = images * channels * plane;
   if (n <= 0) return cudaSuccess;
   ColumnsToImagesKernel<<<Blocks(n), kThreads, 0, stream>>>(cols, bias, images, channels, plane, y);

@@ -31,9 +31,9 @@ constexpr int64_t kMaxBlockElements = int64_t{1} << 24;
 
 // The block of images one GEMM covers, and the sizes cuBLAS takes.
 struct ConvBlocks {
-  int64_t images = 1;    // per block
-  int64_t rows = 0;      // of the column matrix: C * kh * kw
-  int k = 0, mg = 0;     // per group: C/group * kh * kw, M/group
+  int64_t images = 1;  // per block
+  int64_t rows = 0;    // of the column matrix: C * kh * kw
+  int k = 0, mg = 0;   // per group: C/group * kh * kw, M/group
   int groups = 1;
   int64_t stride_w = 0;  // between groups in W: M/group * K
 
@@ -66,7 +66,8 @@ class ConvOp final : public CudaOperator {
     float* yp = Output(0, s.y, DType::kFloat32)->mutable_data<float>();
     const int64_t ohw = s.out_hw(), chw = s.c * s.in_hw();
     if (ohw == 0 || s.n == 0 || s.m == 0) return;  // Y has no elements
-    if (s.k() == 0) {  // no inputs per output: Y is the bias (or zero)
+    // No inputs per output (C = 0): Y is the bias, or zero.
+    if (s.k() == 0) {
       DP_CUDA_CHECK(cuda::LaunchColumnsToImages(nullptr, bp, s.n, s.m, ohw, yp, stream()));
       return;
     }
@@ -80,8 +81,8 @@ class ConvOp final : public CudaOperator {
       const int l = blk.Columns(s, nb);
       DP_CUDA_CHECK(cuda::LaunchIm2Col(xp + n0 * chw, g, nb, col, stream()));
       DP_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, l, blk.mg, blk.k, &one, col, l,
-                                                blk.k * static_cast<int64_t>(l), wp, blk.k, blk.stride_w, &zero, out,
-                                                l, blk.mg * static_cast<int64_t>(l), blk.groups));
+                                                blk.k * static_cast<int64_t>(l), wp, blk.k, blk.stride_w, &zero, out, l,
+                                                blk.mg * static_cast<int64_t>(l), blk.groups));
       DP_CUDA_CHECK(cuda::LaunchColumnsToImages(out, bp, nb, s.m, ohw, yp + n0 * s.m * ohw, stream()));
     }
   }

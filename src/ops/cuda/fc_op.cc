@@ -81,7 +81,8 @@ class FcGradientOp final : public CudaOperator {
       DP_CUDA_CHECK(cuda::LaunchFill(dw, n * k, 0.0f, stream()));
       if (dx) DP_CUDA_CHECK(cuda::LaunchFill(dx, m * k, 0.0f, stream()));
     } else {
-      DP_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, ki, ni, mi, &one, xp, ki, dyp, ni, &zero, dw, ki));
+      DP_CUBLAS_CHECK(
+          cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, ki, ni, mi, &one, xp, ki, dyp, ni, &zero, dw, ki));
       if (dx)
         DP_CUBLAS_CHECK(
             cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, ki, mi, ni, &one, wp, ki, dyp, ni, &zero, dx, ki));

@@ -115,8 +115,7 @@ __global__ void AveragePoolBlockKernel(const float* x, PoolGeometry g, float* y)
       if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
       __syncthreads();
     }
-    if (threadIdx.x == 0)
-      y[e] = partial[0] / static_cast<float>(math::PoolDivisor(w, g.count_include_pad != 0, full));
+    if (threadIdx.x == 0) y[e] = partial[0] / static_cast<float>(math::PoolDivisor(w, g.count_include_pad != 0, full));
     __syncthreads();
   }
 }

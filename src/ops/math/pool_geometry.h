@@ -46,7 +46,7 @@ struct PoolGeometry {
   int64_t out_h = 0, out_w = 0;
   int64_t kernel_h = 0, kernel_w = 0;
   int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_t = 0, pad_l = 0;  // bottom and right pads only shape out_h / out_w
+  int64_t pad_t = 0, pad_l = 0;   // bottom and right pads only shape out_h / out_w
   int64_t count_include_pad = 0;  // AveragePool's divisor: 1, kh * kw; 0, the elements of X in the window
 
   DP_HD int64_t in_plane() const { return height * width; }
