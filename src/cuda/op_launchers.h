@@ -18,6 +18,8 @@
 
 #include "ops/math/binary.h"
 #include "ops/math/broadcast.h"
+#include "ops/math/conv_geometry.h"
+#include "ops/math/pool_geometry.h"
 #include "ops/math/strided_index.h"
 
 namespace dp::cuda {
@@ -64,8 +66,36 @@ namespace dp::cuda {
      cudaStream_t stream),                                                                                    \
     (x, y, dz, dx, rows, cols, stream))
 
-// ops/cuda/nn_kernels.cu: FC and Conv helpers (bias, im2col/col2im), pooling.
-#define DP_CUDA_NN_LAUNCHERS(X)
+// The nn family: ops/cuda/nn_kernels.cu (FC's fused relu gradient, bias
+// gradients), conv_kernels.cu (im2col / col2im and the column layout of a
+// block of images), pool_kernels.cu (max and average pooling).
+#define DP_CUDA_NN_LAUNCHERS(X)                                                                               \
+  X(LaunchReluMask, (const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream),             \
+    (y, dy, dx, n, stream))                                                                                   \
+  X(LaunchChannelSums,                                                                                        \
+    (const float* x, int64_t outer, int64_t channels, int64_t inner, float* sums, cudaStream_t stream),       \
+    (x, outer, channels, inner, sums, stream))                                                                \
+  X(LaunchIm2Col, (const float* x, math::ConvGeometry g, int64_t images, float* col, cudaStream_t stream),    \
+    (x, g, images, col, stream))                                                                              \
+  X(LaunchCol2Im, (const float* col, math::ConvGeometry g, int64_t images, float* dx, cudaStream_t stream),   \
+    (col, g, images, dx, stream))                                                                             \
+  X(LaunchColumnsToImages,                                                                                    \
+    (const float* cols, const float* bias, int64_t images, int64_t channels, int64_t plane, float* y,         \
+     cudaStream_t stream),                                                                                    \
+    (cols, bias, images, channels, plane, y, stream))                                                         \
+  X(LaunchImagesToColumns,                                                                                    \
+    (const float* y, int64_t images, int64_t channels, int64_t plane, float* cols, cudaStream_t stream),      \
+    (y, images, channels, plane, cols, stream))                                                               \
+  X(LaunchMaxPool, (const float* x, math::PoolGeometry g, float* y, cudaStream_t stream), (x, g, y, stream))  \
+  X(LaunchPoolArgMax, (const float* x, math::PoolGeometry g, int64_t* argmax, cudaStream_t stream),           \
+    (x, g, argmax, stream))                                                                                   \
+  X(LaunchMaxPoolGradient,                                                                                    \
+    (const int64_t* argmax, const float* dy, math::PoolGeometry g, float* dx, cudaStream_t stream),           \
+    (argmax, dy, g, dx, stream))                                                                              \
+  X(LaunchAveragePool, (const float* x, math::PoolGeometry g, float* y, cudaStream_t stream),                 \
+    (x, g, y, stream))                                                                                        \
+  X(LaunchAveragePoolGradient, (const float* dy, math::PoolGeometry g, float* dx, cudaStream_t stream),       \
+    (dy, g, dx, stream))
 
 // ops/cuda/loss_norm_kernels.cu: softmax, losses, accuracy, batch norm.
 #define DP_CUDA_LOSS_NORM_LAUNCHERS(X)

@@ -97,6 +97,28 @@ FcDims ComputeFcDims(const OperatorDef& op, const Dims& x, const Dims& w, const 
   return d;
 }
 
+Dims FcBiasDims(const Dims& w, int64_t axis_w) {
+  int a = CanonicalAxis(axis_w, static_cast<int>(w.size()), "W", true);
+  return {DimProduct(w, 0, a)};
+}
+
+FcGradientDims CheckFcGradientInputs(const OperatorDef& op, const ArgReader& args, const Dims& x, const Dims& w,
+                                     const Tensor& dy, const Tensor* y, const std::string& dy_desc,
+                                     const std::string& y_desc) {
+  const int64_t axis_w = args.Int("axis_w", 1);
+  FcGradientDims g{ComputeFcDims(op, x, w, FcBiasDims(w, axis_w), args.Int("axis", 1), axis_w),
+                   FcActivationIsRelu(args)};
+  DP_ENFORCE_CODE(dy.dims() == g.d.out, Code::kShape, dy_desc, " has shape ", DimsString(dy.dims()),
+                  " but the forward output has ", DimsString(g.d.out));
+  DP_ENFORCE_CODE(g.relu == (y != nullptr), Code::kInvalidArgument,
+                  g.relu ? "with activation \"relu\" the forward output Y is input 3"
+                         : "input 3 (Y) is only taken with activation \"relu\"");
+  if (y != nullptr)
+    DP_ENFORCE_CODE(y->dims() == dy.dims() && y->dtype() == dy.dtype(), Code::kShape, y_desc, " ",
+                    y->DebugString(), " must match ", dy_desc, " ", dy.DebugString());
+  return g;
+}
+
 bool FcActivationIsRelu(const ArgReader& args) {
   std::string a = args.String("activation", std::string("none"));
   DP_ENFORCE_CODE(a == "none" || a == "relu", Code::kInvalidArgument, "argument 'activation' must be \"none\" or "

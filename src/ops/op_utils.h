@@ -76,6 +76,22 @@ struct FcDims {
 FcDims ComputeFcDims(const OperatorDef& op, const Dims& x, const Dims& w, const Dims& b, int64_t axis,
                      int64_t axis_w);
 
+// The bias dims FC expects for W [N, K] flattened at axis_w: [N].
+Dims FcBiasDims(const Dims& w, int64_t axis_w);
+
+// FCGradient's inputs X, W, dY and, with a fused relu (activation "relu"),
+// the forward output Y (`y`, null when the op has three inputs): checks dY
+// against the forward output and Y against dY, and that Y is there exactly
+// with the relu. Shared by the CPU and CUDA kernels; `dy_desc` and `y_desc`
+// name inputs 2 and 3 in messages.
+struct FcGradientDims {
+  FcDims d;
+  bool relu;
+};
+FcGradientDims CheckFcGradientInputs(const OperatorDef& op, const ArgReader& args, const Dims& x, const Dims& w,
+                                     const Tensor& dy, const Tensor* y, const std::string& dy_desc,
+                                     const std::string& y_desc);
+
 // FC's `activation` argument, read by the CPU and CUDA kernels alike: "none"
 // (default) or "relu" (fused by graph/fusion.cc from FC followed by Relu);
 // kInvalidArgument otherwise. True for "relu".

@@ -88,11 +88,11 @@ void ForEachColumnRow(const ConvShape& s, ColT* col, int64_t ld, XT* x, Fn&& fn)
     for (int64_t i = 0; i < k.kh; ++i) {
       for (int64_t j = 0; j < k.kw; ++j) {
         ColT* rowp = col + ((c * k.kh + i) * k.kw + j) * ld;
-        const int64_t off = j * k.dw - k.pl;  // input column of output column 0
+        const int64_t off = math::TapInputCoord(0, j, k.sw, k.pl, k.dw);  // input column of output column 0
         const int64_t lo = std::min(s.ow, off >= 0 ? 0 : CeilDiv(-off, k.sw));
         const int64_t hi = std::max(lo, std::min(s.ow, s.w - off <= 0 ? 0 : CeilDiv(s.w - off, k.sw)));
         for (int64_t oh = 0; oh < s.oh; ++oh) {
-          const int64_t ih = oh * k.sh + i * k.dh - k.pt;
+          const int64_t ih = math::TapInputCoord(oh, i, k.sh, k.pt, k.dh);
           XT* xr = ih >= 0 && ih < s.h ? xc + ih * s.w : nullptr;
           fn(rowp + oh * s.ow, xr, off, lo, hi);
         }
@@ -201,27 +201,6 @@ class ConvOp final : public Operator {
 #endif
 };
 
-// no_bias and the output count of a ConvGradient op: whether it writes db and dX.
-struct ConvGradOutputs {
-  bool db, dx;
-};
-ConvGradOutputs GradOutputs(const OperatorDef& op, const ArgReader& a) {
-  const bool no_bias = a.Int("no_bias", 0) != 0;
-  const int base = no_bias ? 1 : 2, n = static_cast<int>(op.outputs.size());
-  DP_ENFORCE_CODE(n == base || n == base + 1, Code::kInvalidArgument, "with no_bias = ", no_bias ? 1 : 0,
-                  " the outputs are dW", no_bias ? "" : ", db", " and optionally dX (", base, " or ", base + 1,
-                  "), got ", n);
-  return {!no_bias, n == base + 1};
-}
-
-ConvShape GradShape(const OperatorDef& op, const ArgReader& a, const Dims& x, const Dims& w, const Dims& dy) {
-  ConvShape s = conv::ComputeConvShape(op, a, x, w, nullptr);
-  DP_ENFORCE_CODE(dy == s.y, Code::kShape, conv::BlobDesc("dY", op, 2, dy), " must be ", DimsString(s.y),
-                  ", the output of this convolution of X '", op.inputs[0], "' ", DimsString(x), " and W '",
-                  op.inputs[1], "' ", DimsString(w));
-  return s;
-}
-
 class ConvGradientOp final : public Operator {
  public:
   using Operator::Operator;
@@ -233,8 +212,8 @@ class ConvGradientOp final : public Operator {
     const Tensor& dy = Input(2);
     CheckSameDtype(x, InputDesc(0), w, InputDesc(1));
     CheckSameDtype(x, InputDesc(0), dy, InputDesc(2));
-    const ConvGradOutputs outs = GradOutputs(def(), args());
-    const ConvShape s = GradShape(def(), args(), x.dims(), w.dims(), dy.dims());
+    const conv::ConvGradOutputs outs = conv::GradOutputs(def(), args());
+    const ConvShape s = conv::GradShape(def(), args(), x.dims(), w.dims(), dy.dims());
 #if DP_HAVE_DNNL
     if (RunDnnl(x, w, dy, outs, s)) return;
 #endif
@@ -301,7 +280,7 @@ class ConvGradientOp final : public Operator {
   }
 
 #if DP_HAVE_DNNL
-  bool RunDnnl(const Tensor& x, const Tensor& w, const Tensor& dy, ConvGradOutputs outs, const ConvShape& s) {
+  bool RunDnnl(const Tensor& x, const Tensor& w, const Tensor& dy, conv::ConvGradOutputs outs, const ConvShape& s) {
     if (x.dtype() != DType::kFloat32 || !dnnl_cpu::Enabled() || !dnnl_.Prepare(s, outs.db, outs.dx, ImageChunks(s)))
       return false;
     float* dw = Output(0, w.dims(), x.dtype())->mutable_data<float>();
@@ -383,8 +362,8 @@ DP_OPERATOR_SCHEMA(ConvGradient)
     .Arg("no_bias", ArgKind::kInt, 0, "1: the forward op had no bias, so there is no db output")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       CheckInferDtypes(op, in);
-      ConvGradOutputs o = GradOutputs(op, args);
-      ConvShape s = GradShape(op, args, in[0].dims, in[1].dims, in[2].dims);
+      conv::ConvGradOutputs o = conv::GradOutputs(op, args);
+      ConvShape s = conv::GradShape(op, args, in[0].dims, in[1].dims, in[2].dims);
       std::vector<TensorInfo> out{{in[1].dims, in[0].dtype}};
       if (o.db) out.push_back({{s.m}, in[0].dtype});
       if (o.dx) out.push_back({in[0].dims, in[0].dtype});

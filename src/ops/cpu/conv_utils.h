@@ -16,6 +16,8 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "graph/net_def.h"
+#include "ops/math/conv_geometry.h"
+#include "ops/math/pool_geometry.h"
 #include "ops/op_utils.h"
 
 // Schema documentation of the window arguments common to Conv and pooling,
@@ -72,7 +74,7 @@ inline int64_t CheckedProduct(std::initializer_list<int64_t> factors, const char
 // The one output-size rule; the caller has checked that the dilated kernel
 // fits in the padded input (so the result is >= 1).
 inline int64_t OutSize(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t d) {
-  return (Padded(in, p0, p1) - DilatedExtent(k, d)) / s + 1;
+  return math::ConvOutputExtent(Padded(in, p0, p1), DilatedExtent(k, d), s);
 }
 
 // `name` (both axes) or `name_h` / `name_w`. Giving both forms is an error;
@@ -159,6 +161,24 @@ struct ConvShape {
   int64_t k() const { return cg * win.kh * win.kw; }  // im2col rows per group
   int64_t in_hw() const { return h * w; }
   int64_t out_hw() const { return oh * ow; }
+  // One image's geometry, for the shared im2col math (ops/math/conv_geometry.h).
+  math::ConvGeometry Geometry() const {
+    math::ConvGeometry g;
+    g.channels = c;
+    g.height = h;
+    g.width = w;
+    g.kernel_h = win.kh;
+    g.kernel_w = win.kw;
+    g.stride_h = win.sh;
+    g.stride_w = win.sw;
+    g.pad_t = win.pt;
+    g.pad_l = win.pl;
+    g.dilation_h = win.dh;
+    g.dilation_w = win.dw;
+    g.out_h = oh;
+    g.out_w = ow;
+    return g;
+  }
 };
 
 // `b` is null when the op has no bias. `op` names the blobs in messages.
@@ -221,6 +241,23 @@ struct PoolShape {
   Window win;
   int64_t oh = 0, ow = 0;
   Dims y;
+  // The planes' geometry, for the shared pooling math (ops/math/pool_geometry.h).
+  math::PoolGeometry Geometry(bool count_include_pad) const {
+    math::PoolGeometry g;
+    g.planes = n * c;
+    g.height = h;
+    g.width = w;
+    g.out_h = oh;
+    g.out_w = ow;
+    g.kernel_h = win.kh;
+    g.kernel_w = win.kw;
+    g.stride_h = win.sh;
+    g.stride_w = win.sw;
+    g.pad_t = win.pt;
+    g.pad_l = win.pl;
+    g.count_include_pad = count_include_pad ? 1 : 0;
+    return g;
+  }
 };
 
 // Pads must be smaller than the kernel, so that every window holds at least
@@ -259,6 +296,37 @@ inline PoolShape ComputePoolShape(const OperatorDef& op, const ArgReader& a, con
   s.ow = OutSize(s.w, k.kw, k.sw, k.pl, k.pr, 1);
   s.y = Dims{s.n, s.c, s.oh, s.ow};
   return s;
+}
+
+// no_bias and the output count of a ConvGradient op: whether it writes db and dX.
+struct ConvGradOutputs {
+  bool db, dx;
+};
+inline ConvGradOutputs GradOutputs(const OperatorDef& op, const ArgReader& a) {
+  const bool no_bias = a.Int("no_bias", 0) != 0;
+  const int base = no_bias ? 1 : 2, n = static_cast<int>(op.outputs.size());
+  DP_ENFORCE_CODE(n == base || n == base + 1, Code::kInvalidArgument, "with no_bias = ", no_bias ? 1 : 0,
+                  " the outputs are dW", no_bias ? "" : ", db", " and optionally dX (", base, " or ", base + 1,
+                  "), got ", n);
+  return {!no_bias, n == base + 1};
+}
+
+// ConvGradient's shape: Conv's, with dY checked against Y.
+inline ConvShape GradShape(const OperatorDef& op, const ArgReader& a, const Dims& x, const Dims& w, const Dims& dy) {
+  ConvShape s = ComputeConvShape(op, a, x, w, nullptr);
+  DP_ENFORCE_CODE(dy == s.y, Code::kShape, BlobDesc("dY", op, 2, dy), " must be ", DimsString(s.y),
+                  ", the output of this convolution of X '", op.inputs[0], "' ", DimsString(x), " and W '",
+                  op.inputs[1], "' ", DimsString(w));
+  return s;
+}
+
+inline std::string PoolXDesc(const OperatorDef& op, const Dims& x) { return BlobDesc("X", op, 0, x); }
+
+// A gradient op's input i (Y or dY) must have the forward output's dims.
+inline void CheckLikeY(const OperatorDef& op, size_t i, const char* role, const Dims& d, const PoolShape& s,
+                       const Dims& x) {
+  DP_ENFORCE_CODE(d == s.y, Code::kShape, BlobDesc(role, op, i, d), " must be ", DimsString(s.y),
+                  ", the pooled shape of ", PoolXDesc(op, x));
 }
 
 }  // namespace dp::conv

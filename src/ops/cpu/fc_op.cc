@@ -61,12 +61,6 @@ class FcOp final : public Operator {
   const bool relu_ = FcActivationIsRelu(args());
 };
 
-// The bias dims FC expects for W (what ComputeFcDims checks b against).
-Dims BiasDimsFor(const Dims& w, int64_t axis_w) {
-  int a = CanonicalAxis(axis_w, static_cast<int>(w.size()), "W", true);
-  return {DimProduct(w, 0, a)};
-}
-
 // Elements per part of FCGradient's element-wise passes (relu mask, bias
 // sums): tens of microseconds of one core.
 constexpr int64_t kElementGrain = int64_t{1} << 16;
@@ -84,18 +78,12 @@ class FcGradientOp final : public Operator {
     const Tensor& dy = Input(2);
     DP_ENFORCE_CODE(w.dtype() == x.dtype() && dy.dtype() == x.dtype(), Code::kDType, "X, W and dY must share a dtype, got ",
                     x.DebugString(), ", ", w.DebugString(), ", ", dy.DebugString());
-    const int64_t axis_w = args().Int("axis_w", 1);
-    FcDims d = ComputeFcDims(def(), x.dims(), w.dims(), BiasDimsFor(w.dims(), axis_w), args().Int("axis", 1), axis_w);
-    DP_ENFORCE_CODE(dy.dims() == d.out, Code::kShape, InputDesc(2), " has shape ", DimsString(dy.dims()),
-                    " but the forward output has ", DimsString(d.out));
+    const FcGradientDims checked = CheckFcGradientInputs(def(), args(), x.dims(), w.dims(), dy,
+                                                         InputSize() == 4 ? &Input(3) : nullptr, InputDesc(2),
+                                                         InputSize() == 4 ? InputDesc(3) : std::string());
+    const FcDims& d = checked.d;
+    const bool relu = checked.relu;
     const int m = BlasInt(d.m, "M"), n = BlasInt(d.n, "N"), k = BlasInt(d.k, "K");
-    const bool relu = FcActivationIsRelu(args());
-    DP_ENFORCE_CODE(relu == (InputSize() == 4), Code::kInvalidArgument,
-                    relu ? "with activation \"relu\" the forward output Y is input 3"
-                         : "input 3 (Y) is only taken with activation \"relu\"");
-    if (relu)
-      DP_ENFORCE_CODE(Input(3).dims() == dy.dims() && Input(3).dtype() == dy.dtype(), Code::kShape, InputDesc(3), " ",
-                      Input(3).DebugString(), " must match ", InputDesc(2), " ", dy.DebugString());
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
@@ -170,7 +158,7 @@ DP_OPERATOR_SCHEMA(FCGradient)
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       const Dims& w = in[1].dims;
       const int64_t axis_w = args.Int("axis_w", 1);
-      FcDims d = ComputeFcDims(op, in[0].dims, w, BiasDimsFor(w, axis_w), args.Int("axis", 1), axis_w);
+      FcDims d = ComputeFcDims(op, in[0].dims, w, FcBiasDims(w, axis_w), args.Int("axis", 1), axis_w);
       std::vector<TensorInfo> out{{w, in[1].dtype}, {{d.n}, in[1].dtype}};
       if (op.outputs.size() > 2) out.push_back(in[0]);
       return out;

@@ -12,15 +12,15 @@
 //
 // MaxPool ties: the first maximum in the window's scan order (rows top to
 // bottom, each left to right) wins, and MaxPoolGradient routes dY to that same
-// element (WindowArgMax on X; its value is the forward's WindowMax). A NaN in
+// element (PoolWindowArgMax on X; its value is the forward's PoolWindowMax). A NaN in
 // a window makes Y NaN, and the first NaN takes the gradient.
 #include <algorithm>
-#include <limits>
 #include <vector>
 
 #include "core/parallel_for.h"
 #include "ops/gradient_registry.h"
 #include "ops/cpu/conv_utils.h"
+#include "ops/math/pool_geometry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
@@ -29,16 +29,11 @@ namespace {
 
 using conv::PoolShape;
 
-// Window bounds per output row and column, clipped to X: output (oh, ow)
-// reads rows [h0[oh], h1[oh]) and columns [w0[ow], w1[ow]). Kept in the op
-// between runs. With the floor output-size rule a window never reaches past
-// the padded input, so count_include_pad = 1 always divides by kh * kw.
-// Rows [h0, h1) x columns [w0, w1) of an input plane: one output's window,
-// clipped to the plane.
-struct Window {
-  int64_t h0, h1, w0, w1;
-};
+using math::PoolWindow;
 
+// Window bounds per output row and column, clipped to X (ops/math/pool_geometry.h):
+// output (oh, ow) reads rows [h0[oh], h1[oh]) and columns [w0[ow], w1[ow]).
+// Kept in the op between runs.
 struct Spans {
   std::vector<int64_t> h0, h1, w0, w1;
   int64_t full = 1;  // kh * kw
@@ -54,9 +49,7 @@ struct Spans {
       DP_THROW(Code::kShape, "a ", s.win.kh, "x", s.win.kw, " pooling window holds more elements than int64 can count");
   }
   // Values an average divides by: the whole window, or its part inside the plane.
-  int64_t Count(const Window& w, bool include_pad) const {
-    return include_pad ? full : (w.h1 - w.h0) * (w.w1 - w.w0);
-  }
+  int64_t Count(const PoolWindow& w, bool include_pad) const { return math::PoolDivisor(w, include_pad, full); }
   // f(p, o, window) for every plane p (of N * C) and output o (of oh * ow) in
   // that plane, in memory order within a plane. Planes are split across the
   // op's threads (core/parallel_for.h): f may only write plane p's outputs.
@@ -68,7 +61,7 @@ struct Spans {
     ParallelFor(s.n * s.c, std::max<int64_t>(1, (int64_t{1} << 15) / per_plane), [&](int64_t first, int64_t last) {
       for (int64_t p = first; p < last; ++p)
         for (int64_t oh = 0; oh < s.oh; ++oh)
-          for (int64_t ow = 0; ow < s.ow; ++ow) f(p, oh * s.ow + ow, Window{h0[oh], h1[oh], w0[ow], w1[ow]});
+          for (int64_t ow = 0; ow < s.ow; ++ow) f(p, oh * s.ow + ow, PoolWindow{h0[oh], h1[oh], w0[ow], w1[ow]});
     });
   }
 
@@ -77,65 +70,9 @@ struct Spans {
                    std::vector<int64_t>& hi) {
     lo.resize(static_cast<size_t>(out));
     hi.resize(static_cast<size_t>(out));
-    for (int64_t o = 0; o < out; ++o) {
-      const int64_t start = o * stride - pad;
-      lo[o] = std::max<int64_t>(start, 0);
-      hi[o] = std::min(start + k, in);
-    }
+    for (int64_t o = 0; o < out; ++o) math::PoolAxisBounds(o, k, stride, pad, in, &lo[o], &hi[o]);
   }
 };
-
-// The maximum of a window of a plane (NaN if any is NaN). Branch-free:
-// window maxima of random data are unpredictable.
-template <typename T>
-T WindowMax(const T* plane, int64_t width, const Window& w) {
-  T m = plane[w.h0 * width + w.w0];
-  bool nan = false;
-  for (int64_t ih = w.h0; ih < w.h1; ++ih) {
-    const T* row = plane + ih * width;
-    for (int64_t iw = w.w0; iw < w.w1; ++iw) {
-      const T v = row[iw];
-      nan |= v != v;
-      m = v > m ? v : m;
-    }
-  }
-  return nan ? std::numeric_limits<T>::quiet_NaN() : m;
-}
-
-// Index in the plane of that maximum: the first in scan order (strictly
-// greater values replace it), or the first NaN. Branch-free as WindowMax; a
-// window holding a NaN is scanned again for it.
-template <typename T>
-int64_t WindowArgMax(const T* plane, int64_t width, const Window& w) {
-  int64_t best = w.h0 * width + w.w0;
-  T bv = plane[best];
-  bool nan = false;
-  for (int64_t ih = w.h0; ih < w.h1; ++ih) {
-    const T* row = plane + ih * width;
-    for (int64_t iw = w.w0; iw < w.w1; ++iw) {
-      const T v = row[iw];
-      nan |= v != v;
-      const bool gt = v > bv;
-      best = gt ? ih * width + iw : best;
-      bv = gt ? v : bv;
-    }
-  }
-  if (nan) {
-    for (int64_t ih = w.h0; ih < w.h1; ++ih)
-      for (int64_t iw = w.w0; iw < w.w1; ++iw)
-        if (plane[ih * width + iw] != plane[ih * width + iw]) return ih * width + iw;
-  }
-  return best;
-}
-
-std::string XDesc(const OperatorDef& op, const Dims& x) { return conv::BlobDesc("X", op, 0, x); }
-
-// A gradient op's input i (Y or dY) must have the forward output's dims.
-void CheckLikeY(const OperatorDef& op, size_t i, const char* role, const Dims& d, const PoolShape& s,
-                const Dims& x) {
-  DP_ENFORCE_CODE(d == s.y, Code::kShape, conv::BlobDesc(role, op, i, d), " must be ", DimsString(s.y),
-                  ", the pooled shape of ", XDesc(op, x));
-}
 
 class MaxPoolOp final : public Operator {
  public:
@@ -151,8 +88,8 @@ class MaxPoolOp final : public Operator {
       const T* xp = x.data<T>();
       T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
       spans_.Build(s);
-      sp.ForEachWindow(s, [&](int64_t p, int64_t o, const Window& w) {
-        yp[p * s.oh * s.ow + o] = WindowMax(xp + p * s.h * s.w, s.w, w);
+      sp.ForEachWindow(s, [&](int64_t p, int64_t o, const PoolWindow& w) {
+        yp[p * s.oh * s.ow + o] = math::PoolWindowMax(xp + p * s.h * s.w, s.w, w);
       });
     });
   }
@@ -172,8 +109,8 @@ class MaxPoolGradientOp final : public Operator {
     CheckSameDtype(x, InputDesc(0), y, InputDesc(1));
     CheckSameDtype(x, InputDesc(0), dy, InputDesc(2));
     const PoolShape s = conv::ComputePoolShape(def(), args(), x.dims());
-    CheckLikeY(def(), 1, "Y", y.dims(), s, x.dims());
-    CheckLikeY(def(), 2, "dY", dy.dims(), s, x.dims());
+    conv::CheckLikeY(def(), 1, "Y", y.dims(), s, x.dims());
+    conv::CheckLikeY(def(), 2, "dY", dy.dims(), s, x.dims());
     spans_.Build(s);
     const Spans& sp = spans_;
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
@@ -182,9 +119,9 @@ class MaxPoolGradientOp final : public Operator {
       const T* dyp = dy.data<T>();
       T* dxp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
       std::fill(dxp, dxp + x.numel(), T(0));
-      sp.ForEachWindow(s, [&](int64_t p, int64_t o, const Window& w) {
+      sp.ForEachWindow(s, [&](int64_t p, int64_t o, const PoolWindow& w) {
         const int64_t plane = p * s.h * s.w;
-        dxp[plane + WindowArgMax(xp + plane, s.w, w)] += dyp[p * s.oh * s.ow + o];
+        dxp[plane + math::PoolWindowArgMax(xp + plane, s.w, w)] += dyp[p * s.oh * s.ow + o];
       });
     });
   }
@@ -207,11 +144,8 @@ class AveragePoolOp final : public Operator {
       const T* xp = x.data<T>();
       T* yp = Output(0, s.y, x.dtype())->template mutable_data<T>();
       spans_.Build(s);
-      sp.ForEachWindow(s, [&](int64_t p, int64_t o, const Window& w) {
-        const T* plane = xp + p * s.h * s.w;
-        T acc = 0;
-        for (int64_t ih = w.h0; ih < w.h1; ++ih)
-          for (int64_t iw = w.w0; iw < w.w1; ++iw) acc += plane[ih * s.w + iw];
+      sp.ForEachWindow(s, [&](int64_t p, int64_t o, const PoolWindow& w) {
+        const T acc = math::PoolWindowSum(xp + p * s.h * s.w, s.w, w);
         yp[p * s.oh * s.ow + o] = acc / static_cast<T>(sp.Count(w, include_pad));
       });
     });
@@ -230,7 +164,7 @@ class AveragePoolGradientOp final : public Operator {
     const Tensor& dy = Input(1);
     CheckSameDtype(x, InputDesc(0), dy, InputDesc(1));
     const PoolShape s = conv::ComputePoolShape(def(), args(), x.dims());
-    CheckLikeY(def(), 1, "dY", dy.dims(), s, x.dims());
+    conv::CheckLikeY(def(), 1, "dY", dy.dims(), s, x.dims());
     const bool include_pad = args().Int("count_include_pad", 0) != 0;
     spans_.Build(s);
     const Spans& sp = spans_;
@@ -239,7 +173,7 @@ class AveragePoolGradientOp final : public Operator {
       const T* dyp = dy.data<T>();
       T* dxp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
       std::fill(dxp, dxp + x.numel(), T(0));
-      sp.ForEachWindow(s, [&](int64_t p, int64_t o, const Window& w) {
+      sp.ForEachWindow(s, [&](int64_t p, int64_t o, const PoolWindow& w) {
         T* dplane = dxp + p * s.h * s.w;
         const T g = dyp[p * s.oh * s.ow + o] / static_cast<T>(sp.Count(w, include_pad));
         for (int64_t ih = w.h0; ih < w.h1; ++ih)
@@ -272,7 +206,7 @@ std::vector<TensorInfo> InferPoolGrad(const OperatorDef& op, const ArgReader& ar
   CheckInferDtypes(op, in);
   PoolShape s = conv::ComputePoolShape(op, args, in[0].dims);
   for (size_t i = 1; i < in.size(); ++i)
-    CheckLikeY(op, i, i + 1 == in.size() ? "dY" : "Y", in[i].dims, s, in[0].dims);
+    conv::CheckLikeY(op, i, i + 1 == in.size() ? "dY" : "Y", in[i].dims, s, in[0].dims);
   return {in[0]};
 }
 

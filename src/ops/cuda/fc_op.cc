@@ -1,5 +1,6 @@
-// CUDA kernel of FC (schema in ops/cpu/fc_op.cc), on cuBLAS.
+// CUDA kernels of FC and FCGradient (schemas in ops/cpu/fc_op.cc), on cuBLAS.
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "cuda/op_launchers.h"
@@ -41,7 +42,62 @@ class FcOp final : public CudaOperator {
   const bool relu_ = FcActivationIsRelu(args());
 };
 
+// dW = dY^T X, db = column sums of dY, dX = dY W (with three outputs); with
+// a fused relu dY is first masked by Y > 0, as on the CPU. Row-major
+// matrices are their transposes to column-major cuBLAS:
+//   dW^T [K, N] = X^T [K, M] dY [M, N]    (dY^T read transposed)
+//   dX^T [K, M] = W^T [K, N] dY^T [N, M]
+//   db [N]      = dY^T [N, M] ones [M]    (a GEMV: deterministic, unlike atomics)
+class FcGradientOp final : public CudaOperator {
+ public:
+  using CudaOperator::CudaOperator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = FloatInput(0);
+    const Tensor& w = FloatInput(1);
+    const Tensor& dy = FloatInput(2);
+    const bool has_y = InputSize() == 4;
+    const Tensor* y = has_y ? &FloatInput(3) : nullptr;
+    const FcGradientDims checked = CheckFcGradientInputs(def(), args(), x.dims(), w.dims(), dy, y, InputDesc(2),
+                                                         has_y ? InputDesc(3) : std::string());
+    const int64_t m = checked.d.m, n = checked.d.n, k = checked.d.k;
+    const float* xp = x.data<float>();
+    const float* wp = w.data<float>();
+    const float* dyp = dy.data<float>();
+    // Scratch: the ones of db's GEMV [M], then the masked dY [M, N] (relu).
+    float* ones = Scratch<float>(m + (checked.relu ? m * n : 0));
+    if (checked.relu) {
+      float* dz = ones + m;
+      DP_CUDA_CHECK(cuda::LaunchReluMask(y->data<float>(), dyp, dz, m * n, stream()));
+      dyp = dz;
+    }
+    float* dw = Output(0, w.dims(), DType::kFloat32)->mutable_data<float>();
+    float* db = Output(1, {n}, DType::kFloat32)->mutable_data<float>();
+    float* dx = OutputSize() > 2 ? Output(2, x.dims(), DType::kFloat32)->mutable_data<float>() : nullptr;
+    const int mi = BlasInt(m, "M"), ni = BlasInt(n, "N"), ki = BlasInt(k, "K");
+    const float one = 1.0f, zero = 0.0f;
+    if (m == 0 || n == 0 || k == 0) {  // cuBLAS rejects zero sizes: dW and dX are zero (or empty)
+      DP_CUDA_CHECK(cuda::LaunchFill(dw, n * k, 0.0f, stream()));
+      if (dx) DP_CUDA_CHECK(cuda::LaunchFill(dx, m * k, 0.0f, stream()));
+    } else {
+      DP_CUBLAS_CHECK(
+          cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, ki, ni, mi, &one, xp, ki, dyp, ni, &zero, dw, ki));
+      if (dx)
+        DP_CUBLAS_CHECK(
+            cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, ki, mi, ni, &one, wp, ki, dyp, ni, &zero, dx, ki));
+    }
+    if (m == 0 || n == 0) {  // sums over no rows are 0
+      DP_CUDA_CHECK(cuda::LaunchFill(db, n, 0.0f, stream()));
+      return;
+    }
+    DP_CUDA_CHECK(cuda::LaunchFill(ones, m, 1.0f, stream()));
+    DP_CUBLAS_CHECK(cublasSgemv(cublas(), CUBLAS_OP_N, ni, mi, &one, dyp, ni, ones, 1, &zero, db, 1));
+  }
+};
+
 DP_REGISTER_CUDA_OPERATOR(FC, FcOp);
+DP_REGISTER_CUDA_OPERATOR(FCGradient, FcGradientOp);
 
 }  // namespace
 }  // namespace dp
