@@ -70,8 +70,6 @@ namespace dp::cuda {
 // gradients), conv_kernels.cu (im2col / col2im and the column layout of a
 // block of images), pool_kernels.cu (max and average pooling).
 #define DP_CUDA_NN_LAUNCHERS(X)                                                                               \
-  X(LaunchReluMask, (const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream),             \
-    (y, dy, dx, n, stream))                                                                                   \
   X(LaunchChannelSums,                                                                                        \
     (const float* x, int64_t outer, int64_t channels, int64_t inner, float* sums, cudaStream_t stream),       \
     (x, outer, channels, inner, sums, stream))                                                                \

@@ -69,7 +69,7 @@ class FcGradientOp final : public CudaOperator {
     float* ones = Scratch<float>(m + (checked.relu ? m * n : 0));
     if (checked.relu) {
       float* dz = ones + m;
-      DP_CUDA_CHECK(cuda::LaunchReluMask(y->data<float>(), dyp, dz, m * n, stream()));
+      DP_CUDA_CHECK(cuda::LaunchReluGradient(y->data<float>(), dyp, dz, m * n, stream()));
       dyp = dz;
     }
     float* dw = Output(0, w.dims(), DType::kFloat32)->mutable_data<float>();

@@ -1,5 +1,5 @@
-// Kernels the nn family's ops share (cuda/op_launchers.h): FC's fused relu
-// gradient and the per-channel sums of bias gradients.
+// Kernels the nn family's ops share (cuda/op_launchers.h): the per-channel
+// sums of bias gradients. (FC's fused relu gradient is ReluGradient's kernel.)
 #include "cuda/grid.cuh"
 #include "cuda/op_launchers.h"
 
@@ -7,11 +7,6 @@ namespace dp::cuda {
 namespace {
 
 using namespace grid;  // NOLINT: the launch geometry every kernel here shares
-
-// dX = dY where Y > 0, else 0 (as the CPU's FCGradient masks dY).
-__global__ void ReluMaskKernel(const float* y, const float* dy, float* dx, int64_t n) {
-  for (int64_t i = FirstIndex(); i < n; i += Stride()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-}
 
 // One block per channel: each thread sums a strided share of the channel's
 // outer * inner elements, then the block adds the partial sums in a fixed
@@ -37,12 +32,6 @@ __global__ void ChannelSumsKernel(const float* x, int64_t outer, int64_t channel
 }
 
 }  // namespace
-
-cudaError_t LaunchReluMask(const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return cudaSuccess;
-  ReluMaskKernel<<<Blocks(n), kThreads, 0, stream>>>(y, dy, dx, n);
-  return cudaGetLastError();
-}
 
 // x [outer, channels, inner] -> sums [channels] (zeros when outer * inner is 0).
 cudaError_t LaunchChannelSums(const float* x, int64_t outer, int64_t channels, int64_t inner, float* sums,
