@@ -3,11 +3,23 @@
 #include <algorithm>
 #include <utility>
 
+#include "ops/cpu/loss_checks.h"
 #include "ops/gradient_registry.h"
+#include "ops/math/losses.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
 namespace dp {
+
+void CheckLossGradScalar(const Tensor& dl, const std::string& dld, DType dtype, const char* of) {
+  DP_ENFORCE_CODE(dl.numel() == 1 && dl.dtype() == dtype, Code::kShape, dld, " must be one value of ", of,
+                  "'s dtype, got ", dl.DebugString());
+}
+
+void CheckAveragedLossInput(const Dims& x, const std::string& xd) {
+  DP_ENFORCE_CODE(NumElements(x) > 0, Code::kShape, xd, " is empty: the mean of nothing is undefined");
+}
+
 namespace {
 
 class AveragedLossOp final : public Operator {
@@ -17,13 +29,13 @@ class AveragedLossOp final : public Operator {
  private:
   void RunOnDevice() override {
     const Tensor& x = Input(0);
-    DP_ENFORCE_CODE(x.numel() > 0, Code::kShape, InputDesc(0), " is empty: the mean of nothing is undefined");
+    CheckAveragedLossInput(x.dims(), InputDesc(0));
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
       double sum = 0;  // accumulate in double: losses over large batches
       for (int64_t i = 0; i < x.numel(); ++i) sum += xp[i];
-      Output(0, {}, x.dtype())->template mutable_data<T>()[0] = static_cast<T>(sum / static_cast<double>(x.numel()));
+      Output(0, {}, x.dtype())->template mutable_data<T>()[0] = math::MeanOfSum<T>(sum, x.numel());
     });
   }
 };
@@ -37,11 +49,10 @@ class AveragedLossGradientOp final : public Operator {
   void RunOnDevice() override {
     const Tensor& x = Input(0);
     const Tensor& dl = Input(1);
-    DP_ENFORCE_CODE(dl.numel() == 1 && dl.dtype() == x.dtype(), Code::kShape, InputDesc(1),
-                    " must be one value of X's dtype, got ", dl.DebugString());
+    CheckLossGradScalar(dl, InputDesc(1), x.dtype(), "X");
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
-      const T g = static_cast<T>(static_cast<double>(dl.data<T>()[0]) / static_cast<double>(x.numel()));
+      const T g = math::AveragedLossGradient(dl.data<T>()[0], x.numel());
       T* dx = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
       std::fill(dx, dx + x.numel(), g);
     });
@@ -159,8 +170,7 @@ DP_OPERATOR_SCHEMA(AveragedLoss)
     .Inputs({"X"})
     .Outputs({"loss"})
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
-      DP_ENFORCE_CODE(NumElements(in[0].dims) > 0, Code::kShape, "X '", op.inputs[0],
-                      "' is empty: the mean of nothing is undefined");
+      CheckAveragedLossInput(in[0].dims, StrCat("X '", op.inputs[0], "'"));
       return std::vector<TensorInfo>{{{}, in[0].dtype}};
     })
     .Doc("Mean of all elements of X (a scalar).");
