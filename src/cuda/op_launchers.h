@@ -65,6 +65,13 @@ namespace dp::cuda {
     (x, loss, partials, n, stream))                                                                           \
   X(LaunchAveragedLossGradient, (const float* dloss, float* dx, int64_t n, cudaStream_t stream),                \
     (dloss, dx, n, stream))                                                                                   \
+  X(LaunchSquaredL2Distance,                                                                                  \
+    (const float* x, const float* y, float* z, int64_t rows, int64_t cols, cudaStream_t stream),               \
+    (x, y, z, rows, cols, stream))                                                                            \
+  X(LaunchSquaredL2DistanceGradient,                                                                          \
+    (const float* x, const float* y, const float* dz, float* dx, int64_t rows, int64_t cols,                    \
+     cudaStream_t stream),                                                                                    \
+    (x, y, dz, dx, rows, cols, stream))                                                                       \
   X(LaunchAccuracy,                                                                                           \
     (const float* x, const int32_t* labels, int64_t top_k, float* accuracy, int32_t* row_correct, int64_t rows, \
      int64_t cols, cudaStream_t stream),                                                                      \

@@ -88,6 +88,16 @@ void AddLossCases(CaseList& cases) {
   cases.push_back(MakeCase("AveragedLossGradient", MakeOperatorDef("AveragedLossGradient", {"X", "dloss"}, {"dX"}),
                            {Uniform({13, 7}, -1, 1), Uniform({}, -2, 2)}));
 
+  cases.push_back(WithGradCheck(MakeCase("SquaredL2Distance",
+                                         MakeOperatorDef("SquaredL2Distance", {"X", "Y"}, {"Z"}),
+                                         {Uniform({6, 3, 5}, -1, 1), Uniform({6, 3, 5}, -1, 1)})));
+  cases.push_back(MakeCase("SquaredL2Distance/rows wider than a block",
+                           MakeOperatorDef("SquaredL2Distance", {"X", "Y"}, {"Z"}),
+                           {Uniform({3, 2500}, -1, 1), Uniform({3, 2500}, 0, 2)}));
+  cases.push_back(MakeCase("SquaredL2DistanceGradient",
+                           MakeOperatorDef("SquaredL2DistanceGradient", {"X", "Y", "dZ"}, {"dX"}),
+                           {Uniform({7, 9}, -1, 1), Uniform({7, 9}, -1, 1), Uniform({7}, -1, 1)}));
+
   cases.push_back(MakeCase("Accuracy/top 1", MakeOperatorDef("Accuracy", {"X", "L"}, {"accuracy"}),
                            {Uniform({33, 10}, 0, 1), Labels({33}, 10)}));
   cases.push_back(MakeCase("Accuracy/top 3 wide",

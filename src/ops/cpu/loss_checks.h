@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "core/tensor.h"
 #include "graph/net_def.h"
@@ -26,6 +27,13 @@ void CheckSoftmaxGradInputs(const Tensor& y, const std::string& yd, const Tensor
 void CheckLossGradScalar(const Tensor& dl, const std::string& dld, DType dtype, const char* of);
 // AveragedLoss's X: the mean of nothing is undefined.
 void CheckAveragedLossInput(const Dims& x, const std::string& xd);
+
+// Rows and elements per row of SquaredL2Distance's X and Y [N, ...] (same
+// shape and dtype, at least 1-D); `x` and `y` describe the inputs in messages.
+std::pair<int64_t, int64_t> L2Rows(const Dims& xd, DType xt, const std::string& x, const Dims& yd, DType yt,
+                                   const std::string& y);
+// SquaredL2DistanceGradient's dZ (described by dzd): [n] of X's dtype.
+void CheckL2DistanceGrad(const Tensor& dz, const std::string& dzd, int64_t n, DType xt, const std::string& xd);
 
 // SoftmaxWithLoss(Gradient): logits [N, D] and labels int32 [N] or [N, 1];
 // `op` names the blobs in messages.

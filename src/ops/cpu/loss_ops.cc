@@ -1,7 +1,6 @@
 // Losses: AveragedLoss, the mean of all elements of X as a scalar;
 // SquaredL2Distance, half the squared distance between the rows of X and Y.
 #include <algorithm>
-#include <utility>
 
 #include "ops/cpu/loss_checks.h"
 #include "ops/gradient_registry.h"
@@ -18,6 +17,23 @@ void CheckLossGradScalar(const Tensor& dl, const std::string& dld, DType dtype, 
 
 void CheckAveragedLossInput(const Dims& x, const std::string& xd) {
   DP_ENFORCE_CODE(NumElements(x) > 0, Code::kShape, xd, " is empty: the mean of nothing is undefined");
+}
+
+std::pair<int64_t, int64_t> L2Rows(const Dims& xd, DType xt, const std::string& x, const Dims& yd, DType yt,
+                                   const std::string& y) {
+  DP_ENFORCE_CODE(xt == yt, Code::kDType, x, " is ", DTypeName(xt), " but ", y, " is ", DTypeName(yt));
+  DispatchFloat(xt, x, [](auto) {});
+  DP_ENFORCE_CODE(xd == yd, Code::kShape, x, " has shape ", DimsString(xd), " but ", y, " has ", DimsString(yd),
+                  ": they must match");
+  DP_ENFORCE_CODE(!xd.empty(), Code::kShape, x, " must have at least one dim (the rows), got a scalar");
+  const int64_t n = xd[0];
+  Dims row(xd.begin() + 1, xd.end());
+  return {n, NumElements(row)};
+}
+
+void CheckL2DistanceGrad(const Tensor& dz, const std::string& dzd, int64_t n, DType xt, const std::string& xd) {
+  DP_ENFORCE_CODE(dz.dtype() == xt && dz.dims() == Dims{n}, Code::kShape, dzd, " must be [", n, "] of ", xd,
+                  "'s dtype, got ", dz.DebugString());
 }
 
 namespace {
@@ -59,21 +75,6 @@ class AveragedLossGradientOp final : public Operator {
   }
 };
 
-// Rows and elements per row of SquaredL2Distance's X and Y [N, ...] (same
-// shape and dtype, at least 1-D); shared by the kernels and shape inference.
-// `x` and `y` describe the inputs in messages.
-std::pair<int64_t, int64_t> L2Rows(const Dims& xd, DType xt, const std::string& x, const Dims& yd, DType yt,
-                                   const std::string& y) {
-  DP_ENFORCE_CODE(xt == yt, Code::kDType, x, " is ", DTypeName(xt), " but ", y, " is ", DTypeName(yt));
-  DispatchFloat(xt, x, [](auto) {});
-  DP_ENFORCE_CODE(xd == yd, Code::kShape, x, " has shape ", DimsString(xd), " but ", y, " has ", DimsString(yd),
-                  ": they must match");
-  DP_ENFORCE_CODE(!xd.empty(), Code::kShape, x, " must have at least one dim (the rows), got a scalar");
-  const int64_t n = xd[0];
-  Dims row(xd.begin() + 1, xd.end());
-  return {n, NumElements(row)};
-}
-
 // Z[i] = 0.5 * sum_j (X[i, j] - Y[i, j])^2 over the flattened rows, summed in
 // double (Caffe2's SquaredL2Distance).
 class SquaredL2DistanceOp final : public Operator {
@@ -95,11 +96,8 @@ class SquaredL2DistanceOp final : public Operator {
       T* z = Output(0, {n}, x.dtype())->template mutable_data<T>();
       for (int64_t i = 0; i < n; ++i) {
         double sum = 0;
-        for (int64_t j = 0; j < d; ++j) {
-          const double diff = static_cast<double>(xp[i * d + j]) - static_cast<double>(yp[i * d + j]);
-          sum += diff * diff;
-        }
-        z[i] = static_cast<T>(0.5 * sum);
+        for (int64_t j = 0; j < d; ++j) sum += math::SquaredDifference(xp[i * d + j], yp[i * d + j]);
+        z[i] = math::HalfOfSum<T>(sum);
       }
     });
   }
@@ -120,8 +118,7 @@ class SquaredL2DistanceGradientOp final : public Operator {
     const std::pair<int64_t, int64_t> rows =
         L2Rows(x.dims(), x.dtype(), InputDesc(0), y.dims(), y.dtype(), InputDesc(1));
     const int64_t n = rows.first, d = rows.second;
-    DP_ENFORCE_CODE(dz.dtype() == x.dtype() && dz.dims() == Dims{n}, Code::kShape, InputDesc(2), " must be [",
-                    n, "] of ", InputDesc(0), "'s dtype, got ", dz.DebugString());
+    CheckL2DistanceGrad(dz, InputDesc(2), n, x.dtype(), InputDesc(0));
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
@@ -129,7 +126,7 @@ class SquaredL2DistanceGradientOp final : public Operator {
       const T* g = dz.data<T>();
       T* dx = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < d; ++j) dx[i * d + j] = (xp[i * d + j] - yp[i * d + j]) * g[i];
+        for (int64_t j = 0; j < d; ++j) dx[i * d + j] = math::L2DistanceGradient(xp[i * d + j], yp[i * d + j], g[i]);
     });
   }
 };

@@ -1,6 +1,7 @@
-// CUDA kernels of AveragedLoss and its gradient (schemas and CPU twins in
-// ops/cpu/loss_ops.cc; kernels in softmax_loss_kernels.cu). The loss stays
-// on the device; the gradient reads dloss there.
+// CUDA kernels of AveragedLoss, SquaredL2Distance and their gradients
+// (schemas and CPU twins in ops/cpu/loss_ops.cc; kernels in
+// softmax_loss_kernels.cu). The loss stays on the device; the gradients read
+// dloss / dZ there.
 #include <cstdint>
 
 #include "cuda/op_launchers.h"
@@ -44,8 +45,47 @@ class AveragedLossGradientOp final : public CudaOperator {
   }
 };
 
+class SquaredL2DistanceOp final : public CudaOperator {
+ public:
+  using CudaOperator::CudaOperator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = FloatInput(0);
+    const Tensor& y = FloatInput(1);
+    const auto [n, d] = L2Rows(x.dims(), x.dtype(), InputDesc(0), y.dims(), y.dtype(), InputDesc(1));
+    const float* xp = x.data<float>();
+    const float* yp = y.data<float>();
+    float* z = Output(0, {n}, DType::kFloat32)->mutable_data<float>();
+    DP_CUDA_CHECK(cuda::LaunchSquaredL2Distance(xp, yp, z, n, d, stream()));
+  }
+};
+
+// dX = (X - Y) * dZ per row; the gradient of Y is this op with X and Y swapped.
+class SquaredL2DistanceGradientOp final : public CudaOperator {
+ public:
+  using CudaOperator::CudaOperator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = FloatInput(0);
+    const Tensor& y = FloatInput(1);
+    const Tensor& dz = FloatInput(2);
+    const auto [n, d] = L2Rows(x.dims(), x.dtype(), InputDesc(0), y.dims(), y.dtype(), InputDesc(1));
+    CheckL2DistanceGrad(dz, InputDesc(2), n, x.dtype(), InputDesc(0));
+    const float* xp = x.data<float>();
+    const float* yp = y.data<float>();
+    const float* dzp = dz.data<float>();
+    const Dims dims = x.dims();
+    float* dx = Output(0, dims, DType::kFloat32)->mutable_data<float>();
+    DP_CUDA_CHECK(cuda::LaunchSquaredL2DistanceGradient(xp, yp, dzp, dx, n, d, stream()));
+  }
+};
+
 DP_REGISTER_CUDA_OPERATOR(AveragedLoss, AveragedLossOp);
 DP_REGISTER_CUDA_OPERATOR(AveragedLossGradient, AveragedLossGradientOp);
+DP_REGISTER_CUDA_OPERATOR(SquaredL2Distance, SquaredL2DistanceOp);
+DP_REGISTER_CUDA_OPERATOR(SquaredL2DistanceGradient, SquaredL2DistanceGradientOp);
 
 }  // namespace
 }  // namespace dp

@@ -1,4 +1,5 @@
-// The loss_norm family's softmax, loss and accuracy kernels
+// The loss_norm family's softmax, loss (label losses, AveragedLoss,
+// SquaredL2Distance) and accuracy kernels
 // (cuda/op_launchers.h). Row reductions run one block per row (the grid
 // strides over the rows, each block's threads over the row's columns); sums
 // over rows and over all elements are block reductions of per-row values or
@@ -174,6 +175,24 @@ __global__ void AveragedLossGradientKernel(const float* dloss, float* dx, int64_
   for (int64_t i = grid::FirstIndex(); i < n; i += grid::Stride()) dx[i] = g;
 }
 
+// Per row: z = half the sum of (x - y)^2 over the row, in double.
+__global__ void SquaredL2DistanceKernel(const float* x, const float* y, float* z, int64_t rows, int64_t cols) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    double sum = 0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      sum += math::SquaredDifference(x[r * cols + c], y[r * cols + c]);
+    sum = BlockSum(sum);
+    if (threadIdx.x == 0) z[r] = math::HalfOfSum<float>(sum);
+  }
+}
+
+__global__ void SquaredL2DistanceGradientKernel(const float* x, const float* y, const float* dz, float* dx,
+                                                int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t i = grid::FirstIndex(); i < n; i += grid::Stride())
+    dx[i] = math::L2DistanceGradient(x[i], y[i], dz[i / cols]);
+}
+
 // Per row: 1 when the label ranks among the top k, 0 when not, -1 when the
 // label is out of range.
 __global__ void AccuracyRowsKernel(const float* x, const int32_t* labels, int64_t rows, int64_t cols, int64_t top_k,
@@ -274,6 +293,21 @@ cudaError_t LaunchAveragedLoss(const float* x, float* loss, double* partials, in
 cudaError_t LaunchAveragedLossGradient(const float* dloss, float* dx, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   AveragedLossGradientKernel<<<grid::Blocks(n), grid::kThreads, 0, stream>>>(dloss, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSquaredL2Distance(const float* x, const float* y, float* z, int64_t rows, int64_t cols,
+                                    cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  SquaredL2DistanceKernel<<<RowBlocks(rows), reduce::kThreads, 0, stream>>>(x, y, z, rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSquaredL2DistanceGradient(const float* x, const float* y, const float* dz, float* dx, int64_t rows,
+                                            int64_t cols, cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return cudaSuccess;
+  SquaredL2DistanceGradientKernel<<<grid::Blocks(n), grid::kThreads, 0, stream>>>(x, y, dz, dx, rows, cols);
   return cudaGetLastError();
 }
 

@@ -54,6 +54,22 @@ DP_HD inline T AveragedLossGradient(T dloss, int64_t n) {
   return static_cast<T>(static_cast<double>(dloss) / static_cast<double>(n));
 }
 
+// SquaredL2Distance: one term (x - y)^2 of a row's sum, in double, and half
+// the row's sum; its gradient (x - y) * dz.
+template <typename T>
+DP_HD inline double SquaredDifference(T x, T y) {
+  const double diff = static_cast<double>(x) - static_cast<double>(y);
+  return diff * diff;
+}
+template <typename T>
+DP_HD inline T HalfOfSum(double sum) {
+  return static_cast<T>(0.5 * sum);
+}
+template <typename T>
+DP_HD inline T L2DistanceGradient(T x, T y, T dz) {
+  return (x - y) * dz;
+}
+
 // Accuracy: the fraction of n samples counted correct (0 for no samples).
 DP_HD inline float AccuracyFraction(int64_t correct, int64_t n) {
   return n > 0 ? static_cast<float>(static_cast<double>(correct) / static_cast<double>(n)) : 0.0f;
