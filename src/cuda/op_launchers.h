@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "ops/math/batchnorm.h"
 #include "ops/math/binary.h"
 #include "ops/math/broadcast.h"
 #include "ops/math/conv_geometry.h"
@@ -26,8 +27,8 @@ namespace dp::cuda {
 
 // ops/cuda/elementwise_kernels.cu: fills, activations, elementwise math and
 // broadcasts, reductions to a broadcast operand's shape, data movement of the
-// shape ops (Transpose's gather, Concat's rows), SquaredL2Distance. Sizes in
-// elements; `itemsize` (1, 2, 4 or 8 bytes) where any dtype moves.
+// shape ops (Transpose's gather, Concat's rows). Sizes in elements;
+// `itemsize` (1, 2, 4 or 8 bytes) where any dtype moves.
 #define DP_CUDA_ELEMENTWISE_LAUNCHERS(X)                                                                     \
   X(LaunchFill, (float* y, int64_t n, float value, cudaStream_t stream), (y, n, value, stream))               \
   X(LaunchRelu, (const float* x, float* y, int64_t n, cudaStream_t stream), (x, y, n, stream))                \
@@ -57,14 +58,7 @@ namespace dp::cuda {
   X(LaunchCopyRows,                                                                                           \
     (const void* src, int64_t src_stride, void* dst, int64_t dst_stride, int64_t rows, int64_t row_length,    \
      int itemsize, cudaStream_t stream),                                                                      \
-    (src, src_stride, dst, dst_stride, rows, row_length, itemsize, stream))                                   \
-  X(LaunchSquaredL2Distance,                                                                                  \
-    (const float* x, const float* y, float* z, int64_t rows, int64_t cols, cudaStream_t stream),              \
-    (x, y, z, rows, cols, stream))                                                                            \
-  X(LaunchSquaredL2DistanceGradient,                                                                          \
-    (const float* x, const float* y, const float* dz, float* dx, int64_t rows, int64_t cols,                  \
-     cudaStream_t stream),                                                                                    \
-    (x, y, dz, dx, rows, cols, stream))
+    (src, src_stride, dst, dst_stride, rows, row_length, itemsize, stream))
 
 // The nn family: ops/cuda/nn_kernels.cu (FC's fused relu gradient, bias
 // gradients), conv_kernels.cu (im2col / col2im and the column layout of a
@@ -95,8 +89,79 @@ namespace dp::cuda {
   X(LaunchAveragePoolGradient, (const float* dy, math::PoolGeometry g, float* dx, cudaStream_t stream),       \
     (dy, g, dx, stream))
 
-// ops/cuda/loss_norm_kernels.cu: softmax, losses, accuracy, batch norm.
-#define DP_CUDA_LOSS_NORM_LAUNCHERS(X)
+// ops/cuda/softmax_loss_kernels.cu: softmax, losses, accuracy; scalar results
+// (loss, accuracy) are written on the device. Scratch: SoftmaxWithLoss 2N
+// doubles, its gradient 1, AveragedLoss math::SumPartials(n), Accuracy N int32.
+// ops/cuda/batchnorm_kernels.cu: batch norm; partials are
+// bn::BnPartialsSize(d) doubles, LaunchBnMoments' sums 3C
+// (sum, sums about the mean and of their squares), coeffs 2C (mean, inv_std).
+#define DP_CUDA_LOSS_NORM_LAUNCHERS(X)                                                                        \
+  X(LaunchSoftmax, (const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream),                 \
+    (x, y, rows, cols, stream))                                                                               \
+  X(LaunchSoftmaxGradient,                                                                                    \
+    (const float* y, const float* dy, float* dx, int64_t rows, int64_t cols, cudaStream_t stream),              \
+    (y, dy, dx, rows, cols, stream))                                                                          \
+  X(LaunchSoftmaxWithLoss,                                                                                    \
+    (const float* x, const int32_t* labels, const float* weights, double scale, float* p, float* loss,          \
+     double* row_scratch, int64_t rows, int64_t cols, cudaStream_t stream),                                   \
+    (x, labels, weights, scale, p, loss, row_scratch, rows, cols, stream))                                    \
+  X(LaunchSoftmaxWithLossGradient,                                                                            \
+    (const float* p, const int32_t* labels, const float* dloss, const float* weights, double scale, float* dx,  \
+     double* weight_sum, int64_t rows, int64_t cols, cudaStream_t stream),                                    \
+    (p, labels, dloss, weights, scale, dx, weight_sum, rows, cols, stream))                                   \
+  X(LaunchLabelCrossEntropy,                                                                                  \
+    (const float* x, const int32_t* labels, float* y, int64_t rows, int64_t cols, cudaStream_t stream),         \
+    (x, labels, y, rows, cols, stream))                                                                       \
+  X(LaunchLabelCrossEntropyGradient,                                                                          \
+    (const float* x, const int32_t* labels, const float* dy, float* dx, int64_t rows, int64_t cols,             \
+     cudaStream_t stream),                                                                                    \
+    (x, labels, dy, dx, rows, cols, stream))                                                                  \
+  X(LaunchAveragedLoss, (const float* x, float* loss, double* partials, int64_t n, cudaStream_t stream),        \
+    (x, loss, partials, n, stream))                                                                           \
+  X(LaunchAveragedLossGradient, (const float* dloss, float* dx, int64_t n, cudaStream_t stream),                \
+    (dloss, dx, n, stream))                                                                                   \
+  X(LaunchSquaredL2Distance,                                                                                  \
+    (const float* x, const float* y, float* z, int64_t rows, int64_t cols, cudaStream_t stream),               \
+    (x, y, z, rows, cols, stream))                                                                            \
+  X(LaunchSquaredL2DistanceGradient,                                                                          \
+    (const float* x, const float* y, const float* dz, float* dx, int64_t rows, int64_t cols,                    \
+     cudaStream_t stream),                                                                                    \
+    (x, y, dz, dx, rows, cols, stream))                                                                       \
+  X(LaunchAccuracy,                                                                                           \
+    (const float* x, const int32_t* labels, int64_t top_k, float* accuracy, int32_t* row_correct, int64_t rows, \
+     int64_t cols, cudaStream_t stream),                                                                      \
+    (x, labels, top_k, accuracy, row_correct, rows, cols, stream))                                            \
+  X(LaunchBnMoments, (const float* x, bn::BnDims d, double* partials, double* sums, cudaStream_t stream),       \
+    (x, d, partials, sums, stream))                                                                           \
+  X(LaunchBnTrainingFinalize,                                                                                 \
+    (const float* running_mean, const float* running_var, bn::BnSums sums, bn::BnCount count, int64_t channels, \
+     double epsilon, double momentum, double* coeffs, float* new_running_mean, float* new_running_var,          \
+     float* saved_mean, float* saved_inv_std, cudaStream_t stream),                                           \
+    (running_mean, running_var, sums, count, channels, epsilon, momentum, coeffs, new_running_mean,            \
+     new_running_var, saved_mean, saved_inv_std, stream))                                                     \
+  X(LaunchBnInferenceCoefficients,                                                                            \
+    (const float* running_mean, const float* running_var, int64_t channels, double epsilon, double* coeffs,     \
+     cudaStream_t stream),                                                                                    \
+    (running_mean, running_var, channels, epsilon, coeffs, stream))                                           \
+  X(LaunchBnNormalize,                                                                                        \
+    (const float* x, const float* scale, const float* bias, const double* coeffs, bn::BnDims d, float* y,       \
+     cudaStream_t stream),                                                                                    \
+    (x, scale, bias, coeffs, d, y, stream))                                                                   \
+  X(LaunchBnGradSums,                                                                                         \
+    (const float* x, const float* dy, const float* mean, const float* inv_std, bn::BnDims d, double* partials,  \
+     double* sums, cudaStream_t stream),                                                                      \
+    (x, dy, mean, inv_std, d, partials, sums, stream))                                                        \
+  X(LaunchBnBackward,                                                                                         \
+    (const float* x, const float* dy, const float* scale, const float* mean, const float* inv_std,              \
+     const double* sum_dy, const double* sum_dy_xhat, bn::BnCount count, bn::BnDims d, float* dx,              \
+     cudaStream_t stream),                                                                                    \
+    (x, dy, scale, mean, inv_std, sum_dy, sum_dy_xhat, count, d, dx, stream))                                 \
+  X(LaunchBnStoreGradSums,                                                                                    \
+    (const double* sum_dy, const double* sum_dy_xhat, int64_t channels, double count, float* dscale,            \
+     float* dbias, double* gstats, cudaStream_t stream),                                                      \
+    (sum_dy, sum_dy_xhat, channels, count, dscale, dbias, gstats, stream))                                    \
+  X(LaunchBnStatsPack, (const double* sums, int64_t channels, double count, double* stats, cudaStream_t stream), \
+    (sums, channels, count, stats, stream))
 
 // ops/cuda/random_optimizer_kernels.cu: random fills, dropout, optimizer updates.
 #define DP_CUDA_RANDOM_OPTIMIZER_LAUNCHERS(X)

@@ -92,7 +92,7 @@ inline Case MakeCase(std::string name, OperatorDef op, std::vector<InputSpec> in
   return c;
 }
 
-// The case's inputs as CPU tensors; float inputs as `float_type` (float32,
+// The case's inputs as CPU tensors; float32 inputs as `float_type` (float32,
 // or float64 for the CPU gradient check).
 inline std::vector<Tensor> MakeInputs(const Case& c, DType float_type = DType::kFloat32) {
   REQUIRE_MESSAGE(c.inputs.size() == c.op.inputs.size(), c.name, ": ", c.inputs.size(), " input specs for ",
@@ -100,8 +100,9 @@ inline std::vector<Tensor> MakeInputs(const Case& c, DType float_type = DType::k
   std::mt19937_64 gen(std::hash<std::string>{}(c.name));
   std::vector<Tensor> out;
   for (const InputSpec& s : c.inputs) {
-    const bool is_float = s.dtype == DType::kFloat32 || s.dtype == DType::kFloat64;
-    Tensor t(s.dims, is_float ? float_type : s.dtype);
+    // float32 inputs follow float_type; float64 ones are float64 on every
+    // device (statistics an op takes in float64, as SyncSpatialBN's).
+    Tensor t(s.dims, s.dtype == DType::kFloat32 ? float_type : s.dtype);
     const int64_t n = t.numel();
     for (int64_t i = 0; i < n; ++i) {
       double v = 0;

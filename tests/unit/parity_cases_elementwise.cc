@@ -1,7 +1,7 @@
 // Device parity cases of the elementwise family (device_parity.h): fills,
 // activations, broadcasting arithmetic and its reductions, shape ops,
-// Transpose, Concat and SquaredL2Distance. Every case's tolerance is float
-// rounding unless it says why not.
+// Transpose and Concat. Every case's tolerance is float rounding unless it
+// says why not.
 #include "device_parity.h"
 
 namespace dp::parity {
@@ -179,19 +179,6 @@ void AddConcatCases(CaseList& cases) {
                            {{{4, 10, 3}}, {{4, 3, 3}}, {{4, 2, 3}}, {{4, 5, 3}}}));
 }
 
-void AddSquaredL2Cases(CaseList& cases) {
-  cases.push_back(Grad(MakeCase("SquaredL2Distance", MakeOperatorDef("SquaredL2Distance", {"X", "Y"}, {"Z"}),
-                                {{{6, 5}}, {{6, 5}}})));
-  // Long rows (a block's threads each sum many terms) and 3-D rows.
-  cases.push_back(MakeCase("SquaredL2Distance/long rows", MakeOperatorDef("SquaredL2Distance", {"X", "Y"}, {"Z"}),
-                           {{{3, 4099}}, {{3, 4099}}}));
-  cases.push_back(MakeCase("SquaredL2Distance/3-D", MakeOperatorDef("SquaredL2Distance", {"X", "Y"}, {"Z"}),
-                           {{{7, 3, 11}}, {{7, 3, 11}}}));
-  cases.push_back(MakeCase("SquaredL2DistanceGradient",
-                           MakeOperatorDef("SquaredL2DistanceGradient", {"X", "Y", "dZ"}, {"dX"}),
-                           {{{9, 13}}, {{9, 13}}, {{9}}}));
-}
-
 DP_PARITY_CASES(ElementwiseCases) {
   CaseList cases;
   AddFillCases(cases);
@@ -199,7 +186,6 @@ DP_PARITY_CASES(ElementwiseCases) {
   AddArithmeticCases(cases);
   AddShapeCases(cases);
   AddConcatCases(cases);
-  AddSquaredL2Cases(cases);
   return cases;
 }
 

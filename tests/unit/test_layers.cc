@@ -21,6 +21,7 @@
 
 #include "autodiff/add_gradients.h"
 #include "ops/gradient_registry.h"
+#include "ops/math/batchnorm.h"
 #include "core/storage.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
@@ -406,6 +407,33 @@ TEST_CASE_TEMPLATE("SpatialBNGradient matches the closed form", T, float, double
   // dX in place of dY.
   auto ws2 = RunOp(Op("SpatialBNGradient", {"x", "scale", "dy", "sm", "siv"}, {"dy", "dscale", "dbias"}), f);
   CheckClose(Values<T>(ws2->GetTensor("dy")), dx, Tol<T>() * 20);
+}
+
+// The CUDA kernels index X through BnDims (the CPU kernels loop over n, c,
+// s): element(ch, j) must visit each channel's values exactly once, and
+// channel_of must invert it, for every layout including 1x1 spatial.
+TEST_CASE("bn::BnDims: element and channel_of follow the [N, C, S] layout") {
+  for (const bn::BnDims d : {bn::BnDims{3, 4, 5}, bn::BnDims{6, 2, 1}, bn::BnDims{1, 1, 7}, bn::BnDims{2, 3, 0}}) {
+    CAPTURE(d.n);
+    CAPTURE(d.c);
+    CAPTURE(d.s);
+    CHECK(d.count() == static_cast<double>(d.values_per_channel()));
+    std::vector<int> seen(static_cast<size_t>(d.n * d.c * d.s), 0);
+    for (int64_t ch = 0; ch < d.c; ++ch)
+      for (int64_t j = 0; j < d.values_per_channel(); ++j) {
+        const int64_t i = d.element(ch, j);
+        REQUIRE(i >= 0);
+        REQUIRE(i < d.n * d.c * d.s);
+        CHECK(i == ((j / d.s) * d.c + ch) * d.s + j % d.s);
+        CHECK(d.channel_of(i) == ch);
+        ++seen[static_cast<size_t>(i)];
+      }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+    const int64_t parts = bn::BnPartialsPerChannel(d);
+    CHECK(parts >= 1);
+    CHECK(parts <= 64);
+    CHECK(bn::BnPartialsSize(d) == 2 * d.c * parts);
+  }
 }
 
 TEST_CASE("SpatialBN: gradient checks of X, scale and bias (4-D and 2-D)") {

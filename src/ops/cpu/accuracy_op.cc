@@ -1,14 +1,14 @@
 // Accuracy: the fraction of samples whose label is among the top_k scores.
 // Ties count against the sample (a score equal to the label's, at a lower
 // index, ranks above it), so results do not depend on sort stability.
+#include "ops/cpu/loss_checks.h"
 #include "ops/gradient_registry.h"
+#include "ops/math/losses.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
 namespace dp {
-namespace {
 
-// Shared by the kernel and shape inference; `op` names the blobs in messages.
 void CheckScoresAndLabels(const OperatorDef& op, const Dims& x, const Dims& label, DType lt) {
   const std::string xn = StrCat("scores '", op.inputs[0], "'"), ln = StrCat("labels '", op.inputs[1], "'");
   DP_ENFORCE_CODE(x.size() == 2, Code::kShape, xn, " must be 2-D [N, D], got ", DimsString(x));
@@ -16,6 +16,14 @@ void CheckScoresAndLabels(const OperatorDef& op, const Dims& x, const Dims& labe
   DP_ENFORCE_CODE(NumElements(label) == x[0], Code::kShape, ln, " ", DimsString(label), " must hold N = ", x[0],
                   " labels");
 }
+
+int64_t AccuracyTopK(const ArgReader& args) {
+  const int64_t top_k = args.Int("top_k", 1);
+  DP_ENFORCE(top_k >= 1, "argument 'top_k' must be >= 1, got ", top_k);
+  return top_k;
+}
+
+namespace {
 
 class AccuracyOp final : public Operator {
  public:
@@ -27,8 +35,7 @@ class AccuracyOp final : public Operator {
     const Tensor& label = Input(1);
     CheckScoresAndLabels(def(), x.dims(), label.dims(), label.dtype());
     const int64_t n = x.dim(0), d = x.dim(1);
-    int64_t top_k = args().Int("top_k", 1);
-    DP_ENFORCE(top_k >= 1, "argument 'top_k' must be >= 1, got ", top_k);
+    const int64_t top_k = AccuracyTopK(args());
     const int32_t* lp = label.data<int32_t>();
     int64_t correct = 0;
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
@@ -36,17 +43,17 @@ class AccuracyOp final : public Operator {
       const T* xp = x.data<T>();
       for (int64_t i = 0; i < n; ++i) {
         int32_t l = lp[i];
-        if (l < 0 || l >= d)
+        if (!math::LabelInRange(l, d))
           DP_THROW(Code::kOutOfRange, InputDesc(1), ": label ", l, " of sample ", i, " is outside [0, ", d, ")");
         const T* row = xp + i * d;
         int64_t rank = 0;  // number of classes ranked above the label
         for (int64_t c = 0; c < d; ++c)
-          if (row[c] > row[l] || (row[c] == row[l] && c < l)) ++rank;
+          if (math::RanksAboveLabel(row[c], row[l], c, l)) ++rank;
         if (rank < top_k) ++correct;
       }
     });
     float* out = Output(0, {}, DType::kFloat32)->mutable_data<float>();
-    out[0] = n > 0 ? static_cast<float>(static_cast<double>(correct) / static_cast<double>(n)) : 0.0f;
+    out[0] = math::AccuracyFraction(correct, n);
   }
 };
 

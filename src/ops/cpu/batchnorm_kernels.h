@@ -1,7 +1,8 @@
 // SpatialBN's kernels and shape rules, shared by SpatialBN (batch statistics
 // of one device) and the synchronised BN ops (statistics over every replica's
-// batch, sync_bn_op.cc). Header-only: the kernels are templates and the rest
-// is small.
+// batch, sync_bn_op.cc); the shape rules also by their CUDA kernels (ops/cuda).
+// The formulas are ops/math/batchnorm.h's, which the CUDA kernels share.
+// Header-only: the kernels are templates and the rest is small.
 #pragma once
 
 #include <algorithm>
@@ -9,16 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "ops/math/batchnorm.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
 namespace dp::bn {
-
-// X viewed as [N, C, S]: element (n, c, s) at (n * C + c) * S + s.
-struct BnDims {
-  int64_t n, c, s;
-  double count() const { return static_cast<double>(n) * static_cast<double>(s); }  // values per channel
-};
 
 // ---- Building blocks ---------------------------------------------------------
 // Kept small and free of operator state so that a synchronised BN (statistics
@@ -53,9 +49,9 @@ void ChannelSums(const T* x, BnDims d, const double* shift, double* sum, double*
 inline void MomentsFromSums(const double* sum, const double* sumsq, const double* shift, int64_t channels, double count,
                      double* mean, double* var) {
   for (int64_t c = 0; c < channels; ++c) {
-    const double m = sum[c] / count;
-    mean[c] = (shift ? shift[c] : 0.0) + m;
-    var[c] = std::max(0.0, sumsq[c] / count - m * m);
+    const BnMoments m = BnMomentsFromSums(sum[c], sumsq[c], shift ? shift[c] : 0.0, count);
+    mean[c] = m.mean;
+    var[c] = m.var;
   }
 }
 
@@ -65,9 +61,11 @@ void NormalizeChannels(const T* x, BnDims d, const double* mean, const double* i
                        T* y) {
   for (int64_t n = 0; n < d.n; ++n)
     for (int64_t c = 0; c < d.c; ++c) {
-      const double m = mean[c], a = inv_std[c] * static_cast<double>(scale[c]), b = static_cast<double>(bias[c]);
+      const double m = mean[c], a = BnScaleFactor(inv_std[c], static_cast<double>(scale[c]));
+      const double b = static_cast<double>(bias[c]);
       const int64_t off = (n * d.c + c) * d.s;
-      for (int64_t i = 0; i < d.s; ++i) y[off + i] = static_cast<T>((static_cast<double>(x[off + i]) - m) * a + b);
+      for (int64_t i = 0; i < d.s; ++i)
+        y[off + i] = static_cast<T>(BnNormalize(static_cast<double>(x[off + i]), m, a, b));
     }
 }
 
@@ -83,7 +81,7 @@ void ChannelGradSums(const T* x, const T* dy, BnDims d, const double* mean, cons
       for (int64_t i = 0; i < d.s; ++i) {
         const double g = static_cast<double>(dy[off + i]);
         s += g;
-        sx += g * (static_cast<double>(x[off + i]) - mean[c]);
+        sx += BnGradTerm(g, static_cast<double>(x[off + i]), mean[c]);
       }
     }
     sum_dy[c] = s;
@@ -98,13 +96,12 @@ void BackwardInput(const T* x, const T* dy, BnDims d, const double* mean, const 
                    const double* sum_dy, const double* sum_dy_xhat, double count, T* dx) {
   for (int64_t n = 0; n < d.n; ++n)
     for (int64_t c = 0; c < d.c; ++c) {
-      const double k = static_cast<double>(scale[c]) * inv_std[c], m = mean[c], is = inv_std[c];
+      const double k = BnScaleFactor(inv_std[c], static_cast<double>(scale[c])), m = mean[c], is = inv_std[c];
       const double mdy = sum_dy[c] / count, mdyx = sum_dy_xhat[c] / count;
       const int64_t off = (n * d.c + c) * d.s;
-      for (int64_t i = 0; i < d.s; ++i) {
-        const double xhat = (static_cast<double>(x[off + i]) - m) * is;
-        dx[off + i] = static_cast<T>(k * (static_cast<double>(dy[off + i]) - mdy - xhat * mdyx));
-      }
+      for (int64_t i = 0; i < d.s; ++i)
+        dx[off + i] = static_cast<T>(
+            BnBackwardInput(static_cast<double>(x[off + i]), static_cast<double>(dy[off + i]), m, is, k, mdy, mdyx));
     }
 }
 
@@ -122,6 +119,29 @@ inline void CheckChannelInput(const std::string& name, const Dims& dims, DType d
   DP_ENFORCE_CODE(dtype == xt, Code::kDType, name, " is ", DTypeName(dtype), " but ", xn, " is ", DTypeName(xt));
   DP_ENFORCE_CODE(dims.size() == 1 && dims[0] == x[1], Code::kShape, name, " ", DimsString(dims),
                   " must be [C] with C = ", x[1], " (dim 1 of ", xn, " ", DimsString(x), ")");
+}
+
+using InputInfos = Operator::InputInfos;
+
+// Inputs [first, last] are per-channel: [C] of X's (input 0's) dtype.
+inline void CheckChannels(const InputInfos& in, size_t first, size_t last) {
+  for (size_t i = first; i <= last; ++i)
+    CheckChannelInput(in.names[i], *in.dims[i], in.dtypes[i], in.names[0], *in.dims[0], in.dtypes[0]);
+}
+
+// Input i has X's (input 0's) shape.
+inline void CheckShapeOfX(const InputInfos& in, size_t i) {
+  DP_ENFORCE_CODE(*in.dims[i] == *in.dims[0], Code::kShape, in.names[i], " has shape ", DimsString(*in.dims[i]),
+                  " but ", in.names[0], " has ", DimsString(*in.dims[0]));
+}
+
+// The synchronised ops' statistics (SpatialBNStats, SpatialBNGradStats):
+// float64 [2C + 1], per-channel sums then the count of values per channel.
+inline void CheckStatsLayout(const Tensor& t, const std::string& desc, int64_t channels) {
+  DP_ENFORCE_CODE(t.dtype() == DType::kFloat64, Code::kDType, desc, " is ", t.DebugString(),
+                  "; the statistics are float64");
+  DP_ENFORCE_CODE(t.dims() == Dims{2 * channels + 1}, Code::kShape, desc, " has shape ", DimsString(t.dims()),
+                  ", expected [", 2 * channels + 1, "] (2C + 1 with C = ", channels, ")");
 }
 
 struct BnMode {
@@ -201,16 +221,14 @@ class BnForwardOp : public Operator {
       const std::vector<double> running_var = ToDouble(Input(4).template data<T>(), d.c);
       std::vector<double> mean(channels), var(channels), inv_std(channels);
       moments(xp, running_mean, running_var, mean, var);
-      for (size_t c = 0; c < channels; ++c) inv_std[c] = 1.0 / std::sqrt(var[c] + mode.epsilon);
+      for (size_t c = 0; c < channels; ++c) inv_std[c] = BnInvStd(var[c], mode.epsilon);
       NormalizeChannels(xp, d, mean.data(), inv_std.data(), scale, bias,
                         Output(0, xdims, x.dtype())->template mutable_data<T>());
       if (mode.is_test) return;
-      // The running statistics take the unbiased variance (as PyTorch does).
-      const double unbias = count / (count - 1);
       std::vector<double> new_mean(channels), new_var(channels);
       for (size_t c = 0; c < channels; ++c) {
-        new_mean[c] = mode.momentum * running_mean[c] + (1 - mode.momentum) * mean[c];
-        new_var[c] = mode.momentum * running_var[c] + (1 - mode.momentum) * var[c] * unbias;
+        new_mean[c] = BnRunningMean(mode.momentum, running_mean[c], mean[c]);
+        new_var[c] = BnRunningVar(mode.momentum, running_var[c], var[c], count);
       }
       const DType dt = x.dtype();
       Store(new_mean, Output(1, {d.c}, dt)->template mutable_data<T>());

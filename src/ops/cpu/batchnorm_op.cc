@@ -45,7 +45,7 @@ class SpatialBNOp final : public BnForwardOp {
               const auto channels = static_cast<size_t>(d.c);
               std::vector<double> sum(channels), sumsq(channels), shift(channels);
               ChannelSums(xp, d, nullptr, sum.data(), nullptr);
-              for (size_t c = 0; c < channels; ++c) shift[c] = sum[c] / d.count();
+              for (size_t c = 0; c < channels; ++c) shift[c] = BnShift(sum[c], d.count());
               ChannelSums(xp, d, shift.data(), sum.data(), sumsq.data());
               MomentsFromSums(sum.data(), sumsq.data(), shift.data(), d.c, d.count(), mean.data(), var.data());
             });

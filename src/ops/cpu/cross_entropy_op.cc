@@ -6,14 +6,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/cpu/loss_checks.h"
 #include "ops/gradient_registry.h"
+#include "ops/math/losses.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
 namespace dp {
-namespace {
-
-constexpr double kLogThreshold = 1e-20;
 
 // Checks X [N, D] and label [N] / [N, 1] int32; shared by both kernels and
 // their shape inference. xn / ln name the blobs in messages.
@@ -29,17 +28,19 @@ void CheckXAndLabel(const std::string& xn, const Dims& x, const std::string& ln,
 }
 
 // dY must be [N] of X's dtype; shared by the gradient kernel and its inference.
-void CheckLossGrad(const std::string& dyn, const Dims& dy, DType dyt, const std::string& xn, DType xt,
-                   int64_t rows) {
+void CheckCrossEntropyGrad(const std::string& dyn, const Dims& dy, DType dyt, const std::string& xn, DType xt,
+                           int64_t rows) {
   DP_ENFORCE_CODE(dyt == xt, Code::kDType, dyn, " is ", DTypeName(dyt), " but ", xn, " is ", DTypeName(xt));
   DP_ENFORCE_CODE(dy.size() == 1 && dy[0] == rows, Code::kShape, dyn, " ", DimsString(dy), " must be [N] with N = ",
                   rows);
 }
 
+namespace {
+
 // The label of sample i, checked against [0, cols).
 int64_t Label(const int32_t* lp, int64_t i, int64_t cols, const std::string& ln) {
   const int32_t l = lp[i];
-  if (l < 0 || l >= cols)
+  if (!math::LabelInRange(l, cols))
     DP_THROW(Code::kOutOfRange, ln, ": label ", l, " of sample ", i, " is outside [0, ", cols, ")");
   return l;
 }
@@ -60,8 +61,7 @@ class LabelCrossEntropyOp final : public Operator {
       const int32_t* lp = label.data<int32_t>();
       for (int64_t i = 0; i < rows; ++i) Label(lp, i, cols, InputDesc(1));  // nothing written on error
       T* yp = Output(0, {rows}, x.dtype())->template mutable_data<T>();
-      const T floor = static_cast<T>(kLogThreshold);
-      for (int64_t i = 0; i < rows; ++i) yp[i] = -std::log(std::max(xp[i * cols + lp[i]], floor));
+      for (int64_t i = 0; i < rows; ++i) yp[i] = math::LabelCrossEntropy(xp[i * cols + lp[i]]);
     });
   }
 };
@@ -77,7 +77,7 @@ class LabelCrossEntropyGradientOp final : public Operator {
     const Tensor& dy = Input(2);
     int64_t rows, cols;
     CheckXAndLabel(InputDesc(0), x.dims(), InputDesc(1), label.dims(), label.dtype(), &rows, &cols);
-    CheckLossGrad(InputDesc(2), dy.dims(), dy.dtype(), InputDesc(0), x.dtype(), rows);
+    CheckCrossEntropyGrad(InputDesc(2), dy.dims(), dy.dtype(), InputDesc(0), x.dtype(), rows);
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
@@ -86,9 +86,8 @@ class LabelCrossEntropyGradientOp final : public Operator {
       for (int64_t i = 0; i < rows; ++i) Label(lp, i, cols, InputDesc(1));
       T* dxp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
       std::fill(dxp, dxp + rows * cols, T(0));
-      const T floor = static_cast<T>(kLogThreshold);
       for (int64_t i = 0; i < rows; ++i)
-        dxp[i * cols + lp[i]] = -dyp[i] / std::max(xp[i * cols + lp[i]], floor);
+        dxp[i * cols + lp[i]] = math::LabelCrossEntropyGradient(xp[i * cols + lp[i]], dyp[i]);
     });
   }
 };
@@ -115,7 +114,7 @@ DP_OPERATOR_SCHEMA(LabelCrossEntropyGradient)
       int64_t rows, cols;
       const std::string xn = StrCat("X '", op.inputs[0], "'");
       CheckXAndLabel(xn, in[0].dims, StrCat("label '", op.inputs[1], "'"), in[1].dims, in[1].dtype, &rows, &cols);
-      CheckLossGrad(StrCat("dY '", op.inputs[2], "'"), in[2].dims, in[2].dtype, xn, in[0].dtype, rows);
+      CheckCrossEntropyGrad(StrCat("dY '", op.inputs[2], "'"), in[2].dims, in[2].dtype, xn, in[0].dtype, rows);
       return std::vector<TensorInfo>{in[0]};
     })
     .Doc("dX[i, label_i] = -dY[i] / max(X[i, label_i], 1e-20); zero elsewhere.");

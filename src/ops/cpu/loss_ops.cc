@@ -1,14 +1,23 @@
 // Losses: AveragedLoss, the mean of all elements of X as a scalar;
 // SquaredL2Distance, half the squared distance between the rows of X and Y.
 #include <algorithm>
-#include <utility>
 
-#include "ops/cpu/squared_l2_rows.h"
+#include "ops/cpu/loss_checks.h"
 #include "ops/gradient_registry.h"
+#include "ops/math/losses.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
 namespace dp {
+
+void CheckLossGradScalar(const Tensor& dl, const std::string& dld, DType dtype, const char* of) {
+  DP_ENFORCE_CODE(dl.numel() == 1 && dl.dtype() == dtype, Code::kShape, dld, " must be one value of ", of,
+                  "'s dtype, got ", dl.DebugString());
+}
+
+void CheckAveragedLossInput(const Dims& x, const std::string& xd) {
+  DP_ENFORCE_CODE(NumElements(x) > 0, Code::kShape, xd, " is empty: the mean of nothing is undefined");
+}
 
 std::pair<int64_t, int64_t> L2Rows(const Dims& xd, DType xt, const std::string& x, const Dims& yd, DType yt,
                                    const std::string& y) {
@@ -22,6 +31,11 @@ std::pair<int64_t, int64_t> L2Rows(const Dims& xd, DType xt, const std::string& 
   return {n, NumElements(row)};
 }
 
+void CheckL2DistanceGrad(const Tensor& dz, const std::string& dzd, int64_t n, DType xt, const std::string& xd) {
+  DP_ENFORCE_CODE(dz.dtype() == xt && dz.dims() == Dims{n}, Code::kShape, dzd, " must be [", n, "] of ", xd,
+                  "'s dtype, got ", dz.DebugString());
+}
+
 namespace {
 
 class AveragedLossOp final : public Operator {
@@ -31,13 +45,13 @@ class AveragedLossOp final : public Operator {
  private:
   void RunOnDevice() override {
     const Tensor& x = Input(0);
-    DP_ENFORCE_CODE(x.numel() > 0, Code::kShape, InputDesc(0), " is empty: the mean of nothing is undefined");
+    CheckAveragedLossInput(x.dims(), InputDesc(0));
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
       double sum = 0;  // accumulate in double: losses over large batches
       for (int64_t i = 0; i < x.numel(); ++i) sum += xp[i];
-      Output(0, {}, x.dtype())->template mutable_data<T>()[0] = static_cast<T>(sum / static_cast<double>(x.numel()));
+      Output(0, {}, x.dtype())->template mutable_data<T>()[0] = math::MeanOfSum<T>(sum, x.numel());
     });
   }
 };
@@ -51,11 +65,10 @@ class AveragedLossGradientOp final : public Operator {
   void RunOnDevice() override {
     const Tensor& x = Input(0);
     const Tensor& dl = Input(1);
-    DP_ENFORCE_CODE(dl.numel() == 1 && dl.dtype() == x.dtype(), Code::kShape, InputDesc(1),
-                    " must be one value of X's dtype, got ", dl.DebugString());
+    CheckLossGradScalar(dl, InputDesc(1), x.dtype(), "X");
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
-      const T g = static_cast<T>(static_cast<double>(dl.data<T>()[0]) / static_cast<double>(x.numel()));
+      const T g = math::AveragedLossGradient(dl.data<T>()[0], x.numel());
       T* dx = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
       std::fill(dx, dx + x.numel(), g);
     });
@@ -83,11 +96,8 @@ class SquaredL2DistanceOp final : public Operator {
       T* z = Output(0, {n}, x.dtype())->template mutable_data<T>();
       for (int64_t i = 0; i < n; ++i) {
         double sum = 0;
-        for (int64_t j = 0; j < d; ++j) {
-          const double diff = static_cast<double>(xp[i * d + j]) - static_cast<double>(yp[i * d + j]);
-          sum += diff * diff;
-        }
-        z[i] = static_cast<T>(0.5 * sum);
+        for (int64_t j = 0; j < d; ++j) sum += math::SquaredDifference(xp[i * d + j], yp[i * d + j]);
+        z[i] = math::HalfOfSum<T>(sum);
       }
     });
   }
@@ -108,8 +118,7 @@ class SquaredL2DistanceGradientOp final : public Operator {
     const std::pair<int64_t, int64_t> rows =
         L2Rows(x.dims(), x.dtype(), InputDesc(0), y.dims(), y.dtype(), InputDesc(1));
     const int64_t n = rows.first, d = rows.second;
-    DP_ENFORCE_CODE(dz.dtype() == x.dtype() && dz.dims() == Dims{n}, Code::kShape, InputDesc(2), " must be [",
-                    n, "] of ", InputDesc(0), "'s dtype, got ", dz.DebugString());
+    CheckL2DistanceGrad(dz, InputDesc(2), n, x.dtype(), InputDesc(0));
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
@@ -117,7 +126,7 @@ class SquaredL2DistanceGradientOp final : public Operator {
       const T* g = dz.data<T>();
       T* dx = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < d; ++j) dx[i * d + j] = (xp[i * d + j] - yp[i * d + j]) * g[i];
+        for (int64_t j = 0; j < d; ++j) dx[i * d + j] = math::L2DistanceGradient(xp[i * d + j], yp[i * d + j], g[i]);
     });
   }
 };
@@ -158,8 +167,7 @@ DP_OPERATOR_SCHEMA(AveragedLoss)
     .Inputs({"X"})
     .Outputs({"loss"})
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
-      DP_ENFORCE_CODE(NumElements(in[0].dims) > 0, Code::kShape, "X '", op.inputs[0],
-                      "' is empty: the mean of nothing is undefined");
+      CheckAveragedLossInput(in[0].dims, StrCat("X '", op.inputs[0], "'"));
       return std::vector<TensorInfo>{{{}, in[0].dtype}};
     })
     .Doc("Mean of all elements of X (a scalar).");

@@ -3,11 +3,45 @@
 // numerical stability (log-sum-exp with the row maximum subtracted).
 #include <cmath>
 
+#include "ops/cpu/loss_checks.h"
 #include "ops/gradient_registry.h"
+#include "ops/math/losses.h"
+#include "ops/math/softmax.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
 namespace dp {
+
+SoftmaxRows SoftmaxRowsAt(const Dims& dims, int64_t axis, const std::string& what) {
+  const int ndim = static_cast<int>(dims.size());
+  const int a = CanonicalAxis(axis, ndim, what);
+  return {DimProduct(dims, 0, a), DimProduct(dims, a, ndim)};
+}
+
+void CheckSoftmaxGradInputs(const Tensor& y, const std::string& yd, const Tensor& dy, const std::string& dyd) {
+  DP_ENFORCE_CODE(dy.dtype() == y.dtype() && dy.dims() == y.dims(), Code::kShape, dyd, " ", dy.DebugString(),
+                  " must match ", yd, " ", y.DebugString());
+}
+
+void CheckLogitsAndLabels(const OperatorDef& op, const Dims& x, DType xt, const Dims& label, DType lt, int64_t* rows,
+                          int64_t* cols) {
+  const std::string xn = StrCat("logits '", op.inputs[0], "'"), ln = StrCat("labels '", op.inputs[1], "'");
+  DP_ENFORCE_CODE(x.size() == 2, Code::kShape, xn, " must be 2-D [N, D], got ", DimsString(x));
+  DP_ENFORCE_CODE(lt == DType::kInt32, Code::kDType, ln, " must be int32, got ", DTypeName(lt));
+  (void)xt;
+  bool ok = (label.size() == 1 && label[0] == x[0]) || (label.size() == 2 && label[0] == x[0] && label[1] == 1);
+  DP_ENFORCE_CODE(ok, Code::kShape, ln, " ", DimsString(label), " must be [N] or [N, 1] with N = ", x[0], " to match ",
+                  xn, " ", DimsString(x));
+  *rows = x[0];
+  *cols = x[1];
+}
+
+void CheckLossWeights(const OperatorDef& op, int index, const Dims& w, DType wt, int64_t rows, DType xt) {
+  const std::string wn = StrCat("weights '", op.inputs[static_cast<size_t>(index)], "'");
+  DP_ENFORCE_CODE(wt == xt, Code::kDType, wn, " must be ", DTypeName(xt), " like the logits, got ", DTypeName(wt));
+  DP_ENFORCE_CODE(NumElements(w) == rows, Code::kShape, wn, " ", DimsString(w), " must hold N = ", rows, " weights");
+}
+
 namespace {
 
 // Softmax of one row x[0, cols) into p (which may be x), cols > 0: exp(x -
@@ -22,10 +56,10 @@ double SoftmaxRow(const T* x, T* p, int64_t cols, T* max_out) {
   for (int64_t c = 1; c < cols; ++c) mx = std::max(mx, x[c]);
   double sum = 0;
   for (int64_t c = 0; c < cols; ++c) {
-    p[c] = std::exp(x[c] - mx);
+    p[c] = math::SoftmaxExp(x[c], mx);
     sum += static_cast<double>(p[c]);
   }
-  const T inv = static_cast<T>(1.0 / sum);
+  const T inv = math::SoftmaxInverse<T>(sum);
   for (int64_t c = 0; c < cols; ++c) p[c] *= inv;
   *max_out = mx;
   return sum;
@@ -38,8 +72,8 @@ class SoftmaxOp final : public Operator {
  private:
   void RunOnDevice() override {
     const Tensor& x = Input(0);
-    int axis = CanonicalAxis(args().Int("axis", 1), x.ndim(), InputDesc(0));
-    int64_t rows = DimProduct(x.dims(), 0, axis), cols = DimProduct(x.dims(), axis, x.ndim());
+    const SoftmaxRows shape = SoftmaxRowsAt(x.dims(), args().Int("axis", 1), InputDesc(0));
+    const int64_t rows = shape.rows, cols = shape.cols;
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
@@ -50,27 +84,6 @@ class SoftmaxOp final : public Operator {
     });
   }
 };
-
-// Shared by the kernel and shape inference; `op` names the blobs in messages.
-void CheckLogitsAndLabels(const OperatorDef& op, const Dims& x, DType xt, const Dims& label, DType lt, int64_t* rows,
-                          int64_t* cols) {
-  const std::string xn = StrCat("logits '", op.inputs[0], "'"), ln = StrCat("labels '", op.inputs[1], "'");
-  DP_ENFORCE_CODE(x.size() == 2, Code::kShape, xn, " must be 2-D [N, D], got ", DimsString(x));
-  DP_ENFORCE_CODE(lt == DType::kInt32, Code::kDType, ln, " must be int32, got ", DTypeName(lt));
-  (void)xt;
-  bool ok = (label.size() == 1 && label[0] == x[0]) || (label.size() == 2 && label[0] == x[0] && label[1] == 1);
-  DP_ENFORCE_CODE(ok, Code::kShape, ln, " ", DimsString(label), " must be [N] or [N, 1] with N = ", x[0], " to match ",
-                  xn, " ", DimsString(x));
-  *rows = x[0];
-  *cols = x[1];
-}
-
-// The optional per-sample weights (input 2): N values of the logits' dtype.
-void CheckWeights(const OperatorDef& op, const Dims& w, DType wt, int64_t rows, DType xt) {
-  const std::string wn = StrCat("weights '", op.inputs[2], "'");
-  DP_ENFORCE_CODE(wt == xt, Code::kDType, wn, " must be ", DTypeName(xt), " like the logits, got ", DTypeName(wt));
-  DP_ENFORCE_CODE(NumElements(w) == rows, Code::kShape, wn, " ", DimsString(w), " must hold N = ", rows, " weights");
-}
 
 // Outputs: P (softmax, [N, D]) and loss (scalar) = scale * mean_i(-log P[i, label_i]),
 // or a weighted mean with the optional per-sample weights (input 2).
@@ -85,7 +98,7 @@ class SoftmaxWithLossOp final : public Operator {
     int64_t rows, cols;
     CheckLogitsAndLabels(def(), x.dims(), x.dtype(), label.dims(), label.dtype(), &rows, &cols);
     const Tensor* weight = InputSize() > 2 ? &Input(2) : nullptr;
-    if (weight != nullptr) CheckWeights(def(), weight->dims(), weight->dtype(), rows, x.dtype());
+    if (weight != nullptr) CheckLossWeights(def(), 2, weight->dims(), weight->dtype(), rows, x.dtype());
     double scale = args().Float("scale", 1.0);
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
@@ -99,17 +112,17 @@ class SoftmaxWithLossOp final : public Operator {
       double total = 0, wsum = 0;
       for (int64_t i = 0; i < rows; ++i) {
         const int32_t l = lp[i];
-        if (l < 0 || l >= cols)
+        if (!math::LabelInRange(l, cols))
           DP_THROW(Code::kOutOfRange, InputDesc(1), ": label ", l, " of sample ", i, " is outside [0, ", cols, ")");
         const T* xr = xp + i * cols;
         T mx;
         const double sum = SoftmaxRow(xr, pp + i * cols, cols, &mx);
         const double w = wp ? static_cast<double>(wp[i]) : 1.0;
-        total += w * (std::log(sum) - static_cast<double>(xr[l] - mx));
+        total += w * math::SoftmaxCrossEntropy(sum, xr[l], mx);
         wsum += w;
       }
       T* loss = Output(1, {}, x.dtype())->template mutable_data<T>();
-      loss[0] = static_cast<T>(wsum > 0 ? scale * total / wsum : 0.0);
+      loss[0] = static_cast<T>(math::SoftmaxLossMean(total, wsum, scale));
     });
   }
 };
@@ -123,10 +136,9 @@ class SoftmaxGradientOp final : public Operator {
   void RunOnDevice() override {
     const Tensor& y = Input(0);
     const Tensor& dy = Input(1);
-    DP_ENFORCE_CODE(dy.dtype() == y.dtype() && dy.dims() == y.dims(), Code::kShape, InputDesc(1), " ",
-                    dy.DebugString(), " must match ", InputDesc(0), " ", y.DebugString());
-    int axis = CanonicalAxis(args().Int("axis", 1), y.ndim(), InputDesc(0));
-    int64_t rows = DimProduct(y.dims(), 0, axis), cols = DimProduct(y.dims(), axis, y.ndim());
+    CheckSoftmaxGradInputs(y, InputDesc(0), dy, InputDesc(1));
+    const SoftmaxRows shape = SoftmaxRowsAt(y.dims(), args().Int("axis", 1), InputDesc(0));
+    const int64_t rows = shape.rows, cols = shape.cols;
     DispatchFloat(y.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* yp = y.data<T>();
@@ -138,7 +150,7 @@ class SoftmaxGradientOp final : public Operator {
         T dot = 0;
         for (int64_t c = 0; c < cols; ++c) dot += yr[c] * gr[c];
         T* xr = dx + r * cols;
-        for (int64_t c = 0; c < cols; ++c) xr[c] = yr[c] * (gr[c] - dot);
+        for (int64_t c = 0; c < cols; ++c) xr[c] = math::SoftmaxGradient(yr[c], gr[c], dot);
       }
     });
   }
@@ -157,10 +169,9 @@ class SoftmaxWithLossGradientOp final : public Operator {
     const Tensor& dl = Input(2);
     int64_t rows, cols;
     CheckLogitsAndLabels(def(), p.dims(), p.dtype(), label.dims(), label.dtype(), &rows, &cols);
-    DP_ENFORCE_CODE(dl.numel() == 1 && dl.dtype() == p.dtype(), Code::kShape, InputDesc(2),
-                    " must be one value of P's dtype, got ", dl.DebugString());
+    CheckLossGradScalar(dl, InputDesc(2), p.dtype(), "P");
     const Tensor* weight = InputSize() > 3 ? &Input(3) : nullptr;
-    if (weight != nullptr) CheckWeights(def(), weight->dims(), weight->dtype(), rows, p.dtype());
+    if (weight != nullptr) CheckLossWeights(def(), 3, weight->dims(), weight->dtype(), rows, p.dtype());
     const double scale = args().Float("scale", 1.0);
     DispatchFloat(p.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
@@ -169,17 +180,16 @@ class SoftmaxWithLossGradientOp final : public Operator {
       const T* wp = weight ? weight->data<T>() : nullptr;
       double wsum = 0;
       for (int64_t i = 0; i < rows; ++i) wsum += wp ? static_cast<double>(wp[i]) : 1.0;
-      const double g = wsum > 0 ? scale * static_cast<double>(dl.data<T>()[0]) / wsum : 0.0;
+      const double g = math::SoftmaxLossGradientFactor(scale, static_cast<double>(dl.data<T>()[0]), wsum);
       T* dx = Output(0, p.dims(), p.dtype())->template mutable_data<T>();
       for (int64_t i = 0; i < rows; ++i) {
         int32_t l = lp[i];
-        if (l < 0 || l >= cols)
+        if (!math::LabelInRange(l, cols))
           DP_THROW(Code::kOutOfRange, InputDesc(1), ": label ", l, " of sample ", i, " is outside [0, ", cols, ")");
-        const T gi = static_cast<T>(wp ? g * static_cast<double>(wp[i]) : g);
+        const T gi = math::SampleLossGradient(g, wp, i);
         const T* pr = pp + i * cols;
         T* xr = dx + i * cols;
-        for (int64_t c = 0; c < cols; ++c) xr[c] = gi * pr[c];
-        xr[l] -= gi;
+        for (int64_t c = 0; c < cols; ++c) xr[c] = math::SoftmaxWithLossGradient(gi, pr[c], c == l);
       }
     });
   }
@@ -207,7 +217,7 @@ DP_OPERATOR_SCHEMA(SoftmaxWithLoss)
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
       int64_t rows, cols;
       CheckLogitsAndLabels(op, in[0].dims, in[0].dtype, in[1].dims, in[1].dtype, &rows, &cols);
-      if (in.size() > 2) CheckWeights(op, in[2].dims, in[2].dtype, rows, in[0].dtype);
+      if (in.size() > 2) CheckLossWeights(op, 2, in[2].dims, in[2].dtype, rows, in[0].dtype);
       return std::vector<TensorInfo>{in[0], {{}, in[0].dtype}};
     })
     .Doc("Softmax of logits [N, D] and mean cross-entropy against int32 labels [N].");

@@ -27,22 +27,11 @@ using namespace bn;  // NOLINT: the kernels shared with SpatialBN
 
 // A statistics input: float64 [2C + 1] with a positive count.
 const double* CheckStats(const Tensor& t, const std::string& desc, int64_t channels) {
-  DP_ENFORCE_CODE(t.dtype() == DType::kFloat64, Code::kDType, desc, " is ", t.DebugString(),
-                  "; the statistics are float64");
-  DP_ENFORCE_CODE(t.dims() == Dims{2 * channels + 1}, Code::kShape, desc, " has shape ", DimsString(t.dims()),
-                  ", expected [", 2 * channels + 1, "] (2C + 1 with C = ", channels, ")");
+  CheckStatsLayout(t, desc, channels);
   const double* p = t.data<double>();
   DP_ENFORCE_CODE(p[2 * channels] >= 1, Code::kInvalidArgument, desc, " counts ", p[2 * channels],
                   " values per channel: it must be allreduced statistics of a non-empty batch");
   return p;
-}
-
-using InputInfos = Operator::InputInfos;
-
-// Inputs [first, last] are per-channel: [C] of X's (input 0's) dtype.
-void CheckChannels(const InputInfos& in, size_t first, size_t last) {
-  for (size_t i = first; i <= last; ++i)
-    CheckChannelInput(in.names[i], *in.dims[i], in.dtypes[i], in.names[0], *in.dims[0], in.dtypes[0]);
 }
 
 // SpatialBNStats(X) -> stats: sum of x, sum of x^2 per channel and the count.
@@ -63,13 +52,13 @@ class SpatialBNStatsOp final : public Operator {
       const T* xp = x.template data<T>();
       ChannelSums(xp, d, nullptr, sum.data(), nullptr);
       const double count = d.count();
-      for (size_t k = 0; k < c; ++k) mean[k] = count > 0 ? sum[k] / count : 0.0;
+      for (size_t k = 0; k < c; ++k) mean[k] = BnShift(sum[k], count);
       ChannelSums(xp, d, mean.data(), sum.data(), m2.data());
     });
     double* out = Output(0, {2 * d.c + 1}, DType::kFloat64)->mutable_data<double>();
     for (size_t k = 0; k < c; ++k) {
-      out[k] = d.count() * mean[k] + sum[k];  // sum[k]: the (tiny) sum about the mean
-      out[c + k] = m2[k] + 2 * mean[k] * sum[k] + d.count() * mean[k] * mean[k];
+      out[k] = BnStatsSum(d.count(), mean[k], sum[k]);  // sum[k]: the (tiny) sum about the mean
+      out[c + k] = BnStatsSumSq(d.count(), mean[k], sum[k], m2[k]);
     }
     out[2 * c] = d.count();
   }
@@ -113,8 +102,7 @@ class SpatialBNGradStatsOp final : public Operator {
     const InputInfos in = DescribeInputs(0, 4);
     const BnDims d = BnLayout(in.names[0], *in.dims[0], in.dtypes[0]);
     CheckSameDtype(Input(1), InputDesc(1), Input(0), InputDesc(0));
-    DP_ENFORCE_CODE(*in.dims[1] == *in.dims[0], Code::kShape, in.names[1], " has shape ", DimsString(*in.dims[1]),
-                    " but ", in.names[0], " has ", DimsString(*in.dims[0]));
+    CheckShapeOfX(in, 1);
     CheckChannels(in, 2, 3);
     const auto channels = static_cast<size_t>(d.c);
     std::vector<double> sum_dy(channels), sum_dy_xhat(channels);

@@ -122,12 +122,11 @@ __global__ void SumReduceThreadKernel(const float* x, float* y, math::ReduceInde
 // One block per output: the threads take every blockDim-th element, then
 // BlockSum adds their partial sums in a fixed order.
 __global__ void SumReduceBlockKernel(const float* x, float* y, math::ReduceIndex index, int64_t outputs) {
-  __shared__ float partials[kThreads / kWarpSize];
   for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
     const int64_t base = math::StridedOffset(index.kept, o);
     float sum = 0.0f;
     for (int64_t r = threadIdx.x; r < index.count; r += blockDim.x) sum += x[base + math::StridedOffset(index.reduced, r)];
-    sum = BlockSum(sum, partials);
+    sum = reduce::BlockSum(sum);
     if (threadIdx.x == 0) y[o] = sum;
   }
 }
@@ -174,30 +173,6 @@ __global__ void CopyRowsKernel(const W* src, int64_t src_stride, W* dst, int64_t
     const int64_t r = i / row_length, c = i - r * row_length;
     dst[r * dst_stride + c] = src[r * src_stride + c];
   }
-}
-
-// ---- SquaredL2Distance -------------------------------------------------------
-
-// One block per row: z[r] = 0.5 * sum((x - y)^2), summed in double as on the
-// CPU, partial sums combined by BlockSum.
-__global__ void SquaredL2DistanceKernel(const float* x, const float* y, float* z, int64_t rows, int64_t cols) {
-  __shared__ double partials[kThreads / kWarpSize];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * cols;
-    const float* yr = y + r * cols;
-    double sum = 0.0;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-      const double d = static_cast<double>(xr[j]) - static_cast<double>(yr[j]);
-      sum += d * d;
-    }
-    sum = BlockSum(sum, partials);
-    if (threadIdx.x == 0) z[r] = static_cast<float>(0.5 * sum);
-  }
-}
-
-__global__ void SquaredL2DistanceGradientKernel(const float* x, const float* y, const float* dz, float* dx,
-                                                int64_t cols, int64_t n) {
-  for (int64_t i = FirstIndex(); i < n; i += Stride()) dx[i] = (x[i] - y[i]) * dz[i / cols];
 }
 
 int CappedBlocks(int64_t units) { return static_cast<int>(units < kMaxBlocks ? units : kMaxBlocks); }
@@ -291,23 +266,6 @@ cudaError_t LaunchCopyRows(const void* src, int64_t src_stride, void* dst, int64
                                                        dst_stride, row_length, n);
     return cudaGetLastError();
   });
-}
-
-cudaError_t LaunchSquaredL2Distance(const float* x, const float* y, float* z, int64_t rows, int64_t cols,
-                                    cudaStream_t stream) {
-  if (rows <= 0) return cudaSuccess;
-  // Short rows: one warp each is enough.
-  const int threads = cols >= kThreads ? kThreads : kWarpSize;
-  SquaredL2DistanceKernel<<<CappedBlocks(rows), threads, 0, stream>>>(x, y, z, rows, cols);
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchSquaredL2DistanceGradient(const float* x, const float* y, const float* dz, float* dx, int64_t rows,
-                                            int64_t cols, cudaStream_t stream) {
-  const int64_t n = rows * cols;
-  if (n <= 0) return cudaSuccess;
-  SquaredL2DistanceGradientKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, dz, dx, cols, n);
-  return cudaGetLastError();
 }
 
 }  // namespace dp::cuda
