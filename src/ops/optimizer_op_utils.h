@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "graph/net_def.h"
 #include "ops/math/optimizer_updates.h"
 #include "ops/op_schema.h"
@@ -77,6 +78,15 @@ inline UpdateParts ReadUpdateParts(const ArgReader& args) {
   return {part, parts};
 }
 
+// With parts > 1 the ops updating the other parts may be running: none of
+// them may replace an output's storage (copy-on-write), so each must be
+// writable where it is (MakeWritable before the group).
+inline void CheckWritableForParts(const Tensor& out, const std::string& what, const UpdateParts& parts) {
+  DP_ENFORCE_CODE(out.writable_in_place(), Code::kFailedPrecondition, what,
+                  " is caller memory or shared with another holder, so part ", parts.part, " of ", parts.parts,
+                  " cannot update it in place: run MakeWritable on it before the update's parts");
+}
+
 struct MomentumArgs {
   double momentum, weight_decay;
   bool nesterov;
@@ -114,6 +124,13 @@ inline BmufArgs ReadBmufArgs(const ArgReader& args) {
   DP_ENFORCE(a.block_momentum >= 0 && a.block_momentum < 1, "argument 'block_momentum' must be in [0, 1), got ",
              a.block_momentum);
   return a;
+}
+
+// BmufUpdate's Wg and Delta (t, described by td) have W's dtype and dims.
+inline void CheckBmufInput(const Tensor& w, const std::string& wd, const Tensor& t, const std::string& td) {
+  CheckSameDtype(w, wd, t, td);
+  DP_ENFORCE_CODE(t.dims() == w.dims(), Code::kShape, td, " ", DimsString(t.dims()), " does not match ", wd, " ",
+                  DimsString(w.dims()));
 }
 
 }  // namespace dp

@@ -59,6 +59,10 @@ void CheckDropoutCounter(const Tensor& counter, const std::string& what) {
                   " must be an int64 counter of one element, got ", counter.DebugString());
 }
 
+void CheckDropoutGradientHasMask(size_t num_inputs) {
+  DP_ENFORCE(num_inputs > 1, "in training (is_test=0) DropoutGradient needs input 1, the forward op's mask");
+}
+
 void CheckDropoutMask(const TensorInfo& mask, const std::string& mask_what, const TensorInfo& dy,
                       const std::string& dy_what) {
   DP_ENFORCE_CODE(mask.dtype == DType::kUInt8, Code::kDType, mask_what, " must be uint8, got ",

@@ -44,6 +44,8 @@ bool DropoutIsTest(const ArgReader& args);
 void CheckDropoutOutputs(bool is_test, size_t num_outputs, const std::string& y);
 // Dropout's optional input 1: an int64 counter of one element.
 void CheckDropoutCounter(const Tensor& counter, const std::string& what);
+// DropoutGradient in training reads input 1, the forward op's mask.
+void CheckDropoutGradientHasMask(size_t num_inputs);
 // DropoutGradient's mask: uint8 with dY's dims (kernels and inference).
 void CheckDropoutMask(const TensorInfo& mask, const std::string& mask_what, const TensorInfo& dy,
                       const std::string& dy_what);

@@ -23,11 +23,7 @@ class BmufUpdateOp final : public Operator {
 
   void RunOnDevice() final {
     const Tensor& w = Input(0);
-    for (int i = 1; i < 3; ++i) {
-      CheckSameDtype(w, InputDesc(0), Input(i), InputDesc(i));
-      DP_ENFORCE_CODE(Input(i).dims() == w.dims(), Code::kShape, InputDesc(i), " ", DimsString(Input(i).dims()),
-                      " does not match ", InputDesc(0), " ", DimsString(w.dims()));
-    }
+    for (int i = 1; i < 3; ++i) CheckBmufInput(w, InputDesc(0), Input(i), InputDesc(i));
     DispatchFloat(w.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const int64_t n = w.numel();

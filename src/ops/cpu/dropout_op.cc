@@ -93,7 +93,7 @@ class DropoutGradientOp final : public Operator {
       if (dx != &dy) dx->ShareData(dy);
       return;
     }
-    DP_ENFORCE(InputSize() > 1, "in training (is_test=0) DropoutGradient needs input 1, the forward op's mask");
+    CheckDropoutGradientHasMask(static_cast<size_t>(InputSize()));
     const Tensor& mask = Input(1);
     CheckDropoutMask({mask.dims(), mask.dtype()}, InputDesc(1), {dy.dims(), dy.dtype()}, InputDesc(0));
     DispatchFloat(dy.dtype(), InputDesc(0), [&](auto zero) {
@@ -138,7 +138,7 @@ DP_OPERATOR_SCHEMA(DropoutGradient)
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
       DropoutRatio(args);
       if (!DropoutIsTest(args)) {
-        DP_ENFORCE(in.size() > 1, "in training (is_test=0) DropoutGradient needs input 1, the forward op's mask");
+        CheckDropoutGradientHasMask(in.size());
         CheckDropoutMask(in[1], StrCat("mask '", op.inputs[1], "'"), in[0], StrCat("dY '", op.inputs[0], "'"));
       }
       return std::vector<TensorInfo>{in[0]};

@@ -222,8 +222,7 @@ class UpdateOp : public Operator {
   UpdateOp(const OpInit& init, UpdateLayout layout)
       : Operator(init),
         layout_(layout),
-        part_(ReadUpdateParts(args()).part),
-        parts_(ReadUpdateParts(args()).parts),
+        parts_(ReadUpdateParts(args())),
         grads_(static_cast<size_t>(1 + std::max(0, InputSize() - layout.num_inputs()))) {}
 
  protected:
@@ -257,7 +256,7 @@ class UpdateOp : public Operator {
                       " but must be >= 1 (run Iter before the update)");
     }
     // This op's part of the elements: parts of 64 elements, the last short.
-    const auto [begin, end] = PartOfElements(step.n, part_, parts_);
+    const auto [begin, end] = PartOfElements(step.n, parts_.part, parts_.parts);
     DispatchFloat(Input(0).dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       // grad, then the extra gradients (in the op's own array: no allocation per run)
@@ -268,11 +267,8 @@ class UpdateOp : public Operator {
       // The ops updating the other parts may be running now: none of them
       // may replace the tensors' storage (copy-on-write), so they must find
       // them writable where they are (MakeWritable before the group).
-      if (parts_ > 1)
-        for (int k = 0; k <= layout_.num_states; ++k)
-          DP_ENFORCE_CODE(Output(k)->writable_in_place(), Code::kFailedPrecondition, OutputDesc(k),
-                          " is caller memory or shared with another holder, so part ", part_, " of ", parts_,
-                          " cannot update it in place: run MakeWritable on it before the update's parts");
+      if (parts_.parts > 1)
+        for (int k = 0; k <= layout_.num_states; ++k) CheckWritableForParts(*Output(k), OutputDesc(k), parts_);
       T* p = Output(0)->template mutable_data<T>();
       T* s[kMaxStates] = {};
       for (int k = 0; k < layout_.num_states; ++k) s[k] = Output(1 + k)->template mutable_data<T>();
@@ -314,7 +310,7 @@ class UpdateOp : public Operator {
   }
 
   const UpdateLayout layout_;
-  const int64_t part_, parts_;
+  const UpdateParts parts_;
   std::vector<const void*> grads_;
 };
 
