@@ -70,6 +70,9 @@ struct AdamCoeffs {
 
 // x^t for an integer t >= 0 by repeated squaring: exactly rounded
 // multiplications, the same bits on the host and the device (unlike pow).
+// Each squaring doubles the relative error, so it is about t ulp; in
+// 1 - beta^t that is largest near t = 1 / (1 - beta), ~0.4 ulp / (1 - beta),
+// far below float32's and small beside double's rounding of the update.
 DP_HD inline double PowInt(double x, int64_t t) {
   double result = 1.0;
   for (; t > 0; t >>= 1) {
