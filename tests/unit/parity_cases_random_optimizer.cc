@@ -104,9 +104,10 @@ void AddOptimizerCases(CaseList& cases) {
                            {{kParam}, {kParam}, Lr(0.05), {kParam}, {kParam}, {kParam}}, kUpdateTolerance));
   cases.push_back(MakeCase("SGD/empty", MakeOperatorDef("SGD", {"P", "G", "lr"}, {"P"}), {{{0, 3}}, {{0, 3}}, Lr(0.1)},
                            kExact));
-  cases.push_back(MakeCase("MomentumSGD",
-                           MakeOperatorDef("MomentumSGD", {"P", "G", "M", "lr"}, {"P", "M"}, {MakeArg("momentum", 0.8)}),
-                           {{kParam}, {kParam}, {kParam}, Lr(0.1)}, kUpdateTolerance));
+  cases.push_back(
+      MakeCase("MomentumSGD",
+               MakeOperatorDef("MomentumSGD", {"P", "G", "M", "lr"}, {"P", "M"}, {MakeArg("momentum", 0.8)}),
+               {{kParam}, {kParam}, {kParam}, Lr(0.1)}, kUpdateTolerance));
   cases.push_back(MakeCase("MomentumSGD/nesterov, weight decay, three gradients",
                            MakeOperatorDef("MomentumSGD", {"P", "G", "M", "lr", "G1", "G2"}, {"P", "M"},
                                            {MakeArg("nesterov", int64_t{1}), wd}),

@@ -18,7 +18,6 @@
 // kept when word i of the stream (seed, k) is at least the ratio as a 24-bit
 // uniform, so the CUDA kernel draws the same mask.
 #include <algorithm>
-#include <functional>
 
 #include "ops/gradient_registry.h"
 #include "ops/math/dropout.h"

@@ -6,7 +6,6 @@
 // CUDA kernels (ops/cuda/random_optimizer_kernels.cu) give the same bits.
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <type_traits>
 #include <variant>
