@@ -20,6 +20,7 @@
 #include "ops/math/binary.h"
 #include "ops/math/broadcast.h"
 #include "ops/math/conv_geometry.h"
+#include "ops/math/optimizer_updates.h"
 #include "ops/math/pool_geometry.h"
 #include "ops/math/strided_index.h"
 
@@ -164,7 +165,41 @@ namespace dp::cuda {
     (sums, channels, count, stats, stream))
 
 // ops/cuda/random_optimizer_kernels.cu: random fills, dropout, optimizer updates.
-#define DP_CUDA_RANDOM_OPTIMIZER_LAUNCHERS(X)
+// The fills and dropout draw from Philox (core/philox.h) as the CPU does, so
+// their outputs are the CPU's bit for bit. The updates run in place; g2 is
+// null or a second gradient added to g; lr (float32) and iter (Adam's int64
+// step, >= 1) are read on the device, so no host waits for them.
+#define DP_CUDA_RANDOM_OPTIMIZER_LAUNCHERS(X)                                                                  \
+  X(LaunchUniformFill, (float* y, int64_t n, uint64_t seed, double lo, double hi, cudaStream_t stream),        \
+    (y, n, seed, lo, hi, stream))                                                                             \
+  X(LaunchGaussianFill, (float* y, int64_t n, uint64_t seed, double mean, double stdev, cudaStream_t stream),   \
+    (y, n, seed, mean, stdev, stream))                                                                        \
+  X(LaunchDropout,                                                                                            \
+    (const float* x, float* y, uint8_t* mask, int64_t n, uint64_t seed, const int64_t* counter, uint64_t run,  \
+     uint32_t threshold, float scale, cudaStream_t stream),                                                   \
+    (x, y, mask, n, seed, counter, run, threshold, scale, stream))                                            \
+  X(LaunchDropoutGradient, (const float* dy, const uint8_t* mask, float* dx, int64_t n, float scale,           \
+                            cudaStream_t stream),                                                             \
+    (dy, mask, dx, n, scale, stream))                                                                         \
+  X(LaunchSgd, (float* p, const float* g, const float* g2, int64_t n, const float* lr, float weight_decay,     \
+                cudaStream_t stream),                                                                         \
+    (p, g, g2, n, lr, weight_decay, stream))                                                                  \
+  X(LaunchMomentumSgd,                                                                                        \
+    (float* p, const float* g, const float* g2, float* momentum, int64_t n, const float* lr, float mu,          \
+     float weight_decay, bool nesterov, cudaStream_t stream),                                                 \
+    (p, g, g2, momentum, n, lr, mu, weight_decay, nesterov, stream))                                          \
+  X(LaunchAdam,                                                                                               \
+    (float* p, const float* g, const float* g2, float* m, float* v, int64_t n, const float* lr,                \
+     const int64_t* iter, AdamHyper hyper, cudaStream_t stream),                                              \
+    (p, g, g2, m, v, n, lr, iter, hyper, stream))                                                             \
+  X(LaunchAdagrad,                                                                                            \
+    (float* p, const float* g, const float* g2, float* h, int64_t n, const float* lr, float epsilon,           \
+     float decay, float weight_decay, cudaStream_t stream),                                                   \
+    (p, g, g2, h, n, lr, epsilon, decay, weight_decay, stream))                                               \
+  X(LaunchBmufUpdate,                                                                                         \
+    (float* w, float* wg, float* delta, int64_t n, float block_lr, float block_momentum, bool nesterov,        \
+     cudaStream_t stream),                                                                                    \
+    (w, wg, delta, n, block_lr, block_momentum, nesterov, stream))
 
 #define DP_CUDA_KERNEL_LAUNCHERS(X)      \
   DP_CUDA_ELEMENTWISE_LAUNCHERS(X)       \

@@ -117,7 +117,9 @@ inline std::vector<Tensor> MakeInputs(const Case& c, DType float_type = DType::k
         case DType::kFloat64: t.mutable_data<double>()[i] = v; break;
         case DType::kInt32: t.mutable_data<int32_t>()[i] = static_cast<int32_t>(v); break;
         case DType::kInt64: t.mutable_data<int64_t>()[i] = static_cast<int64_t>(v); break;
-        default: FAIL("parity inputs are float32/64, int32 or int64; ", c.name, " asks for ", DTypeName(t.dtype()));
+        case DType::kUInt8: t.mutable_data<uint8_t>()[i] = static_cast<uint8_t>(v); break;  // masks
+        default:
+          FAIL("parity inputs are float32/64, int32, int64 or uint8; ", c.name, " asks for ", DTypeName(t.dtype()));
       }
     }
     out.push_back(std::move(t));

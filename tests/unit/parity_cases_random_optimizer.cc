@@ -1,11 +1,148 @@
 // Device parity cases of the random_optimizer family (device_parity.h).
+//
+// Fills and dropout are exact (tolerance 0): both devices draw Philox's
+// numbers for (seed, counter, index) with exactly rounded arithmetic
+// (core/philox.h). The optimizer updates run the same formulas
+// (ops/math/optimizer_updates.h), but nvcc fuses a * b + c into an FMA where
+// the CPU rounds twice: a few float32 ulp per step, so 1e-6.
+//
+// The part/parts updates are not here: on the CPU, the harness's fed inputs
+// are caller memory, which a partial update refuses (MakeWritable first);
+// both devices take the part's range from PartOfElements, which
+// test_optimizers covers.
 #include "device_parity.h"
 
 namespace dp::parity {
 namespace {
 
+constexpr double kExact = 0;
+constexpr double kUpdateTolerance = 1e-6;
+
+InputSpec Constant(Dims dims, double value, DType dtype = DType::kFloat32) {
+  InputSpec s{std::move(dims), dtype, Init::kConstant, value, value};
+  return s;
+}
+
+// The learning rate and the iteration: [1] tensors on the op's device.
+InputSpec Lr(double value) { return Constant({1}, value); }
+InputSpec Iter(int64_t value) { return Constant({1}, static_cast<double>(value), DType::kInt64); }
+InputSpec Positive(Dims dims) { return InputSpec{std::move(dims), DType::kFloat32, Init::kUniform, 0.0, 1.0}; }
+
+void AddFillCases(CaseList& cases) {
+  using V = std::vector<int64_t>;
+  cases.push_back(MakeCase("UniformFill/shape",
+                           MakeOperatorDef("UniformFill", {}, {"Y"},
+                                           {MakeArg("shape", V{13, 7}), MakeArg("min", -2.0), MakeArg("max", 3.0),
+                                            MakeArg("seed", int64_t{11})}),
+                           {}, kExact));
+  cases.push_back(MakeCase("UniformFill/like, seed from the name",
+                           MakeOperatorDef("UniformFill", {"X"}, {"Y"}), {{{5, 9}}}, kExact));
+  cases.push_back(MakeCase("UniformFill/empty",
+                           MakeOperatorDef("UniformFill", {}, {"Y"}, {MakeArg("shape", V{0, 4})}), {}, kExact));
+  cases.push_back(MakeCase("GaussianFill/odd size",
+                           MakeOperatorDef("GaussianFill", {}, {"Y"},
+                                           {MakeArg("shape", V{1001}), MakeArg("mean", 0.5), MakeArg("std", 2.0),
+                                            MakeArg("seed", int64_t{-5})}),
+                           {}, kExact));
+  cases.push_back(MakeCase("GaussianFill/like", MakeOperatorDef("GaussianFill", {"X"}, {"Y"}), {{{3, 4, 5}}}, kExact));
+  cases.push_back(MakeCase("XavierFill/conv filter",
+                           MakeOperatorDef("XavierFill", {}, {"W"},
+                                           {MakeArg("shape", V{16, 3, 3, 3}), MakeArg("seed", int64_t{3})}),
+                           {}, kExact));
+  cases.push_back(MakeCase("XavierFill/like", MakeOperatorDef("XavierFill", {"X"}, {"W"}), {{{10, 7}}}, kExact));
+}
+
+void AddDropoutCases(CaseList& cases) {
+  auto args = [](double ratio) {
+    return std::vector<Argument>{MakeArg("ratio", ratio), MakeArg("seed", int64_t{2024})};
+  };
+  // 4k + 1 elements: the last Philox block serves one.
+  // With a counter the mask is the same on every run: Y is linear in X.
+  Case counted = MakeCase("Dropout/counter", MakeOperatorDef("Dropout", {"X", "iter"}, {"Y", "mask"}, args(0.3)),
+                          {{{17, 13}}, Iter(41)}, kExact);
+  counted.grad_check = true;
+  cases.push_back(counted);
+  cases.push_back(MakeCase("Dropout/counter, in place",
+                           MakeOperatorDef("Dropout", {"X", "iter"}, {"X", "mask"}, args(0.75)),
+                           {{{1025}}, Iter(int64_t{1} << 33)}, kExact));
+  cases.push_back(MakeCase("Dropout/own run count",
+                           MakeOperatorDef("Dropout", {"X"}, {"Y", "mask"}, args(0.5)), {{{6, 7}}}, kExact));
+  Case test_mode = MakeCase("Dropout/is_test",
+                            MakeOperatorDef("Dropout", {"X"}, {"Y", "mask"},
+                                            {MakeArg("ratio", 0.5), MakeArg("is_test", int64_t{1})}),
+                            {{{4, 5}}}, kExact);
+  test_mode.grad_check = true;
+  cases.push_back(test_mode);
+  cases.push_back(MakeCase("Dropout/ratio 0",
+                           MakeOperatorDef("Dropout", {"X"}, {"Y", "mask"}, args(0.0)), {{{9}}}, kExact));
+  InputSpec mask{{11, 3}, DType::kUInt8, Init::kLabels, 0, 2};
+  cases.push_back(MakeCase("DropoutGradient",
+                           MakeOperatorDef("DropoutGradient", {"dY", "mask"}, {"dX"}, {MakeArg("ratio", 0.3)}),
+                           {{{11, 3}}, mask}, kExact));
+  cases.push_back(MakeCase("DropoutGradient/in place",
+                           MakeOperatorDef("DropoutGradient", {"dY", "mask"}, {"dY"}, {MakeArg("ratio", 0.6)}),
+                           {{{11, 3}}, mask}, kExact));
+  cases.push_back(MakeCase("DropoutGradient/is_test",
+                           MakeOperatorDef("DropoutGradient", {"dY"}, {"dX"},
+                                           {MakeArg("ratio", 0.3), MakeArg("is_test", int64_t{1})}),
+                           {{{7, 2}}}, kExact));
+}
+
+// Param, gradient(s) and states of an update, 4k + 3 elements (a vector
+// loop's tail on the CPU).
+const Dims kParam{23, 13};
+
+void AddOptimizerCases(CaseList& cases) {
+  const Argument wd = MakeArg("weight_decay", 0.01);
+  cases.push_back(MakeCase("SGD", MakeOperatorDef("SGD", {"P", "G", "lr"}, {"P"}), {{kParam}, {kParam}, Lr(0.1)},
+                           kUpdateTolerance));
+  cases.push_back(MakeCase("SGD/weight decay, two gradients",
+                           MakeOperatorDef("SGD", {"P", "G", "lr", "G1"}, {"P"}, {wd}),
+                           {{kParam}, {kParam}, Lr(0.1), {kParam}}, kUpdateTolerance));
+  cases.push_back(MakeCase("SGD/four gradients",
+                           MakeOperatorDef("SGD", {"P", "G", "lr", "G1", "G2", "G3"}, {"P"}),
+                           {{kParam}, {kParam}, Lr(0.05), {kParam}, {kParam}, {kParam}}, kUpdateTolerance));
+  cases.push_back(MakeCase("SGD/empty", MakeOperatorDef("SGD", {"P", "G", "lr"}, {"P"}), {{{0, 3}}, {{0, 3}}, Lr(0.1)},
+                           kExact));
+  cases.push_back(
+      MakeCase("MomentumSGD",
+               MakeOperatorDef("MomentumSGD", {"P", "G", "M", "lr"}, {"P", "M"}, {MakeArg("momentum", 0.8)}),
+               {{kParam}, {kParam}, {kParam}, Lr(0.1)}, kUpdateTolerance));
+  cases.push_back(MakeCase("MomentumSGD/nesterov, weight decay, three gradients",
+                           MakeOperatorDef("MomentumSGD", {"P", "G", "M", "lr", "G1", "G2"}, {"P", "M"},
+                                           {MakeArg("nesterov", int64_t{1}), wd}),
+                           {{kParam}, {kParam}, {kParam}, Lr(0.1), {kParam}, {kParam}}, kUpdateTolerance));
+  cases.push_back(MakeCase("Adam",
+                           MakeOperatorDef("Adam", {"P", "G", "m", "v", "lr", "iter"}, {"P", "m", "v"}),
+                           {{kParam}, {kParam}, {kParam}, Positive(kParam), Lr(0.01), Iter(1)}, kUpdateTolerance));
+  cases.push_back(MakeCase("Adam/step 1000, weight decay, two gradients",
+                           MakeOperatorDef("Adam", {"P", "G", "m", "v", "lr", "iter", "G1"}, {"P", "m", "v"},
+                                           {MakeArg("beta1", 0.8), MakeArg("beta2", 0.99), MakeArg("epsilon", 1e-6),
+                                            wd}),
+                           {{kParam}, {kParam}, {kParam}, Positive(kParam), Lr(0.001), Iter(1000), {kParam}},
+                           kUpdateTolerance));
+  cases.push_back(MakeCase("Adagrad",
+                           MakeOperatorDef("Adagrad", {"P", "G", "h", "lr"}, {"P", "h"}),
+                           {{kParam}, {kParam}, Positive(kParam), Lr(0.1)}, kUpdateTolerance));
+  cases.push_back(MakeCase("Adagrad/decay, weight decay, two gradients",
+                           MakeOperatorDef("Adagrad", {"P", "G", "h", "lr", "G1"}, {"P", "h"},
+                                           {MakeArg("decay", 0.9), MakeArg("epsilon", 1e-5), wd}),
+                           {{kParam}, {kParam}, Positive(kParam), Lr(0.1), {kParam}}, kUpdateTolerance));
+  cases.push_back(MakeCase("BmufUpdate",
+                           MakeOperatorDef("BmufUpdate", {"W", "Wg", "D"}, {"W", "Wg", "D"},
+                                           {MakeArg("block_lr", 0.9), MakeArg("block_momentum", 0.5)}),
+                           {{kParam}, {kParam}, {kParam}}, kUpdateTolerance));
+  cases.push_back(MakeCase("BmufUpdate/nesterov",
+                           MakeOperatorDef("BmufUpdate", {"W", "Wg", "D"}, {"W", "Wg", "D"},
+                                           {MakeArg("block_momentum", 0.75), MakeArg("nesterov", int64_t{1})}),
+                           {{{1001}}, {{1001}}, {{1001}}}, kUpdateTolerance));
+}
+
 DP_PARITY_CASES(RandomOptimizerCases) {
   CaseList cases;
+  AddFillCases(cases);
+  AddDropoutCases(cases);
+  AddOptimizerCases(cases);
   return cases;
 }
 

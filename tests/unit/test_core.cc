@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -29,7 +31,8 @@
 #include "core/memory_limit.h"
 #include "core/parallel_for.h"
 #include "core/scope.h"
-#include "core/random.h"
+#include "core/philox.h"
+#include "core/portable_math.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "temp_dir.h"
@@ -348,27 +351,111 @@ TEST_CASE("a log callback may log and may try to replace itself without deadlock
   CHECK(seen.msgs == std::vector<std::string>{"first", "second"});
 }
 
-TEST_CASE("Rng is deterministic and well spread") {
-  Rng a(123), b(123), c(124);
-  bool differs = false;
-  for (int i = 0; i < 100; ++i) {
-    uint64_t x = a.Next();
-    CHECK(x == b.Next());
-    differs |= x != c.Next();
+// Counter-based random numbers (core/philox.h): the known answers of
+// Random123's kat_vectors file, and the portable log and cosine the normals
+// use, against long double.
+TEST_CASE("Philox4x32-10 gives Random123's known answers") {
+  struct Kat {
+    philox::Block ctr;
+    uint32_t key0, key1;
+    philox::Block expected;
+  };
+  const Kat kats[] = {
+      {{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}}},
+      {{{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}},
+       0xffffffff,
+       0xffffffff,
+       {{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}}},
+      {{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}},
+       0xa4093822,
+       0x299f31d0,
+       {{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}}},
+  };
+  for (const Kat& k : kats) {
+    const philox::Block out = philox::Philox4x32(k.ctr, k.key0, k.key1);
+    for (int w = 0; w < 4; ++w) CHECK(out.w[w] == k.expected.w[w]);
   }
-  CHECK(differs);
-  Rng r(7);
-  double sum = 0, sq = 0;
-  const int n = 200000;
+  // The stream's counter layout: block index in words 0-1, stream in 2-3, seed as the key.
+  const philox::Block b = philox::StreamBlock(0x299f31d0a4093822ULL, 0x0370734413198a2eULL, 0x85a308d3243f6a88ULL);
+  CHECK(b.w[0] == 0xd16cfe09);
+  CHECK(b.w[3] == 0x24126ea1);
+}
+
+TEST_CASE("portable log and cosine match long double to a few ulp") {
+  std::mt19937_64 gen(42);
+  auto check_log = [](double x) {
+    const long double want = std::log(static_cast<long double>(x));
+    const double got = portable::Log(x);
+    const double err = static_cast<double>(std::abs(static_cast<long double>(got) - want));
+    CHECK_MESSAGE(err <= 1e-15 * std::max(1.0, std::abs(static_cast<double>(want))) + 1e-300, "log(", x, ")");
+    CHECK_MESSAGE(err <= 4e-16 * std::abs(static_cast<double>(want)), "log(", x, ") relative");
+  };
+  for (double x : {1.0, 0x1p-53, 0x1p-1022, 0.5, 2.0, 0x1.6a09e667f3bcdp+0, 0x1.6a09e667f3bcep+0,
+                   0x1.6a09e667f3bccp-1, 1.0 - 0x1p-53, 1.0 + 0x1p-52, 10.0, 1e300})
+    if (x != 1.0) check_log(x);
+  CHECK(portable::Log(1.0) == 0.0);
+  for (int i = 0; i < 200000; ++i) {
+    check_log(static_cast<double>((gen() >> 11) + 1) * 0x1p-53);  // the normals' (0, 1]
+    check_log(std::ldexp(1.0 + static_cast<double>(gen() >> 11) * 0x1p-53, static_cast<int>(gen() % 200) - 100));
+  }
+  const long double two_pi = 6.283185307179586476925286766559005768L;
+  auto check_cos = [&](uint64_t turns) {
+    const long double t = static_cast<long double>(turns & ((uint64_t{1} << 53) - 1)) * 0x1p-53L;
+    const double got = portable::CosTurns(turns);
+    CHECK_MESSAGE(std::abs(static_cast<long double>(got) - std::cos(two_pi * t)) <= 1e-15L, "cos of ", turns);
+    // The sine, as the odd normals take it.
+    const double sin = portable::CosTurns(turns - (uint64_t{1} << 51));
+    CHECK_MESSAGE(std::abs(static_cast<long double>(sin) - std::sin(two_pi * t)) <= 1e-15L, "sin of ", turns);
+  };
+  for (uint64_t q = 0; q <= 8; ++q) {  // eighth turns and their neighbours
+    const uint64_t at = q << 50;
+    for (uint64_t d : {uint64_t{0}, uint64_t{1}, ~uint64_t{0}}) check_cos(at + d);
+  }
+  CHECK(portable::CosTurns(0) == 1.0);
+  CHECK(portable::CosTurns(uint64_t{1} << 52) == -1.0);
+  for (int i = 0; i < 200000; ++i) check_cos(gen() >> 11);
+}
+
+TEST_CASE("Philox uniforms and normals have the right moments and depend on (seed, index) only") {
+  const uint64_t seed = 0x123456789abcdefULL;
+  const int n = 400000;
+  double su = 0, suu = 0, sf = 0;
+  double s1 = 0, s2 = 0, s3 = 0, s4 = 0;
   for (int i = 0; i < n; ++i) {
-    double u = r.Uniform();
-    CHECK_FALSE((u < 0.0 || u >= 1.0));
-    double g = r.Normal();
-    sum += g;
-    sq += g * g;
+    const double u = philox::UniformDouble(philox::StreamBits64(seed, 0, static_cast<uint64_t>(i)));
+    REQUIRE((u >= 0.0 && u < 1.0));
+    su += u;
+    suu += u * u;
+    const float f = philox::UniformFloat(philox::StreamWord(seed, 7, static_cast<uint64_t>(i)));
+    REQUIRE((f >= 0.0f && f < 1.0f));
+    sf += f;
+    const double z = philox::StandardNormal(seed, 0, static_cast<uint64_t>(i));
+    s1 += z;
+    s2 += z * z;
+    s3 += z * z * z;
+    s4 += z * z * z * z;
   }
-  CHECK(std::abs(sum / n) < 0.01);
-  CHECK(std::abs(sq / n - 1.0) < 0.02);
+  // Standard errors: uniform mean 0.00046, normal mean 0.0016, var 0.0022, 3rd 0.0039, 4th 0.016.
+  CHECK(std::abs(su / n - 0.5) < 0.003);
+  CHECK(std::abs(suu / n - 1.0 / 3.0) < 0.003);
+  CHECK(std::abs(sf / n - 0.5) < 0.003);
+  CHECK(std::abs(s1 / n) < 0.008);
+  CHECK(std::abs(s2 / n - 1.0) < 0.012);
+  CHECK(std::abs(s3 / n) < 0.02);
+  CHECK(std::abs(s4 / n - 3.0) < 0.08);
+  // Pure functions: any order, any subset gives the same values; another seed or stream others.
+  for (uint64_t i : {uint64_t{5}, uint64_t{1} << 40, ~uint64_t{0}}) {
+    CHECK(philox::NormalValue(seed, i, 1.0, 2.0) == philox::NormalValue(seed, i, 1.0, 2.0));
+    CHECK(philox::StreamWord(seed, 3, i) == philox::StreamBlock(seed, 3, i / 4).w[i % 4]);
+    CHECK(philox::StreamWord(seed, 3, i) != philox::StreamWord(seed, 4, i));
+    CHECK(philox::UniformValue(seed, i, 0, 1) != philox::UniformValue(seed + 1, i, 0, 1));
+  }
+  // The 24-bit threshold is exactly "UniformFloat(w) >= p".
+  for (double p : {0.0, 0.1, 0.5, 0.3333333333333333, 1.0 - 0x1p-30, 0x1p-24, 0x1p-25}) {
+    const uint32_t t = philox::UniformThreshold(p);
+    for (uint32_t k : {t == 0 ? 0u : t - 1, t, t + 1})
+      if (k < (1u << 24)) CHECK((static_cast<double>(philox::UniformFloat(k << 8)) >= p) == (k >= t));
+  }
 }
 
 TEST_CASE("error codes have stable names") {

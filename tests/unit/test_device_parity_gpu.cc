@@ -28,6 +28,7 @@ double At(const Tensor& t, int64_t i) {
     case DType::kFloat64: return t.data<double>()[i];
     case DType::kInt32: return t.data<int32_t>()[i];
     case DType::kInt64: return static_cast<double>(t.data<int64_t>()[i]);
+    case DType::kUInt8: return t.data<uint8_t>()[i];  // Dropout's masks
     default: FAIL("cannot compare ", DTypeName(t.dtype())); return 0;
   }
 }

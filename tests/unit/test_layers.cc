@@ -22,6 +22,7 @@
 #include "autodiff/add_gradients.h"
 #include "ops/gradient_registry.h"
 #include "ops/math/batchnorm.h"
+#include "core/philox.h"
 #include "core/storage.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
@@ -557,6 +558,29 @@ TEST_CASE("Dropout masks: reproducible across fresh nets, new for every run, per
   auto e = DropoutMasks(DropoutOp(0.5, {}, "other"), x, 1);
   CHECK(d1 == d2);
   CHECK(e[0] != d1[0]);
+}
+
+// The mask of run k is a function of (seed, k): element i is kept when word
+// i of the Philox stream (seed, k) is at least the ratio as a 24-bit uniform
+// (what the CUDA kernel draws too). Without a counter, run r uses k = r.
+TEST_CASE("Dropout masks are Philox words of (seed, counter)") {
+  const int64_t seed = 77;
+  const double ratio = 0.4;
+  Tensor x = Make<float>({3, 11}, Random<float>(33, 8));  // 33: a last Philox block of one element
+  const uint32_t threshold = philox::UniformThreshold(ratio);
+  auto want = [&](uint64_t k) {
+    std::vector<uint8_t> m;
+    for (uint64_t i = 0; i < 33; ++i) m.push_back((philox::StreamWord(seed, k, i) >> 8) >= threshold ? 1 : 0);
+    return m;
+  };
+  for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{1} << 40, int64_t{-3}}) {
+    CAPTURE(k);
+    Feeds f{{"x", x}, {"it", Make<int64_t>({1}, {k})}};
+    auto ws = RunOp(Op("Dropout", {"x", "it"}, {"y", "mask"}, {FloatArg("ratio", ratio), IntArg("seed", seed)}), f);
+    CHECK(Values<uint8_t>(ws->GetTensor("mask")) == want(static_cast<uint64_t>(k)));
+  }
+  const auto runs = DropoutMasks(DropoutOp(ratio, {IntArg("seed", seed)}), x, 3);
+  for (uint64_t r = 0; r < 3; ++r) CHECK(runs[r] == want(r));
 }
 
 TEST_CASE_TEMPLATE("Dropout is_test and ratio 0 are identities", T, float, double) {

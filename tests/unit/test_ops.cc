@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "core/philox.h"
 #include "core/storage.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
@@ -1150,6 +1152,48 @@ TEST_CASE_TEMPLATE("UniformFill: within [min, max], seeded and deterministic", T
   CHECK(fill({}, "z") != d);
   // Degenerate range.
   CHECK(fill({FloatArg("min", 1.5), FloatArg("max", 1.5)}) == std::vector<T>(10000, T(1.5)));
+}
+
+// Element i of a random fill is Philox's value for (seed, i), rounded to the
+// dtype: independent of the shape (a prefix of a longer fill), and what a
+// CUDA kernel computes for it.
+TEST_CASE("random fills are pure functions of (seed, index)") {
+  const uint64_t seed = 31337;
+  auto fill = [&](const char* type, Dims shape, DType dtype, std::vector<Argument> args = {}) {
+    args.push_back(IntsArg("shape", shape));
+    args.push_back(IntArg("dtype", static_cast<int64_t>(dtype)));
+    args.push_back(IntArg("seed", static_cast<int64_t>(seed)));
+    auto ws = RunOp(Op(type, {}, {"y"}, std::move(args)), {});
+    return ws->GetTensor("y");
+  };
+  const std::vector<Argument> uniform_args{FloatArg("min", -0.5), FloatArg("max", 2.0)};
+  const std::vector<Argument> gauss_args{FloatArg("mean", 1.0), FloatArg("std", 0.25)};
+  const double xavier = std::sqrt(3.0 / 7.0);  // [5, 7]: fan_in 7
+  struct Kind {
+    const char* type;
+    std::vector<Argument> args;
+    Dims shape;
+    std::function<double(uint64_t)> value;
+  };
+  const Kind kinds[] = {
+      {"UniformFill", uniform_args, {13, 11}, [&](uint64_t i) { return philox::UniformValue(seed, i, -0.5, 2.0); }},
+      {"GaussianFill", gauss_args, {13, 11}, [&](uint64_t i) { return philox::NormalValue(seed, i, 1.0, 0.25); }},
+      {"XavierFill", {}, {5, 7}, [&](uint64_t i) { return philox::UniformValue(seed, i, -xavier, xavier); }},
+  };
+  for (const Kind& k : kinds) {
+    CAPTURE(k.type);
+    const Tensor f64 = fill(k.type, k.shape, DType::kFloat64, k.args);
+    const Tensor f32 = fill(k.type, k.shape, DType::kFloat32, k.args);
+    for (int64_t i = 0; i < f64.numel(); ++i) {
+      const double want = k.value(static_cast<uint64_t>(i));
+      REQUIRE(f64.data<double>()[i] == want);
+      REQUIRE(f32.data<float>()[i] == static_cast<float>(want));  // the float64 fill rounded
+    }
+  }
+  // Another shape: the same elements where the indices overlap.
+  const Tensor longer = fill("UniformFill", {1001}, DType::kFloat32, uniform_args);
+  const Tensor shorter = fill("UniformFill", {3, 7}, DType::kFloat32, uniform_args);
+  for (int64_t i = 0; i < shorter.numel(); ++i) CHECK(longer.data<float>()[i] == shorter.data<float>()[i]);
 }
 
 TEST_CASE_TEMPLATE("GaussianFill: mean and std over 100k samples, seeded", T, float, double) {

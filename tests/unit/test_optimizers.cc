@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ops/gradient_registry.h"
+#include "ops/math/optimizer_updates.h"
 #include "core/storage.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
@@ -786,6 +787,40 @@ TEST_CASE("Iter + LearningRate(step, warmup) + MomentumSGD from zero state over 
 }
 
 // ---- registration -------------------------------------------------------------------
+
+// The shared math the CUDA kernels run beside the CPU's (ops/math/optimizer_updates.h):
+// Adam's bias corrections by exact repeated squaring instead of pow (the
+// same bits on both devices), and the part ranges.
+TEST_CASE("PowInt and Adam's coefficients agree with pow; parts cover the elements once") {
+  for (double x : {0.9, 0.999, 0.5, 0.0}) {
+    for (int64_t t : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{7}, int64_t{1000}, int64_t{123457}}) {
+      CAPTURE(x);
+      CAPTURE(t);
+      const double want = std::pow(x, static_cast<double>(t));
+      // Each squaring doubles the relative error: at most about t ulp.
+      CHECK(std::abs(PowInt(x, t) - want) <= 2.3e-16 * static_cast<double>(t + 1) * want + 1e-300);
+    }
+  }
+  const AdamHyper h{0.9, 0.999, 1e-8, 0.01};
+  const auto c = MakeAdamCoeffs<double>(h, 0.01, 10, [](double v) { return std::sqrt(v); });
+  CHECK(c.step == doctest::Approx(0.01 / (1 - std::pow(0.9, 10))).epsilon(1e-14));
+  CHECK(c.rs == doctest::Approx(1 / std::sqrt(1 - std::pow(0.999, 10))).epsilon(1e-14));
+  CHECK(c.c1 == 1 - 0.9);
+  CHECK(c.wd == 0.01);
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{63}, int64_t{64}, int64_t{65}, int64_t{1000}, int64_t{4097}}) {
+    for (int64_t parts : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{7}, int64_t{64}}) {
+      int64_t next = 0;
+      for (int64_t part = 0; part < parts; ++part) {
+        const ElementRange r = PartOfElements(n, part, parts);
+        CHECK(r.begin == next);
+        CHECK(r.end >= r.begin);
+        CHECK((r.begin % 64 == 0 || r.begin == n));
+        next = r.end;
+      }
+      CHECK(next == n);
+    }
+  }
+}
 
 TEST_CASE("optimizer ops are registered for the CPU and not differentiable") {
   for (const char* type : {"Iter", "LearningRate", "SGD", "MomentumSGD", "Adam", "Adagrad"}) {

@@ -9,50 +9,34 @@
 // Every replica runs the same update on the same values, so replicas stay
 // identical without another broadcast.
 #include "ops/gradient_registry.h"
+#include "ops/math/optimizer_updates.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
+#include "ops/optimizer_op_utils.h"
 
 namespace dp {
 namespace {
 
 class BmufUpdateOp final : public Operator {
  public:
-  explicit BmufUpdateOp(const OpInit& init)
-      : Operator(init),
-        block_lr_(args().Float("block_lr", 1.0)),
-        block_momentum_(args().Float("block_momentum", 0.0)),
-        nesterov_(args().Int("nesterov", 0) != 0) {
-    DP_ENFORCE(block_lr_ > 0, "argument 'block_lr' must be > 0, got ", block_lr_);
-    DP_ENFORCE(block_momentum_ >= 0 && block_momentum_ < 1, "argument 'block_momentum' must be in [0, 1), got ",
-               block_momentum_);
-  }
+  explicit BmufUpdateOp(const OpInit& init) : Operator(init), args_(ReadBmufArgs(args())) {}
 
   void RunOnDevice() final {
     const Tensor& w = Input(0);
-    for (int i = 1; i < 3; ++i) {
-      CheckSameDtype(w, InputDesc(0), Input(i), InputDesc(i));
-      DP_ENFORCE_CODE(Input(i).dims() == w.dims(), Code::kShape, InputDesc(i), " ", DimsString(Input(i).dims()),
-                      " does not match ", InputDesc(0), " ", DimsString(w.dims()));
-    }
+    for (int i = 1; i < 3; ++i) CheckBmufInput(w, InputDesc(0), Input(i), InputDesc(i));
     DispatchFloat(w.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const int64_t n = w.numel();
       T* pw = Output(0)->template mutable_data<T>();
       T* pg = Output(1)->template mutable_data<T>();
       T* pd = Output(2)->template mutable_data<T>();
-      const T lr = static_cast<T>(block_lr_), mu = static_cast<T>(block_momentum_);
-      for (int64_t i = 0; i < n; ++i) {
-        const T d = mu * pd[i] + lr * (pw[i] - pg[i]);
-        pd[i] = d;
-        pg[i] += d;
-        pw[i] = nesterov_ ? pg[i] + mu * d : pg[i];
-      }
+      const T lr = static_cast<T>(args_.block_lr), mu = static_cast<T>(args_.block_momentum);
+      for (int64_t i = 0; i < n; ++i) BmufStep(pw + i, pg + i, pd + i, lr, mu, args_.nesterov);
     });
   }
 
  private:
-  const double block_lr_, block_momentum_;
-  const bool nesterov_;
+  const BmufArgs args_;
 };
 
 }  // namespace

@@ -1,16 +1,20 @@
 // Fill operators: create a tensor of a given shape from constants or seeded
 // random numbers. Seeds default to a hash of the output name, so an init net
 // gives the same parameters every time and different parameters per blob.
+// Element i of a random fill is a function of (seed, i) alone (Philox,
+// core/philox.h), computed in double and rounded to the output's dtype: the
+// CUDA kernels (ops/cuda/random_optimizer_kernels.cu) give the same bits.
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <type_traits>
 #include <variant>
 
 #include "ops/gradient_registry.h"
-#include "core/random.h"
+#include "core/parallel_for.h"
+#include "core/philox.h"
 #include "ops/op_utils.h"
+#include "ops/random_op_utils.h"
 #include "ops/operator.h"
 
 namespace dp {
@@ -32,22 +36,6 @@ Dims FillShape(const OperatorDef& op, const ArgReader& args, const Tensor* input
   NumElements(d);
   (void)op;
   return d;
-}
-
-// The `dtype` argument, checked. Without it: the input's dtype when the
-// output is shaped like an input (gradient seeds, zeroed state), else float32.
-DType FillDType(const ArgReader& args, DType like = DType::kUndefined) {
-  if (!args.Has("dtype") && like != DType::kUndefined && args.Int("input_as_shape", 0) == 0) return like;
-  int64_t v = args.Int("dtype", static_cast<int64_t>(DType::kFloat32));
-  DType dtype;
-  DP_ENFORCE_CODE(v >= INT32_MIN && v <= INT32_MAX && DTypeFromInt(static_cast<int32_t>(v), &dtype), Code::kDType,
-                  "argument 'dtype' ", v, " is not a dtype");
-  return dtype;
-}
-
-uint64_t FillSeed(const OperatorDef& op, const ArgReader& args) {
-  if (args.Has("seed")) return static_cast<uint64_t>(args.Int("seed"));
-  return std::hash<std::string>{}(op.outputs.at(0)) ^ 0x5eedULL;
 }
 
 class FillOp : public Operator {
@@ -99,12 +87,18 @@ class ConstantFillOp final : public FillOp {
   }
 };
 
-template <typename Draw>
-void FillRandom(Tensor* out, const std::string& what, Draw draw) {
+// p[i] = value(i), the double rounded to the output's float dtype. Each
+// element depends on its index alone, so pieces of the tensor fill on the
+// op's threads with the same result.
+template <typename Value>
+void FillRandom(Tensor* out, const std::string& what, Value value) {
+  constexpr int64_t kGrain = int64_t{1} << 14;  // ~0.5-2 ms of one core's draws
   DispatchFloat(out->dtype(), what, [&](auto zero) {
     using T = decltype(zero);
     T* p = out->mutable_data<T>();
-    for (int64_t i = 0; i < out->numel(); ++i) p[i] = static_cast<T>(draw());
+    ParallelFor(out->numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) p[i] = static_cast<T>(value(static_cast<uint64_t>(i)));
+    });
   });
 }
 
@@ -114,10 +108,9 @@ class UniformFillOp final : public FillOp {
 
  private:
   void Fill(Tensor* out) override {
-    double lo = args().Float("min", 0.0), hi = args().Float("max", 1.0);
-    DP_ENFORCE(lo <= hi, "argument 'min' (", lo, ") exceeds 'max' (", hi, ")");
-    Rng rng(FillSeed(def(), args()));
-    FillRandom(out, "UniformFill output", [&] { return rng.Uniform(lo, hi); });
+    const auto [lo, hi] = UniformFillBounds(args());
+    const uint64_t seed = RandomOpSeed(def(), args());
+    FillRandom(out, "UniformFill output", [&](uint64_t i) { return philox::UniformValue(seed, i, lo, hi); });
   }
 };
 
@@ -127,10 +120,9 @@ class GaussianFillOp final : public FillOp {
 
  private:
   void Fill(Tensor* out) override {
-    double mean = args().Float("mean", 0.0), stdev = args().Float("std", 1.0);
-    DP_ENFORCE(stdev >= 0, "argument 'std' must be >= 0, got ", stdev);
-    Rng rng(FillSeed(def(), args()));
-    FillRandom(out, "GaussianFill output", [&] { return mean + stdev * rng.Normal(); });
+    const auto [mean, stdev] = GaussianFillParams(args());
+    const uint64_t seed = RandomOpSeed(def(), args());
+    FillRandom(out, "GaussianFill output", [&](uint64_t i) { return philox::NormalValue(seed, i, mean, stdev); });
   }
 };
 
@@ -142,12 +134,9 @@ class XavierFillOp final : public FillOp {
 
  private:
   void Fill(Tensor* out) override {
-    DP_ENFORCE_CODE(out->ndim() >= 1 && out->dim(0) > 0 && out->numel() > 0, Code::kShape,
-                    "XavierFill needs a non-empty shape, got ", DimsString(out->dims()));
-    double fan_in = static_cast<double>(out->numel()) / static_cast<double>(out->dim(0));
-    double scale = std::sqrt(3.0 / fan_in);
-    Rng rng(FillSeed(def(), args()));
-    FillRandom(out, "XavierFill output", [&] { return rng.Uniform(-scale, scale); });
+    const double scale = XavierScale(out->dims());
+    const uint64_t seed = RandomOpSeed(def(), args());
+    FillRandom(out, "XavierFill output", [&](uint64_t i) { return philox::UniformValue(seed, i, -scale, scale); });
   }
 };
 

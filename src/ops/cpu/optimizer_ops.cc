@@ -36,6 +36,8 @@
 #endif
 
 #include "core/parallel_for.h"
+#include "ops/math/optimizer_updates.h"
+#include "ops/optimizer_op_utils.h"
 #include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
@@ -139,49 +141,38 @@ struct TwoGrads {
 
 // ---- kernels ---------------------------------------------------------------
 
+// The per-element formulas are ops/math/optimizer_updates.h's (the CUDA
+// kernels run them too).
+
 template <typename T, bool kWD, class G>
 void SgdKernel(int64_t n, T* __restrict p, G g, T lr, T wd) {
-  for (int64_t i = 0; i < n; ++i) {
-    T d = g(i);
-    if constexpr (kWD) d += wd * p[i];
-    p[i] -= lr * d;
-  }
+  for (int64_t i = 0; i < n; ++i) p[i] = SgdStep<kWD>(p[i], g(i), lr, wd);
 }
 
 template <typename T, bool kWD, bool kNesterov, class G>
 void MomentumKernel(int64_t n, T* __restrict p, G g, T* __restrict buf, T lr, T mu, T wd) {
-  for (int64_t i = 0; i < n; ++i) {
-    T d = g(i);
-    if constexpr (kWD) d += wd * p[i];
-    const T v = mu * buf[i] + d;
-    buf[i] = v;
-    if constexpr (kNesterov)
-      p[i] -= lr * (d + mu * v);
-    else
-      p[i] -= lr * v;
-  }
+  for (int64_t i = 0; i < n; ++i) MomentumStep<kWD, kNesterov>(p + i, buf + i, g(i), lr, mu, wd);
 }
 
-template <typename T>
-struct AdamCoeffs {
-  T b1, c1, b2, c2;  // c = 1 - b
-  T step;            // lr / (1 - beta1^t)
-  T rs;              // 1 / sqrt(1 - beta2^t)
-  T eps, wd;
+// The lane's square root, as the formulas take it.
+template <typename L>
+struct LaneSqrt {
+  typename L::V operator()(typename L::V x) const { return L::Sqrt(x); }
 };
 
+template <typename L, typename T>
+AdamCoeffs<typename L::V> SplatAdamCoeffs(const AdamCoeffs<T>& c) {
+  return {L::Set(c.b1), L::Set(c.c1), L::Set(c.b2), L::Set(c.c2), L::Set(c.step), L::Set(c.rs), L::Set(c.eps),
+          L::Set(c.wd)};
+}
+
 template <typename T, bool kWD, class G>
-void AdamKernel(int64_t n, T* __restrict p, G g, T* __restrict m, T* __restrict v,
-                const AdamCoeffs<T> c) {
+void AdamKernel(int64_t n, T* __restrict p, G g, T* __restrict m, T* __restrict v, const AdamCoeffs<T> c) {
   ForLanes<T>(n, [&](auto lane, int64_t i) {
     using L = decltype(lane);
     using V = typename L::V;
-    V pv = L::Load(p + i);
-    V d = g.template Load<L>(i);
-    if constexpr (kWD) d = d + L::Set(c.wd) * pv;
-    const V mv = L::Set(c.b1) * L::Load(m + i) + L::Set(c.c1) * d;
-    const V vv = L::Set(c.b2) * L::Load(v + i) + L::Set(c.c2) * (d * d);
-    pv = pv - L::Set(c.step) * mv / (L::Sqrt(vv) * L::Set(c.rs) + L::Set(c.eps));
+    V pv = L::Load(p + i), mv = L::Load(m + i), vv = L::Load(v + i);
+    AdamStep<kWD>(&pv, &mv, &vv, g.template Load<L>(i), SplatAdamCoeffs<L>(c), LaneSqrt<L>{});
     L::Store(m + i, mv);
     L::Store(v + i, vv);
     L::Store(p + i, pv);
@@ -193,11 +184,9 @@ void AdagradKernel(int64_t n, T* __restrict p, G g, T* __restrict h, T lr, T eps
   ForLanes<T>(n, [&](auto lane, int64_t i) {
     using L = decltype(lane);
     using V = typename L::V;
-    V pv = L::Load(p + i);
-    V d = g.template Load<L>(i);
-    if constexpr (kWD) d = d + L::Set(wd) * pv;
-    const V hv = L::Set(decay) * L::Load(h + i) + d * d;
-    pv = pv - L::Set(lr) * d / (L::Sqrt(hv) + L::Set(eps));
+    V pv = L::Load(p + i), hv = L::Load(h + i);
+    AdagradStep<kWD>(&pv, &hv, g.template Load<L>(i), L::Set(lr), L::Set(eps), L::Set(decay), L::Set(wd),
+                     LaneSqrt<L>{});
     L::Store(h + i, hv);
     L::Store(p + i, pv);
   });
@@ -205,49 +194,7 @@ void AdagradKernel(int64_t n, T* __restrict p, G g, T* __restrict h, T lr, T eps
 
 // ---- checks shared by kernels and shape inference ----------------------------
 
-// Inputs are param, grad, num_states state tensors, lr, then iter if the
-// optimizer reads one; outputs are param and the states, each in place.
-struct Layout {
-  int num_states;
-  bool has_iter;
-  int lr() const { return 2 + num_states; }
-  int iter() const { return 3 + num_states; }
-  int num_inputs() const { return has_iter ? 4 + num_states : 3 + num_states; }  // without extra gradients
-};
-
-bool IsFloat(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
-
-// info(i) -> TensorInfo of input i; name(i) -> "grad 'w_grad'".
-// `inputs` counts the extra gradients too.
-template <typename Info, typename Name>
-void CheckUpdateInputs(const Layout& layout, int inputs, Info info, Name name) {
-  const TensorInfo p = info(0);
-  DP_ENFORCE_CODE(IsFloat(p.dtype), Code::kDType, name(0), " must be float32 or float64, got ", DTypeName(p.dtype));
-  std::vector<int> like_param;  // grads and states
-  for (int i = 1; i < 2 + layout.num_states; ++i) like_param.push_back(i);
-  for (int i = layout.num_inputs(); i < inputs; ++i) like_param.push_back(i);
-  for (int i : like_param) {
-    const TensorInfo t = info(i);
-    DP_ENFORCE_CODE(t.dtype == p.dtype, Code::kDType, name(i), " is ", DTypeName(t.dtype), " but ", name(0), " is ",
-                    DTypeName(p.dtype));
-    DP_ENFORCE_CODE(t.dims == p.dims, Code::kShape, name(i), " has shape ", DimsString(t.dims), " but ", name(0),
-                    " has ", DimsString(p.dims));
-  }
-  const TensorInfo lr = info(layout.lr());
-  DP_ENFORCE_CODE(IsFloat(lr.dtype), Code::kDType, name(layout.lr()), " must be float32 or float64, got ",
-                  DTypeName(lr.dtype));
-  DP_ENFORCE_CODE(NumElements(lr.dims) == 1, Code::kShape, name(layout.lr()), " must hold one value, got shape ",
-                  DimsString(lr.dims));
-  if (layout.has_iter) {
-    const TensorInfo it = info(layout.iter());
-    DP_ENFORCE_CODE(it.dtype == DType::kInt64, Code::kDType, name(layout.iter()), " must be int64, got ",
-                    DTypeName(it.dtype));
-    DP_ENFORCE_CODE(NumElements(it.dims) == 1, Code::kShape, name(layout.iter()), " must hold one value, got shape ",
-                    DimsString(it.dims));
-  }
-}
-
-OpSchema::InferenceFn InferUpdate(Layout layout) {
+OpSchema::InferenceFn InferUpdate(UpdateLayout layout) {
   return [layout](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
     const OpSchema* schema = OpSchemaRegistry::Find(op.type);
     CheckUpdateInputs(
@@ -272,15 +219,11 @@ OpSchema::InferenceFn InferUpdate(Layout layout) {
 template <class Derived>
 class UpdateOp : public Operator {
  public:
-  UpdateOp(const OpInit& init, Layout layout)
+  UpdateOp(const OpInit& init, UpdateLayout layout)
       : Operator(init),
         layout_(layout),
-        part_(args().Int("part", 0)),
-        parts_(args().Int("parts", 1)),
-        grads_(static_cast<size_t>(1 + std::max(0, InputSize() - layout.num_inputs()))) {
-    DP_ENFORCE(parts_ >= 1 && part_ >= 0 && part_ < parts_, "arguments 'part' and 'parts' must satisfy 0 <= part < ",
-               "parts, got part ", part_, " of ", parts_);
-  }
+        parts_(ReadUpdateParts(args())),
+        grads_(static_cast<size_t>(1 + std::max(0, InputSize() - layout.num_inputs()))) {}
 
  protected:
   static constexpr int kMaxStates = 2;
@@ -313,8 +256,7 @@ class UpdateOp : public Operator {
                       " but must be >= 1 (run Iter before the update)");
     }
     // This op's part of the elements: parts of 64 elements, the last short.
-    const int64_t per_part = (step.n + parts_ * 64 - 1) / (parts_ * 64) * 64;
-    const int64_t begin = std::min(step.n, part_ * per_part), end = std::min(step.n, begin + per_part);
+    const auto [begin, end] = PartOfElements(step.n, parts_.part, parts_.parts);
     DispatchFloat(Input(0).dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       // grad, then the extra gradients (in the op's own array: no allocation per run)
@@ -325,11 +267,8 @@ class UpdateOp : public Operator {
       // The ops updating the other parts may be running now: none of them
       // may replace the tensors' storage (copy-on-write), so they must find
       // them writable where they are (MakeWritable before the group).
-      if (parts_ > 1)
-        for (int k = 0; k <= layout_.num_states; ++k)
-          DP_ENFORCE_CODE(Output(k)->writable_in_place(), Code::kFailedPrecondition, OutputDesc(k),
-                          " is caller memory or shared with another holder, so part ", part_, " of ", parts_,
-                          " cannot update it in place: run MakeWritable on it before the update's parts");
+      if (parts_.parts > 1)
+        for (int k = 0; k <= layout_.num_states; ++k) CheckWritableForParts(*Output(k), OutputDesc(k), parts_);
       T* p = Output(0)->template mutable_data<T>();
       T* s[kMaxStates] = {};
       for (int k = 0; k < layout_.num_states; ++k) s[k] = Output(1 + k)->template mutable_data<T>();
@@ -370,15 +309,10 @@ class UpdateOp : public Operator {
     return t.dtype() == DType::kFloat32 ? static_cast<double>(t.data<float>()[0]) : t.data<double>()[0];
   }
 
-  const Layout layout_;
-  const int64_t part_, parts_;
+  const UpdateLayout layout_;
+  const UpdateParts parts_;
   std::vector<const void*> grads_;
 };
-
-constexpr Layout kSgdLayout{0, false};
-constexpr Layout kMomentumLayout{1, false};
-constexpr Layout kAdamLayout{2, true};
-constexpr Layout kAdagradLayout{1, false};
 
 class SgdOp final : public UpdateOp<SgdOp> {
  public:
@@ -402,15 +336,13 @@ class MomentumSgdOp final : public UpdateOp<MomentumSgdOp> {
  public:
   explicit MomentumSgdOp(const OpInit& init)
       : UpdateOp(init, kMomentumLayout),
-        mu_(args().Float("momentum", 0.9)),
-        wd_(args().Float("weight_decay", 0.0)),
-        nesterov_(args().Int("nesterov", 0) != 0) {}
+        args_(ReadMomentumArgs(args())) {}
 
   template <typename T, class G>
   void Update(const Step& st, T* p, G g, T* const* s) {
-    const T lr = static_cast<T>(st.lr), mu = static_cast<T>(mu_), wd = static_cast<T>(wd_);
-    const bool has_wd = wd_ != 0;
-    if (nesterov_) {
+    const T lr = static_cast<T>(st.lr), mu = static_cast<T>(args_.momentum), wd = static_cast<T>(args_.weight_decay);
+    const bool has_wd = args_.weight_decay != 0;
+    if (args_.nesterov) {
       if (has_wd)
         MomentumKernel<T, true, true, G>(st.n, p, g, s[0], lr, mu, wd);
       else
@@ -424,69 +356,47 @@ class MomentumSgdOp final : public UpdateOp<MomentumSgdOp> {
   }
 
  private:
-  const double mu_, wd_;
-  const bool nesterov_;
+  const MomentumArgs args_;
 };
 
 class AdamOp final : public UpdateOp<AdamOp> {
  public:
   explicit AdamOp(const OpInit& init)
       : UpdateOp(init, kAdamLayout),
-        b1_(args().Float("beta1", 0.9)),
-        b2_(args().Float("beta2", 0.999)),
-        eps_(args().Float("epsilon", 1e-8)),
-        wd_(args().Float("weight_decay", 0.0)) {
-    DP_ENFORCE(b1_ >= 0 && b1_ < 1, "argument 'beta1' must be in [0, 1), got ", b1_);
-    DP_ENFORCE(b2_ >= 0 && b2_ < 1, "argument 'beta2' must be in [0, 1), got ", b2_);
-    DP_ENFORCE(eps_ >= 0, "argument 'epsilon' must be >= 0, got ", eps_);
-  }
+        hyper_(ReadAdamArgs(args())) {}
 
   template <typename T, class G>
   void Update(const Step& st, T* p, G g, T* const* s) {
-    const double t = static_cast<double>(st.iter);
-    const double bc1 = 1.0 - std::pow(b1_, t), bc2 = 1.0 - std::pow(b2_, t);
-    AdamCoeffs<T> c;
-    c.b1 = static_cast<T>(b1_);
-    c.c1 = static_cast<T>(1.0 - b1_);
-    c.b2 = static_cast<T>(b2_);
-    c.c2 = static_cast<T>(1.0 - b2_);
-    c.step = static_cast<T>(st.lr / bc1);
-    c.rs = static_cast<T>(1.0 / std::sqrt(bc2));
-    c.eps = static_cast<T>(eps_);
-    c.wd = static_cast<T>(wd_);
-    if (wd_ != 0)
+    const AdamCoeffs<T> c =
+        MakeAdamCoeffs<T>(hyper_, st.lr, st.iter, [](double x) { return std::sqrt(x); });
+    if (hyper_.weight_decay != 0)
       AdamKernel<T, true, G>(st.n, p, g, s[0], s[1], c);
     else
       AdamKernel<T, false, G>(st.n, p, g, s[0], s[1], c);
   }
 
  private:
-  const double b1_, b2_, eps_, wd_;
+  const AdamHyper hyper_;
 };
 
 class AdagradOp final : public UpdateOp<AdagradOp> {
  public:
   explicit AdagradOp(const OpInit& init)
       : UpdateOp(init, kAdagradLayout),
-        eps_(args().Float("epsilon", 1e-10)),
-        decay_(args().Float("decay", 1.0)),
-        wd_(args().Float("weight_decay", 0.0)) {
-    DP_ENFORCE(eps_ >= 0, "argument 'epsilon' must be >= 0, got ", eps_);
-    DP_ENFORCE(decay_ >= 0, "argument 'decay' must be >= 0, got ", decay_);
-  }
+        args_(ReadAdagradArgs(args())) {}
 
   template <typename T, class G>
   void Update(const Step& st, T* p, G g, T* const* s) {
-    const T lr = static_cast<T>(st.lr), eps = static_cast<T>(eps_), decay = static_cast<T>(decay_),
-            wd = static_cast<T>(wd_);
-    if (wd_ != 0)
+    const T lr = static_cast<T>(st.lr), eps = static_cast<T>(args_.epsilon), decay = static_cast<T>(args_.decay),
+            wd = static_cast<T>(args_.weight_decay);
+    if (args_.weight_decay != 0)
       AdagradKernel<T, true, G>(st.n, p, g, s[0], lr, eps, decay, wd);
     else
       AdagradKernel<T, false, G>(st.n, p, g, s[0], lr, eps, decay, wd);
   }
 
  private:
-  const double eps_, decay_, wd_;
+  const AdagradArgs args_;
 };
 
 // ---- schemas and registration --------------------------------------------------

@@ -1,35 +1,34 @@
-// CUDA kernels of the fill ops (schemas in ops/cpu/fill_ops.cc).
+// CUDA kernels of the fill ops (schemas in ops/cpu/fill_ops.cc), float32
+// only. The random fills draw element i from Philox's (seed, i) as the CPU
+// does, so a CUDA fill equals the CPU's float32 fill bit for bit.
 #include <cstdint>
 #include <vector>
 
 #include "cuda/op_launchers.h"
 #include "ops/cuda/cuda_operator.h"
+#include "ops/random_op_utils.h"
 
 namespace dp {
 namespace {
 
 // Shape from the `shape` argument, or from input 0 (its shape, or with
-// input_as_shape=1 its int64 values), as on the CPU.
-class ConstantFillOp final : public CudaOperator {
+// input_as_shape=1 its int64 values), and dtype as on the CPU; then Fill.
+class CudaFillOp : public CudaOperator {
  public:
   using CudaOperator::CudaOperator;
 
+ protected:
+  virtual void Fill(Tensor* out) = 0;
+
  private:
-  void RunOnDevice() override {
-    // Without `dtype`, a fill shaped like an input takes its dtype (as on the CPU).
-    const bool like = InputSize() > 0 && args().Int("input_as_shape", 0) == 0 && !args().Has("dtype");
-    const int64_t dtype_arg =
-        like ? static_cast<int64_t>(Input(0).dtype()) : args().Int("dtype", static_cast<int64_t>(DType::kFloat32));
-    DType dtype;
-    DP_ENFORCE_CODE(DTypeFromInt(static_cast<int32_t>(dtype_arg), &dtype), Code::kDType, "argument 'dtype' ",
-                    dtype_arg, " is not a dtype");
-    DP_ENFORCE_CODE(dtype == DType::kFloat32, Code::kDType, "ConstantFill on CUDA supports only float32, got ",
+  void RunOnDevice() final {
+    const Tensor* like = InputSize() > 0 ? &Input(0) : nullptr;
+    const DType dtype = FillDType(args(), like != nullptr ? like->dtype() : DType::kUndefined);
+    DP_ENFORCE_CODE(dtype == DType::kFloat32, Code::kDType, def().type, " on CUDA supports only float32, got ",
                     DTypeName(dtype), "; fill on the CPU and Copy");
-    Dims dims = InputSize() == 0 ? args().Ints("shape", std::vector<int64_t>{}) : ShapeFromInput(Input(0));
+    Dims dims = like == nullptr ? args().Ints("shape", std::vector<int64_t>{}) : ShapeFromInput(*like);
     NumElements(dims);  // rejects negative dims
-    const float value = static_cast<float>(args().Float("value", 0.0));
-    Tensor* y = Output(0, std::move(dims), DType::kFloat32);
-    DP_CUDA_CHECK(cuda::LaunchFill(y->mutable_data<float>(), y->numel(), value, stream()));
+    Fill(Output(0, std::move(dims), DType::kFloat32));
   }
 
   Dims ShapeFromInput(const Tensor& like) {
@@ -45,7 +44,57 @@ class ConstantFillOp final : public CudaOperator {
   }
 };
 
+class ConstantFillOp final : public CudaFillOp {
+ public:
+  using CudaFillOp::CudaFillOp;
+
+ private:
+  void Fill(Tensor* y) override {
+    const float value = static_cast<float>(args().Float("value", 0.0));
+    DP_CUDA_CHECK(cuda::LaunchFill(y->mutable_data<float>(), y->numel(), value, stream()));
+  }
+};
+
+class UniformFillOp final : public CudaFillOp {
+ public:
+  using CudaFillOp::CudaFillOp;
+
+ private:
+  void Fill(Tensor* y) override {
+    const auto [lo, hi] = UniformFillBounds(args());
+    DP_CUDA_CHECK(
+        cuda::LaunchUniformFill(y->mutable_data<float>(), y->numel(), RandomOpSeed(def(), args()), lo, hi, stream()));
+  }
+};
+
+class GaussianFillOp final : public CudaFillOp {
+ public:
+  using CudaFillOp::CudaFillOp;
+
+ private:
+  void Fill(Tensor* y) override {
+    const auto [mean, stdev] = GaussianFillParams(args());
+    DP_CUDA_CHECK(cuda::LaunchGaussianFill(y->mutable_data<float>(), y->numel(), RandomOpSeed(def(), args()), mean,
+                                           stdev, stream()));
+  }
+};
+
+class XavierFillOp final : public CudaFillOp {
+ public:
+  using CudaFillOp::CudaFillOp;
+
+ private:
+  void Fill(Tensor* y) override {
+    const double scale = XavierScale(y->dims());
+    DP_CUDA_CHECK(cuda::LaunchUniformFill(y->mutable_data<float>(), y->numel(), RandomOpSeed(def(), args()), -scale,
+                                          scale, stream()));
+  }
+};
+
 DP_REGISTER_CUDA_OPERATOR(ConstantFill, ConstantFillOp);
+DP_REGISTER_CUDA_OPERATOR(UniformFill, UniformFillOp);
+DP_REGISTER_CUDA_OPERATOR(GaussianFill, GaussianFillOp);
+DP_REGISTER_CUDA_OPERATOR(XavierFill, XavierFillOp);
 
 }  // namespace
 }  // namespace dp

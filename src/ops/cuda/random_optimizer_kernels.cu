@@ -1,0 +1,168 @@
+// The random_optimizer family's CUDA kernels (cuda/op_launchers.h): random
+// fills and dropout on Philox (core/philox.h, the CPU's numbers bit for bit),
+// and the optimizer updates on the formulas the CPU kernels run
+// (ops/math/optimizer_updates.h). Grid-stride loops over int64_t indices.
+#include "core/philox.h"
+#include "cuda/grid.cuh"
+#include "cuda/op_launchers.h"
+#include "ops/math/dropout.h"
+#include "ops/math/optimizer_updates.h"
+
+namespace dp::cuda {
+namespace {
+
+using namespace grid;  // NOLINT: the launch geometry every kernel here shares
+
+// ---- fills and dropout ------------------------------------------------------------
+
+__global__ void UniformFillKernel(float* y, int64_t n, uint64_t seed, double lo, double hi) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride())
+    y[i] = static_cast<float>(philox::UniformValue(seed, static_cast<uint64_t>(i), lo, hi));
+}
+
+__global__ void GaussianFillKernel(float* y, int64_t n, uint64_t seed, double mean, double stdev) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride())
+    y[i] = static_cast<float>(philox::NormalValue(seed, static_cast<uint64_t>(i), mean, stdev));
+}
+
+// One thread per Philox block: the words of four elements. x may be y.
+__global__ void DropoutKernel(const float* x, float* y, uint8_t* mask, int64_t n, uint64_t seed,
+                              const int64_t* counter, uint64_t run, uint32_t threshold, float scale) {
+  const uint64_t stream = counter != nullptr ? static_cast<uint64_t>(*counter) : run;
+  const int64_t blocks = (n + 3) / 4;
+  for (int64_t b = FirstIndex(); b < blocks; b += Stride()) {
+    const philox::Block words = philox::StreamBlock(seed, stream, static_cast<uint64_t>(b));
+    for (int k = 0; k < 4 && b * 4 + k < n; ++k) {
+      const int64_t i = b * 4 + k;
+      DropoutElement(x[i], words.w[k], threshold, scale, &y[i], &mask[i]);
+    }
+  }
+}
+
+__global__ void DropoutGradientKernel(const float* dy, const uint8_t* mask, float* dx, int64_t n, float scale) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) dx[i] = DropoutGradElement(dy[i], mask[i], scale);
+}
+
+// ---- optimizer updates ----------------------------------------------------------
+
+// The square roots the formulas take (IEEE-rounded on the device, as on the CPU).
+struct FloatSqrt {
+  __host__ __device__ float operator()(float x) const { return sqrtf(x); }
+};
+struct DoubleSqrt {
+  __host__ __device__ double operator()(double x) const { return sqrt(x); }
+};
+
+__device__ __forceinline__ float Grad(const float* g, const float* g2, int64_t i) {
+  return g2 != nullptr ? g[i] + g2[i] : g[i];
+}
+
+template <bool kWD>
+__global__ void SgdKernel(float* p, const float* g, const float* g2, int64_t n, const float* lr_ptr, float wd) {
+  const float lr = *lr_ptr;
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) p[i] = SgdStep<kWD>(p[i], Grad(g, g2, i), lr, wd);
+}
+
+template <bool kWD, bool kNesterov>
+__global__ void MomentumKernel(float* p, const float* g, const float* g2, float* buf, int64_t n,
+                               const float* lr_ptr, float mu, float wd) {
+  const float lr = *lr_ptr;
+  for (int64_t i = FirstIndex(); i < n; i += Stride())
+    MomentumStep<kWD, kNesterov>(&p[i], &buf[i], Grad(g, g2, i), lr, mu, wd);
+}
+
+// The step's coefficients, from lr and iter on the device, once per block.
+template <bool kWD>
+__global__ void AdamKernel(float* p, const float* g, const float* g2, float* m, float* v, int64_t n,
+                           const float* lr, const int64_t* iter, AdamHyper hyper) {
+  __shared__ AdamCoeffs<float> c;
+  if (threadIdx.x == 0) c = MakeAdamCoeffs<float>(hyper, static_cast<double>(*lr), *iter, DoubleSqrt{});
+  __syncthreads();
+  for (int64_t i = FirstIndex(); i < n; i += Stride())
+    AdamStep<kWD>(&p[i], &m[i], &v[i], Grad(g, g2, i), c, FloatSqrt{});
+}
+
+template <bool kWD>
+__global__ void AdagradKernel(float* p, const float* g, const float* g2, float* h, int64_t n, const float* lr_ptr,
+                              float eps, float decay, float wd) {
+  const float lr = *lr_ptr;
+  for (int64_t i = FirstIndex(); i < n; i += Stride())
+    AdagradStep<kWD>(&p[i], &h[i], Grad(g, g2, i), lr, eps, decay, wd, FloatSqrt{});
+}
+
+__global__ void BmufKernel(float* w, float* wg, float* delta, int64_t n, float lr, float mu, bool nesterov) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) BmufStep(&w[i], &wg[i], &delta[i], lr, mu, nesterov);
+}
+
+}  // namespace
+
+cudaError_t LaunchUniformFill(float* y, int64_t n, uint64_t seed, double lo, double hi, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  UniformFillKernel<<<Blocks(n), kThreads, 0, stream>>>(y, n, seed, lo, hi);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGaussianFill(float* y, int64_t n, uint64_t seed, double mean, double stdev, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  GaussianFillKernel<<<Blocks(n), kThreads, 0, stream>>>(y, n, seed, mean, stdev);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchDropout(const float* x, float* y, uint8_t* mask, int64_t n, uint64_t seed, const int64_t* counter,
+                          uint64_t run, uint32_t threshold, float scale, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropoutKernel<<<Blocks((n + 3) / 4), kThreads, 0, stream>>>(x, y, mask, n, seed, counter, run, threshold, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchDropoutGradient(const float* dy, const uint8_t* mask, float* dx, int64_t n, float scale,
+                                  cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropoutGradientKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, mask, dx, n, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSgd(float* p, const float* g, const float* g2, int64_t n, const float* lr, float weight_decay,
+                      cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (weight_decay != 0)
+    SgdKernel<true><<<Blocks(n), kThreads, 0, stream>>>(p, g, g2, n, lr, weight_decay);
+  else
+    SgdKernel<false><<<Blocks(n), kThreads, 0, stream>>>(p, g, g2, n, lr, weight_decay);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMomentumSgd(float* p, const float* g, const float* g2, float* momentum, int64_t n, const float* lr,
+                              float mu, float weight_decay, bool nesterov, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const bool wd = weight_decay != 0;
+  auto kernel = nesterov ? (wd ? MomentumKernel<true, true> : MomentumKernel<false, true>)
+                         : (wd ? MomentumKernel<true, false> : MomentumKernel<false, false>);
+  kernel<<<Blocks(n), kThreads, 0, stream>>>(p, g, g2, momentum, n, lr, mu, weight_decay);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAdam(float* p, const float* g, const float* g2, float* m, float* v, int64_t n, const float* lr,
+                       const int64_t* iter, AdamHyper hyper, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  auto kernel = hyper.weight_decay != 0 ? AdamKernel<true> : AdamKernel<false>;
+  kernel<<<Blocks(n), kThreads, 0, stream>>>(p, g, g2, m, v, n, lr, iter, hyper);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAdagrad(float* p, const float* g, const float* g2, float* h, int64_t n, const float* lr,
+                          float epsilon, float decay, float weight_decay, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  auto kernel = weight_decay != 0 ? AdagradKernel<true> : AdagradKernel<false>;
+  kernel<<<Blocks(n), kThreads, 0, stream>>>(p, g, g2, h, n, lr, epsilon, decay, weight_decay);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchBmufUpdate(float* w, float* wg, float* delta, int64_t n, float block_lr, float block_momentum,
+                             bool nesterov, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  BmufKernel<<<Blocks(n), kThreads, 0, stream>>>(w, wg, delta, n, block_lr, block_momentum, nesterov);
+  return cudaGetLastError();
+}
+
+}  // namespace dp::cuda

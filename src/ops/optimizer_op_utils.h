@@ -1,0 +1,136 @@
+// Input layout, input checks and arguments of the optimizer update ops
+// (SGD, MomentumSGD, Adam, Adagrad, BmufUpdate), shared by their CPU kernels
+// (ops/cpu/optimizer_ops.cc, bmuf_op.cc), their CUDA kernels
+// (ops/cuda/optimizer_ops.cc, bmuf_op.cc) and shape inference, so that every
+// device accepts the same nets with the same messages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "graph/net_def.h"
+#include "ops/math/optimizer_updates.h"
+#include "ops/op_schema.h"
+#include "ops/op_utils.h"
+
+namespace dp {
+
+// Inputs are param, grad, num_states state tensors, lr, then iter if the
+// optimizer reads one; outputs are param and the states, each in place.
+// Extra gradients (replicas sharing a param) follow the last input.
+struct UpdateLayout {
+  int num_states;
+  bool has_iter;
+  int lr() const { return 2 + num_states; }
+  int iter() const { return 3 + num_states; }
+  int num_inputs() const { return has_iter ? 4 + num_states : 3 + num_states; }  // without extra gradients
+};
+
+inline constexpr UpdateLayout kSgdLayout{0, false};
+inline constexpr UpdateLayout kMomentumLayout{1, false};
+inline constexpr UpdateLayout kAdamLayout{2, true};
+inline constexpr UpdateLayout kAdagradLayout{1, false};
+
+inline bool IsFloatDType(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+
+// info(i) -> TensorInfo of input i; name(i) -> "grad 'w_grad'".
+// `inputs` counts the extra gradients too.
+template <typename Info, typename Name>
+void CheckUpdateInputs(const UpdateLayout& layout, int inputs, Info info, Name name) {
+  const TensorInfo p = info(0);
+  DP_ENFORCE_CODE(IsFloatDType(p.dtype), Code::kDType, name(0), " must be float32 or float64, got ",
+                  DTypeName(p.dtype));
+  std::vector<int> like_param;  // grads and states
+  for (int i = 1; i < 2 + layout.num_states; ++i) like_param.push_back(i);
+  for (int i = layout.num_inputs(); i < inputs; ++i) like_param.push_back(i);
+  for (int i : like_param) {
+    const TensorInfo t = info(i);
+    DP_ENFORCE_CODE(t.dtype == p.dtype, Code::kDType, name(i), " is ", DTypeName(t.dtype), " but ", name(0), " is ",
+                    DTypeName(p.dtype));
+    DP_ENFORCE_CODE(t.dims == p.dims, Code::kShape, name(i), " has shape ", DimsString(t.dims), " but ", name(0),
+                    " has ", DimsString(p.dims));
+  }
+  const TensorInfo lr = info(layout.lr());
+  DP_ENFORCE_CODE(IsFloatDType(lr.dtype), Code::kDType, name(layout.lr()), " must be float32 or float64, got ",
+                  DTypeName(lr.dtype));
+  DP_ENFORCE_CODE(NumElements(lr.dims) == 1, Code::kShape, name(layout.lr()), " must hold one value, got shape ",
+                  DimsString(lr.dims));
+  if (layout.has_iter) {
+    const TensorInfo it = info(layout.iter());
+    DP_ENFORCE_CODE(it.dtype == DType::kInt64, Code::kDType, name(layout.iter()), " must be int64, got ",
+                    DTypeName(it.dtype));
+    DP_ENFORCE_CODE(NumElements(it.dims) == 1, Code::kShape, name(layout.iter()), " must hold one value, got shape ",
+                    DimsString(it.dims));
+  }
+}
+
+// The checked part/parts arguments: 0 <= part < parts.
+struct UpdateParts {
+  int64_t part, parts;
+};
+inline UpdateParts ReadUpdateParts(const ArgReader& args) {
+  const int64_t part = args.Int("part", 0), parts = args.Int("parts", 1);
+  DP_ENFORCE(parts >= 1 && part >= 0 && part < parts, "arguments 'part' and 'parts' must satisfy 0 <= part < ",
+             "parts, got part ", part, " of ", parts);
+  return {part, parts};
+}
+
+// With parts > 1 the ops updating the other parts may be running: none of
+// them may replace an output's storage (copy-on-write), so each must be
+// writable where it is (MakeWritable before the group).
+inline void CheckWritableForParts(const Tensor& out, const std::string& what, const UpdateParts& parts) {
+  DP_ENFORCE_CODE(out.writable_in_place(), Code::kFailedPrecondition, what,
+                  " is caller memory or shared with another holder, so part ", parts.part, " of ", parts.parts,
+                  " cannot update it in place: run MakeWritable on it before the update's parts");
+}
+
+struct MomentumArgs {
+  double momentum, weight_decay;
+  bool nesterov;
+};
+inline MomentumArgs ReadMomentumArgs(const ArgReader& args) {
+  return {args.Float("momentum", 0.9), args.Float("weight_decay", 0.0), args.Int("nesterov", 0) != 0};
+}
+
+inline AdamHyper ReadAdamArgs(const ArgReader& args) {
+  const AdamHyper h{args.Float("beta1", 0.9), args.Float("beta2", 0.999), args.Float("epsilon", 1e-8),
+                    args.Float("weight_decay", 0.0)};
+  DP_ENFORCE(h.beta1 >= 0 && h.beta1 < 1, "argument 'beta1' must be in [0, 1), got ", h.beta1);
+  DP_ENFORCE(h.beta2 >= 0 && h.beta2 < 1, "argument 'beta2' must be in [0, 1), got ", h.beta2);
+  DP_ENFORCE(h.epsilon >= 0, "argument 'epsilon' must be >= 0, got ", h.epsilon);
+  return h;
+}
+
+struct AdagradArgs {
+  double epsilon, decay, weight_decay;
+};
+inline AdagradArgs ReadAdagradArgs(const ArgReader& args) {
+  const AdagradArgs a{args.Float("epsilon", 1e-10), args.Float("decay", 1.0), args.Float("weight_decay", 0.0)};
+  DP_ENFORCE(a.epsilon >= 0, "argument 'epsilon' must be >= 0, got ", a.epsilon);
+  DP_ENFORCE(a.decay >= 0, "argument 'decay' must be >= 0, got ", a.decay);
+  return a;
+}
+
+struct BmufArgs {
+  double block_lr, block_momentum;
+  bool nesterov;
+};
+inline BmufArgs ReadBmufArgs(const ArgReader& args) {
+  const BmufArgs a{args.Float("block_lr", 1.0), args.Float("block_momentum", 0.0), args.Int("nesterov", 0) != 0};
+  DP_ENFORCE(a.block_lr > 0, "argument 'block_lr' must be > 0, got ", a.block_lr);
+  DP_ENFORCE(a.block_momentum >= 0 && a.block_momentum < 1, "argument 'block_momentum' must be in [0, 1), got ",
+             a.block_momentum);
+  return a;
+}
+
+// BmufUpdate's Wg and Delta (t, described by td) have W's dtype and dims.
+inline void CheckBmufInput(const Tensor& w, const std::string& wd, const Tensor& t, const std::string& td) {
+  CheckSameDtype(w, wd, t, td);
+  DP_ENFORCE_CODE(t.dims() == w.dims(), Code::kShape, td, " ", DimsString(t.dims()), " does not match ", wd, " ",
+                  DimsString(w.dims()));
+}
+
+}  // namespace dp
