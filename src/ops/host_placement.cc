@@ -29,23 +29,25 @@ std::string HostOutputCopyName(const std::string& blob, DeviceOption device) {
 }
 
 std::shared_ptr<const NetDef> PlaceHostOps(const NetDef& def) {
-  bool moved_any = false;
-  for (const auto& op : def.ops)
-    moved_any = moved_any || (def.OpDevice(op).type == DeviceType::kCUDA && IsHostOp(op));
-  if (!moved_any) return nullptr;
+  bool any_cuda = false;
+  for (const auto& op : def.ops) any_cuda = any_cuda || def.OpDevice(op).type == DeviceType::kCUDA;
+  if (!any_cuda) return nullptr;
 
   auto out = std::make_shared<NetDef>(def);
   out->ops.clear();
-  // Blob -> position in out->ops of the host op that last wrote it (moved
-  // ops only), and the copies already made of that write per device.
+  bool changed = false;
+  // Blob -> position in out->ops of the op on the host that last wrote it,
+  // and the copies already made of that write per device.
   std::map<std::string, size_t> host_written;
   std::map<std::pair<std::string, std::string>, std::string> copies;
   std::vector<std::pair<size_t, OperatorDef>> inserts;  // after out->ops[first]
   for (const auto& original : def.ops) {
     OperatorDef op = original;
-    const DeviceOption device = def.OpDevice(op);
+    DeviceOption device = def.OpDevice(op);
     if (device.type == DeviceType::kCUDA && IsHostOp(op)) {
-      op.device = DeviceOption{DeviceType::kCPU, 0};
+      device = DeviceOption{DeviceType::kCPU, 0};
+      op.device = device;
+      changed = true;
     } else if (device.type == DeviceType::kCUDA && !ReadsAcrossDevices(op)) {
       for (auto& in : op.inputs) {
         auto w = host_written.find(in);
@@ -57,14 +59,13 @@ std::shared_ptr<const NetDef> PlaceHostOps(const NetDef& def) {
           inserts.emplace_back(w->second, std::move(copy));
         }
         in = name;
+        changed = true;
       }
     }
-    const bool on_host_now = op.device.has_value() && op.device->type == DeviceType::kCPU &&
-                             device.type == DeviceType::kCUDA;
     for (const auto& o : op.outputs) {
       // A new write: earlier copies are stale for later readers.
       for (auto it = copies.begin(); it != copies.end();) it = it->first.first == o ? copies.erase(it) : std::next(it);
-      if (on_host_now) {
+      if (device.type == DeviceType::kCPU) {
         host_written[o] = out->ops.size();
       } else {
         host_written.erase(o);
@@ -72,9 +73,10 @@ std::shared_ptr<const NetDef> PlaceHostOps(const NetDef& def) {
     }
     out->ops.push_back(std::move(op));
   }
-  // Each copy goes right after the host op whose output it reads. Inserted
-  // from the last position back, so that earlier positions stay valid;
-  // copies after one op keep the order they were found in.
+  if (!changed) return nullptr;
+  // Each copy goes right after the op whose output it reads. Inserted from
+  // the last position back, so that earlier positions stay valid; copies
+  // after one op keep the order they were found in.
   std::stable_sort(inserts.begin(), inserts.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto it = inserts.rbegin(); it != inserts.rend(); ++it)

@@ -162,7 +162,7 @@ TEST_CASE("every CPU op has a CUDA kernel or is a host op with its reason") {
 #endif  // DP_TEST_CUDA
 
 // Placement needs no device: it rewrites the definition.
-TEST_CASE("host ops of a CUDA net run on the host and their device readers read copies") {
+TEST_CASE("host ops of a CUDA net run on the host; host-written blobs that CUDA ops read are copied to them") {
   const DeviceOption gpu{DeviceType::kCUDA, 0};
   dp::NetDef def;
   def.name = "placed";
@@ -173,10 +173,13 @@ TEST_CASE("host ops of a CUDA net run on the host and their device readers read 
   def.ops.push_back(MakeOp("Mul", {"lr", "w"}, {"y"}));
   def.ops.push_back(MakeOp("Print", {"lr", "y"}, {}));
   def.ops.push_back(MakeOp("Mul", {"lr", "y"}, {"z"}, {}, DeviceOption{DeviceType::kCUDA, 1}));
+  // An op placed on the host by its definition: its output is copied too.
+  def.ops.push_back(MakeOp("Scale", {"w"}, {"s"}, {}, kCpu));
+  def.ops.push_back(MakeOp("Add", {"s", "z"}, {"t"}));
   auto placed = dp::PlaceHostOps(def);
   REQUIRE(placed != nullptr);
   const auto& ops = placed->ops;
-  REQUIRE(ops.size() == 8);
+  REQUIRE(ops.size() == 11);
   CHECK(ops[0].type == "Iter");
   CHECK(placed->OpDevice(ops[0]) == kCpu);
   CHECK(ops[1].type == "LearningRate");
@@ -196,9 +199,20 @@ TEST_CASE("host ops of a CUDA net run on the host and their device readers read 
   CHECK(placed->OpDevice(ops[6]) == kCpu);
   CHECK(ops[6].inputs == std::vector<std::string>{"lr", "y"});
   CHECK(ops[7].inputs == std::vector<std::string>{"lr@cuda:1", "y"});
+  CHECK(ops[8].type == "Scale");
+  CHECK(ops[9].type == "Copy");
+  CHECK(ops[9].outputs == std::vector<std::string>{"s@cuda:0"});
+  CHECK(ops[10].inputs == std::vector<std::string>{"s@cuda:0", "z"});
 
-  // A CPU net, or one without host ops, is left as it is.
-  def.device = kCpu;
-  def.ops.back().device.reset();
-  CHECK(dp::PlaceHostOps(def) == nullptr);
+  // A CPU net, or a CUDA net that reads nothing written on the host, is left
+  // as it is.
+  dp::NetDef cpu = def;
+  cpu.device = kCpu;
+  for (auto& op : cpu.ops) op.device.reset();
+  CHECK(dp::PlaceHostOps(cpu) == nullptr);
+  dp::NetDef plain;
+  plain.device = gpu;
+  plain.ops.push_back(MakeOp("Relu", {"x"}, {"y"}));
+  plain.ops.push_back(MakeOp("Print", {"y"}, {}, {}, kCpu));
+  CHECK(dp::PlaceHostOps(plain) == nullptr);
 }

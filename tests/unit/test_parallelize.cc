@@ -390,21 +390,34 @@ TEST_CASE("parallelize: bad options and batches give clear errors") {
   ExpectError([&] { Parallelize(m, zero); }, Code::kInvalidArgument, {"bucket"});
   ParallelizeOptions gpu = Cpus(2);
   gpu.device_type = DeviceType::kCUDA;
+  // Every training op has a CUDA kernel or runs on the host: CUDA nets build
+  // without a GPU (creating them needs one).
   if (!cuda::BuiltWithCuda())
     ExpectError([&] { Parallelize(m, gpu); }, Code::kUnavailable, {"without CUDA"});
-  else  // today's CUDA backend lacks the training kernels; the message lists them
-    ExpectError([&] { Parallelize(m, gpu); }, Code::kUnimplemented, {"SoftmaxWithLossGradient"});
-  // Several processes of CUDA replicas (NCCL across processes) meet the same kernels' check...
+  else
+    CHECK(Parallelize(m, gpu).scopes == std::vector<std::string>{"cuda_0/", "cuda_1/"});
+  // Several processes of CUDA replicas communicate through NCCL...
   ParallelizeOptions gpu_shards = gpu;
   gpu_shards.num_shards = 2;
   gpu_shards.store = "file:///tmp/dp-unused-store";
   if (!cuda::BuiltWithCuda())
     ExpectError([&] { Parallelize(m, gpu_shards); }, Code::kUnavailable, {"without CUDA"});
   else
-    ExpectError([&] { Parallelize(m, gpu_shards); }, Code::kUnimplemented, {"SoftmaxWithLossGradient"});
-  // ... but not with the copy-and-sum tree, which works inside one process.
+    CHECK(Parallelize(m, gpu_shards).num_shards == 2);
+  // ... not the copy-and-sum tree, which works inside one process.
   gpu_shards.nccl = false;
   ExpectError([&] { Parallelize(m, gpu_shards); }, Code::kInvalidArgument, {"NCCL", "tree"});
+  // One GPU named twice: two replicas through the tree (a testing aid); NCCL
+  // cannot run two ranks on one GPU.
+  ParallelizeOptions twice = gpu;
+  twice.device_ids = {0, 0};
+  ExpectError([&] { Parallelize(m, twice); }, Code::kInvalidArgument,
+              {"cuda:0 twice", "NCCL", "DP_CUDA_COLLECTIVES_TREE"});
+  twice.nccl = false;
+  if (!cuda::BuiltWithCuda())
+    ExpectError([&] { Parallelize(m, twice); }, Code::kUnavailable, {"without CUDA"});
+  else
+    CHECK(Parallelize(m, twice).scopes == std::vector<std::string>{"cuda_0/", "cuda_0.1/"});
   ParallelizeOptions shared_gpu = gpu;
   shared_gpu.shared_model = true;
   ExpectError([&] { Parallelize(m, shared_gpu); }, Code::kInvalidArgument, {"shared_model", "CPU"});
