@@ -10,6 +10,7 @@
 //   HostCopyName("cpu_1/data")           "cpu_1/data/host"
 //   WeightedName("cpu_1/loss")           "cpu_1/loss/weighted"
 //   GlobalShareName("cpu_1/loss")        "cpu_1/loss/global"
+//   EvalInputName("cuda_0/data")         "cuda_0/data/eval"
 //   BmufGlobalName / BmufDeltaName("w")  "w/bmuf_global", "w/bmuf_delta"
 #pragma once
 
@@ -47,6 +48,11 @@ inline std::string AccumulatedGradientName(const std::string& grad) { return gra
 // A copy of a device blob on the host, e.g. the host-side part of a split
 // batch before it is copied to its CUDA replica ("cpu_1/data" -> ".../host").
 inline std::string HostCopyName(const std::string& blob) { return blob + "/host"; }
+
+// A model input of the eval net on a CUDA replica: the fed host batch copied
+// there ("cuda_0/data" -> "cuda_0/data/eval"; the train net's split part
+// keeps "cuda_0/data", so neither reallocates the other's buffer).
+inline std::string EvalInputName(const std::string& blob) { return blob + "/eval"; }
 
 // A replica's loss or metric multiplied by its share of an uneven batch.
 inline std::string WeightedName(const std::string& blob) { return blob + "/weighted"; }

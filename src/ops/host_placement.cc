@@ -17,9 +17,10 @@ bool IsHostOp(const OperatorDef& op) {
   return s != nullptr && s->host_op();
 }
 
+// The op reads inputs of other devices itself (Copy, Print, collectives).
 bool ReadsAcrossDevices(const OperatorDef& op) {
   const OpSchema* s = OpSchemaRegistry::Find(op.type);
-  return s != nullptr && s->inputs_can_cross_devices();
+  return s != nullptr && (s->inputs_can_cross_devices() || s->inputs_on_replica_devices());
 }
 
 }  // namespace
@@ -49,7 +50,10 @@ std::shared_ptr<const NetDef> PlaceHostOps(const NetDef& def) {
       op.device = device;
       changed = true;
     } else if (device.type == DeviceType::kCUDA && !ReadsAcrossDevices(op)) {
-      for (auto& in : op.inputs) {
+      const OpSchema* schema = OpSchemaRegistry::Find(op.type);
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        std::string& in = op.inputs[i];
+        if (schema != nullptr && schema->host_input(static_cast<int>(i))) continue;  // read on the host
         auto w = host_written.find(in);
         if (w == host_written.end()) continue;
         const std::string name = HostOutputCopyName(in, device);

@@ -4,6 +4,7 @@
 // before anything runs.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -105,6 +106,16 @@ class OpSchema {
   OpSchema& HostOp(std::string reason) { host_op_reason_ = std::move(reason); return *this; }
   bool host_op() const { return !host_op_reason_.empty(); }
   const std::string& host_op_reason() const { return host_op_reason_; }
+  // A collective over replicas: its tensors live on several devices, and the
+  // kernel checks each against its replica's device itself (Input() would
+  // refuse them). Host placement copies nothing for it.
+  OpSchema& InputsOnReplicaDevices() { inputs_on_replica_devices_ = true; return *this; }
+  bool inputs_on_replica_devices() const { return inputs_on_replica_devices_; }
+  // Inputs the kernel reads on the host on every device (a shape given as a
+  // tensor): they must be CPU tensors, Operator::Input accepts them for a
+  // CUDA op, and host placement leaves them on the host.
+  OpSchema& HostInputs(std::vector<int> inputs) { host_inputs_ = std::move(inputs); return *this; }
+  bool host_input(int i) const { return std::find(host_inputs_.begin(), host_inputs_.end(), i) != host_inputs_.end(); }
   // Every output has input 0's shape and dtype.
   OpSchema& IdenticalTypeAndShape();
 
@@ -159,6 +170,8 @@ class OpSchema {
   InferenceFn inference_;
   bool inputs_can_cross_devices_ = false;
   std::string host_op_reason_;
+  std::vector<int> host_inputs_;
+  bool inputs_on_replica_devices_ = false;
 };
 
 class OpSchemaRegistry {

@@ -132,6 +132,11 @@ const Tensor& Operator::Input(int i) const {
   // CPU ids are logical replicas sharing host memory; a CUDA kernel can only
   // address its own device.
   DeviceOption d = t.device();
+  if (schema_ != nullptr && schema_->host_input(i)) {
+    DP_ENFORCE(d.type == DeviceType::kCPU, InputDesc(i), " is on ", DeviceName(d), " but ", def_.type,
+               " reads it on the host: give it as a cpu tensor");
+    return t;
+  }
   bool addressable = d.type == device_.type && (d.type == DeviceType::kCPU || d.id == device_.id);
   if (!addressable && !(schema_ != nullptr && schema_->inputs_can_cross_devices()))
     DP_THROW(Code::kInvalidArgument, InputDesc(i), " is on ", DeviceName(d), " but the op runs on ",

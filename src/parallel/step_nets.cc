@@ -1,5 +1,6 @@
 // The nets that run the forward: accumulate and train (every replica's
 // forward and backward on its part of the global batch) and eval.
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -226,21 +227,34 @@ NetDef BuildTrainNet(const ParallelPlan& p) {
   return train;
 }
 
-// Replica 0's params and computed params; every other blob keeps its unscoped name.
+// Replica 0's params and computed params; every other blob keeps its
+// unscoped name. CUDA replicas: the model's inputs, fed on the host, are
+// copied to replica 0's device first (EvalInputName).
 NetDef BuildEvalNet(const ParallelPlan& p) {
   const Replicas& b = p.replicas;
   NetDef eval = InferenceNet(p.forward);
   eval.name = p.name + "_parallel_eval";
   std::set<std::string> replica_blobs(p.model.params.begin(), p.model.params.end());
   replica_blobs.insert(p.model.computed_params.begin(), p.model.computed_params.end());
+  const std::set<std::string> inputs(p.model.inputs.begin(), p.model.inputs.end());
+  std::vector<std::string> read;  // the model inputs the eval net reads, in model order
   auto rename = [&](std::string& x) {
     if (replica_blobs.count(x)) x = b.BlobName(0, x);
   };
   for (auto& op : eval.ops) {
-    for (auto& x : op.inputs) rename(x);
+    for (auto& x : op.inputs) {
+      rename(x);
+      if (!b.cuda() || !inputs.count(x)) continue;
+      if (std::find(read.begin(), read.end(), x) == read.end()) read.push_back(x);
+      x = EvalInputName(b.BlobName(0, x));
+    }
     for (auto& x : op.outputs) rename(x);
     op.device = b.device(0);
   }
+  std::vector<OperatorDef> copies;
+  for (const auto& x : read)
+    copies.push_back(b.On(0, MakeOperatorDef("Copy", {x}, {EvalInputName(b.BlobName(0, x))})));
+  eval.ops.insert(eval.ops.begin(), copies.begin(), copies.end());
   for (auto& x : eval.external_inputs) rename(x);
   ValidateNet(eval);
   return eval;

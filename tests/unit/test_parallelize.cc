@@ -19,6 +19,8 @@
 #include "model/training.h"
 #include "op_test_util.h"
 #include "cuda/cuda_runtime.h"
+#include "ops/host_placement.h"
+#include "ops/op_schema.h"
 #include "parallel/parallelize.h"
 
 using namespace dp;
@@ -619,4 +621,59 @@ TEST_CASE("sync net: replica 0's params, statistics and optimizer state re-broad
       CAPTURE(b);
       CHECK(Floats(*ws, s + b) == Floats(*ws, "cpu_0/" + b));
     }
+}
+
+// CUDA nets cannot run here, but where each blob lives can be followed:
+// through the init, train and eval nets in the order they run (as Net places
+// them), every op on a CUDA device reads the blobs written before it on its
+// own device, unless the op reads across devices or on the host by its
+// schema. So a CUDA replica never meets a tensor it cannot address.
+TEST_CASE("parallelize for CUDA: every CUDA op reads blobs written on its own device") {
+  if (!cuda::BuiltWithCuda()) return;  // Parallelize refuses CUDA replicas then (tested above)
+  auto check = [](const ParallelNets& nets) {
+    std::map<std::string, DeviceOption> where;  // blob -> device of its last writer
+    for (const NetDef* net : {&nets.init, &nets.train, &nets.eval}) {
+      CAPTURE(net->name);
+      for (const char* fed : {"data", "label"}) where[fed] = DeviceOption{};  // the caller feeds host batches
+      auto placed = PlaceHostOps(*net);
+      const NetDef& d = placed ? *placed : *net;
+      for (const auto& op : d.ops) {
+        const DeviceOption dev = d.OpDevice(op);
+        const OpSchema* schema = OpSchemaRegistry::Find(op.type);
+        REQUIRE(schema != nullptr);
+        if (dev.type == DeviceType::kCUDA && !schema->inputs_can_cross_devices() &&
+            !schema->inputs_on_replica_devices())
+          for (size_t i = 0; i < op.inputs.size(); ++i) {
+            auto w = where.find(op.inputs[i]);
+            if (w == where.end() || schema->host_input(static_cast<int>(i))) continue;
+            CHECK_MESSAGE(w->second == dev, op.type, " on ", DeviceName(dev), " reads '", op.inputs[i],
+                          "' written on ", DeviceName(w->second));
+          }
+        if (schema->inputs_on_replica_devices()) continue;  // in place: every tensor stays on its replica
+        for (const auto& o : op.outputs) where[o] = dev;
+      }
+    }
+  };
+  for (const char* opt : {R"({"type": "sgd", "lr": 0.5})", R"({"type": "momentum", "lr": 0.1})",
+                          R"({"type": "adam", "lr": 0.02})", R"({"type": "adagrad", "lr": 0.02})"}) {
+    CAPTURE(opt);
+    for (int n : {1, 2}) {
+      CAPTURE(n);
+      ParallelizeOptions o = Cpus(n);
+      o.device_type = DeviceType::kCUDA;
+      check(Parallelize(Mlp(opt), o));
+      o.sync_bn = true;
+      check(Parallelize(BnMlp(opt), o));
+      o.sync_bn = false;
+      o.uneven_split = true;
+      check(Parallelize(Mlp(opt), o));
+      o.uneven_split = false;
+      o.accumulate_steps = 2;
+      check(Parallelize(Mlp(opt), o));
+      o.accumulate_steps = 1;
+      o.bmuf.enabled = true;
+      o.bmuf.block_lr = 1.0;
+      check(Parallelize(Mlp(opt), o));
+    }
+  }
 }

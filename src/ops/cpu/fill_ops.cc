@@ -31,6 +31,8 @@ Dims FillShape(const OperatorDef& op, const ArgReader& args, const Tensor* input
   if (args.Int("input_as_shape", 0) == 0) return input->dims();
   DP_ENFORCE_CODE(input->dtype() == DType::kInt64 && input->ndim() == 1, Code::kShape,
                   "with input_as_shape=1 the input must be a 1-D int64 tensor, got ", input->DebugString());
+  DP_ENFORCE(input->device().type == DeviceType::kCPU, "with input_as_shape=1 the CPU kernel reads the input's "
+             "values: it must be a cpu tensor, got ", input->DebugString());
   const int64_t* v = input->data<int64_t>();
   Dims d(v, v + input->numel());
   NumElements(d);
@@ -164,6 +166,9 @@ std::vector<TensorInfo> InferFill(const OperatorDef& op, const ArgReader& args, 
            ArgDefault::Described("the input's dtype when Y is shaped like the input, else 1 (float32)"),      \
            "DP_DTYPE_* of the output")                                                                        \
       .Arg("input_as_shape", ArgKind::kInt, 0, "1: input 0 is a 1-D int64 tensor of dims")                    \
+      /* "like" gives only its dims (and dtype): a replica's param shaped like replica 0's, on another */     \
+      /* device; the values of input_as_shape are read through a copy (CUDA) or on the host (CPU). */         \
+      .InputsCanCrossDevices()                                                                      \
       .ShapeInference(InferFill)                                                                    \
       .Doc(doc)
 

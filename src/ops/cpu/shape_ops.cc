@@ -31,7 +31,7 @@ class ReshapeOp final : public Operator {
     std::vector<int64_t> shape;
     if (InputSize() > 1) {
       DP_ENFORCE(!args().Has("shape"), "give the new shape either as argument 'shape' or as input 1, not both");
-      const Tensor& s = ShapeInput();
+      const Tensor& s = Input(1);  // on the host on every device (HostInputs)
       DP_ENFORCE_CODE(s.dtype() == DType::kInt64 && s.ndim() == 1, Code::kShape, InputDesc(1),
                       " must be a 1-D int64 tensor, got ", s.DebugString());
       shape.assign(s.data<int64_t>(), s.data<int64_t>() + s.numel());
@@ -54,18 +54,6 @@ class ReshapeOp final : public Operator {
   // The op's own device on the CPU, else cpu:0.
   DeviceOption Host() const { return device().type == DeviceType::kCPU ? device() : DeviceOption{}; }
 
-  // Input 1, which must be a host tensor on any device (Input() would
-  // reject one for a CUDA op).
-  const Tensor& ShapeInput() const {
-    if (device().type == DeviceType::kCPU) return Input(1);
-    const Blob* b = input_blobs()[1];
-    DP_ENFORCE_CODE(!b->empty() && b->IsType<Tensor>() && b->Get<Tensor>().defined(), Code::kNotFound,
-                    InputDesc(1), " holds no tensor");
-    const Tensor& s = b->Get<Tensor>();
-    DP_ENFORCE(s.device().type == DeviceType::kCPU, InputDesc(1), " is on ", DeviceName(s.device()),
-               " but Reshape reads its shape on the host: give it as a cpu tensor");
-    return s;
-  }
 };
 
 class FlattenOp final : public Operator {
@@ -118,6 +106,7 @@ DP_OPERATOR_SCHEMA(Reshape)
     .AllowInplace({{0, 0}})
     .Inputs({"data", "shape"})
     .Outputs({"reshaped", "old_shape"})
+    .HostInputs({1})
     .Arg("shape", ArgKind::kInts, ArgDefault::Described("none: required without input 1, refused with it"),
          "new dims; 0 copies the input dim, one -1 is inferred")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
