@@ -35,11 +35,15 @@
 // event that cannot be recorded makes the free wait for the whole device
 // instead (Backend::SynchronizeDevice).
 //
-// Memory read across devices (a peer copy issued on another GPU's stream) is
-// not covered by this device's events; dp's executor orders it like any
-// other use (the op that drops the blob waits for the copy), so the owner's
-// immediate reuse stays safe, and a cross-stream reuse of such a block relies
-// on that op's stream having waited too.
+// The owner is the stream that frees, not (as in PyTorch, whose callers
+// record other streams' uses on the tensor) the one that allocated: in dp the
+// allocating stream is not ordered after the readers on other streams, the
+// freeing op's stream is.
+//
+// Memory read from another GPU's stream (a peer copy) is not covered by this
+// device's events directly: the op that drops the blob waits for the copy
+// (the executor's dependencies), so F's free-time event comes after it; a
+// free outside any op comes after a run, which waits for every device.
 //
 // Thread-safe: one mutex per allocator (one device); backend calls are made
 // with it held.

@@ -326,7 +326,9 @@ TEST_CASE("GPU: a steady-state step makes no cudaMalloc or cudaFree; statistics 
     {"type":"Add","inputs":["s","r"],"outputs":["y"]}]})"));
   dp::Net net(def, ws);
   for (int step = 0; step < 6; ++step) {
-    ws->Feed("x_host", RandomTensor({64, 300}, 1 + step));  // fresh inputs each step, as a loader's
+    // Batches of two sizes in turn: the outputs' memory is freed and taken
+    // again every step (a tensor keeps its block only for similar sizes).
+    ws->Feed("x_host", RandomTensor({step % 2 == 0 ? 64 : 16, 300}, 1 + step));
     ws->Feed("w_host", RandomTensor({200, 300}, 100 + step));
     ws->Feed("b_host", RandomTensor({200}, 200 + step));
     const dp::DeviceMemoryStats before = dp::GetDeviceMemoryStats(kGpu0);
