@@ -16,10 +16,12 @@
 #include <vector>
 
 #include "core/caching_allocator.h"
+#include "core/context.h"
 #include "core/storage.h"
 #include "exec/net.h"
 #include "expect_error.h"
 #include "graph/net_format.h"
+#include "ops/operator.h"
 
 using namespace dp;
 using dp::testing::ExpectError;
@@ -349,9 +351,13 @@ namespace {
 class CachedHostAllocator final : public Allocator {
  public:
   CachedHostAllocator(CachingAllocatorBackend& backend) : cache_(backend, {DeviceType::kCPU, 0}) {}
-  void* Allocate(DeviceOption device, size_t nbytes) override { return cache_.Allocate(nbytes, CurrentStream(device)); }
+  void* Allocate(DeviceOption device, size_t nbytes) override {
+    last_stream_ = CurrentStream(device);
+    return cache_.Allocate(nbytes, last_stream_);
+  }
   void Free(DeviceOption device, void* ptr) noexcept override { cache_.Free(ptr, CurrentStream(device)); }
   CachingAllocator cache_;
+  StreamId last_stream_ = kNoStream;  // of the last allocation
 };
 
 }  // namespace
@@ -372,5 +378,51 @@ TEST_CASE("a device out of memory is an op's kOutOfMemory naming the net, op, bl
     CHECK(ws->GetTensor("a").numel() == 1024 * 1024);  // the net and workspace stay usable
   }
   RegisterAllocator(DeviceType::kCPU, previous);
+  CHECK(cached.cache_.stats().allocated == 0);
+}
+
+namespace {
+
+// A host context whose work is "ordered on" stream 77, as a CudaContext's is
+// on its CUDA stream.
+class StreamContext final : public DeviceContext {
+ public:
+  DeviceOption device() const override { return {}; }
+  StreamId stream_id() const override { return 77; }
+  std::unique_ptr<Event> CreateEvent() override { return host_.CreateEvent(); }
+
+ private:
+  CpuContext host_;
+};
+
+}  // namespace
+
+TEST_CASE("an op allocates on its context's stream; outside ops there is none") {
+  FakeBackend backend;
+  CachedHostAllocator cached(backend);
+  cached.cache_.RegisterStream(77);
+  Allocator* previous = GetAllocator(DeviceType::kCPU);
+  RegisterAllocator(DeviceType::kCPU, &cached);
+  {
+    auto ws = std::make_shared<Workspace>();
+    const OperatorDef def =
+        MakeOperatorDef("ConstantFill", {}, {"a"}, {Argument{"shape", std::vector<int64_t>{1000}}});
+    std::unique_ptr<Operator> op = OperatorRegistry::Create(OpInit{def, 0, DeviceOption{}, ws.get()});
+    StreamContext ctx;
+    op->Run(ctx);
+    CHECK(cached.last_stream_ == 77);
+    CHECK(CurrentStream(DeviceOption{}) == kNoStream);  // restored after the op
+    {
+      CurrentStreamScope outer(DeviceOption{}, 5);
+      CHECK(CurrentStream(DeviceOption{}) == 5);
+      CHECK(CurrentStream({DeviceType::kCUDA, 0}) == kNoStream);  // another device's stream is not this one's
+      Tensor t({10}, DType::kFloat32);
+      CHECK(cached.last_stream_ == 5);
+    }
+    Tensor t({10}, DType::kFloat32);
+    CHECK(cached.last_stream_ == kNoStream);
+  }
+  RegisterAllocator(DeviceType::kCPU, previous);
+  cached.cache_.UnregisterStream(77);
   CHECK(cached.cache_.stats().allocated == 0);
 }
