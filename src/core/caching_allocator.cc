@@ -211,7 +211,7 @@ void CachingAllocator::InsertFree(Block* b) {
   // Only blocks of the same owner that both wait for events, or both do not,
   // merge (the merged block keeps both's events): a block free for every
   // stream never becomes one that waits.
-  auto mergeable = [b](const Block* n) {
+  auto mergeable = [&b](const Block* n) {  // b: the block as merged so far
     return n != nullptr && !n->allocated && n->owner == b->owner && n->events.empty() == b->events.empty();
   };
   if (mergeable(b->prev)) b = Merge(b->prev, b);
