@@ -8,7 +8,9 @@ thread_local StreamId t_stream = kNoStream;
 
 }  // namespace
 
-StreamId CurrentStream(DeviceOption device) { return t_stream != kNoStream && t_device == device ? t_stream : kNoStream; }
+StreamId CurrentStream(DeviceOption device) {
+  return t_stream != kNoStream && t_device == device ? t_stream : kNoStream;
+}
 
 CurrentStreamScope::CurrentStreamScope(DeviceOption device, StreamId stream)
     : previous_device_(t_device), previous_stream_(t_stream) {

@@ -353,7 +353,8 @@ TEST_CASE("GPU: more memory than the device has is kOutOfMemory naming the net, 
               {"cuda:0", "4398046511104 bytes", "bytes allocated", "bytes reserved"});
   auto ws = std::make_shared<dp::Workspace>();
   auto def = std::make_shared<const dp::NetDef>(dp::NetDefFromJson(R"({"name":"too_big","device":{"type":"CUDA","id":0},
-    "ops":[{"type":"ConstantFill","name":"fill","outputs":["huge"],"args":[{"name":"shape","ints":[1099511627776]}]}]})"));
+    "ops":[{"type":"ConstantFill","name":"fill","outputs":["huge"],
+            "args":[{"name":"shape","ints":[1099511627776]}]}]})"));
   dp::Net net(def, ws);
   ExpectError([&] { net.Run(); }, Code::kOutOfMemory,
               {"'too_big'", "'fill'", "'huge'", "cuda:0", "4398046511104 bytes", "bytes reserved"});
@@ -369,7 +370,8 @@ TEST_CASE("GPU: a workspace's max_bytes is a budget per device") {
   auto ws = std::make_shared<dp::Workspace>(o);
   auto def = std::make_shared<const dp::NetDef>(dp::NetDefFromJson(R"({"name":"both","ops":[
     {"type":"ConstantFill","outputs":["h"],"args":[{"name":"shape","ints":[200000]}]},
-    {"type":"ConstantFill","outputs":["g"],"device":{"type":"CUDA","id":0},"args":[{"name":"shape","ints":[200000]}]}]})"));
+    {"type":"ConstantFill","outputs":["g"],"device":{"type":"CUDA","id":0},
+     "args":[{"name":"shape","ints":[200000]}]}]})"));
   dp::Net(def, ws).Run();  // 800 kB on each: both fit their own 1 MiB
   CHECK(ws->budget()->used(kGpu0) == 800000);
   CHECK(ws->budget()->used(kCpu) == 800000);

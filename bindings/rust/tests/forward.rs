@@ -239,7 +239,12 @@ fn device_memory_statistics() {
     let during = dp::device_memory_stats(dp::DeviceType::Cpu, 0).unwrap();
     drop(x);
     let after = dp::device_memory_stats(dp::DeviceType::Cpu, 0).unwrap();
-    assert!(during.allocated >= before.allocated + 4000 && during.raw_allocs > before.raw_allocs, "{:?} {:?}", before, during);
+    assert!(
+        during.allocated >= before.allocated + 4000 && during.raw_allocs > before.raw_allocs,
+        "{:?} {:?}",
+        before,
+        during
+    );
     assert!(after.peak >= before.allocated + 4000 && after.raw_frees > before.raw_frees, "{:?} {:?}", before, after);
     let err = dp::device_memory_stats_raw(42, 0).unwrap_err();
     assert_eq!(err.code(), dp::Code::InvalidArgument);
