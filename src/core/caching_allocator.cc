@@ -96,7 +96,12 @@ void* CachingAllocator::Allocate(size_t nbytes, StreamId stream) {
   } else {
     b = NewSegment(nbytes, rounded, small);
   }
-  return Hand(b, rounded);
+  try {
+    return Hand(b, rounded);
+  } catch (...) {
+    InsertFree(b);  // unchanged: free (and cached) as it was
+    throw;
+  }
 }
 
 CachingAllocator::Block* CachingAllocator::FindFree(Pool& pool, size_t size, StreamId stream) {
@@ -127,25 +132,28 @@ CachingAllocator::Block* CachingAllocator::NewSegment(size_t nbytes, size_t roun
 }
 
 void* CachingAllocator::Hand(Block* b, size_t size) {
-  b->allocated = true;  // first, so that the rest split off does not merge back
+  // What may throw (host memory for the bookkeeping) comes first, while b is
+  // unchanged: the caller then puts it back.
   const size_t rest = b->size - size;
-  if (b->small ? rest >= kRound : rest > kSmallRequest) {
-    auto* r = new Block;
+  std::unique_ptr<Block> r;
+  if (b->small ? rest >= kRound : rest > kSmallRequest) r = std::make_unique<Block>();
+  allocated_blocks_.emplace(b->ptr, b);
+  b->allocated = true;  // before the rest is split off, so that it does not merge back
+  if (r != nullptr) {
     r->ptr = b->ptr + size;
     r->size = rest;
     r->small = b->small;
     r->prev = b;
     r->next = b->next;
-    if (b->next != nullptr) b->next->prev = r;
-    b->next = r;
+    if (b->next != nullptr) b->next->prev = r.get();
+    b->next = r.get();
     b->size = size;
     r->owner = b->owner;
     r->events = b->events;
-    InsertFree(r);
+    InsertFree(r.release());
   }
   b->owner = kNoStream;
   b->events.clear();
-  allocated_blocks_.emplace(b->ptr, b);
   stats_.allocated += b->size;
   stats_.peak = std::max(stats_.peak, stats_.allocated);
   return b->ptr;
