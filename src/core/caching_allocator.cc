@@ -24,12 +24,14 @@ struct CachingAllocator::EventSet {
       backend.ReleaseEvent(events.back());
       events.pop_back();
     }
+    done = true;
     return true;
   }
 
   using EventHandle = CachingAllocatorBackend::EventHandle;
   CachingAllocatorBackend& backend;
   std::vector<EventHandle> events;
+  bool done = false;  // seen complete
 };
 
 // A piece of a segment: the segment's blocks are a list in address order.
@@ -187,6 +189,13 @@ void CachingAllocator::Free(void* ptr, StreamId stream) noexcept {
   };
   for (StreamId s : streams_) record(s);
   if (stream != kNoStream && std::find(streams_.begin(), streams_.end(), stream) == streams_.end()) record(stream);
+  if (recorded && !set->events.empty()) {
+    try {
+      recorded_.push_back(set);
+    } catch (...) {
+      recorded = false;
+    }
+  }
   if (!recorded) {
     set.reset();
     backend_.SynchronizeDevice();
@@ -229,10 +238,24 @@ void CachingAllocator::InsertFree(Block* b) {
 }
 
 void CachingAllocator::ProcessEvents() {
+  // Oldest first, and no further than the first set still running: the sets
+  // after it were recorded later, on the same streams as a rule, so querying
+  // them would mostly find them running too. (At worst a later set that is
+  // done waits for the next call: a delay, never an early reuse.) Each call
+  // then queries a few events however many blocks wait, and looks at the
+  // blocks only when some set completed.
+  bool advanced = false;
+  while (!recorded_.empty()) {
+    std::shared_ptr<EventSet> set = recorded_.front().lock();
+    if (set != nullptr && !set->Done()) break;
+    recorded_.pop_front();
+    advanced = advanced || set != nullptr;
+  }
+  if (!advanced) return;
   std::vector<Block*> ready;
   for (auto it = pending_.begin(); it != pending_.end();) {
     Block* b = *it;
-    std::erase_if(b->events, [](const std::shared_ptr<EventSet>& s) { return s->Done(); });
+    std::erase_if(b->events, [](const std::shared_ptr<EventSet>& s) { return s->done; });
     if (b->events.empty()) {
       ready.push_back(b);
       it = pending_.erase(it);

@@ -51,6 +51,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -161,6 +162,7 @@ class CachingAllocator {
   Pool small_, large_;
   std::unordered_map<void*, Block*> allocated_blocks_;
   std::set<Block*> pending_;  // free blocks with events not yet seen complete
+  std::deque<std::weak_ptr<EventSet>> recorded_;  // event sets in the order they were recorded
   std::vector<StreamId> streams_;
   CachingAllocatorStats stats_;
 };

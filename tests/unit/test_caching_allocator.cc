@@ -62,6 +62,7 @@ class FakeBackend final : public CachingAllocatorBackend {
     return e;
   }
   bool EventDone(EventHandle event) noexcept override {
+    ++queries_;
     auto* e = static_cast<Event*>(event);
     return done_[e->stream] >= e->seq;
   }
@@ -86,6 +87,7 @@ class FakeBackend final : public CachingAllocatorBackend {
   int live_events_ = 0;
   int records_ = 0;
   int syncs_ = 0;
+  int queries_ = 0;
   bool fail_records_ = false;
 
  private:
@@ -251,6 +253,23 @@ TEST_CASE("blocks of different owners stay apart until their events complete, th
   CHECK(whole == x1);
   a.Free(whole, kB);
   CHECK(a.stats().raw_allocs == 1);
+}
+
+TEST_CASE("an allocation queries the oldest pending events, not every waiting block's") {
+  FakeBackend backend;
+  CachingAllocator a(backend, {DeviceType::kCUDA, 0});
+  a.RegisterStream(kA);
+  a.RegisterStream(kB);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 100; ++i) blocks.push_back(a.Allocate(4 * kKiB, kA));
+  for (void* p : blocks) a.Free(p, kA);  // 100 blocks wait for the GPU, which lags behind
+  backend.queries_ = 0;
+  for (int i = 0; i < 100; ++i) a.Free(a.Allocate(64 * kKiB, kB), kB);
+  CHECK(backend.queries_ <= 100);
+  backend.CompleteAll();
+  void* p = a.Allocate(400 * kKiB, kB);  // all merged again
+  CHECK(p == blocks[0]);
+  a.Free(p, kB);
 }
 
 TEST_CASE("memory freed or allocated outside any op waits for the events of every stream") {
