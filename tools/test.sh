@@ -12,7 +12,7 @@
 # bounded time (DP_FUZZ_SECONDS, default 30, two targets at a time),
 #   build-san  CC=clang -Dcuda=disabled -Db_sanitize=address,undefined -Dfuzz=true
 # then the unit tests that drive threads (async, exec, core, data, optimizers, collectives, comm, shm,
-# parallelize, checkpoint) and the C API's workspace threads and inference (serving) tests under
+# parallelize, checkpoint, caching allocator) and the C API's workspace threads and inference (serving) tests under
 # ThreadSanitizer,
 #   build-tsan -Dcuda=disabled -Db_sanitize=thread (only those tests' targets are built)
 # and ends with one line "N passed, N failed, N skipped" over all of them
@@ -106,7 +106,8 @@ meson test -C "$san_dir" --no-rebuild --print-errorlogs --num-processes 2 --no-s
 tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-30}" || status=1
 
 # ThreadSanitizer over the tests that drive threads: the async executor, its
-# worker pools and nets, the compute team (core), the loader's thread (data),
+# worker pools and nets, the compute team (core), the device memory
+# allocator's lock (caching_allocator), the loader's thread (data),
 # updates in parts (optimizers), the in-process collectives and data-parallel
 # training, feeds and fetches from many threads through the C API
 # (workspace_threads) and serving one model from threads (inference), whose
@@ -116,7 +117,8 @@ tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-30}" || status=1
 # the test (halt_on_error). No suppressions are needed.
 tsan_dir=build-tsan
 tsan_opts="-Dcuda=disabled -Db_sanitize=thread -Ddebug=true -Doptimization=1 -Dsamples=false -Dc_args=-g1 -Dcpp_args=-g1"
-tsan_tests=(async exec core data optimizers collectives comm shm parallelize checkpoint workspace_threads inference)
+tsan_tests=(async exec core caching_allocator data optimizers collectives comm shm parallelize checkpoint
+  workspace_threads inference)
 if [ ! -f "$tsan_dir/build.ninja" ]; then
   # shellcheck disable=SC2086
   meson setup "$tsan_dir" $tsan_opts >/dev/null

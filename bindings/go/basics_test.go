@@ -42,6 +42,42 @@ func TestVersionAndBuildInfo(t *testing.T) {
 	}
 }
 
+func TestDeviceMemoryStats(t *testing.T) {
+	must(t, dp.ResetPeakMemory(dp.DeviceCPU, 0))
+	before, err := dp.DeviceMemoryStats(dp.DeviceCPU, 0)
+	must(t, err)
+	if before.Reserved != before.Allocated || before.Peak != before.Allocated {
+		t.Fatalf("host stats after a reset %+v", before)
+	}
+	x, err := dp.NewTensorOf([]int64{1000}, make([]float32, 1000))
+	must(t, err)
+	during, err := dp.DeviceMemoryStats(dp.DeviceCPU, 0)
+	must(t, err)
+	x.Close()
+	after, err := dp.DeviceMemoryStats(dp.DeviceCPU, 0)
+	must(t, err)
+	if during.Allocated < before.Allocated+4000 || during.RawAllocs <= before.RawAllocs ||
+		after.Peak < before.Allocated+4000 || after.RawFrees <= before.RawFrees {
+		t.Fatalf("before %+v, during %+v, after %+v", before, during, after)
+	}
+	if _, err := dp.DeviceMemoryStats(dp.DeviceType(42), 0); !dp.IsCode(err, dp.CodeInvalidArgument) ||
+		!strings.Contains(err.Error(), "device_type") {
+		t.Fatalf("unknown type: %v", err)
+	}
+	if _, err := dp.DeviceMemoryStats(dp.DeviceCPU, -1); !dp.IsCode(err, dp.CodeInvalidArgument) {
+		t.Fatalf("negative id: %v", err)
+	}
+	n, err := dp.DeviceCount(dp.DeviceCUDA)
+	must(t, err)
+	if _, err := dp.DeviceMemoryStats(dp.DeviceCUDA, n); !dp.IsCode(err, dp.CodeUnavailable) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("cuda:%d", n)) {
+		t.Fatalf("missing GPU: %v", err)
+	}
+	if err := dp.ResetPeakMemory(dp.DeviceCUDA, n); !dp.IsCode(err, dp.CodeUnavailable) {
+		t.Fatalf("reset on a missing GPU: %v", err)
+	}
+}
+
 func TestTensors(t *testing.T) {
 	x, err := dp.NewTensorOf([]int64{2, 3}, []float32{1, 2, 3, 4, 5, 6})
 	must(t, err)

@@ -69,6 +69,53 @@ func DeviceCount(t DeviceType) (int, error) {
 	return int(n), nil
 }
 
+// MemoryStats is one device's memory as dp uses it (dp_memory_stats), in
+// bytes and counts since the process started. On the CPU (every cpu:N is
+// the host): the memory dp allocates itself, with Reserved equal to
+// Allocated and the raw counts its host allocations and frees. On a GPU:
+// its caching allocator's blocks handed out (Allocated, rounded sizes),
+// segments held (Reserved) and cudaMalloc / cudaFree calls (RawAllocs,
+// RawFrees). Since 0.6.
+type MemoryStats struct {
+	Allocated uint64 // bytes dp's storage holds now
+	Peak      uint64 // the most allocated at once since the last ResetPeakMemory
+	Reserved  uint64 // bytes dp holds from the device, its cache included
+	RawAllocs uint64 // allocations from the device itself (GPU: cudaMalloc calls)
+	RawFrees  uint64 // frees to the device itself (GPU: cudaFree calls)
+}
+
+// DeviceMemoryStats reads the memory statistics of device (t, id), e.g.
+// (DeviceCUDA, 0) for cuda:0. ErrInvalidArgument for an unknown type or a
+// negative id, ErrUnavailable for a CUDA device DeviceCount does not report.
+// Any goroutine. Since 0.6.
+func DeviceMemoryStats(t DeviceType, id int) (MemoryStats, error) {
+	if id < -1<<31 || id > 1<<31-1 {
+		return MemoryStats{}, argErr("dp.DeviceMemoryStats: device id %d does not fit an int32", id)
+	}
+	var c C.dp_memory_stats
+	c.struct_size = C.uint32_t(C.sizeof_dp_memory_stats)
+	if err := statusErr(C.dp_device_memory_stats(C.int32_t(t), C.int32_t(id), &c)); err != nil {
+		return MemoryStats{}, err
+	}
+	return MemoryStats{
+		Allocated: uint64(c.allocated),
+		Peak:      uint64(c.peak),
+		Reserved:  uint64(c.reserved),
+		RawAllocs: uint64(c.raw_allocs),
+		RawFrees:  uint64(c.raw_frees),
+	}, nil
+}
+
+// ResetPeakMemory makes device (t, id)'s peak its allocated bytes now (the
+// device's, process wide), so that a stretch of work's peak can be read
+// afterwards. The errors of DeviceMemoryStats. Any goroutine. Since 0.6.
+func ResetPeakMemory(t DeviceType, id int) error {
+	if id < -1<<31 || id > 1<<31-1 {
+		return argErr("dp.ResetPeakMemory: device id %d does not fit an int32", id)
+	}
+	return statusErr(C.dp_device_reset_peak_memory(C.int32_t(t), C.int32_t(id)))
+}
+
 // SetCPUThreads caps the threads dp's compute uses at maxThreads (0: no
 // cap, the default), process wide: nets created afterwards size their
 // worker pools from it and ops started afterwards split their work within

@@ -217,6 +217,52 @@ DP_API DP_MUST_USE dp_status* dp_device_count(int32_t device_type, int32_t* out_
  * its net's default device). */
 enum { DP_DEVICE_NONE = -1 };
 
+/* Memory of one device as dp uses it, filled by dp_device_memory_stats: set
+ * struct_size to sizeof(dp_memory_stats); the library writes only the
+ * fields that lie within struct_size and never struct_size itself. Figures
+ * are bytes or counts since the process started (peak: since the last
+ * dp_device_reset_peak_memory). Since 0.6.
+ *
+ * On the CPU (every cpu:N: CPU devices are replicas sharing the host's
+ * memory) they count the host memory dp allocates itself (tensors, blobs, op
+ * scratch; not memory the caller supplies): allocated is what is alive,
+ * reserved equals allocated (freed host memory goes back at once), and
+ * raw_allocs / raw_frees count dp's host allocations and frees.
+ *
+ * On a GPU (cuda:N) dp serves memory from a cache: requests are rounded up
+ * to 512 bytes and carved from segments it takes from the device with
+ * cudaMalloc and keeps when the blocks are freed, so that a training step
+ * that frees and allocates the same sizes calls neither cudaMalloc nor
+ * cudaFree. allocated counts the blocks handed out (rounded sizes), reserved
+ * the segments held (allocated plus cached), raw_allocs the cudaMalloc and
+ * raw_frees the cudaFree calls. The cache is given back to the device when
+ * an allocation is refused, before it fails with DP_ERR_OUT_OF_MEMORY. */
+typedef struct dp_memory_stats {
+  uint32_t struct_size; /* set by the caller: sizeof(dp_memory_stats) */
+  uint64_t allocated;   /* bytes dp's storage holds now */
+  uint64_t peak;        /* the most allocated at once since the last reset */
+  uint64_t reserved;    /* bytes dp holds from the device, its cache included */
+  uint64_t raw_allocs;  /* allocations from the device itself (GPU: cudaMalloc calls) */
+  uint64_t raw_frees;   /* frees to the device itself (GPU: cudaFree calls) */
+} dp_memory_stats;
+
+/* Fills *out with the statistics of device (device_type, device_id) (see
+ * dp_memory_stats); *out is the caller's and is only written during the
+ * call. Any thread, any time (also while nets run: the figures are then a
+ * moment's). DP_ERR_INVALID_ARGUMENT for an unknown device_type, a negative
+ * device_id, a NULL out or out->struct_size smaller than sizeof(uint32_t);
+ * DP_ERR_UNAVAILABLE, naming the device, for a CUDA device that
+ * dp_device_count does not report. Asking about a CUDA device loads the
+ * CUDA module (see dp_build_info). Since 0.6. */
+DP_API DP_MUST_USE dp_status* dp_device_memory_stats(int32_t device_type, int32_t device_id,
+                                                     dp_memory_stats* out);
+
+/* Makes the device's peak its allocated bytes now, so that the peak of a
+ * stretch of work (a training step) can be measured. Process wide: the
+ * statistics are the device's, not a workspace's. Any thread. The same
+ * errors as dp_device_memory_stats (except those about out). Since 0.6. */
+DP_API DP_MUST_USE dp_status* dp_device_reset_peak_memory(int32_t device_type, int32_t device_id);
+
 /* ------------------------------------------------------------------------ */
 /* Threads                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -415,7 +461,8 @@ DP_API DP_MUST_USE dp_status* dp_workspace_create(dp_workspace** out);
  * struct_size must reach at least max_bytes. */
 typedef struct dp_workspace_options {
   uint32_t struct_size; /* sizeof(dp_workspace_options) */
-  uint64_t max_bytes;   /* cap on the bytes the workspace's blobs may hold; 0 = no cap of its own */
+  uint64_t max_bytes;   /* cap on the bytes the workspace's blobs may hold on each device; 0 = no
+                           cap of its own */
 } dp_workspace_options;
 
 /* Every field its default: dp_workspace_options o = DP_WORKSPACE_OPTIONS_INIT; */
@@ -446,14 +493,19 @@ DP_API void dp_workspace_options_init(dp_workspace_options* options, size_t stru
  * dp_workspace_fetch, once that tensor is freed too; scratch until its net is
  * freed. Tensors fed with dp_workspace_feed are the caller's allocations and
  * do not count.
- * An op whose output would take the count past max_bytes fails with
+ * The cap applies to each device on its own (since 0.6; before, to all
+ * devices together): the host's memory (all CPU replicas cpu:N share it)
+ * and each GPU's may each hold up to max_bytes for the workspace.
+ * An op whose output would take a device's count past max_bytes fails with
  * DP_ERR_OUT_OF_MEMORY naming the net, the op, the output blob, the limit
- * and the bytes asked; the net and the workspace stay usable. Host memory
- * is bounded besides by the process's memory limit (see "Memory" above),
- * with or without max_bytes (0): an output that would take all of dp's host
- * memory past it fails the same way, naming that limit. So max_bytes can
- * only lower the bound, and it counts every device's memory, where the
- * process's limit counts the host's. */
+ * (and the device, for a GPU) and the bytes asked; the net and the
+ * workspace stay usable. Host memory is bounded besides by the process's
+ * memory limit (see "Memory" above), with or without max_bytes (0): an
+ * output that would take all of dp's host memory past it fails the same
+ * way, naming that limit. A GPU that has no memory left fails the op the
+ * same way too, naming the device, the bytes asked and the bytes dp has
+ * allocated and reserved there (see dp_memory_stats). So max_bytes can only
+ * lower the bound. */
 DP_API DP_MUST_USE dp_status* dp_workspace_create_with_options(const dp_workspace_options* options,
                                                                dp_workspace** out);
 

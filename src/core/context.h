@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "core/current_stream.h"
 #include "core/device.h"
 #include "core/event.h"
 
@@ -21,6 +22,10 @@ class DeviceContext {
   virtual void FinishDeviceComputation() {}
   // True when ops on this context return before their work is done (streams).
   virtual bool IsAsync() const { return false; }
+  // The stream its work is ordered on (kNoStream: none, work is synchronous).
+  // Operator::Run makes it the thread's CurrentStream while the op runs, so
+  // that device memory the op allocates and frees is ordered on it.
+  virtual StreamId stream_id() const { return kNoStream; }
   // An event that this context can record.
   virtual std::unique_ptr<Event> CreateEvent() = 0;
 };

@@ -36,6 +36,8 @@ std::array<std::atomic<CopyFn>, kNumDeviceTypes> g_copies{nullptr, nullptr};
 struct alignas(64) Counters {
   std::atomic<uint64_t> allocated{0};
   std::atomic<uint64_t> peak{0};
+  std::atomic<uint64_t> raw_allocs{0};  // library storage of at least one byte made
+  std::atomic<uint64_t> raw_frees{0};   // and freed
 };
 std::array<Counters, kNumDeviceTypes> g_stats;
 
@@ -69,6 +71,13 @@ void CountFree(DeviceType type, size_t n) {
   g_stats[static_cast<size_t>(type)].allocated.fetch_sub(n, std::memory_order_relaxed);
 }
 
+// One raw allocation or free of a library storage's memory (none for 0 bytes).
+void CountRaw(DeviceType type, size_t n, bool alloc) {
+  if (n == 0) return;
+  Counters& c = g_stats[static_cast<size_t>(type)];
+  (alloc ? c.raw_allocs : c.raw_frees).fetch_add(1, std::memory_order_relaxed);
+}
+
 // Zeroed storage of at least this size is mapped rather than cleared.
 constexpr size_t kMapZeroedFrom = size_t{1} << 20;
 
@@ -89,17 +98,42 @@ void Unmap(void* p, size_t nbytes) noexcept { ::munmap(p, MappedLength(nbytes));
 
 }  // namespace
 
-void MemoryBudget::Charge(size_t n) {
+std::atomic<uint64_t>& MemoryBudget::Slot(DeviceOption device) noexcept {
+  return device.type == DeviceType::kCPU ? host_ : cuda_[device.id];  // Charge checked the id
+}
+
+const std::atomic<uint64_t>& MemoryBudget::Slot(DeviceOption device) const noexcept {
+  return const_cast<MemoryBudget*>(this)->Slot(device);
+}
+
+uint64_t MemoryBudget::used() const {
+  uint64_t total = host_.load(std::memory_order_relaxed);
+  for (const auto& c : cuda_) total += c.load(std::memory_order_relaxed);
+  return total;
+}
+
+uint64_t MemoryBudget::used(DeviceOption device) const {
+  if (device.type != DeviceType::kCPU && (device.id < 0 || device.id >= kMaxCudaDevices)) return 0;
+  return Slot(device).load(std::memory_order_relaxed);
+}
+
+void MemoryBudget::Charge(DeviceOption device, size_t n) {
+  const bool host = device.type == DeviceType::kCPU;
+  if (!host && (device.id < 0 || device.id >= kMaxCudaDevices))
+    DP_THROW(Code::kUnavailable, "a workspace's memory budget covers ", DeviceTypeName(device.type), " devices 0 to ",
+             kMaxCudaDevices - 1, ", not ", DeviceName(device));
+  std::atomic<uint64_t>& slot = Slot(device);
   if (limit_ == 0) {
-    used_.fetch_add(n, std::memory_order_relaxed);
+    slot.fetch_add(n, std::memory_order_relaxed);
     return;
   }
-  uint64_t used = used_.load(std::memory_order_relaxed);
+  uint64_t used = slot.load(std::memory_order_relaxed);
   do {
     if (n > limit_ || used > limit_ - n)
-      DP_THROW(Code::kOutOfMemory, "the workspace's memory limit of ", limit_, " bytes is exceeded: ", n,
-               " bytes asked with ", used, " bytes in use");
-  } while (!used_.compare_exchange_weak(used, used + n, std::memory_order_relaxed));
+      DP_THROW(Code::kOutOfMemory, "the workspace's memory limit of ", limit_, " bytes",
+               host ? std::string() : StrCat(" on ", DeviceName(device)), " is exceeded: ", n, " bytes asked with ",
+               used, " bytes in use");
+  } while (!slot.compare_exchange_weak(used, used + n, std::memory_order_relaxed));
 }
 
 MemoryStats GetMemoryStats(DeviceType type) {
@@ -110,6 +144,27 @@ MemoryStats GetMemoryStats(DeviceType type) {
 void ResetPeakMemory(DeviceType type) {
   Counters& c = g_stats[static_cast<size_t>(type)];
   c.peak.store(c.allocated.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+DeviceMemoryStats GetDeviceMemoryStats(DeviceOption device) {
+  DeviceMemoryStats out;
+  if (GetAllocator(device.type)->GetStats(device, &out)) return out;
+  const Counters& c = g_stats[static_cast<size_t>(device.type)];
+  out.raw_allocs = c.raw_allocs.load(std::memory_order_relaxed);
+  out.raw_frees = c.raw_frees.load(std::memory_order_relaxed);
+  out.allocated = c.allocated.load(std::memory_order_relaxed);
+  out.peak = c.peak.load(std::memory_order_relaxed);
+  out.reserved = out.allocated;  // nothing cached: freed memory goes back at once
+  return out;
+}
+
+void ResetPeakDeviceMemory(DeviceOption device) {
+  Allocator* a = GetAllocator(device.type);
+  DeviceMemoryStats ignored;
+  if (a->GetStats(device, &ignored))
+    a->ResetPeak(device);
+  else
+    ResetPeakMemory(device.type);
 }
 
 Allocator* GetAllocator(DeviceType type) {
@@ -158,12 +213,12 @@ std::shared_ptr<Storage> Storage::AllocateLibrary(DeviceOption device, size_t nb
   Allocator* allocator = GetAllocator(device.type);
   const bool host = device.type == DeviceType::kCPU;
   const bool mapped = zeroed && nbytes >= kMapZeroedFrom;
-  if (budget) budget->Charge(nbytes);
+  if (budget) budget->Charge(device, nbytes);
   if (host) {
     try {
       CountHostAllocation(nbytes);
     } catch (...) {
-      if (budget) budget->Release(nbytes);
+      if (budget) budget->Release(device, nbytes);
       throw;
     }
   }
@@ -177,10 +232,11 @@ std::shared_ptr<Storage> Storage::AllocateLibrary(DeviceOption device, size_t nb
   } catch (...) {
     if (p != nullptr) mapped ? Unmap(p, nbytes) : allocator->Free(device, p);
     if (host) CountFree(device.type, nbytes);
-    if (budget) budget->Release(nbytes);
+    if (budget) budget->Release(device, nbytes);
     throw;
   }
   if (!host) CountAllocation(device.type, nbytes);
+  CountRaw(device.type, nbytes, /*alloc=*/true);
   raw->budget_ = std::move(budget);
   return std::shared_ptr<Storage>(raw);  // if this throws, it deletes raw: ~Storage undoes all of the above
 }
@@ -216,7 +272,8 @@ Storage::~Storage() {
       else if (data_ != nullptr)
         g_allocators[static_cast<size_t>(device_.type)].load()->Free(device_, data_);
       CountFree(device_.type, nbytes_);
-      if (budget_) budget_->Release(nbytes_);
+      CountRaw(device_.type, nbytes_, /*alloc=*/false);
+      if (budget_) budget_->Release(device_, nbytes_);
       break;
     case Kind::kAdopted:
       if (deleter_.fn != nullptr) deleter_.fn(data_, deleter_.user_data);

@@ -24,24 +24,36 @@ namespace dp {
 
 inline constexpr size_t kCpuAlignment = 64;
 
-// Bytes charged against an optional limit (0 = unlimited), shared by the
-// storage allocated on its behalf; thread-safe (atomics only).
+// Bytes charged against an optional limit (0 = unlimited) that applies per
+// device: the host (every cpu:N shares it) and each GPU have a budget of
+// `limit` bytes each. Shared by the storage allocated on its behalf;
+// thread-safe (atomics only).
 class MemoryBudget {
  public:
+  // GPUs with ids up to this have budgets (kUnavailable past it).
+  static constexpr int kMaxCudaDevices = 64;
+
   explicit MemoryBudget(uint64_t limit = 0) : limit_(limit) {}
   MemoryBudget(const MemoryBudget&) = delete;
   MemoryBudget& operator=(const MemoryBudget&) = delete;
 
   uint64_t limit() const { return limit_; }
-  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
-  // Reserves n bytes; throws kOutOfMemory (naming the limit, the bytes asked
-  // and the bytes in use) when they would pass the limit.
-  void Charge(size_t n);
-  void Release(size_t n) noexcept { used_.fetch_sub(n, std::memory_order_relaxed); }
+  // Bytes in use on all devices together, and on one device's memory.
+  uint64_t used() const;
+  uint64_t used(DeviceOption device) const;
+  // Reserves n bytes of `device`'s memory; throws kOutOfMemory (naming the
+  // limit, the device when it is a GPU, the bytes asked and the bytes in use
+  // there) when they would pass the limit.
+  void Charge(DeviceOption device, size_t n);
+  void Release(DeviceOption device, size_t n) noexcept { Slot(device).fetch_sub(n, std::memory_order_relaxed); }
 
  private:
+  std::atomic<uint64_t>& Slot(DeviceOption device) noexcept;
+  const std::atomic<uint64_t>& Slot(DeviceOption device) const noexcept;
+
   const uint64_t limit_;
-  std::atomic<uint64_t> used_{0};
+  std::atomic<uint64_t> host_{0};
+  std::atomic<uint64_t> cuda_[kMaxCudaDevices] = {};
 };
 
 // Bytes of dp-allocated storage alive per device type (all devices of the
@@ -54,15 +66,37 @@ struct MemoryStats {
 MemoryStats GetMemoryStats(DeviceType type);
 void ResetPeakMemory(DeviceType type);  // peak := allocated now
 
+// One device's memory as dp sees it (dp_device_memory_stats). On the CPU
+// (every cpu:N is the host): dp's host storage; allocations go straight to
+// the C library or mmap, so reserved equals allocated and the raw counts are
+// dp's host allocations and frees. On a GPU: what its caching allocator
+// reports (core/caching_allocator.h): blocks handed out (rounded sizes),
+// segments held, cudaMalloc and cudaFree calls.
+struct DeviceMemoryStats {
+  uint64_t allocated = 0;   // bytes of dp's storage alive now
+  uint64_t peak = 0;        // most allocated at once since the last reset
+  uint64_t reserved = 0;    // bytes dp holds from the device, its cache included
+  uint64_t raw_allocs = 0;  // calls to the device's own allocation
+  uint64_t raw_frees = 0;   // calls to the device's own free
+};
+
 // Raw allocation per device type; CUDA registers its own when built.
 class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual void* Allocate(DeviceOption device, size_t nbytes) = 0;  // throws kOutOfMemory
   virtual void Free(DeviceOption device, void* ptr) noexcept = 0;
+  // An allocator that keeps statistics per device (a caching one) fills
+  // *out and returns true; otherwise dp's counters of the type serve.
+  virtual bool GetStats(DeviceOption /*device*/, DeviceMemoryStats* /*out*/) { return false; }
+  virtual void ResetPeak(DeviceOption /*device*/) {}
 };
 Allocator* GetAllocator(DeviceType type);  // throws kUnavailable when the type is not built
 void RegisterAllocator(DeviceType type, Allocator* allocator);
+// One device's statistics (the device must exist: the caller checks).
+// Throws kUnavailable when its type is not built.
+DeviceMemoryStats GetDeviceMemoryStats(DeviceOption device);
+void ResetPeakDeviceMemory(DeviceOption device);  // peak := allocated now
 
 // Caller deleter: fn(data, user_data), called exactly once.
 struct ExternalDeleter {

@@ -16,7 +16,8 @@
 // and the scratch ops keep between runs (Operator::Scratch, until the op is
 // destroyed). Tensors fed from outside are the caller's allocations and do not count.
 // With WorkspaceOptions::max_bytes > 0 an allocation that would pass the
-// limit fails with kOutOfMemory instead (the op's error). Host storage is
+// limit fails with kOutOfMemory instead (the op's error). The limit applies
+// per device: the host (every cpu:N) and each GPU may each hold max_bytes. Host storage is
 // bounded besides, for all workspaces together, by the memory the process
 // may use (Storage, core/memory_limit.h).
 #pragma once
@@ -36,7 +37,7 @@
 namespace dp {
 
 struct WorkspaceOptions {
-  uint64_t max_bytes = 0;  // cap on the bytes counted by budget(); 0 = none of its own
+  uint64_t max_bytes = 0;  // cap per device on the bytes counted by budget(); 0 = none of its own
 };
 
 class Workspace {

@@ -1,11 +1,13 @@
-// CudaContext and CudaEvent, and the CUDA allocator, copy routine and context
-// factory that the core looks up by device type.
+// CudaContext and CudaEvent, and the CUDA copy routine and context factory
+// that the core looks up by device type (the allocator is
+// cuda/cuda_caching_allocator).
 #include "cuda/cuda_context.h"
 
 #include <algorithm>
 #include <thread>
 
 #include "core/storage.h"
+#include "cuda/cuda_caching_allocator.h"
 
 namespace dp {
 
@@ -19,9 +21,17 @@ CudaContext::CudaContext(DeviceOption device) : device_(device) {
   // Non-blocking: the stream must not serialise with the legacy default
   // stream, or every context on a device would run in lock step.
   DP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  // Memory freed on other streams of the device waits for this one's work too.
+  try {
+    cuda::DeviceAllocator(device.id).RegisterStream(stream_id());
+  } catch (...) {
+    cudaStreamDestroy(stream_);
+    throw;
+  }
 }
 
 CudaContext::~CudaContext() {
+  cuda::DeviceAllocator(device_.id).UnregisterStream(stream_id());
   // Errors are ignored: at process exit the runtime may already be unloaded.
   OnDeviceNoThrow(device_.id, [this] {
     if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -207,30 +217,6 @@ void CudaEvent::Reset() {
 
 namespace {
 
-class CudaAllocator final : public Allocator {
- public:
-  void* Allocate(DeviceOption device, size_t nbytes) override {
-    if (nbytes == 0) return nullptr;
-    cuda::CheckDeviceAvailable(device);
-    cuda::DeviceGuard guard(device.id);
-    void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, nbytes);
-    if (err == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      DP_THROW(Code::kOutOfMemory, "cannot allocate ", nbytes, " bytes on ", DeviceName(device));
-    }
-    DP_CUDA_CHECK(err);
-    return p;
-  }
-
-  void Free(DeviceOption device, void* ptr) noexcept override {
-    // cudaFree waits for the device to be idle, so memory still read by queued
-    // kernels is never released early. Errors are ignored (noexcept): at exit
-    // the runtime may be gone before the last tensor.
-    OnDeviceNoThrow(device.id, [ptr] { cudaFree(ptr); });
-  }
-};
-
 CudaContext* AsCudaContext(DeviceContext* ctx) { return dynamic_cast<CudaContext*>(ctx); }
 
 // Issues the copy on `stream` (for CUDA->CUDA between devices, as a peer copy).
@@ -275,13 +261,10 @@ void CudaCopy(size_t n, const void* src, DeviceOption src_device, void* dst, Dev
 
 std::unique_ptr<DeviceContext> MakeCudaContext(DeviceOption device) { return std::make_unique<CudaContext>(device); }
 
-CudaAllocator g_cuda_allocator;
-
 // Runs at load time, so it only stores pointers: no CUDA call may happen
 // before somebody asks for a CUDA device (there may be no driver at all).
 struct Registrations {
   Registrations() {
-    RegisterAllocator(DeviceType::kCUDA, &g_cuda_allocator);
     RegisterCopy(DeviceType::kCUDA, &CudaCopy);
     RegisterContextFactory(DeviceType::kCUDA, &MakeCudaContext);
     RegisterDeviceCounter(DeviceType::kCUDA, &cuda::DeviceCount);

@@ -4,7 +4,9 @@
 // A CudaContext owns one non-blocking stream on its device: every kernel and
 // asynchronous copy issued through the context is ordered on that stream, and
 // nothing else is (non-blocking streams do not synchronise with the legacy
-// default stream). Cross-stream ordering goes through CudaEvent.
+// default stream). Cross-stream ordering goes through CudaEvent. The stream is
+// registered with its device's caching allocator (cuda/cuda_caching_allocator.h)
+// while the context lives, and is the allocation stream of the ops run on it.
 #pragma once
 
 #include <cublas_v2.h>
@@ -88,6 +90,8 @@ class CudaContext final : public DeviceContext {
   void FinishDeviceComputation() override;
   bool IsAsync() const override { return true; }
   std::unique_ptr<Event> CreateEvent() override;
+
+  StreamId stream_id() const override { return reinterpret_cast<StreamId>(stream_); }
 
   cudaStream_t stream() const { return stream_; }
   // The cuBLAS handle bound to stream(); created on first use, since most

@@ -50,6 +50,9 @@ inline const std::shared_ptr<Storage>* StorageToHold(const Blob* b, DeviceOption
 
 void Operator::Run(DeviceContext& ctx) {
   ctx_ = &ctx;
+  // Memory allocated and freed by the kernel is ordered on ctx's stream
+  // (core/caching_allocator.h).
+  CurrentStreamScope stream_scope(device_, ctx.stream_id());
   auto run = [this] {
     try {
       RunOnDevice();

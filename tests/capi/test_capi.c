@@ -226,6 +226,69 @@ static void test_devices(void) {
   EXPECT_ERR(dp_device_count(DP_DEVICE_CPU, NULL), DP_ERR_INVALID_ARGUMENT, "out_count");
 }
 
+/* Per-device memory statistics: the host's count dp's own tensors; out is
+ * written only within struct_size and untouched on failure. */
+static void test_device_memory_stats(void) {
+  dp_memory_stats before, during, after, other;
+  const int64_t dims[1] = {25000};
+  float* data = calloc(25000, sizeof(float));
+  dp_tensor* t = NULL;
+  int32_t cuda_devices = 0;
+  char needle[32];
+  memset(&before, 0, sizeof before);
+  before.struct_size = sizeof before;
+  during = after = other = before;
+  CHECK(data != NULL);
+  EXPECT_OK(dp_device_reset_peak_memory(DP_DEVICE_CPU, 0));
+  EXPECT_OK(dp_device_memory_stats(DP_DEVICE_CPU, 0, &before));
+  CHECK(before.struct_size == sizeof before);
+  CHECK(before.reserved == before.allocated);
+  CHECK(before.peak == before.allocated);
+  if (EXPECT_OK(dp_tensor_create(DP_DTYPE_FLOAT32, dims, 1, data, sizeof(float) * 25000, &t))) {
+    EXPECT_OK(dp_device_memory_stats(DP_DEVICE_CPU, 0, &during));
+    CHECK(during.allocated == before.allocated + 100000);
+    CHECK(during.raw_allocs == before.raw_allocs + 1);
+    EXPECT_OK(dp_device_memory_stats(DP_DEVICE_CPU, 2, &other)); /* every CPU replica is the host */
+    CHECK(other.allocated == during.allocated && other.raw_allocs == during.raw_allocs);
+    dp_tensor_free(t);
+  }
+  EXPECT_OK(dp_device_memory_stats(DP_DEVICE_CPU, 0, &after));
+  CHECK(after.allocated == before.allocated);
+  CHECK(after.peak == before.allocated + 100000);
+  CHECK(after.raw_frees == before.raw_frees + 1);
+  EXPECT_OK(dp_device_reset_peak_memory(DP_DEVICE_CPU, 0));
+  EXPECT_OK(dp_device_memory_stats(DP_DEVICE_CPU, 0, &after));
+  CHECK(after.peak == after.allocated);
+  free(data);
+
+  /* An older, shorter struct: only the fields it holds are written. */
+  memset(&other, 0xAB, sizeof other);
+  other.struct_size = (uint32_t)(offsetof(dp_memory_stats, allocated) + sizeof other.allocated);
+  EXPECT_OK(dp_device_memory_stats(DP_DEVICE_CPU, 0, &other));
+  CHECK(other.struct_size == offsetof(dp_memory_stats, allocated) + sizeof other.allocated);
+  CHECK(other.peak == 0xABABABABABABABABull && other.raw_frees == 0xABABABABABABABABull);
+
+  /* Bad arguments: statuses naming them, out untouched. */
+  memset(&other, 0xCD, sizeof other);
+  other.struct_size = sizeof other;
+  EXPECT_ERR2(dp_device_memory_stats(42, 0, &other), DP_ERR_INVALID_ARGUMENT, "dp_device_memory_stats", "device_type");
+  EXPECT_ERR2(dp_device_memory_stats(DP_DEVICE_CPU, -1, &other), DP_ERR_INVALID_ARGUMENT, "dp_device_memory_stats",
+              "device_id");
+  EXPECT_ERR(dp_device_memory_stats(DP_DEVICE_CPU, 0, NULL), DP_ERR_INVALID_ARGUMENT, "out");
+  EXPECT_OK(dp_device_count(DP_DEVICE_CUDA, &cuda_devices));
+  snprintf(needle, sizeof needle, "cuda:%d", (int)cuda_devices);
+  EXPECT_ERR2(dp_device_memory_stats(DP_DEVICE_CUDA, cuda_devices, &other), DP_ERR_UNAVAILABLE,
+              "dp_device_memory_stats", needle);
+  CHECK(other.allocated == 0xCDCDCDCDCDCDCDCDull && other.raw_allocs == 0xCDCDCDCDCDCDCDCDull);
+  other.struct_size = 2;
+  EXPECT_ERR(dp_device_memory_stats(DP_DEVICE_CPU, 0, &other), DP_ERR_INVALID_ARGUMENT, "struct_size");
+  CHECK(other.allocated == 0xCDCDCDCDCDCDCDCDull);
+  EXPECT_ERR2(dp_device_reset_peak_memory(-3, 0), DP_ERR_INVALID_ARGUMENT, "dp_device_reset_peak_memory",
+              "device_type");
+  EXPECT_ERR(dp_device_reset_peak_memory(DP_DEVICE_CUDA, -2), DP_ERR_INVALID_ARGUMENT, "device_id");
+  EXPECT_ERR(dp_device_reset_peak_memory(DP_DEVICE_CUDA, cuda_devices), DP_ERR_UNAVAILABLE, needle);
+}
+
 /* ------------------------------------------------------------------------ */
 /* 5. Tensors                                                                */
 /* ------------------------------------------------------------------------ */
@@ -2337,6 +2400,7 @@ static const test_case kTests[] = {
     {"status_null", test_status_null},
     {"logging", test_logging},
     {"devices", test_devices},
+    {"device_memory_stats", test_device_memory_stats},
     {"dtype_size", test_dtype_size},
     {"tensor_copy", test_tensor_copy},
     {"tensor_zero_scalar_empty", test_tensor_zero_scalar_empty},

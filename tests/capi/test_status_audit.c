@@ -170,6 +170,7 @@ static const char* o_str;
 static const int64_t* o_i64s;
 static size_t o_size;
 static float o_dst[6];
+static dp_memory_stats o_ms;
 
 #define INT_SENTINEL (-12345)
 
@@ -194,6 +195,8 @@ static void reset_outs(void) {
   o_i64s = SENTINEL;
   o_size = 12345;
   memset(o_dst, 0x5a, sizeof o_dst);
+  memset(&o_ms, 0x77, sizeof o_ms);
+  o_ms.struct_size = sizeof o_ms;
 }
 
 static int outs_untouched(void) {
@@ -203,7 +206,9 @@ static int outs_untouched(void) {
          o_model == SENTINEL && o_pm == SENTINEL && o_buf == SENTINEL && o_list == SENTINEL && o_info == SENTINEL &&
          o_job == SENTINEL && o_loader == SENTINEL && o_schema == SENTINEL && o_i32 == INT_SENTINEL && o_i64 == INT_SENTINEL &&
          o_f64 == INT_SENTINEL && o_str == SENTINEL && o_i64s == SENTINEL && o_size == 12345 &&
-         memcmp(o_dst, fresh, sizeof fresh) == 0;
+         memcmp(o_dst, fresh, sizeof fresh) == 0 && o_ms.allocated == 0x7777777777777777ull &&
+         o_ms.peak == 0x7777777777777777ull && o_ms.reserved == 0x7777777777777777ull &&
+         o_ms.raw_allocs == 0x7777777777777777ull && o_ms.raw_frees == 0x7777777777777777ull;
 }
 
 static void reset_options(void) {
@@ -357,6 +362,22 @@ static dp_status* wait_of_async_save(const char* path) {
   X(build_info_null, dp_build_info_get(NULL), DP_ERR_INVALID_ARGUMENT, "dp_build_info_get: ", "out")                 \
   X(build_info_size, (o_bi.struct_size = 2, dp_build_info_get(&o_bi)), DP_ERR_INVALID_ARGUMENT,                      \
     "dp_build_info_get: ", "out->struct_size")                                                                       \
+  X(memory_stats_type, dp_device_memory_stats(9, 0, &o_ms), DP_ERR_INVALID_ARGUMENT, "dp_device_memory_stats: ",     \
+    "device_type")                                                                                                   \
+  X(memory_stats_id, dp_device_memory_stats(DP_DEVICE_CPU, -1, &o_ms), DP_ERR_INVALID_ARGUMENT,                      \
+    "dp_device_memory_stats: ", "device_id")                                                                         \
+  X(memory_stats_out, dp_device_memory_stats(DP_DEVICE_CPU, 0, NULL), DP_ERR_INVALID_ARGUMENT,                       \
+    "dp_device_memory_stats: ", "out")                                                                               \
+  X(memory_stats_size, (o_ms.struct_size = 2, dp_device_memory_stats(DP_DEVICE_CPU, 0, &o_ms)),                     \
+    DP_ERR_INVALID_ARGUMENT, "dp_device_memory_stats: ", "out->struct_size")                                         \
+  X(memory_stats_gpu, dp_device_memory_stats(DP_DEVICE_CUDA, 63, &o_ms), DP_ERR_UNAVAILABLE,                         \
+    "dp_device_memory_stats: ", "cuda:63")                                                                           \
+  X(reset_peak_type, dp_device_reset_peak_memory(9, 0), DP_ERR_INVALID_ARGUMENT, "dp_device_reset_peak_memory: ",    \
+    "device_type")                                                                                                   \
+  X(reset_peak_id, dp_device_reset_peak_memory(DP_DEVICE_CUDA, -1), DP_ERR_INVALID_ARGUMENT,                         \
+    "dp_device_reset_peak_memory: ", "device_id")                                                                    \
+  X(reset_peak_gpu, dp_device_reset_peak_memory(DP_DEVICE_CUDA, 63), DP_ERR_UNAVAILABLE,                             \
+    "dp_device_reset_peak_memory: ", "cuda:63")                                                                      \
   /* Tensors. */                                                                                                     \
   X(tensor_create_dtype, dp_tensor_create(99, kDims23, 2, NULL, 0, &o_tensor), DP_ERR_DTYPE, "dp_tensor_create: ",   \
     "dtype")                                                                                                         \

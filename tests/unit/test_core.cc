@@ -550,6 +550,60 @@ TEST_CASE("a budget charges a tensor's storage, refuses past its limit and gets 
   }
 }
 
+TEST_CASE("a budget's limit applies per device: the host (all cpu replicas) and each GPU") {
+  MemoryBudget b(1000);
+  const DeviceOption cpu0{DeviceType::kCPU, 0}, cpu1{DeviceType::kCPU, 1};
+  const DeviceOption gpu0{DeviceType::kCUDA, 0}, gpu1{DeviceType::kCUDA, 1};
+  b.Charge(cpu0, 800);
+  CHECK_THROWS_AS(b.Charge(cpu1, 300), Error);  // cpu:1 is the same host memory
+  b.Charge(gpu0, 900);
+  b.Charge(gpu1, 1000);
+  try {
+    b.Charge(gpu0, 200);
+    FAIL("1100 bytes fit in cuda:0's 1000");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kOutOfMemory);
+    for (const char* needle : {"1000 bytes on cuda:0", "200 bytes asked", "900 bytes in use"})
+      CHECK_MESSAGE(e.message().find(needle) != std::string::npos, e.message());
+  }
+  CHECK(b.used() == 2700);
+  CHECK(b.used(cpu1) == 800);
+  CHECK(b.used(gpu0) == 900);
+  CHECK(b.used(gpu1) == 1000);
+  b.Release(gpu1, 1000);
+  b.Release(gpu0, 900);
+  b.Release(cpu0, 800);
+  CHECK(b.used() == 0);
+  try {
+    b.Charge({DeviceType::kCUDA, MemoryBudget::kMaxCudaDevices}, 1);
+    FAIL("a budget past the last GPU id it covers");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kUnavailable);
+  }
+}
+
+TEST_CASE("the host's device statistics: dp's host storage, nothing cached, its allocations and frees") {
+  const DeviceOption cpu{DeviceType::kCPU, 0};
+  ResetPeakDeviceMemory(cpu);
+  const DeviceMemoryStats start = GetDeviceMemoryStats(cpu);
+  CHECK(start.reserved == start.allocated);
+  CHECK(start.peak == start.allocated);
+  {
+    Tensor a({1000}, DType::kFloat32);
+    const DeviceMemoryStats during = GetDeviceMemoryStats({DeviceType::kCPU, 3});  // every replica: the host
+    CHECK(during.allocated == start.allocated + 4000);
+    CHECK(during.reserved == during.allocated);
+    CHECK(during.raw_allocs == start.raw_allocs + 1);
+    CHECK(during.raw_frees == start.raw_frees);
+  }
+  const DeviceMemoryStats end = GetDeviceMemoryStats(cpu);
+  CHECK(end.allocated == start.allocated);
+  CHECK(end.peak == start.allocated + 4000);
+  CHECK(end.raw_frees == start.raw_frees + 1);
+  ResetPeakDeviceMemory(cpu);
+  CHECK(GetDeviceMemoryStats(cpu).peak == start.allocated);
+}
+
 TEST_CASE("an unlimited budget counts; a workspace's budget has its limit") {
   auto budget = std::make_shared<MemoryBudget>();
   Tensor t;

@@ -123,7 +123,13 @@ TEST_CASE("a missing CUDA device fails with kUnavailable naming it") {
     if (dp::cuda::BuiltWithCuda()) CHECK_MESSAGE(Contains(msg, name), msg);
   }
   SUBCASE("a tensor on it") {
-    ExpectError([&] { Tensor t({4}, DType::kFloat32, missing); }, Code::kUnavailable);
+    std::string msg = ExpectError([&] { Tensor t({4}, DType::kFloat32, missing); }, Code::kUnavailable);
+    if (dp::cuda::BuiltWithCuda()) CHECK_MESSAGE(Contains(msg, name), msg);
+  }
+  SUBCASE("its memory statistics") {
+    std::string msg = ExpectError([&] { dp::GetDeviceMemoryStats(missing); }, Code::kUnavailable);
+    if (dp::cuda::BuiltWithCuda()) CHECK_MESSAGE(Contains(msg, name), msg);
+    ExpectError([&] { dp::ResetPeakDeviceMemory(missing); }, Code::kUnavailable);
   }
   SUBCASE("a copy to it") {
     float host[4] = {1, 2, 3, 4};

@@ -27,6 +27,7 @@
 #include "cuda/op_launchers.h"
 #include "exec/net.h"
 #include "graph/net_def.h"
+#include "graph/net_format.h"
 #include "ops/operator.h"
 #include "tests/unit/cuda_test_util.h"
 
@@ -314,6 +315,77 @@ TEST_CASE("GPU: Copy in place moves a tensor from another device onto the op's d
   const Tensor& out = ws->GetTensor("x");
   CHECK(out.device() == kCpu);
   CheckClose(out, host, 0.0);
+}
+
+// ---- the caching allocator on a GPU ----------------------------------------
+
+TEST_CASE("GPU: a steady-state step makes no cudaMalloc or cudaFree; statistics per device") {
+  auto ws = std::make_shared<dp::Workspace>();
+  auto def = std::make_shared<const dp::NetDef>(dp::NetDefFromJson(R"({"name":"steady","device":{"type":"CUDA","id":0},
+    "external_inputs":["x_host","w_host","b_host"],"ops":[
+    {"type":"Copy","inputs":["x_host"],"outputs":["x"]},
+    {"type":"Copy","inputs":["w_host"],"outputs":["w"]},
+    {"type":"Copy","inputs":["b_host"],"outputs":["b"]},
+    {"type":"FC","inputs":["x","w","b"],"outputs":["y"]},
+    {"type":"Relu","inputs":["y"],"outputs":["r"]},
+    {"type":"Scale","inputs":["r"],"outputs":["s"],"args":[{"name":"scale","f":0.5}]},
+    {"type":"Add","inputs":["s","r"],"outputs":["y"]}]})"));
+  dp::Net net(def, ws);
+  for (int step = 0; step < 6; ++step) {
+    // Batches of two sizes in turn: the outputs' memory is freed and taken
+    // again every step (a tensor keeps its block only for similar sizes).
+    ws->Feed("x_host", RandomTensor({step % 2 == 0 ? 64 : 16, 300}, 1 + step));
+    ws->Feed("w_host", RandomTensor({200, 300}, 100 + step));
+    ws->Feed("b_host", RandomTensor({200}, 200 + step));
+    const dp::DeviceMemoryStats before = dp::GetDeviceMemoryStats(kGpu0);
+    net.Run();
+    const dp::DeviceMemoryStats after = dp::GetDeviceMemoryStats(kGpu0);
+    CHECK(after.allocated > 0);
+    CHECK(after.reserved >= after.allocated);
+    CHECK(after.peak >= after.allocated);
+    if (step >= 2) {  // the first steps fill the cache
+      CHECK_MESSAGE(after.raw_allocs == before.raw_allocs, "step ", step, " called cudaMalloc");
+      CHECK_MESSAGE(after.raw_frees == before.raw_frees, "step ", step, " called cudaFree");
+    }
+  }
+  dp::ResetPeakDeviceMemory(kGpu0);
+  const dp::DeviceMemoryStats reset = dp::GetDeviceMemoryStats(kGpu0);
+  CHECK(reset.peak == reset.allocated);
+}
+
+TEST_CASE("GPU: more memory than the device has is kOutOfMemory naming the net, op, blob, device and bytes") {
+  const dp::DeviceMemoryStats before = dp::GetDeviceMemoryStats(kGpu0);
+  ExpectError([] { Tensor t({int64_t{1} << 40}, DType::kFloat32, kGpu0); }, Code::kOutOfMemory,
+              {"cuda:0", "4398046511104 bytes", "bytes allocated", "bytes reserved"});
+  auto ws = std::make_shared<dp::Workspace>();
+  auto def = std::make_shared<const dp::NetDef>(dp::NetDefFromJson(R"({"name":"too_big","device":{"type":"CUDA","id":0},
+    "ops":[{"type":"ConstantFill","name":"fill","outputs":["huge"],
+            "args":[{"name":"shape","ints":[1099511627776]}]}]})"));
+  dp::Net net(def, ws);
+  ExpectError([&] { net.Run(); }, Code::kOutOfMemory,
+              {"'too_big'", "'fill'", "'huge'", "cuda:0", "4398046511104 bytes", "bytes reserved"});
+  CHECK(dp::GetDeviceMemoryStats(kGpu0).allocated == before.allocated);
+  // The device is still usable.
+  Tensor ok({1024}, DType::kFloat32, kGpu0);
+  CHECK(ok.raw_data() != nullptr);
+}
+
+TEST_CASE("GPU: a workspace's max_bytes is a budget per device") {
+  dp::WorkspaceOptions o;
+  o.max_bytes = 1 << 20;
+  auto ws = std::make_shared<dp::Workspace>(o);
+  auto def = std::make_shared<const dp::NetDef>(dp::NetDefFromJson(R"({"name":"both","ops":[
+    {"type":"ConstantFill","outputs":["h"],"args":[{"name":"shape","ints":[200000]}]},
+    {"type":"ConstantFill","outputs":["g"],"device":{"type":"CUDA","id":0},
+     "args":[{"name":"shape","ints":[200000]}]}]})"));
+  dp::Net(def, ws).Run();  // 800 kB on each: both fit their own 1 MiB
+  CHECK(ws->budget()->used(kGpu0) == 800000);
+  CHECK(ws->budget()->used(kCpu) == 800000);
+  auto more = std::make_shared<const dp::NetDef>(dp::NetDefFromJson(R"({"name":"more","ops":[
+    {"type":"ConstantFill","name":"g2","outputs":["g2"],"device":{"type":"CUDA","id":0},
+     "args":[{"name":"shape","ints":[100000]}]}]})"));
+  dp::Net net(more, ws);
+  ExpectError([&] { net.Run(); }, Code::kOutOfMemory, {"'g2'", "1048576 bytes on cuda:0", "400000 bytes asked"});
 }
 
 #endif  // DP_WITH_CUDA

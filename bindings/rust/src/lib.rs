@@ -86,6 +86,54 @@ pub fn device_count_raw(device_type: i32) -> Result<i32> {
     Ok(n)
 }
 
+/// One device's memory as dp uses it (dp_memory_stats), in bytes and counts
+/// since the process started. On the CPU (every cpu:N is the host): the
+/// memory dp allocates itself, `reserved` equal to `allocated`, the raw
+/// counts its host allocations and frees. On a GPU: its caching allocator's
+/// blocks handed out (`allocated`, rounded sizes), segments held
+/// (`reserved`), cudaMalloc and cudaFree calls. Since 0.6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryStats {
+    /// Bytes dp's storage holds now.
+    pub allocated: u64,
+    /// The most allocated at once since the last [`reset_peak_memory`].
+    pub peak: u64,
+    /// Bytes dp holds from the device, its cache included.
+    pub reserved: u64,
+    /// Allocations from the device itself (GPU: cudaMalloc calls).
+    pub raw_allocs: u64,
+    /// Frees to the device itself (GPU: cudaFree calls).
+    pub raw_frees: u64,
+}
+
+/// The memory statistics of device (`device_type`, `device_id`)
+/// (dp_device_memory_stats): InvalidArgument for a negative id, Unavailable
+/// for a CUDA device [`device_count`] does not report. Any thread. Since 0.6.
+pub fn device_memory_stats(device_type: DeviceType, device_id: i32) -> Result<MemoryStats> {
+    device_memory_stats_raw(device_type.value(), device_id)
+}
+
+/// dp_device_memory_stats with a raw DP_DEVICE_* value (unknown: InvalidArgument).
+pub fn device_memory_stats_raw(device_type: i32, device_id: i32) -> Result<MemoryStats> {
+    let mut c: sys::dp_memory_stats = unsafe { std::mem::zeroed() };
+    c.struct_size = std::mem::size_of::<sys::dp_memory_stats>() as u32;
+    check(unsafe { sys::dp_device_memory_stats(device_type, device_id, &mut c) })?;
+    Ok(MemoryStats {
+        allocated: c.allocated,
+        peak: c.peak,
+        reserved: c.reserved,
+        raw_allocs: c.raw_allocs,
+        raw_frees: c.raw_frees,
+    })
+}
+
+/// Makes the device's peak its allocated bytes now (the device's, process
+/// wide: dp_device_reset_peak_memory); the errors of [`device_memory_stats`].
+/// Since 0.6.
+pub fn reset_peak_memory(device_type: DeviceType, device_id: i32) -> Result<()> {
+    check(unsafe { sys::dp_device_reset_peak_memory(device_type.value(), device_id) })
+}
+
 /// Caps dp's compute threads at `max_threads` (0: no cap, the default),
 /// process wide (dp_set_cpu_threads, since 0.5): nets created afterwards
 /// size their worker pools from it, ops started afterwards split their work

@@ -149,6 +149,18 @@ pub struct dp_build_info {
     pub cuda_module: *const c_char,
 }
 
+/// Since 0.6.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct dp_memory_stats {
+    pub struct_size: u32,
+    pub allocated: u64,
+    pub peak: u64,
+    pub reserved: u64,
+    pub raw_allocs: u64,
+    pub raw_frees: u64,
+}
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct dp_workspace_options {
@@ -311,6 +323,9 @@ extern "C" {
     // Devices and build information
     pub fn dp_device_count(device_type: i32, out_count: *mut i32) -> *mut dp_status;
     pub fn dp_build_info_get(out: *mut dp_build_info) -> *mut dp_status;
+    // Since 0.6.
+    pub fn dp_device_memory_stats(device_type: i32, device_id: i32, out: *mut dp_memory_stats) -> *mut dp_status;
+    pub fn dp_device_reset_peak_memory(device_type: i32, device_id: i32) -> *mut dp_status;
 
     // Threads (since 0.5)
     pub fn dp_set_cpu_threads(max_threads: i32) -> *mut dp_status;

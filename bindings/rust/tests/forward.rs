@@ -230,6 +230,34 @@ fn model_queries() {
 }
 
 #[test]
+fn device_memory_statistics() {
+    dp::reset_peak_memory(dp::DeviceType::Cpu, 0).unwrap();
+    let before = dp::device_memory_stats(dp::DeviceType::Cpu, 0).unwrap();
+    assert_eq!(before.reserved, before.allocated);
+    assert_eq!(before.peak, before.allocated);
+    let x = dp::Tensor::new(&[1000], &vec![0f32; 1000]).unwrap();
+    let during = dp::device_memory_stats(dp::DeviceType::Cpu, 0).unwrap();
+    drop(x);
+    let after = dp::device_memory_stats(dp::DeviceType::Cpu, 0).unwrap();
+    assert!(
+        during.allocated >= before.allocated + 4000 && during.raw_allocs > before.raw_allocs,
+        "{:?} {:?}",
+        before,
+        during
+    );
+    assert!(after.peak >= before.allocated + 4000 && after.raw_frees > before.raw_frees, "{:?} {:?}", before, after);
+    let err = dp::device_memory_stats_raw(42, 0).unwrap_err();
+    assert_eq!(err.code(), dp::Code::InvalidArgument);
+    assert!(err.message().contains("device_type"), "{}", err.message());
+    assert_eq!(dp::device_memory_stats(dp::DeviceType::Cpu, -1).unwrap_err().code(), dp::Code::InvalidArgument);
+    let n = dp::device_count(dp::DeviceType::Cuda).unwrap();
+    let err = dp::device_memory_stats(dp::DeviceType::Cuda, n).unwrap_err();
+    assert_eq!(err.code(), dp::Code::Unavailable);
+    assert!(err.message().contains(&format!("cuda:{}", n)), "{}", err.message());
+    assert_eq!(dp::reset_peak_memory(dp::DeviceType::Cuda, n).unwrap_err().code(), dp::Code::Unavailable);
+}
+
+#[test]
 fn gradients_of_a_net() {
     let def = NetDef::from_json(
         r#"{"external_inputs":["x","W","b","label"],"ops":[

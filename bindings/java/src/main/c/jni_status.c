@@ -49,6 +49,22 @@ JNIEXPORT void JNICALL FN(buildInfo)(JNIEnv* env, jclass c, jobjectArray strings
   (*env)->SetIntArrayRegion(env, ints, 0, 7, v);
 }
 
+/* values: allocated, peak, reserved, raw_allocs, raw_frees (the Java array has 5). */
+JNIEXPORT void JNICALL FN(deviceMemoryStats)(JNIEnv* env, jclass c, jint type, jint id, jlongArray values) {
+  (void)c;
+  dp_memory_stats stats = {0};
+  stats.struct_size = (uint32_t)sizeof stats;
+  if (!dpj_ok(env, dp_device_memory_stats(type, id, &stats))) return;
+  jlong v[5] = {(jlong)stats.allocated, (jlong)stats.peak, (jlong)stats.reserved, (jlong)stats.raw_allocs,
+                (jlong)stats.raw_frees};
+  (*env)->SetLongArrayRegion(env, values, 0, 5, v);
+}
+
+JNIEXPORT void JNICALL FN(resetPeakMemory)(JNIEnv* env, jclass c, jint type, jint id) {
+  (void)c;
+  dpj_ok(env, dp_device_reset_peak_memory(type, id));
+}
+
 JNIEXPORT jlong JNICALL FN(dtypeSize)(JNIEnv* env, jclass c, jint dtype) {
   (void)env, (void)c;
   return (jlong)dp_dtype_size(dtype);

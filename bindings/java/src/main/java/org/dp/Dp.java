@@ -57,6 +57,27 @@ public final class Dp {
   }
 
   /**
+   * The memory statistics of device ({@code deviceType}, {@code deviceId}), e.g. ({@link
+   * #DEVICE_CUDA}, 0) for cuda:0 (dp_device_memory_stats). Throws {@link
+   * DpInvalidArgumentException} for an unknown type or a negative id, {@link
+   * DpUnavailableException} for a CUDA device {@link #deviceCount} does not report. Any thread.
+   * Since 0.6.
+   */
+  public static MemoryStats deviceMemoryStats(int deviceType, int deviceId) {
+    long[] v = new long[5];
+    Native.deviceMemoryStats(deviceType, deviceId, v);
+    return new MemoryStats(v);
+  }
+
+  /**
+   * Makes the device's peak its allocated bytes now (the device's, process wide:
+   * dp_device_reset_peak_memory); the errors of {@link #deviceMemoryStats}. Since 0.6.
+   */
+  public static void resetPeakMemory(int deviceType, int deviceId) {
+    Native.resetPeakMemory(deviceType, deviceId);
+  }
+
+  /**
    * Caps dp's compute threads at {@code maxThreads} (0: no cap, the default), process wide
    * (dp_set_cpu_threads, since 0.5): nets created afterwards size their worker pools from it, and
    * ops started afterwards split their work within it. Throws {@link DpInvalidArgumentException}

@@ -54,6 +54,10 @@ final class Native {
   static native String statusCodeName(int code);
   static native int deviceCount(int deviceType);
   static native void buildInfo(String[] strings, int[] ints);
+  /** values: allocated, peak, reserved, raw_allocs, raw_frees. */
+  static native void deviceMemoryStats(int deviceType, int deviceId, long[] values);
+
+  static native void resetPeakMemory(int deviceType, int deviceId);
   static native long dtypeSize(int dtype);
   static native void setCpuThreads(int maxThreads);
   static native int cpuThreads();

@@ -211,4 +211,27 @@ class ForwardTest {
       assertEquals("built without CUDA", info.cudaStateDetail);
     }
   }
+
+  @Test
+  void deviceMemoryStatistics() {
+    Dp.resetPeakMemory(Dp.DEVICE_CPU, 0);
+    MemoryStats before = Dp.deviceMemoryStats(Dp.DEVICE_CPU, 0);
+    assertEquals(before.allocated, before.reserved);
+    assertEquals(before.allocated, before.peak);
+    MemoryStats during;
+    try (Tensor x = Tensor.of(new float[1000], 1000)) {
+      during = Dp.deviceMemoryStats(Dp.DEVICE_CPU, 0);
+    }
+    MemoryStats after = Dp.deviceMemoryStats(Dp.DEVICE_CPU, 0);
+    assertTrue(during.allocated >= before.allocated + 4000 && during.rawAllocs > before.rawAllocs,
+        before + " " + during);
+    assertTrue(after.peak >= before.allocated + 4000 && after.rawFrees > before.rawFrees, before + " " + after);
+    DpException e = assertThrows(DpInvalidArgumentException.class, () -> Dp.deviceMemoryStats(42, 0));
+    assertTrue(e.getMessage().contains("device_type"), e.getMessage());
+    assertThrows(DpInvalidArgumentException.class, () -> Dp.deviceMemoryStats(Dp.DEVICE_CPU, -1));
+    int n = Dp.deviceCount(Dp.DEVICE_CUDA);
+    e = assertThrows(DpUnavailableException.class, () -> Dp.deviceMemoryStats(Dp.DEVICE_CUDA, n));
+    assertTrue(e.getMessage().contains("cuda:" + n), e.getMessage());
+    assertThrows(DpUnavailableException.class, () -> Dp.resetPeakMemory(Dp.DEVICE_CUDA, n));
+  }
 }

@@ -1,0 +1,142 @@
+// cudaMalloc/cudaFree segments and pooled events under the caching policy,
+// and its registration as the CUDA allocator.
+#include "cuda/cuda_caching_allocator.h"
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/storage.h"
+#include "cuda/cuda_context.h"
+
+namespace dp::cuda {
+namespace {
+
+// Called with the allocator's lock held, so the event pool needs none.
+class CudaBackend final : public CachingAllocatorBackend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}
+
+  void* AllocateSegment(size_t bytes) override {
+    DeviceGuard guard(device_);
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: clear it, the policy releases its cache and retries
+      return nullptr;
+    }
+    DP_CUDA_CHECK(err);
+    return p;
+  }
+
+  void FreeSegment(void* ptr, size_t) noexcept override {
+    // cudaFree waits until the device is idle, so work still queued on the
+    // segment finishes first.
+    OnDeviceNoThrow(device_, [ptr] { cudaFree(ptr); });
+  }
+
+  EventHandle RecordEvent(StreamId stream) noexcept override {
+    cudaEvent_t e = nullptr;
+    if (!free_events_.empty()) {
+      e = free_events_.back();
+      free_events_.pop_back();
+    }
+    bool ok = true;
+    OnDeviceNoThrow(device_, [&] {
+      // No timing: cheaper to record and query.
+      if (e == nullptr) ok = cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess;
+      if (ok) ok = cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)) == cudaSuccess;
+    });
+    if (!ok) {
+      if (e != nullptr) cudaEventDestroy(e);
+      cudaGetLastError();
+      return nullptr;
+    }
+    return e;
+  }
+
+  bool EventDone(EventHandle event) noexcept override {
+    const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (err == cudaErrorNotReady) return false;
+    if (err != cudaSuccess) cudaGetLastError();  // the stream's failure reaches its ops, not the allocator
+    return true;
+  }
+
+  void ReleaseEvent(EventHandle event) noexcept override {
+    try {
+      free_events_.push_back(static_cast<cudaEvent_t>(event));
+    } catch (...) {
+      cudaEventDestroy(static_cast<cudaEvent_t>(event));
+    }
+  }
+
+  void SynchronizeDevice() noexcept override {
+    OnDeviceNoThrow(device_, [] { cudaDeviceSynchronize(); });
+  }
+
+ private:
+  const int device_;
+  std::vector<cudaEvent_t> free_events_;  // recorded and completed once, ready to record again
+};
+
+struct PerDevice {
+  explicit PerDevice(int id) : backend(id), allocator(backend, {DeviceType::kCUDA, id}) {}
+  CudaBackend backend;
+  CachingAllocator allocator;
+};
+
+// Every visible device's, made together on first use; never destroyed.
+std::vector<std::unique_ptr<PerDevice>>& Devices() {
+  static auto* devices = [] {
+    auto* v = new std::vector<std::unique_ptr<PerDevice>>;
+    for (int i = 0; i < DeviceCount(); ++i) v->push_back(std::make_unique<PerDevice>(i));
+    return v;
+  }();
+  return *devices;
+}
+
+// The CUDA device type's Allocator: the thread's current stream on the
+// device (core/current_stream.h) orders each allocation and free.
+class CudaCachingAllocator final : public Allocator {
+ public:
+  void* Allocate(DeviceOption device, size_t nbytes) override {
+    if (nbytes == 0) return nullptr;
+    return DeviceAllocator(device.id).Allocate(nbytes, CurrentStream(device));
+  }
+
+  void Free(DeviceOption device, void* ptr) noexcept override {
+    if (ptr == nullptr) return;
+    auto& devices = Devices();  // exists: ptr came from it
+    devices[static_cast<size_t>(device.id)]->allocator.Free(ptr, CurrentStream(device));
+  }
+
+  bool GetStats(DeviceOption device, DeviceMemoryStats* out) override {
+    const CachingAllocatorStats s = DeviceAllocator(device.id).stats();
+    *out = {s.allocated, s.peak, s.reserved, s.raw_allocs, s.raw_frees};
+    return true;
+  }
+
+  void ResetPeak(DeviceOption device) override { DeviceAllocator(device.id).ResetPeak(); }
+};
+
+CudaCachingAllocator g_allocator;
+
+// At load time: only a pointer is stored (no CUDA call before a device is asked for).
+struct Registration {
+  Registration() { RegisterAllocator(DeviceType::kCUDA, &g_allocator); }
+} g_registration;
+
+}  // namespace
+
+CachingAllocator& DeviceAllocator(int device) {
+  auto& devices = Devices();
+  if (device < 0 || static_cast<size_t>(device) >= devices.size())
+  {
+    CheckDeviceAvailable({DeviceType::kCUDA, device});  // throws kUnavailable with the probe's reason
+    DP_THROW(Code::kInternal, "no allocator for cuda:", device);
+  }
+  return devices[static_cast<size_t>(device)]->allocator;
+}
+
+}  // namespace dp::cuda
