@@ -1935,10 +1935,21 @@ static void test_parallelize(void) {
   EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "device_type");
   o.device_type = DP_DEVICE_CUDA;
   {
-    /* Built without CUDA: unavailable; with it: the training ops lack CUDA kernels. */
-    dp_status* st = dp_model_parallelize(model, &o, &untouched);
-    CHECK(st != NULL && (dp_status_code(st) == DP_ERR_UNAVAILABLE || dp_status_code(st) == DP_ERR_UNIMPLEMENTED));
+    /* Built without CUDA: unavailable; with it the nets build (every training
+     * op has a CUDA kernel or runs on the host); running them needs a GPU. */
+    dp_build_info info;
+    dp_parallel_model* gpu = NULL;
+    dp_status* st;
+    memset(&info, 0, sizeof info);
+    info.struct_size = (uint32_t)sizeof info;
+    st = dp_model_parallelize(model, &o, &gpu);
+    if (EXPECT_OK(dp_build_info_get(&info)) && info.cuda) {
+      CHECK(st == NULL && gpu != NULL && streq(dp_parallel_model_scope(gpu, 0), "cuda_0/"));
+    } else {
+      CHECK(st != NULL && dp_status_code(st) == DP_ERR_UNAVAILABLE && gpu == NULL);
+    }
     dp_status_free(st);
+    dp_parallel_model_free(gpu);
   }
   o.device_type = DP_DEVICE_CPU;
   o.device_ids = NULL;
