@@ -131,8 +131,7 @@ struct Registration {
 
 CachingAllocator& DeviceAllocator(int device) {
   auto& devices = Devices();
-  if (device < 0 || static_cast<size_t>(device) >= devices.size())
-  {
+  if (device < 0 || static_cast<size_t>(device) >= devices.size()) {
     CheckDeviceAvailable({DeviceType::kCUDA, device});  // throws kUnavailable with the probe's reason
     DP_THROW(Code::kInternal, "no allocator for cuda:", device);
   }
