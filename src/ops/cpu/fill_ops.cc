@@ -110,7 +110,9 @@ class UniformFillOp final : public FillOp {
 
  private:
   void Fill(Tensor* out) override {
-    const auto [lo, hi] = UniformFillBounds(args());
+    // Plain locals, not structured bindings: clang before 16 cannot capture those in a lambda.
+    const UniformBounds bounds = UniformFillBounds(args());
+    const double lo = bounds.lo, hi = bounds.hi;
     const uint64_t seed = RandomOpSeed(def(), args());
     FillRandom(out, "UniformFill output", [&](uint64_t i) { return philox::UniformValue(seed, i, lo, hi); });
   }
@@ -122,7 +124,8 @@ class GaussianFillOp final : public FillOp {
 
  private:
   void Fill(Tensor* out) override {
-    const auto [mean, stdev] = GaussianFillParams(args());
+    const GaussianParams params = GaussianFillParams(args());  // plain locals for the lambda, as above
+    const double mean = params.mean, stdev = params.stdev;
     const uint64_t seed = RandomOpSeed(def(), args());
     FillRandom(out, "GaussianFill output", [&](uint64_t i) { return philox::NormalValue(seed, i, mean, stdev); });
   }

@@ -256,7 +256,8 @@ class UpdateOp : public Operator {
                       " but must be >= 1 (run Iter before the update)");
     }
     // This op's part of the elements: parts of 64 elements, the last short.
-    const auto [begin, end] = PartOfElements(step.n, parts_.part, parts_.parts);
+    const ElementRange part = PartOfElements(step.n, parts_.part, parts_.parts);
+    const int64_t begin = part.begin, end = part.end;  // plain locals: the lambda below captures them
     DispatchFloat(Input(0).dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       // grad, then the extra gradients (in the op's own array: no allocation per run)
