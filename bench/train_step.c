@@ -10,14 +10,16 @@
  * process may use; taskset limits them).
  *
  *   train_step [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak]
- *              [--devices N] [--shared-model] [--workers W] [--bucket-kb K] [--trace FILE]
+ *              [--devices N] [--shared-model|--auto-layout] [--workers W] [--bucket-kb K] [--trace FILE]
  *
  * With --devices N the step is data-parallel over CPU replicas cpu_0..N-1
- * (under dp-run: in each process, the processes sharing the global batch B)
- * (dp_model_parallelize; the global batch B is split across them) run by the async
- * executor with W CPU workers (default N - 1, at least 1: the calling thread
- * runs tasks too, so that there is one thread per replica). --bucket-kb sets
- * both gradient bucket sizes (default: dp_model_parallelize's 1 MiB first, 25 MiB).
+ * (dp_model_parallelize; the global batch B is split across them; under
+ * dp-run the processes share it) run by the async executor: a copy of the
+ * model per replica, or one shared model (--shared-model), or what dp picks
+ * (--auto-layout: DP_SHARED_MODEL_AUTO). --workers W sets the CPU workers
+ * (default: dp's, a runner per replica pinned to its own CPUs when there are
+ * CPUs enough). --bucket-kb sets both gradient bucket sizes (default:
+ * dp_model_parallelize's 1 MiB first, 25 MiB).
  *
  * Output (one line each, key=value):
  *   train_step model=... batch=256 steps=N median_ms=... samples_per_s=... gflop_per_step=... gflops=...
@@ -156,7 +158,9 @@ int main(int argc, char** argv) {
     if (strcmp(argv[i], "--peak") == 0) {
       peak = 1;
     } else if (strcmp(argv[i], "--shared-model") == 0) {
-      shared_model = 1;
+      shared_model = DP_SHARED_MODEL_ON;
+    } else if (strcmp(argv[i], "--auto-layout") == 0) {
+      shared_model = DP_SHARED_MODEL_AUTO;
     } else if (i + 1 < argc && strcmp(argv[i], "--model") == 0) {
       model_path = argv[++i];
     } else if (i + 1 < argc && strcmp(argv[i], "--batch") == 0) {
@@ -174,7 +178,7 @@ int main(int argc, char** argv) {
     } else if (i + 1 < argc && strcmp(argv[i], "--bucket-kb") == 0) {
       bucket_kb = parse_long("--bucket-kb", argv[++i], 1, 1L << 20);
     } else {
-      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak] [--devices N] [--shared-model] [--workers W] [--bucket-kb K] [--trace FILE]\n",
+      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak] [--devices N] [--shared-model|--auto-layout] [--workers W] [--bucket-kb K] [--trace FILE]\n",
               argv[0]);
       return 2;
     }
@@ -210,7 +214,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     check(dp_parallel_model_nets(parallel, &init_def, &train_def, NULL), "dp_parallel_model_nets");
-    nopts.num_workers = (int32_t)(workers > 0 ? workers : (devices > 1 ? devices - 1 : 1));
+    nopts.num_workers = (int32_t)workers; /* 0: dp's default */
   }
   nopts.profile = trace != NULL; /* per-op timings of the last run, as Chrome trace JSON */
   check(dp_workspace_create(&ws), "dp_workspace_create");

@@ -191,7 +191,13 @@ dp_status* dp_model_parallelize(const dp_model* model, const dp_parallel_options
                  "options->cuda_collectives ", options->cuda_collectives, " is not a DP_CUDA_COLLECTIVES_* value");
     o.nccl = options->cuda_collectives == DP_CUDA_COLLECTIVES_NCCL;
   }
-  if (DP_OPTIONS_HAVE(options, shared_model)) o.shared_model = options->shared_model != 0;
+  if (DP_OPTIONS_HAVE(options, shared_model)) {
+    DP_CHECK_ARG(options->shared_model == DP_SHARED_MODEL_OFF || options->shared_model == DP_SHARED_MODEL_ON ||
+                     options->shared_model == DP_SHARED_MODEL_AUTO,
+                 "options->shared_model ", options->shared_model, " is not a DP_SHARED_MODEL_* value");
+    o.shared_model = options->shared_model == DP_SHARED_MODEL_ON;
+    o.shared_model_auto = options->shared_model == DP_SHARED_MODEL_AUTO;
+  }
   if (DP_OPTIONS_HAVE(options, sync_bn)) o.sync_bn = options->sync_bn != 0;
   ReadShardOptions(options, o);
   dp::ModelDef overridden;

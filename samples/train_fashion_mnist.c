@@ -649,7 +649,8 @@ int main(int argc, char** argv) {
     /* CPU replicas share one copy of the params in memory: each param is
      * updated once (the updates spread over the replicas), not once per
      * replica. */
-    popts.shared_model = device_type == DP_DEVICE_CPU;
+    /* CPU replicas: one shared model where their cores share a cache, else copies. */
+    popts.shared_model = DP_SHARED_MODEL_AUTO;
     check(dp_model_parallelize(app.model, &popts, &app.parallel), "dp_model_parallelize");
     check(dp_parallel_model_nets(app.parallel, &app.init_def, &app.train_def, &app.eval_def),
           "dp_parallel_model_nets");

@@ -277,6 +277,60 @@ func TestParallelModel(t *testing.T) {
 	}
 }
 
+// TestParallelLayouts: a copy per replica, one shared model, and the layout
+// dp picks (SharedModelAuto) train the same params from the same batches.
+func TestParallelLayouts(t *testing.T) {
+	m, err := dp.ModelFromJSON([]byte(modelJSON))
+	must(t, err)
+	defer m.Close()
+	train := func(o dp.ParallelOptions) []float32 {
+		o.DeviceIDs = []int32{0, 1}
+		o.NumShards = 1
+		pm, err := m.Parallelize(&o)
+		must(t, err)
+		defer pm.Close()
+		nets, err := pm.Nets()
+		must(t, err)
+		defer nets.Close()
+		ws, err := dp.NewWorkspace(nil)
+		must(t, err)
+		defer ws.Close()
+		in, err := dp.NewNet(ws, nets.Init, nil)
+		must(t, err)
+		defer in.Close()
+		tr, err := dp.NewNet(ws, nets.Train, nil)
+		must(t, err)
+		defer tr.Close()
+		must(t, in.Run())
+		g := lcg(9)
+		for i := 0; i < 4; i++ {
+			feedBatch(t, ws, &g)
+			must(t, tr.Run())
+		}
+		w, _, err := dp.FetchValues[float32](ws, "cpu_0/w")
+		must(t, err)
+		return w
+	}
+	copies := train(dp.ParallelOptions{})
+	for _, o := range []dp.ParallelOptions{{SharedModel: true}, {SharedModelAuto: true}, {SharedModelAuto: true, BMUF: true, BMUFBlockLength: 4}} {
+		got := train(o)
+		if len(got) != len(copies) {
+			t.Fatal(o, len(got))
+		}
+		if o.BMUF {
+			continue // BMUF's params move at block ends only: AUTO means a copy per replica, without an error
+		}
+		for i := range got {
+			if math.Abs(float64(got[i]-copies[i])) > 1e-5 {
+				t.Fatal(o, i, got[i], copies[i])
+			}
+		}
+	}
+	if _, err := m.Parallelize(&dp.ParallelOptions{DeviceIDs: []int32{0, 1}, NumShards: 1, SharedModel: true, BMUF: true}); !errors.Is(err, dp.ErrInvalidArgument) {
+		t.Fatal("shared model with BMUF", err)
+	}
+}
+
 // TestParallelShards: the several-processes options (since 0.3), without
 // starting other processes. NumShards is explicit so that DP_WORLD_SIZE and
 // friends in the environment change nothing.

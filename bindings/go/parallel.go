@@ -48,6 +48,10 @@ type ParallelOptions struct {
 	ComputedParams    ComputedParamsMode
 	CUDACollectives   CUDACollectives
 	SharedModel       bool
+	// SharedModelAuto lets dp pick SharedModel from where the CPU replicas
+	// run (DP_SHARED_MODEL_AUTO: shared when their CPUs share a last-level
+	// cache); it overrides SharedModel.
+	SharedModelAuto bool
 	SyncBN            bool
 	// Several processes (since 0.3): NumShards processes train one model,
 	// meeting through Store. Zero values read the environment (what dp-run
@@ -130,6 +134,9 @@ func (m *Model) Parallelize(opts *ParallelOptions) (*ParallelModel, error) {
 	c.computed_params = C.int32_t(opts.ComputedParams)
 	c.cuda_collectives = C.int32_t(opts.CUDACollectives)
 	c.shared_model = b2i(opts.SharedModel)
+	if opts.SharedModelAuto {
+		c.shared_model = C.DP_SHARED_MODEL_AUTO
+	}
 	c.sync_bn = b2i(opts.SyncBN)
 	c.shard_id = C.int32_t(opts.ShardID)
 	c.num_shards = C.int32_t(opts.NumShards)

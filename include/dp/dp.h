@@ -1155,13 +1155,18 @@ typedef struct dp_parallel_options {
   int32_t computed_params;     /* DP_COMPUTED_PARAMS_*: BN running statistics after each step's
                                   forward; 0 is BROADCAST */
   int32_t cuda_collectives;    /* DP_CUDA_COLLECTIVES_*: how CUDA replicas communicate; 0 is NCCL */
-  /* CPU only: 1 keeps one copy of the params and optimizer state (replica
-   * 0's) that every replica reads; gradients are still summed, and each
-   * param is updated once, the work spread over the replicas (big params in
-   * one part per replica). Faster than a copy per replica on a CPU: the
-   * update is not repeated on every copy, and within a process the
-   * gradients are summed by the updates, without an allreduce. Not with
-   * BMUF. */
+  /* DP_SHARED_MODEL_*. CPU only: ON (1) keeps one copy of the params and
+   * optimizer state (replica 0's) that every replica reads; gradients are
+   * still summed, and each param is updated once, the work spread over the
+   * replicas (big params in one part per replica). Faster than a copy per
+   * replica when the replicas' cores share a last-level cache: the update
+   * is not repeated on every copy, and within a process the gradients are
+   * summed by the updates, without an allreduce. Slower when they do not
+   * (each updated line moves to the other replicas' caches): AUTO (2) picks
+   * ON when the CPUs dp gives the replicas share one (from sysfs, confirmed
+   * by a measurement of a few milliseconds during this call) and OFF
+   * otherwise, and OFF for CUDA replicas and with BMUF. OFF (0, the
+   * default): a copy per replica. ON is not allowed with BMUF. */
   int32_t shared_model;
   /* 1: every training-mode SpatialBN normalises with the mean and variance
    * of the whole global batch (statistics allreduced in forward and
@@ -1215,6 +1220,8 @@ typedef struct dp_parallel_options {
 
 /* Replica 0's values copied to all (the default), their average, or nothing. */
 enum { DP_COMPUTED_PARAMS_BROADCAST = 0, DP_COMPUTED_PARAMS_AVERAGE = 1, DP_COMPUTED_PARAMS_NONE = 2 };
+/* dp_parallel_options.shared_model */
+enum { DP_SHARED_MODEL_OFF = 0, DP_SHARED_MODEL_ON = 1, DP_SHARED_MODEL_AUTO = 2 };
 
 /* The collectives of CUDA replicas: NCCL's (the default), or the
  * copy-and-sum tree over peer copies. */

@@ -3,14 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <thread>
 #include <vector>
 
-#if defined(__linux__)
-#include <sched.h>
-#endif
+#include "core/cpu_topology.h"
 
 namespace dp {
 namespace {
@@ -63,16 +61,13 @@ std::optional<std::string> ReadCgroupFile(const std::string& path) {
   return text.str();
 }
 
-int AffinityCpus() {
-#if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-#endif
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+// The processes of one host that dp-run started (DP_LOCAL_WORLD_SIZE): they
+// share the cgroup's quota (dp-run's children stay in its group).
+int LocalProcesses() {
+  const char* env = std::getenv("DP_LOCAL_WORLD_SIZE");
+  if (env == nullptr) return 1;
+  const long n = std::strtol(env, nullptr, 10);
+  return n > 1 && n <= 4096 ? static_cast<int>(n) : 1;
 }
 
 std::string ReadProcSelfCgroup() {
@@ -121,8 +116,10 @@ std::optional<int> CgroupCpuLimit(const std::string& proc_self_cgroup,
 
 int UsableCpus() {
   static const int cpus = [] {
-    int n = AffinityCpus();
-    if (auto quota = CgroupCpuLimit(ReadProcSelfCgroup(), ReadCgroupFile)) n = std::min(n, *quota);
+    // The main thread's mask, not the caller's: dp pins its own threads.
+    int n = static_cast<int>(ProcessAffinity().size());
+    if (auto quota = CgroupCpuLimit(ReadProcSelfCgroup(), ReadCgroupFile))
+      n = std::min(n, std::max(1, *quota / LocalProcesses()));
     return std::max(1, n);
   }();
   return cpus;

@@ -1,7 +1,8 @@
 // How many CPUs dp's compute may use, decided by the library so that no
 // environment variable is needed: the CPUs of the process's affinity mask,
 // capped by its cgroup's CPU quota (a container given 2 CPUs of a 64-core
-// host gets 2 threads, not 64), capped by the limit the application sets
+// host gets 2 threads, not 64; the processes dp-run starts on one host,
+// DP_LOCAL_WORLD_SIZE of them, share it), capped by the limit the application sets
 // (dp_set_cpu_threads). Executors size their worker pools from it and split
 // it between a net's CPU replicas; the ops' intra-op parallelism
 // (core/parallel_for.h) never uses more.
@@ -13,7 +14,8 @@
 
 namespace dp {
 
-// CPUs of the affinity mask, capped by the cgroup quota; at least 1. Read
+// CPUs of the affinity mask, capped by the cgroup quota (over the local
+// processes); at least 1. Read
 // once per process (the first call) and kept.
 int UsableCpus();
 

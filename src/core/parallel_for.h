@@ -1,6 +1,7 @@
 // Intra-op parallelism: an op splits its work (a GEMM's rows, a convolution's
-// images) into chunks that the calling thread and the process's compute team
-// run together. dp owns these threads instead of letting BLAS start its own
+// images) into chunks that the calling thread and a compute team
+// (core/compute_team.h: the process's, or the running replica's) run
+// together. dp owns these threads instead of letting BLAS start its own
 // (OpenBLAS's threads spin-yield between small calls and, with several CPU
 // replicas each calling it, oversubscribe the cores): BLAS runs
 // single-threaded inside each chunk.
@@ -8,7 +9,7 @@
 // How many threads an op may use is a property of the thread it runs on,
 // set by the executor for each task (IntraOpThreadsScope): the CPU budget
 // split between the net's CPU replicas, so that cpu:N replicas never
-// oversubscribe. Outside any scope it is the whole budget.
+// oversubscribe, each on its own team. Outside any scope it is the whole budget.
 //
 // Chunks are claimed, not assigned: the caller runs every chunk that no
 // helper has taken by the time it is free, so an op never waits for a helper
@@ -17,41 +18,28 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
-#include <utility>
+
+#include "core/function_ref.h"
 
 namespace dp {
 
 // Threads the op running on this thread may use (>= 1).
 int IntraOpThreads();
 
-// Sets IntraOpThreads() for the calling thread until destroyed (n < 1: 1).
+class ComputeTeam;
+
+// Sets IntraOpThreads() for the calling thread until destroyed (n < 1: 1),
+// and the team its ops split on (nullptr: the process's; core/compute_team.h).
 class IntraOpThreadsScope {
  public:
-  explicit IntraOpThreadsScope(int n);
+  explicit IntraOpThreadsScope(int n, ComputeTeam* team = nullptr);
   ~IntraOpThreadsScope();
   IntraOpThreadsScope(const IntraOpThreadsScope&) = delete;
   IntraOpThreadsScope& operator=(const IntraOpThreadsScope&) = delete;
 
  private:
   int saved_;
-};
-
-// A borrowed callable (no allocation): valid while the callable lives.
-template <typename Sig>
-class FunctionRef;
-template <typename R, typename... A>
-class FunctionRef<R(A...)> {
- public:
-  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, FunctionRef>>>
-  FunctionRef(F&& f)  // NOLINT(google-explicit-constructor): a parameter type
-      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
-        call_([](void* o, A... a) -> R { return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<A>(a)...); }) {}
-  R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
-
- private:
-  void* obj_;
-  R (*call_)(void*, A...);
+  ComputeTeam* saved_team_;
 };
 
 // How many chunks ParallelFor splits [0, n) into: at most IntraOpThreads(),

@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "core/compute_team.h"
 #include "core/cpu_budget.h"
 #include "core/cpu_relax.h"
 #include "core/parallel_for.h"
@@ -60,20 +61,35 @@ class AsyncExecutor final : public Executor, public TaskRunner {
                     options.cpu_workers, " is more than the ", AsyncOptions::kMaxWorkers, " a net may start");
     DP_ENFORCE_CODE(options.streams_per_gpu <= AsyncOptions::kMaxWorkers, Code::kInvalidArgument, "streams_per_gpu ",
                     options.streams_per_gpu, " is more than the ", AsyncOptions::kMaxWorkers, " a net may start");
-    // The CPU budget is split between the net's CPU replicas: one worker
-    // each (at most one per CPU), and each op gets its replica's share of
-    // the CPUs for its own parallelism (a GEMM's blocks), so that
-    // cpu_workers x share never exceeds the budget.
+    // The CPU budget is split between the net's CPU replicas. With CPUs
+    // enough for each to have its own (core/cpu_plan.h), every replica gets
+    // a pool of one worker pinned to its CPUs (replica 0's is the caller of
+    // a synchronous run, pinned for the run) and a compute team of its own
+    // there, so replicas split their ops at once and never compete for a
+    // core. Otherwise one pool serves them all: one worker each (at most one
+    // per CPU), each op getting budget / replicas threads of the process's
+    // team. Either way workers x threads never exceeds the budget.
     const int budget = CpuBudget();
-    const int groups = std::clamp(CountCpuDevices(graph), 1, budget);
+    cpu_ids_ = CpuDeviceIds(graph);
+    const int replicas = static_cast<int>(cpu_ids_.size());
+    const int groups = std::clamp(replicas, 1, budget);
     intra_threads_ = std::max(1, budget / groups);
+    const ReplicaCpuPlan* plan =
+        options.cpu_workers == 0 && replicas > 1 ? &ReplicaCpusFor(replicas) : nullptr;
+    per_replica_ = plan != nullptr && plan->plan.pinned;
     // A synchronous run's caller is one of the replicas' threads (it runs
     // tasks too), so a pool of groups - 1 workers serves it; the first
     // asynchronous run, whose caller leaves, adds the missing worker.
-    cpu_workers_wanted_ = options.cpu_workers > 0 ? options.cpu_workers : groups;
+    cpu_workers_wanted_ = options.cpu_workers > 0 ? options.cpu_workers : per_replica_ ? 1 : groups;
     const int cpu_workers = options.cpu_workers > 0 ? options.cpu_workers : std::max(1, groups - 1);
     int streams = std::max(1, options.streams_per_gpu);
-    pools_.push_back({DeviceType::kCPU, -1, {}, nullptr, {}});  // pool 0: every CPU device
+    if (per_replica_) {
+      for (const ReplicaCpus& r : plan->replicas)
+        pools_.push_back({DeviceType::kCPU, -1, {}, nullptr, {}, r.threads, r.team, r.cpus});
+    } else {
+      pools_.push_back({DeviceType::kCPU, -1, {}, nullptr, {}, intra_threads_, nullptr, {}});  // every CPU device
+    }
+    cpu_pools_ = pools_.size();
     const size_t n = graph.chains.size();
     tasks_ = std::vector<Task>(n);  // Task holds atomics: built in place
     for (size_t t = 0; t < n; ++t) {
@@ -118,6 +134,16 @@ class AsyncExecutor final : public Executor, public TaskRunner {
     for (const Task& task : tasks_) ++pool_tasks[static_cast<size_t>(task.pool)];
     for (size_t i = 0; i < pools_.size(); ++i) {
       Pool& p = pools_[i];
+      if (per_replica_ && i < cpu_pools_) {
+        // One pinned worker per replica; it may spin: it spins on its own
+        // replica's CPUs. Replica 0's worker stands in for the caller of a
+        // synchronous run, who runs its tasks: it never spins then, and a
+        // push wakes it only while the caller is asleep (EnterHelper).
+        std::vector<int> cpus = p.cpus;
+        p.workers = std::make_unique<WorkerPool>(1, [cpus](int) { SetThreadAffinity(cpus); }, 1);
+        p.workers->Reserve(pool_tasks[i]);
+        continue;
+      }
       int workers = p.type == DeviceType::kCPU ? cpu_workers : streams;
       // Idle CPU workers spin only while other replicas' work may come: with
       // one replica the caller runs its chain, and a spinning worker would
@@ -126,7 +152,7 @@ class AsyncExecutor final : public Executor, public TaskRunner {
       p.workers->Reserve(pool_tasks[i]);
     }
     caller_id_ = pools_[0].workers->size();
-    caller_spin_ = cpu_workers < budget ? kHelperSpinTime : kWaitSpinTime;
+    caller_spin_ = per_replica_ || cpu_workers < budget ? kHelperSpinTime : kWaitSpinTime;
   }
 
   ~AsyncExecutor() override {
@@ -140,6 +166,7 @@ class AsyncExecutor final : public Executor, public TaskRunner {
 
   void Start(RunControl* rc) override {
     WorkerPool& cpu = *pools_[0].workers;
+    if (per_replica_) cpu.set_max_spinners(1);  // its worker is replica 0's runner now
     while (cpu.size() < cpu_workers_wanted_) {
       cpu.AddWorker();
       caller_id_ = cpu.size();
@@ -148,8 +175,19 @@ class AsyncExecutor final : public Executor, public TaskRunner {
   }
 
   void Run(RunControl* rc) override {
+    const Pool& own = pools_[0];
+    WorkerPool& cpu = *own.workers;
+    // With a pool per replica the caller is replica 0's runner, pinned to
+    // its CPUs for the run; its worker sleeps and is woken by a push only
+    // while the caller sleeps (before Begin: the roots are the caller's).
+    bool helping = per_replica_;
+    if (helping) {
+      cpu.set_max_spinners(0);
+      cpu.EnterHelper();
+    }
+    ThreadAffinityScope pin(own.cpus);
+    IntraOpThreadsScope threads(own.threads, own.team);
     int first = Begin(rc, /*caller_runs=*/true);
-    IntraOpThreadsScope threads(intra_threads_);
     if (first >= 0) {
       CpuContext ctx(tasks_[static_cast<size_t>(first)].device);
       Publish(Execute(first, caller_id_, &ctx));
@@ -157,10 +195,24 @@ class AsyncExecutor final : public Executor, public TaskRunner {
     // Take the queued CPU tasks (the roots just queued, their children) rather
     // than wait for a worker to take them; then wait, helping only with tasks
     // that the workers leave queued (they are busy).
-    WorkerPool& cpu = *pools_[0].workers;
-    while (remaining_.load(std::memory_order_acquire) != 0 && cpu.RunOne(caller_id_)) {
+    for (;;) {
+      while (remaining_.load(std::memory_order_acquire) != 0 && cpu.RunOne(caller_id_)) {
+      }
+      if (SpinUntilDone(&cpu)) break;
+      if (helping) {
+        // Hand replica 0's tasks to its worker before sleeping; take any
+        // that a push left to this thread meanwhile.
+        helping = false;
+        if (cpu.LeaveHelper()) {
+          cpu.EnterHelper();
+          helping = true;
+          continue;
+        }
+      }
+      Sleep(std::chrono::milliseconds::max());
+      break;
     }
-    if (!SpinUntilDone(&cpu)) Sleep(std::chrono::milliseconds::max());
+    if (helping) cpu.LeaveHelper();
     Finish();
   }
 
@@ -189,7 +241,10 @@ class AsyncExecutor final : public Executor, public TaskRunner {
 
   // Tasks taken from a pool together: their completions are published at once.
   void RunTasks(const int* tasks, size_t n, int worker) override {
-    IntraOpThreadsScope threads(intra_threads_);
+    if (n == 0) return;
+    // Tasks taken together come from one pool.
+    const Pool& pool = pools_[static_cast<size_t>(tasks_[static_cast<size_t>(tasks[0])].pool)];
+    IntraOpThreadsScope threads(pool.threads, pool.team);
     int finished = 0;
     for (size_t i = 0; i < n; ++i) {
       const Task& t = tasks_[static_cast<size_t>(tasks[i])];
@@ -225,21 +280,29 @@ class AsyncExecutor final : public Executor, public TaskRunner {
     std::vector<std::unique_ptr<DeviceContext>> contexts;  // per CUDA worker
     std::unique_ptr<WorkerPool> workers;
     std::vector<int> roots;  // tasks of this pool without parents
+    int threads = 1;               // IntraOpThreads() of its tasks
+    ComputeTeam* team = nullptr;   // the team its tasks split on (nullptr: the process's)
+    std::vector<int> cpus;         // a replica's pool: its workers' CPUs
   };
 
-  // The CPU replicas (distinct CPU device ids) that the net's chains run on.
-  static int CountCpuDevices(const TaskGraph& graph) {
+  // The CPU replicas (distinct CPU device ids) that the net's chains run
+  // on, ascending: replica k is the k-th.
+  static std::vector<int> CpuDeviceIds(const TaskGraph& graph) {
     std::vector<int> ids;
     for (const DeviceOption& d : graph.chain_device)
-      if (d.type == DeviceType::kCPU && std::find(ids.begin(), ids.end(), d.id) == ids.end()) ids.push_back(d.id);
-    return static_cast<int>(ids.size());
+      if (d.type == DeviceType::kCPU) ids.push_back(d.id);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    return ids;
   }
 
   int PoolFor(DeviceOption d) {
-    if (d.type == DeviceType::kCPU) return 0;
-    for (size_t p = 1; p < pools_.size(); ++p)
+    if (d.type == DeviceType::kCPU)
+      return per_replica_ ? static_cast<int>(std::lower_bound(cpu_ids_.begin(), cpu_ids_.end(), d.id) - cpu_ids_.begin())
+                          : 0;
+    for (size_t p = cpu_pools_; p < pools_.size(); ++p)
       if (pools_[p].id == d.id) return static_cast<int>(p);
-    pools_.push_back({DeviceType::kCUDA, d.id, {}, nullptr, {}});
+    pools_.push_back({DeviceType::kCUDA, d.id, {}, nullptr, {}, intra_threads_, nullptr, {}});
     return static_cast<int>(pools_.size() - 1);
   }
 
@@ -334,7 +397,9 @@ class AsyncExecutor final : public Executor, public TaskRunner {
           ctx->SwitchToDevice();
           for (uint32_t k = t.waits_begin; k < t.waits_end; ++k)
             wait_events_[k]->Wait(*ctx);  // stream wait on CUDA, host wait on the CPU
-          for (uint32_t k = t.ops_begin; k < t.ops_end; ++k) RunOp(*ops_[k], *ctx, *rc_, worker);
+          // A replica's pool has one runner: the trace names it by replica.
+          const int runner = per_replica_ && static_cast<size_t>(t.pool) < cpu_pools_ ? t.pool : worker;
+          for (uint32_t k = t.ops_begin; k < t.ops_end; ++k) RunOp(*ops_[k], *ctx, *rc_, runner);
           if (t.event) {
             t.event->Record(*ctx);
             recorded = true;
@@ -407,7 +472,10 @@ class AsyncExecutor final : public Executor, public TaskRunner {
   std::vector<int> event_tasks_;  // tasks with an event (reset every run)
   std::vector<Pool> pools_;
   int caller_id_ = 0;
-  int intra_threads_ = 1;  // IntraOpThreads() of every CPU task
+  int intra_threads_ = 1;  // IntraOpThreads() of a task when one pool serves every replica
+  std::vector<int> cpu_ids_;   // the net's CPU device ids, ascending
+  bool per_replica_ = false;   // a pool (and team, and CPUs) per CPU replica
+  size_t cpu_pools_ = 1;       // pools_[0, cpu_pools_) are the CPU pools
   int cpu_workers_wanted_ = 1;  // CPU workers an asynchronous run needs
   std::chrono::microseconds caller_spin_ = kWaitSpinTime;
   RunControl* rc_ = nullptr;

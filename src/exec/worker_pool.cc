@@ -192,7 +192,7 @@ void WorkerPool::Loop(int worker) {
     // CPU of the thread that produces the work.
     int s = spinning_.load(std::memory_order_relaxed);
     bool spin = false;
-    while (s < max_spinners_)
+    while (s < max_spinners_.load(std::memory_order_relaxed))
       if (spinning_.compare_exchange_weak(s, s + 1, std::memory_order_seq_cst)) {
         spin = true;
         break;

@@ -67,6 +67,18 @@ class WorkerPool {
   // Takes queued jobs, if any, and runs them on the calling thread as
   // `worker`: lets a thread that waits for the pool's work help with it.
   bool RunOne(int worker);
+  // A thread outside the pool that takes its jobs (RunOne) between its own
+  // work counts as a spinning worker while it is a helper: pushes then wake
+  // no sleeper, leaving the jobs to it. LeaveHelper returns whether jobs are
+  // queued (seq_cst, after leaving): if so the caller must take them, since
+  // a push may have counted on it.
+  void EnterHelper() { spinning_.fetch_add(1, std::memory_order_seq_cst); }
+  bool LeaveHelper() {
+    spinning_.fetch_sub(1, std::memory_order_seq_cst);
+    return queued_.load(std::memory_order_seq_cst) > 0;
+  }
+  // How many workers may spin at once (any thread, any time).
+  void set_max_spinners(int n) { max_spinners_.store(n, std::memory_order_relaxed); }
   // Whether jobs are queued (a hint: no lock).
   bool HasQueued() const { return queued_.load(std::memory_order_acquire) > 0; }
   int size() const { return static_cast<int>(threads_.size()); }
@@ -114,7 +126,7 @@ class WorkerPool {
   alignas(64) std::atomic<int> queued_{0};
   alignas(64) std::atomic<int> spinning_{0};  // workers spinning (or about to look at the queue)
   std::atomic<int> sleepers_{0};               // workers waiting on cv_ (changed under mu_)
-  int max_spinners_ = 1;
+  std::atomic<int> max_spinners_{1};
   size_t num_threads_ = 0;        // qlock_: threads_.size() (AddWorker changes both)
   std::mutex mu_;                 // sleeping and waking only
   std::condition_variable cv_;

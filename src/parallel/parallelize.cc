@@ -10,6 +10,11 @@
 #include "autodiff/add_gradients.h"
 #include "comm/process_group.h"
 #include "comm/store_address.h"
+#include "core/cache_probe.h"
+#include "core/cpu_budget.h"
+#include "core/cpu_plan.h"
+#include "core/cpu_topology.h"
+#include "core/logging.h"
 #include "core/scope.h"
 #include "model/training.h"
 #include "ops/net_validate.h"
@@ -24,6 +29,22 @@ namespace {
 // The options' fields are named as in dp_parallel_options, whose one entry
 // point, dp_model_parallelize, these messages start with.
 constexpr const char* kApi = "dp_model_parallelize: ";
+
+// shared_model_auto: one model when the replicas will run behind one
+// last-level cache (measured where sysfs says so: core/cache_probe.h), a
+// copy each otherwise. Only CPU replicas without BMUF can share one.
+ParallelizeOptions ResolveSharedModel(ParallelizeOptions o) {
+  if (!o.shared_model_auto) return o;
+  o.shared_model_auto = false;
+  const int n = static_cast<int>(o.device_ids.size());
+  o.shared_model = o.device_type == DeviceType::kCPU && n > 1 && !o.bmuf.enabled &&
+                   PartsShareCache(DivideCpus(ProcessCpuTopology(), CpuBudget(), n));
+  if (o.device_type == DeviceType::kCPU && n > 1)
+    DP_LOG(kInfo, "parallelize: ", n, " CPU replicas ",
+           o.shared_model ? "share one model (their CPUs share a last-level cache)"
+                          : "keep a model each (their CPUs do not share a last-level cache)");
+  return o;
+}
 
 void CheckOptions(const ParallelizeOptions& o) {
   DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU || o.device_type == DeviceType::kCUDA, Code::kInvalidArgument,
@@ -232,8 +253,9 @@ std::string JoinCountBlob(const ParallelNets& nets) {
   return ScopedName(nets.scopes.empty() ? std::string() : nets.scopes[0], ActiveFlagName(0));
 }
 
-ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& options) {
+ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& requested) {
   const OptimizerDef& opt = CheckTrainable(model);
+  const ParallelizeOptions options = ResolveSharedModel(requested);
   CheckOptions(options);
   const Replicas replicas(model, options);
   const ParallelPlan plan = MakePlan(model, options, opt, replicas);

@@ -77,6 +77,10 @@ struct ParallelizeOptions {
   // AssignUpdates). Saves the replicas' memory and repeated updates; not with
   // BMUF.
   bool shared_model = false;
+  // Decide shared_model from where the replicas run: shared when their CPUs
+  // share a last-level cache (topology, then a measurement), a copy each
+  // otherwise (core/cpu_plan.h says why). CPU without BMUF; else copies.
+  bool shared_model_auto = false;
   // Every training-mode SpatialBN normalises with the statistics of the
   // whole global batch (forward and backward), as one device would.
   bool sync_bn = false;

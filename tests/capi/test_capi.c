@@ -1849,10 +1849,29 @@ static void test_parallelize(void) {
     o.bmuf = 1;
     EXPECT_ERR2(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "BMUF", "shared_model");
     o.bmuf = 0;
-    o.shared_model = 0;
     dp_netdef_free(sinit);
     dp_netdef_free(strain);
     dp_parallel_model_free(shared);
+    sinit = strain = NULL;
+    shared = NULL;
+    /* AUTO: dp picks the layout from where the replicas run; either trains
+     * alike, and AUTO with BMUF means a copy per replica, without an error. */
+    o.shared_model = DP_SHARED_MODEL_AUTO;
+    if (EXPECT_OK(dp_model_parallelize(model, &o, &shared)) &&
+        EXPECT_OK(dp_parallel_model_nets(shared, &sinit, &strain, NULL)) &&
+        train_five(sinit, strain, "cpu_0/w", got))
+      for (i = 0; i < 12; ++i) CHECK(near(got[i], want[i], 1e-5));
+    dp_netdef_free(sinit);
+    dp_netdef_free(strain);
+    dp_parallel_model_free(shared);
+    shared = NULL;
+    o.bmuf = 1;
+    if (EXPECT_OK(dp_model_parallelize(model, &o, &shared))) CHECK(shared != NULL);
+    dp_parallel_model_free(shared);
+    o.bmuf = 0;
+    o.shared_model = 3;
+    EXPECT_ERR2(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "shared_model", "3");
+    o.shared_model = DP_SHARED_MODEL_OFF;
   }
   {
     /* dp_parallel_model_sync: a drifted replica gets replica 0's params back. */

@@ -30,6 +30,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/compute_team.h"
+#include "core/cpu_budget.h"
+#include "core/cpu_topology.h"
+#include "core/parallel_for.h"
 #include "exec/net.h"
 #include "graph/task_graph.h"
 #include "exec/worker_pool.h"
@@ -159,6 +163,41 @@ DP_OPERATOR_SCHEMA(TestCount)
     .AllowInplace({{0, 0}})
     .Doc("test only: counts its runs");
 DP_REGISTER_CPU_OPERATOR(TestCount, TestCountOp);
+
+// TestWhere: records where it ran: its device, thread, the thread's CPUs,
+// IntraOpThreads() and the CPUs of the threads its chunks ran on.
+struct Where {
+  int device;
+  std::thread::id thread;
+  std::vector<int> cpus;
+  int intra;
+  std::vector<std::vector<int>> chunk_cpus;
+};
+std::mutex g_where_mu;
+std::vector<Where> g_where;
+
+class TestWhereOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    Where w{device().id, std::this_thread::get_id(), CurrentThreadAffinity(), IntraOpThreads(), {}};
+    const int chunks = IntraOpThreads();
+    w.chunk_cpus.resize(static_cast<size_t>(chunks));
+    ParallelForChunks(chunks, chunks, 1, [&](int c, int64_t, int64_t) {
+      w.chunk_cpus[static_cast<size_t>(c)] = CurrentThreadAffinity();
+    });
+    std::lock_guard<std::mutex> lock(g_where_mu);
+    g_where.push_back(std::move(w));
+  }
+};
+
+DP_OPERATOR_SCHEMA(TestWhere)
+    .NumInputs(0, std::numeric_limits<int>::max())
+    .NumOutputs(0, std::numeric_limits<int>::max())
+    .Doc("test only: records the thread, CPUs and intra-op threads it ran with");
+DP_REGISTER_CPU_OPERATOR(TestWhere, TestWhereOp);
 
 // ---- helpers ------------------------------------------------------------------
 
@@ -1030,6 +1069,80 @@ TEST_CASE("multi-device CPU nets default to the async executor and match the sim
   RandomNet single = MakeRandomNet(77, 50, 1);
   auto ws = std::make_shared<Workspace>();
   CHECK(Net(single.def, ws).executor_kind() == ExecutorKind::kSimple);
+}
+
+TEST_CASE("CPU replicas with CPUs of their own: one runner each, pinned, on its own team") {
+  // Replicas 1..budget (each a chain of ops, joined at the end), run
+  // synchronously and asynchronously. Where the plan pins replicas, every op
+  // of replica k runs on its own thread pinned to the plan's CPUs for k, with
+  // its share of threads, its chunks on those CPUs too; the caller's mask
+  // is restored after a run. Otherwise (one replica, or more than CPUs) ops
+  // keep the process's mask.
+  const std::vector<int> caller_mask = CurrentThreadAffinity();
+  for (int replicas = 1; replicas <= std::min(CpuBudget(), 8) + 1; ++replicas) {
+    CAPTURE(replicas);
+    const ReplicaCpuPlan& plan = ReplicaCpusFor(replicas);
+    auto def = std::make_shared<NetDef>();
+    std::vector<std::string> tails;
+    for (int r = 0; r < replicas; ++r) {
+      const DeviceOption d{DeviceType::kCPU, 2 * r + 1};  // ids need not be 0..R-1
+      const std::string b = "r" + std::to_string(r) + "_";
+      def->ops.push_back(Op("TestWhere", {}, {b + "0"}, {}, d));
+      for (int k = 1; k < 6; ++k) def->ops.push_back(Op("TestWhere", {b + std::to_string(k - 1)}, {b + std::to_string(k)}, {}, d));
+      tails.push_back(b + "5");
+    }
+    def->ops.push_back(Op("TestWhere", tails, {"end"}, {}, DeviceOption{DeviceType::kCPU, 1}));
+    auto ws = std::make_shared<Workspace>();
+    Net net(def, ws, NetOptions{ExecutorKind::kAsync});
+    for (int mode = 0; mode < 2; ++mode) {
+      CAPTURE(mode);
+      {
+        std::lock_guard<std::mutex> lock(g_where_mu);
+        g_where.clear();
+      }
+      if (mode == 0) net.Run();
+      else RunAsyncAndWait(net);
+      CHECK(CurrentThreadAffinity() == caller_mask);
+      std::lock_guard<std::mutex> lock(g_where_mu);
+      REQUIRE(g_where.size() == static_cast<size_t>(6 * replicas + 1));
+      std::map<int, std::set<std::thread::id>> threads;
+      for (const Where& w : g_where) {
+        const int r = (w.device - 1) / 2;
+        threads[r].insert(w.thread);
+        if (plan.plan.pinned) {
+          const ReplicaCpus& mine = plan.replicas[static_cast<size_t>(r)];
+          CHECK(w.cpus == mine.cpus);
+          CHECK(w.intra == mine.threads);
+          for (const auto& c : w.chunk_cpus) CHECK(c == mine.cpus);
+        } else {
+          CHECK(w.cpus == ProcessAffinity());
+        }
+      }
+      if (plan.plan.pinned) {
+        // Replica 0 of a synchronous run: the caller, and its worker while
+        // the caller sleeps.
+        std::set<std::thread::id> distinct;
+        size_t total = 0;
+        for (const auto& [r, ids] : threads) {
+          CHECK(ids.size() <= (r == 0 && mode == 0 ? 2u : 1u));
+          distinct.insert(ids.begin(), ids.end());
+          total += ids.size();
+        }
+        CHECK(distinct.size() == total);  // no thread ran two replicas' ops
+      }
+    }
+  }
+}
+
+TEST_CASE("a thread's affinity scope pins it and restores its mask") {
+  const std::vector<int> before = CurrentThreadAffinity();
+  {
+    ThreadAffinityScope pin({before.front()});
+    CHECK(CurrentThreadAffinity() == std::vector<int>{before.front()});
+  }
+  CHECK(CurrentThreadAffinity() == before);
+  { ThreadAffinityScope none({}); }
+  CHECK(CurrentThreadAffinity() == before);
 }
 
 // ---- 4. error injection ----------------------------------------------------------

@@ -10,13 +10,14 @@
 // dp-run exits non-zero after one summary line per rank. Several machines:
 // run dp-run on each with --nodes M --node-rank K, the same --store (one
 // every machine reaches: a shared directory or Redis) and the same --run-id.
-// The processes are bound to their own CPUs (the CPUs dp-run may use, cut
-// into N contiguous slices) when there are at least N, so that each one's
-// dp sizes its threads to its slice instead of every process using every
-// core; --no-bind leaves placement to the kernel.
+// The processes are bound to their own CPUs when there are at least N (the
+// CPUs dp-run may use, within its cgroup's quota, cut into N equal parts
+// along the last-level caches, as dp cuts them between CPU replicas:
+// core/cpu_plan.h), so that each one's dp sizes its threads to its part
+// instead of every process using every core; each divides the quota by N
+// (DP_LOCAL_WORLD_SIZE). --no-bind leaves placement to the kernel.
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -30,6 +31,10 @@
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "core/cpu_budget.h"
+#include "core/cpu_plan.h"
+#include "core/cpu_topology.h"
 
 namespace {
 
@@ -212,15 +217,12 @@ int main(int argc, char** argv) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(sig, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  // Process `local` gets CPUs [local * C / n, (local + 1) * C / n) of the C
-  // that dp-run may use (when C >= n).
-  std::vector<int> cpus;
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (bind && sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  if (static_cast<long>(cpus.size()) < n) cpus.clear();
+  // Process `local` gets its part of the CPUs dp-run may use, divided as dp
+  // divides them between CPU replicas (core/cpu_plan.h): equal parts, each
+  // inside one last-level cache where it fits, within the cgroup's quota;
+  // with fewer CPUs than processes nobody is bound.
+  dp::CpuPlan plan;
+  if (bind) plan = dp::DivideCpus(dp::ProcessCpuTopology(), dp::UsableCpus(), static_cast<int>(n));
 
   std::vector<Child> children(static_cast<size_t>(n));
   for (long local = 0; local < n; ++local) {
@@ -235,16 +237,8 @@ int main(int argc, char** argv) {
       dup2(out[1], 1);
       dup2(err[1], 2);
       for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) signal(sig, SIG_DFL);
-      if (!cpus.empty()) {
-        cpu_set_t mine;
-        CPU_ZERO(&mine);
-        const size_t total = cpus.size();
-        for (size_t k = static_cast<size_t>(local) * total / static_cast<size_t>(n);
-             k < static_cast<size_t>(local + 1) * total / static_cast<size_t>(n); ++k)
-          CPU_SET(cpus[k], &mine);
-        if (sched_setaffinity(0, sizeof mine, &mine) != 0)
-          std::fprintf(stderr, "dp-run: cannot bind rank %d to its CPUs: %s\n", c.rank, strerror(errno));
-      }
+      if (plan.pinned && !dp::SetThreadAffinity(plan.parts[static_cast<size_t>(local)].cpus))
+        std::fprintf(stderr, "dp-run: cannot bind rank %d to its CPUs: %s\n", c.rank, strerror(errno));
       setenv("DP_RANK", std::to_string(c.rank).c_str(), 1);
       setenv("DP_LOCAL_RANK", std::to_string(local).c_str(), 1);
       setenv("DP_WORLD_SIZE", std::to_string(world).c_str(), 1);

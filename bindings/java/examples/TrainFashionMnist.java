@@ -261,7 +261,7 @@ public final class TrainFashionMnist {
           for (int i = 0; i < numDevices; ++i) o.deviceIds[i] = i;
         }
         o.lr = lr;
-        o.sharedModel = deviceType == Dp.DEVICE_CPU; // CPU replicas share one copy of the params, as in the C sample
+        o.sharedModelAuto = true; // dp picks, as in the C sample: one shared model where the replicas share a cache
         parallel = model.parallelize(o);
         defs = parallel.nets();
         System.out.println("data parallel over " + parallel.numReplicas() + " replicas (" + parallel.scope(0)

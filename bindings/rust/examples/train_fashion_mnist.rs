@@ -315,12 +315,12 @@ fn main() {
             "dp_model_build_training",
         ),
         Some((kind, n)) => {
-            // CPU replicas share one copy of the params, as in the C sample.
+            // CPU replicas: dp picks one shared model or a copy each, as in the C sample.
             let opts = dp::ParallelOptions {
                 device_type: kind,
                 device_ids: (0..n as i32).collect(),
                 lr,
-                shared_model: kind == DeviceType::Cpu,
+                shared_model_auto: true,
                 ..Default::default()
             };
             let p = check(model.parallelize(&opts), "dp_model_parallelize");

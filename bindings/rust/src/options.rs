@@ -243,6 +243,10 @@ pub struct ParallelOptions {
     pub computed_params: ComputedParams,
     pub cuda_collectives: CudaCollectives,
     pub shared_model: bool,
+    /// dp picks `shared_model` from where the CPU replicas run
+    /// (DP_SHARED_MODEL_AUTO: shared when their CPUs share a last-level
+    /// cache); overrides `shared_model`.
+    pub shared_model_auto: bool,
     pub sync_bn: bool,
     // Several processes (since 0.3): num_shards processes train one model,
     // meeting through `store`. 0/None reads the environment (what dp-run
@@ -292,7 +296,8 @@ impl Default for ParallelOptions {
             } else {
                 CudaCollectives::Nccl
             },
-            shared_model: c.shared_model != 0,
+            shared_model: c.shared_model == sys::DP_SHARED_MODEL_ON,
+            shared_model_auto: c.shared_model == sys::DP_SHARED_MODEL_AUTO,
             sync_bn: c.sync_bn != 0,
             shard_id: c.shard_id,
             num_shards: c.num_shards,
@@ -349,7 +354,7 @@ impl ParallelOptions {
             CudaCollectives::Nccl => sys::DP_CUDA_COLLECTIVES_NCCL,
             CudaCollectives::Tree => sys::DP_CUDA_COLLECTIVES_TREE,
         };
-        c.shared_model = self.shared_model as i32;
+        c.shared_model = if self.shared_model_auto { sys::DP_SHARED_MODEL_AUTO } else { self.shared_model as i32 };
         c.sync_bn = self.sync_bn as i32;
         c.shard_id = self.shard_id;
         c.num_shards = self.num_shards;

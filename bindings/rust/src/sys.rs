@@ -96,6 +96,8 @@ pub const DP_COMPUTED_PARAMS_NONE: i32 = 2;
 
 pub const DP_CUDA_COLLECTIVES_NCCL: i32 = 0;
 pub const DP_CUDA_COLLECTIVES_TREE: i32 = 1;
+pub const DP_SHARED_MODEL_ON: i32 = 1;
+pub const DP_SHARED_MODEL_AUTO: i32 = 2;
 
 // Opaque handles: zero-sized, unconstructible, neither Send nor Sync by
 // themselves (the safe wrappers decide per handle).

@@ -169,6 +169,44 @@ fn data_parallel_over_two_cpu_replicas() {
     assert!(block.num_ops() > 0);
 }
 
+/// A copy per replica, one shared model and the layout dp picks
+/// (`shared_model_auto`) train the same params from the same batches.
+#[test]
+fn replica_layouts_train_alike() {
+    let model = Model::from_file(&common::fashion_mlp_path()).unwrap();
+    let train = |o: dp::ParallelOptions| -> Vec<f32> {
+        let p = model.parallelize(&dp::ParallelOptions { num_shards: 1, ..o }).unwrap();
+        let nets = p.nets().unwrap();
+        let ws = Workspace::new().unwrap();
+        Net::new(&ws, &nets.init, None).unwrap().run().unwrap();
+        let train = Net::new(&ws, &nets.train, None).unwrap();
+        for s in 0..3 {
+            let (x, y) = common::batch(B, s);
+            ws.feed("data", &Tensor::new(&[B as i64, 784], &x).unwrap()).unwrap();
+            ws.feed("label", &Tensor::new(&[B as i64], &y).unwrap()).unwrap();
+            train.run().unwrap();
+        }
+        ws.fetch("cpu_0/fc2_w").unwrap().as_slice::<f32>().unwrap().to_vec()
+    };
+    let copies = train(dp::ParallelOptions::cpu(2));
+    for o in [
+        dp::ParallelOptions { shared_model: true, ..dp::ParallelOptions::cpu(2) },
+        dp::ParallelOptions { shared_model_auto: true, ..dp::ParallelOptions::cpu(2) },
+    ] {
+        let got = train(o);
+        assert_eq!(got.len(), copies.len());
+        let worst = got.iter().zip(&copies).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst < 1e-5, "layouts differ by {}", worst);
+    }
+    // AUTO with BMUF is a copy per replica; ON with BMUF is refused.
+    let bmuf = dp::ParallelOptions { bmuf: true, bmuf_block_length: 4, num_shards: 1, ..dp::ParallelOptions::cpu(2) };
+    assert!(model.parallelize(&dp::ParallelOptions { shared_model_auto: true, ..bmuf.clone() }).is_ok());
+    match model.parallelize(&dp::ParallelOptions { shared_model: true, ..bmuf }) {
+        Ok(_) => panic!("a shared model with BMUF was accepted"),
+        Err(e) => assert_eq!(e.code(), dp::Code::InvalidArgument, "{}", e),
+    }
+}
+
 mod common;
 
 /// The several-processes options (since 0.3), without starting other

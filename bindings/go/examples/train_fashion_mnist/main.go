@@ -381,9 +381,9 @@ func main() {
 		for i := range ids {
 			ids[i] = int32(i)
 		}
-		// CPU replicas share one copy of the params, as in the C sample.
+		// CPU replicas: dp picks one shared model or a copy each, as in the C sample.
 		a.parallel, err = a.model.Parallelize(&dp.ParallelOptions{DeviceType: devType, DeviceIDs: ids, LR: lr,
-			SharedModel: devType == dp.DeviceCPU})
+			SharedModelAuto: true})
 		check(err, "dp_model_parallelize")
 		nets, err = a.parallel.Nets()
 		check(err, "dp_parallel_model_nets")

@@ -40,6 +40,8 @@ public final class ParallelOptions {
   public int cudaCollectives;
   /** CPU only: one copy of the params for every replica. */
   public boolean sharedModel;
+  /** dp picks sharedModel from where the CPU replicas run (shared when their CPUs share a last-level cache). */
+  public boolean sharedModelAuto;
   /** Batch-norm statistics over the global batch. */
   public boolean syncBn;
 

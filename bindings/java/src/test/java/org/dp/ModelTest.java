@@ -73,6 +73,41 @@ class ModelTest {
     }
   }
 
+  /** A copy per replica, one shared model and the layout dp picks train alike. */
+  @Test
+  void replicaLayoutsTrainAlike() {
+    try (Model m = Model.fromJson(TestSupport.TINY_MODEL)) {
+      float[] copies = trainTwoReplicas(m, ParallelOptions.cpu(2).shards(1, 0));
+      ParallelOptions shared = ParallelOptions.cpu(2).shards(1, 0);
+      shared.sharedModel = true;
+      assertArrayEquals(copies, trainTwoReplicas(m, shared), 1e-5f);
+      ParallelOptions auto = ParallelOptions.cpu(2).shards(1, 0);
+      auto.sharedModelAuto = true;
+      assertArrayEquals(copies, trainTwoReplicas(m, auto), 1e-5f);
+      // AUTO with BMUF is a copy per replica; ON with BMUF is refused.
+      auto.bmuf = true;
+      try (ParallelModel pm = m.parallelize(auto)) {
+        assertEquals(2, pm.numReplicas());
+      }
+      shared.bmuf = true;
+      DpException e = assertThrows(DpInvalidArgumentException.class, () -> m.parallelize(shared));
+      assertTrue(e.getMessage().contains("shared_model"), e.getMessage());
+    }
+  }
+
+  private static float[] trainTwoReplicas(Model m, ParallelOptions o) {
+    try (ParallelModel pm = m.parallelize(o); TrainingNets defs = pm.nets(); Workspace ws = Workspace.create();
+         Net init = Net.create(ws, defs.init); Net train = Net.create(ws, defs.train)) {
+      init.run();
+      for (int s = 0; s < 10; ++s) {
+        ws.feed("data", TestSupport.tinyData(s), 8, 4);
+        ws.feed("label", TestSupport.tinyLabels(s), 8);
+        train.run();
+      }
+      return ws.fetchFloats("cpu_0/w");
+    }
+  }
+
   /**
    * The several-processes options (since 0.3), without starting other processes; numShards is explicit
    * so that DP_WORLD_SIZE and friends in the environment change nothing.
