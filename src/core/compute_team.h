@@ -15,6 +15,7 @@
 
 #include "core/cpu_plan.h"
 #include "core/function_ref.h"
+#include "core/parallel_for.h"
 
 namespace dp {
 
@@ -60,9 +61,6 @@ class ComputeTeam {
   alignas(64) std::atomic<int> active_{0};
   std::atomic<int> sleepers_{0};
 };
-
-// [begin, end) of chunk c of `chunks` over [0, n), cut at multiples of `align`.
-std::pair<int64_t, int64_t> ChunkRange(int64_t n, int chunks, int64_t align, int c);
 
 // The team of nets with one CPU replica: UsableCpus() - 1 helpers, not
 // pinned; started at the first call.

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "core/function_ref.h"
 
@@ -52,6 +53,10 @@ int ParallelChunks(int64_t n, int64_t grain);
 // throws is rethrown here, after every chunk taken has finished (chunks not
 // yet taken then are skipped).
 void ParallelForChunks(int64_t n, int chunks, int64_t align, FunctionRef<void(int, int64_t, int64_t)> fn);
+
+// [begin, end) of chunk c of `chunks` over [0, n), cut at multiples of
+// `align`: how ParallelForChunks cuts [0, n).
+std::pair<int64_t, int64_t> ChunkRange(int64_t n, int chunks, int64_t align, int c);
 
 // ParallelChunks(n, grain) chunks of [0, n): fn(begin, end).
 inline void ParallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {

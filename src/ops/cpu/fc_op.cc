@@ -1,6 +1,7 @@
 // FC (fully connected): Y = X W^T + b, with X flattened to [M, K] at `axis`,
-// W of shape [N, K] (flattened at axis_w) and b of shape [N]. The bias is
-// fused into the GEMM: Y is seeded with b and the product added (beta = 1).
+// W of shape [N, K] (flattened at axis_w) and b of shape [N]. The bias and
+// the relu are fused into the GEMM's blocks (GemmEpilogue): each seeds its
+// part of Y with b, adds the product (beta = 1), then applies the relu.
 // FCGradient: dW = dY^T X, db = column sums of dY, dX = dY W (only when
 // wanted: the first layer's dX would be a wasted GEMM).
 #include <algorithm>
@@ -16,10 +17,12 @@
 namespace dp {
 namespace {
 
-// Y [m, n] += X [m, k] W^T (Y holds the bias).
+// Y [m, n] = X [m, k] W^T + b, then max(Y, 0) with `relu`: each GEMM block
+// seeds its part of Y with the bias and applies the relu while it is hot.
 template <typename T>
-void GemmXWt(int64_t m, int64_t n, int64_t k, const T* x, const T* w, T* y) {
-  Gemm(CblasNoTrans, CblasTrans, m, n, k, T(1), x, k, w, k, T(1), y, n);
+void GemmXWtBias(int64_t m, int64_t n, int64_t k, const T* x, const T* w, const T* b, bool relu, T* y) {
+  const GemmEpilogue<T> epilogue{b, relu};
+  Gemm(CblasNoTrans, CblasTrans, m, n, k, T(1), x, k, w, k, T(1), y, n, &epilogue);
 }
 
 // C [rows, cols] = op(A) op(B) (beta = 0), row-major, leading dims given.
@@ -48,14 +51,7 @@ class FcOp final : public Operator {
       const T* wp = w.data<T>();
       const T* bp = b.data<T>();
       T* yp = Output(0, d.out, x.dtype())->template mutable_data<T>();
-      for (int64_t i = 0; i < d.m; ++i) std::copy(bp, bp + d.n, yp + i * d.n);
-      if (d.m > 0 && d.n > 0 && d.k > 0)
-        GemmXWt(d.m, d.n, d.k, xp, wp, yp);
-      // Fused activation: one pass over Y while it is still in cache.
-      if (relu_) {
-        const int64_t n = d.m * d.n;
-        for (int64_t i = 0; i < n; ++i) yp[i] = yp[i] > T(0) ? yp[i] : T(0);
-      }
+      GemmXWtBias(d.m, d.n, d.k, xp, wp, bp, relu_, yp);
     });
   }
   const bool relu_ = FcActivationIsRelu(args());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <vector>
 
@@ -21,6 +22,18 @@ constexpr int64_t kMinBlockMacs = 1 << 18;
 // Blocks are cut at multiples of this many rows or columns: whole
 // micro-kernel tiles of the BLAS kernels.
 constexpr int64_t kBlockAlign = 16;
+// What a block costs beyond its multiply-adds, per element of the operand
+// parts it packs (rows x K of op(A), K x columns of op(B)), in multiply-adds:
+// packing, and the micro-kernel's lower speed on thin blocks. From oneDNN's
+// sgemm on this project's VM: 32 rows of C run at ~190 GFLOP/s against ~214
+// at 64 rows (n = 512), which this cost reproduces (bench/README.md).
+constexpr double kPackCost = 8;
+
+// Whole kBlockAlign units of `extent` in `parts` parts: the largest part.
+int64_t LargestPart(int64_t extent, int parts) {
+  const int64_t units = (extent + kBlockAlign - 1) / kBlockAlign;
+  return std::min(extent, (units + parts - 1) / parts * kBlockAlign);
+}
 
 #if DP_HAVE_DNNL
 std::atomic<int64_t> g_dnnl_sgemm_calls{0};
@@ -94,40 +107,81 @@ void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
               BlasInt(lda, "GEMM lda"), b, BlasInt(ldb, "GEMM ldb"), beta, c, BlasInt(ldc, "GEMM ldc"));
 }
 
+// The block [r0, r1) x [c0, c1) of C = alpha op(A) op(B) + beta C.
 template <typename T>
-void SplitGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-               int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+void GemmBlock(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t n_k,
+               T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  // Rows r0.. of op(A): row r0 of A, or column r0 of A^T; columns c0.. of
+  // op(B): column c0 of B, or row c0 of B^T.
+  const T* ab = ta == CblasNoTrans ? a + r0 * lda : a + r0;
+  const T* bb = tb == CblasNoTrans ? b + c0 : b + c0 * ldb;
+  Blas(ta, tb, r1 - r0, c1 - c0, n_k, alpha, ab, lda, bb, ldb, beta, c + r0 * ldc + c0, ldc);
+}
+
+template <typename T>
+void SplitGemm(GemmBlocks grid, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, T alpha,
+               const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
+               const GemmEpilogue<T>* epilogue) {
   UseSingleThreadedBlas();
-  // In double: the product of three dims may pass int64 (BlasInt rejects such dims later).
-  const double blocks = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(std::max<int64_t>(k, 1)) /
-                        static_cast<double>(kMinBlockMacs);
-  int chunks = blocks < 2 ? 1 : static_cast<int>(std::min<double>(IntraOpThreads(), blocks));
-  // Every block packs its part of one operand and the whole other one (BLAS
-  // copies its operands into tiles first): split C's rows when it has more
-  // rows than columns (the blocks share op(B)), else its columns (they share
-  // op(A)), so that what each block packs whole is the smaller operand. At
-  // batch 64, blocks of rows would each pack all of a layer's weights.
-  bool by_rows = m >= n;
-  if ((by_rows ? m : n) / kBlockAlign < chunks && (by_rows ? n : m) / kBlockAlign >= chunks) by_rows = !by_rows;
-  chunks = static_cast<int>(std::min<int64_t>(chunks, std::max<int64_t>(1, (by_rows ? m : n) / kBlockAlign)));
-  if (chunks <= 1 || m == 0 || n == 0) {
-    Blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  grid.rows = static_cast<int>(std::clamp<int64_t>(grid.rows, 1, std::max<int64_t>(1, m)));
+  grid.cols = static_cast<int>(std::clamp<int64_t>(grid.cols, 1, std::max<int64_t>(1, n)));
+  auto block = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    T block_beta = beta;
+    if (epilogue != nullptr && epilogue->bias != nullptr) {
+      // C's block seeded with the bias, then the product added.
+      for (int64_t i = r0; i < r1; ++i) std::copy(epilogue->bias + c0, epilogue->bias + c1, c + i * ldc + c0);
+      block_beta = T(1);
+    }
+    // (An empty product adds nothing to a seeded block.)
+    const bool seeded = epilogue != nullptr && epilogue->bias != nullptr;
+    if (r1 > r0 && c1 > c0 && !(seeded && k == 0))
+      GemmBlock(ta, tb, r0, r1, c0, c1, k, alpha, a, lda, b, ldb, block_beta, c, ldc);
+    if (epilogue != nullptr && epilogue->relu)
+      // While the block is still in this core's cache.
+      for (int64_t i = r0; i < r1; ++i) {
+        T* __restrict row = c + i * ldc;
+        for (int64_t j = c0; j < c1; ++j) row[j] = row[j] > T(0) ? row[j] : T(0);
+      }
+  };
+  const int blocks = grid.rows * grid.cols;
+  if (blocks <= 1 || m == 0 || n == 0) {
+    block(0, m, 0, n);
     return;
   }
-  ParallelForChunks(by_rows ? m : n, chunks, kBlockAlign, [&](int, int64_t lo, int64_t hi) {
-    if (by_rows) {
-      // Rows lo..hi of op(A): row lo of A, or column lo of A^T.
-      const T* ab = ta == CblasNoTrans ? a + lo * lda : a + lo;
-      Blas(ta, tb, hi - lo, n, k, alpha, ab, lda, b, ldb, beta, c + lo * ldc, ldc);
-    } else {
-      // Columns lo..hi of op(B).
-      const T* bb = tb == CblasNoTrans ? b + lo : b + lo * ldb;
-      Blas(ta, tb, m, hi - lo, k, alpha, a, lda, bb, ldb, beta, c + lo, ldc);
-    }
+  ParallelForChunks(blocks, blocks, 1, [&](int id, int64_t, int64_t) {
+    const auto [r0, r1] = ChunkRange(m, grid.rows, kBlockAlign, id / grid.cols);
+    const auto [c0, c1] = ChunkRange(n, grid.cols, kBlockAlign, id % grid.cols);
+    block(r0, r1, c0, c1);
   });
 }
 
 }  // namespace
+
+GemmBlocks PlanGemmBlocks(int64_t m, int64_t n, int64_t k, int threads) {
+  GemmBlocks best;
+  if (m <= 0 || n <= 0) return best;
+  // In double: the product of three dims may pass int64 (BlasInt rejects such dims later).
+  const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(std::max<int64_t>(k, 1));
+  const double most = std::min<double>(std::max(1, threads), std::floor(macs / static_cast<double>(kMinBlockMacs)));
+  const int limit = std::max(1, static_cast<int>(most));
+  const int max_rows = static_cast<int>(std::clamp<int64_t>(m / kBlockAlign, 1, limit));
+  const int max_cols = static_cast<int>(std::clamp<int64_t>(n / kBlockAlign, 1, limit));
+  const double kk = static_cast<double>(std::max<int64_t>(k, 1));
+  double best_cost = 0;
+  for (int rows = 1; rows <= max_rows; ++rows) {
+    for (int cols = 1; cols <= max_cols && rows * cols <= limit; ++cols) {
+      // The largest block's time: the GEMM ends with its slowest block.
+      const double mb = static_cast<double>(LargestPart(m, rows)), nb = static_cast<double>(LargestPart(n, cols));
+      const double cost = mb * nb * kk + kPackCost * kk * (mb + nb);
+      // Fewer blocks on a tie: each costs a hand-over.
+      if (best_cost == 0 || cost < best_cost * (1 - 1e-9)) {
+        best_cost = cost;
+        best = {rows, cols};
+      }
+    }
+  }
+  return best;
+}
 
 #if DP_HAVE_DNNL
 int64_t DnnlSgemmCalls() { return g_dnnl_sgemm_calls.load(std::memory_order_relaxed); }
@@ -161,12 +215,20 @@ void PrepareGemmKernels() {
 }
 
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  SplitGemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+          const GemmEpilogue<float>* epilogue) {
+  SplitGemm(PlanGemmBlocks(m, n, k, IntraOpThreads()), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
 }
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  SplitGemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc,
+          const GemmEpilogue<double>* epilogue) {
+  SplitGemm(PlanGemmBlocks(m, n, k, IntraOpThreads()), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+}
+
+void GemmOnGrid(GemmBlocks grid, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                const GemmEpilogue<float>* epilogue) {
+  SplitGemm(grid, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
 }
 
 void GemmSerial(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

@@ -1,7 +1,10 @@
 // The CPU ops' GEMM: C = alpha op(A) op(B) + beta C, row-major, split into
-// blocks of C's rows (or of its columns when it has few rows) that the
-// calling thread and dp's compute team run together (core/parallel_for.h),
-// each block one single-threaded BLAS call. dp, not BLAS, decides how many
+// a grid of C's blocks (PlanGemmBlocks: rows x columns, as square as the
+// threads allow, since each block packs its rows of op(A) and its columns of
+// op(B)) that the calling thread and dp's compute team run together
+// (core/parallel_for.h), each block one single-threaded BLAS call, with an
+// optional epilogue (a bias row seeding C, a relu after) done by the block's
+// thread while the block is in its cache: one parallel region per GEMM. dp, not BLAS, decides how many
 // threads a GEMM gets (IntraOpThreads(): the executor's share of the CPU
 // budget for the replica that runs the op), so that replicas on separate
 // cores never oversubscribe them and no BLAS thread spin-yields between the
@@ -30,10 +33,38 @@ void PrepareGemmKernels();
 // every Gemm; exposed for kernels that call BLAS directly.
 void UseSingleThreadedBlas();
 
+// What a block of C does besides its product: with `bias` ([n]), every
+// row of the block is first set to the bias and the product added to it
+// (beta is then 1 whatever was passed); with `relu`, C = max(C, 0) after.
+template <typename T>
+struct GemmEpilogue {
+  const T* bias = nullptr;
+  bool relu = false;
+};
+
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+          const GemmEpilogue<float>* epilogue = nullptr);
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc,
+          const GemmEpilogue<double>* epilogue = nullptr);
+
+// How Gemm splits C [m, n] (inner dim k) for `threads`: rows x cols blocks,
+// at most `threads` and no smaller than ~5 us of one core each, cut at
+// multiples of 16 rows and columns, minimising the largest block's
+// multiply-adds plus its packing (rows + columns) x k. With two threads this
+// halves the longer side. Exposed for tests.
+struct GemmBlocks {
+  int rows = 1;
+  int cols = 1;
+};
+GemmBlocks PlanGemmBlocks(int64_t m, int64_t n, int64_t k, int threads);
+
+// Gemm on a given grid (clamped to C's dims) instead of the planned one:
+// for tests, which run grids of more blocks than their machine has CPUs.
+void GemmOnGrid(GemmBlocks grid, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                const GemmEpilogue<float>* epilogue = nullptr);
 
 // The same on the calling thread only (a kernel that already splits its
 // work across threads calls this inside each part).
