@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "core/parallel_for.h"
 #include "core/philox.h"
 #include "core/storage.h"
 #include "core/tensor.h"
@@ -848,6 +849,63 @@ TEST_CASE("Accuracy errors") {
                  {"op 0 (Accuracy", "top_k"});
   ExpectRunError({op}, {{"x", Make<int32_t>({1, 2}, {0, 1})}, {"label", Make<int32_t>({1}, {0})}}, Code::kDType,
                  {"op 0 (Accuracy", "'x'"});
+}
+
+TEST_CASE("row-wise ops split across threads give the bits of one thread, and agree with the references") {
+  // Enough rows of 10 classes for several parts (SoftmaxWithLoss and Softmax
+  // take ~51 rows a part, their gradients ~102, Accuracy ~204).
+  const int64_t rows = 1000, cols = 10;
+  const auto x = Random<float>(rows * cols, 21, -4, 4);
+  const auto dy = Random<float>(rows * cols, 22, -1, 1);
+  const auto w = Random<float>(rows, 23, 0, 2);
+  std::vector<int32_t> labels(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) labels[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7) % cols);
+  const Feeds feeds = {{"x", Make<float>({rows, cols}, x)},
+                       {"dy", Make<float>({rows, cols}, dy)},
+                       {"w", Make<float>({rows}, w)},
+                       {"label", Make<int32_t>({rows}, labels)},
+                       {"dl", Make<float>({}, {0.5f})}};
+  const std::vector<OperatorDef> ops = {
+      Op("Softmax", {"x"}, {"p"}),
+      Op("SoftmaxGradient", {"p", "dy"}, {"dx"}),
+      Op("SoftmaxWithLoss", {"x", "label", "w"}, {"pl", "loss"}),
+      Op("SoftmaxWithLossGradient", {"pl", "label", "dl", "w"}, {"dxl"}),
+      Op("Accuracy", {"x", "label"}, {"acc"}, {IntArg("top_k", 2)}),
+  };
+  const char* outputs[] = {"p", "dx", "pl", "loss", "dxl", "acc"};
+  std::map<std::string, std::vector<float>> one;
+  for (int threads : {1, 2, 3, 8}) {
+    CAPTURE(threads);
+    IntraOpThreadsScope scope(threads);
+    auto ws = RunOps(ops, feeds);
+    for (const char* o : outputs) {
+      CAPTURE(o);
+      const std::vector<float> got = Values<float>(ws->GetTensor(o));
+      if (threads == 1) one[o] = got;
+      else CHECK(got == one[o]);  // bitwise
+    }
+  }
+  CheckClose(AsDoubles(one["p"]), RefSoftmax(x, rows, cols), 1e-6);
+  CHECK(one["pl"] == one["p"]);  // one routine for both softmaxes
+  double total = 0, wsum = 0;
+  const auto ref = RefSoftmax(x, rows, cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    total -= static_cast<double>(w[k]) * std::log(ref[static_cast<size_t>(i * cols + labels[k])]);
+    wsum += static_cast<double>(w[k]);
+  }
+  CHECK(one["loss"][0] == doctest::Approx(total / wsum).epsilon(1e-5));
+  CHECK(one["acc"][0] == RefAccuracy(x, rows, cols, labels, 2));
+  // A bad label is refused naming the first bad sample, however the rows split.
+  std::vector<int32_t> bad = labels;
+  bad[700] = 10;
+  bad[900] = -1;
+  for (int threads : {1, 8}) {
+    IntraOpThreadsScope scope(threads);
+    ExpectRunError({Op("SoftmaxWithLoss", {"x", "label"}, {"pl", "loss"})},
+                   {{"x", Make<float>({rows, cols}, x)}, {"label", Make<int32_t>({rows}, bad)}}, Code::kOutOfRange,
+                   {"label 10", "sample 700"});
+  }
 }
 
 // ============================================================================

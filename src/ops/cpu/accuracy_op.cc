@@ -1,6 +1,10 @@
 // Accuracy: the fraction of samples whose label is among the top_k scores.
 // Ties count against the sample (a score equal to the label's, at a lower
 // index, ranks above it), so results do not depend on sort stability.
+#include <algorithm>
+#include <vector>
+
+#include "core/parallel_for.h"
 #include "ops/cpu/loss_checks.h"
 #include "ops/gradient_registry.h"
 #include "ops/math/losses.h"
@@ -37,24 +41,36 @@ class AccuracyOp final : public Operator {
     const int64_t n = x.dim(0), d = x.dim(1);
     const int64_t top_k = AccuracyTopK(args());
     const int32_t* lp = label.data<int32_t>();
-    int64_t correct = 0;
+    for (int64_t i = 0; i < n; ++i)
+      if (!math::LabelInRange(lp[i], d))
+        DP_THROW(Code::kOutOfRange, InputDesc(1), ": label ", lp[i], " of sample ", i, " is outside [0, ", d, ")");
+    // Rows split across the op's threads, each part counting its own hits.
+    const int chunks = ParallelChunks(n, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, d)));
+    correct_.assign(static_cast<size_t>(chunks), 0);
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* xp = x.data<T>();
-      for (int64_t i = 0; i < n; ++i) {
-        int32_t l = lp[i];
-        if (!math::LabelInRange(l, d))
-          DP_THROW(Code::kOutOfRange, InputDesc(1), ": label ", l, " of sample ", i, " is outside [0, ", d, ")");
-        const T* row = xp + i * d;
-        int64_t rank = 0;  // number of classes ranked above the label
-        for (int64_t c = 0; c < d; ++c)
-          if (math::RanksAboveLabel(row[c], row[l], c, l)) ++rank;
-        if (rank < top_k) ++correct;
-      }
+      ParallelForChunks(n, chunks, 1, [&](int part, int64_t lo, int64_t hi) {
+        int64_t hits = 0;
+        for (int64_t i = lo; i < hi; ++i) {
+          const int32_t l = lp[i];
+          const T* row = xp + i * d;
+          int64_t rank = 0;  // number of classes ranked above the label
+          for (int64_t c = 0; c < d; ++c)
+            if (math::RanksAboveLabel(row[c], row[l], c, l)) ++rank;
+          if (rank < top_k) ++hits;
+        }
+        correct_[static_cast<size_t>(part)] = hits;
+      });
     });
+    int64_t correct = 0;
+    for (int64_t hits : correct_) correct += hits;
     float* out = Output(0, {}, DType::kFloat32)->mutable_data<float>();
     out[0] = math::AccuracyFraction(correct, n);
   }
+  // Elements per part: a few microseconds of comparisons.
+  static constexpr int64_t kGrainElements = 2048;
+  std::vector<int64_t> correct_;  // hits per part
 };
 
 DP_OPERATOR_SCHEMA(Accuracy)
