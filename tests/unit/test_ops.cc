@@ -851,6 +851,54 @@ TEST_CASE("Accuracy errors") {
                  {"op 0 (Accuracy", "'x'"});
 }
 
+TEST_CASE("elementwise ops split across threads: the same bits on 1 and 2 threads, the references' values") {
+  // Past the parts' size (2^16 elements; 2^14 for Sigmoid and Tanh), with
+  // every broadcast path: same shapes, a scalar, and the general walk whose
+  // parts start mid-tensor.
+  const Dims big = {3, 257, 181};
+  const int64_t n = Prod(big);
+  const auto a = Random<float>(n, 31, -2, 2), b = Random<float>(n, 32, -2, 2), c = Random<float>(n, 33, -2, 2);
+  const auto row = Random<float>(181, 34, -2, 2), col = Random<float>(3 * 257, 35, -2, 2);
+  const Feeds feeds = {{"a", Make<float>(big, a)},           {"b", Make<float>(big, b)},
+                       {"c", Make<float>(big, c)},           {"s", Make<float>({1}, {1.5f})},
+                       {"row", Make<float>({181}, row)},     {"col", Make<float>({3, 257, 1}, col)}};
+  const std::vector<OperatorDef> ops = {
+      Op("Add", {"a", "b"}, {"same"}),
+      Op("Mul", {"a", "s"}, {"scalar"}),
+      Op("Sub", {"a", "row"}, {"rows"}),
+      Op("Div", {"col", "a"}, {"cols"}),
+      Op("Sum", {"a", "b", "c"}, {"sum3"}),
+      Op("Scale", {"a"}, {"scaled"}, {FloatArg("scale", 0.25f)}),
+      Op("Sigmoid", {"a"}, {"sig"}),
+      Op("SigmoidGradient", {"sig", "b"}, {"dsig"}),
+      Op("Tanh", {"a"}, {"tanh"}),
+      Op("TanhGradient", {"tanh", "b"}, {"dtanh"}),
+  };
+  const char* outputs[] = {"same", "scalar", "rows", "cols", "sum3", "scaled", "sig", "dsig", "tanh", "dtanh"};
+  std::map<std::string, std::vector<float>> one;
+  for (int threads : {1, 2}) {
+    IntraOpThreadsScope scope(threads);
+    auto ws = RunOps(ops, feeds);
+    for (const char* o : outputs) {
+      CAPTURE(o);
+      const std::vector<float> got = Values<float>(ws->GetTensor(o));
+      if (threads == 1) one[o] = got;
+      else CHECK(got == one[o]);
+    }
+  }
+  CHECK(one["same"] == RefBinary(a, big, b, big, big, [](float x, float y) { return x + y; }));
+  CHECK(one["scalar"] == RefBinary(a, big, std::vector<float>{1.5f}, Dims{1}, big, [](float x, float y) { return x * y; }));
+  CHECK(one["rows"] == RefBinary(a, big, row, Dims{181}, big, [](float x, float y) { return x - y; }));
+  CHECK(one["cols"] == RefBinary(col, Dims{3, 257, 1}, a, big, big, [](float x, float y) { return x / y; }));
+  for (int64_t i = 0; i < n; i += 997) {
+    const size_t k = static_cast<size_t>(i);
+    CHECK(one["sum3"][k] == (a[k] + b[k]) + c[k]);
+    CHECK(one["scaled"][k] == a[k] * 0.25f);
+    CHECK(one["sig"][k] == doctest::Approx(1 / (1 + std::exp(-static_cast<double>(a[k])))).epsilon(1e-6));
+    CHECK(one["tanh"][k] == doctest::Approx(std::tanh(static_cast<double>(a[k]))).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("row-wise ops split across threads give the bits of one thread, and agree with the references") {
   // Enough rows of 10 classes for several parts (SoftmaxWithLoss and Softmax
   // take ~51 rows a part, their gradients ~102, Accuracy ~204).
