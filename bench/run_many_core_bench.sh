@@ -123,6 +123,15 @@ echo "# CPUs used: $all; dp $(git -C "$root" rev-parse --short HEAD 2>/dev/null 
   "reproduce: bench/run_many_core_bench.sh --build $build --rounds $rounds --cores \"${counts[*]}\"" \
   "--replicas \"$replicas\" --batches \"$batches\" --limit $limit --cnn-limit $cnn_limit$([[ $with_torch == 1 ]] || echo ' --no-torch')$([[ -z $compare ]] || echo " --compare $compare")"
 lscpu 2>/dev/null | grep -E '^(Model name|Socket|Core|Thread|NUMA node\(s\)|L3)' | sed 's/^/# /' || true
+# Which CPUs are one core's hardware threads, and which share a last-level
+# cache: "the first N CPUs" means N cores only where siblings are numbered apart.
+for c in "${cpus[0]}" "${cpus[1]:-${cpus[0]}}"; do
+  t=/sys/devices/system/cpu/cpu$c
+  llc=""
+  for i in "$t"/cache/index*; do [[ -f $i/shared_cpu_list ]] && llc=$(cat "$i/shared_cpu_list"); done
+  echo "# cpu$c: core siblings $(cat "$t/topology/thread_siblings_list" 2>/dev/null || echo '?')," \
+    "last-level cache shared with ${llc:-?}"
+done
 for ((r = 1; r <= rounds; ++r)); do
   echo "round $r/$rounds"
   probe
