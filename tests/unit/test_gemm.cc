@@ -137,3 +137,37 @@ TEST_CASE("Gemm follows the threads it may use: one block on one thread, the sam
   }
   CHECK(err <= 1e-3);
 }
+
+TEST_CASE("a batch of GEMMs in one parallel region equals each alone, whatever the threads") {
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  // FCGradient's pair (dW = dZ^T X, dX = dZ W) at batch 100, and a third of another shape.
+  const int64_t m = 100, n = 96, k = 130;
+  std::vector<float> dz(static_cast<size_t>(m * n)), x(static_cast<size_t>(m * k)), w(static_cast<size_t>(n * k)),
+      e(static_cast<size_t>(40 * 70)), f(static_cast<size_t>(70 * 50));
+  for (auto* v : {&dz, &x, &w, &e, &f})
+    for (auto& t : *v) t = u(gen);
+  std::vector<float> dw_want(static_cast<size_t>(n * k)), dx_want(static_cast<size_t>(m * k)),
+      g_want(static_cast<size_t>(40 * 50), 1.f);
+  dp::GemmSerial(CblasTrans, CblasNoTrans, n, k, m, 1.f, dz.data(), n, x.data(), k, 0.f, dw_want.data(), k);
+  dp::GemmSerial(CblasNoTrans, CblasNoTrans, m, k, n, 1.f, dz.data(), n, w.data(), k, 0.f, dx_want.data(), k);
+  dp::GemmSerial(CblasNoTrans, CblasNoTrans, 40, 50, 70, 2.f, e.data(), 70, f.data(), 50, 0.5f, g_want.data(), 50);
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    dp::IntraOpThreadsScope scope(threads);
+    std::vector<float> dw(dw_want.size()), dx(dx_want.size()), g(g_want.size(), 1.f);
+    const dp::GemmCall<float> calls[3] = {
+        {CblasTrans, CblasNoTrans, n, k, m, 1.f, dz.data(), n, x.data(), k, 0.f, dw.data(), k},
+        {CblasNoTrans, CblasNoTrans, m, k, n, 1.f, dz.data(), n, w.data(), k, 0.f, dx.data(), k},
+        {CblasNoTrans, CblasNoTrans, 40, 50, 70, 2.f, e.data(), 70, f.data(), 50, 0.5f, g.data(), 50}};
+    dp::GemmBatch(calls, 3);
+    auto worst = [](const std::vector<float>& a, const std::vector<float>& b) {
+      double d = 0;
+      for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(static_cast<double>(a[i] - b[i])));
+      return d;
+    };
+    CHECK(worst(dw, dw_want) <= 1e-4 * std::sqrt(double(m)));
+    CHECK(worst(dx, dx_want) <= 1e-4 * std::sqrt(double(n)));
+    CHECK(worst(g, g_want) <= 1e-4 * std::sqrt(70.0));
+  }
+}

@@ -25,13 +25,6 @@ void GemmXWtBias(int64_t m, int64_t n, int64_t k, const T* x, const T* w, const 
   Gemm(CblasNoTrans, CblasTrans, m, n, k, T(1), x, k, w, k, T(1), y, n, &epilogue);
 }
 
-// C [rows, cols] = op(A) op(B) (beta = 0), row-major, leading dims given.
-template <typename T>
-void GemmInto(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t rows, int64_t cols, int64_t inner, const T* a,
-              int64_t lda, const T* b, int64_t ldb, T* c) {
-  Gemm(ta, tb, rows, cols, inner, T(1), a, lda, b, ldb, T(0), c, cols);
-}
-
 class FcOp final : public Operator {
  public:
   explicit FcOp(const OpInit& init) : Operator(init) { PrepareGemmKernels(); }
@@ -57,7 +50,7 @@ class FcOp final : public Operator {
   const bool relu_ = FcActivationIsRelu(args());
 };
 
-// Elements per part of FCGradient's element-wise passes (relu mask, bias
+// Elements per part of FCGradient's element-wise pass (relu mask and bias
 // sums): tens of microseconds of one core.
 constexpr int64_t kElementGrain = int64_t{1} << 16;
 
@@ -85,45 +78,50 @@ class FcGradientOp final : public Operator {
       const T* xp = x.data<T>();
       const T* wp = w.data<T>();
       const T* dyp = dy.data<T>();
-      if (relu) {
-        // dZ = dY where Y > 0: the relu's gradient, into scratch (both loads
-        // unconditional so the select vectorises).
-        const T* yp = Input(3).data<T>();
-        const int64_t total = d.m * d.n;
-        scratch_.resize(static_cast<size_t>(total) * sizeof(T) / sizeof(double) + 1);
-        T* dz = reinterpret_cast<T*>(scratch_.data());
-        ParallelForChunks(total, ParallelChunks(total, kElementGrain), 64,
-                          [dz, yp, g = dyp](int, int64_t lo, int64_t hi) {
-                            for (int64_t i = lo; i < hi; ++i) {
-                              const T v = g[i];
-                              dz[i] = yp[i] > T(0) ? v : T(0);
-                            }
-                          });
-        dyp = dz;
-      }
       T* dw = Output(0, w.dims(), w.dtype())->template mutable_data<T>();
       T* db = Output(1, {d.n}, w.dtype())->template mutable_data<T>();
       T* dx = OutputSize() > 2 ? Output(2, x.dims(), x.dtype())->template mutable_data<T>() : nullptr;
+      // One pass over dY by parts of its columns: with a fused relu, dZ = dY
+      // where Y > 0 into scratch (both loads unconditional so the select
+      // vectorises); and db = dZ's column sums, row by row, so each column
+      // is summed in row order whatever the split.
+      const T* yp = relu ? Input(3).data<T>() : nullptr;
+      T* dz = nullptr;
+      if (relu) {
+        scratch_.resize(static_cast<size_t>(d.m * d.n) * sizeof(T) / sizeof(double) + 1);
+        dz = reinterpret_cast<T*>(scratch_.data());
+      }
+      const int64_t cells = static_cast<int64_t>(m) * n;
+      ParallelForChunks(n, std::min<int>(ParallelChunks(cells, kElementGrain), std::max(1, n / 32)), 16,
+                        [db, dz, yp, dyp, m, n](int, int64_t lo, int64_t hi) {
+                          T* __restrict sum = db;
+                          std::fill(sum + lo, sum + hi, T(0));
+                          for (int i = 0; i < m; ++i) {
+                            const int64_t row = static_cast<int64_t>(i) * n;
+                            const T* __restrict g = dyp + row;
+                            if (dz != nullptr) {
+                              T* __restrict z = dz + row;
+                              const T* __restrict yr = yp + row;
+                              for (int64_t j = lo; j < hi; ++j) {
+                                const T v = g[j];
+                                z[j] = yr[j] > T(0) ? v : T(0);
+                                sum[j] += z[j];
+                              }
+                            } else {
+                              for (int64_t j = lo; j < hi; ++j) sum[j] += g[j];
+                            }
+                          }
+                        });
+      if (relu) dyp = dz;
       if (m == 0 || n == 0 || k == 0) {
         std::fill(dw, dw + static_cast<int64_t>(n) * k, T(0));
         if (dx) std::fill(dx, dx + static_cast<int64_t>(m) * k, T(0));
       } else {
-        GemmInto(CblasTrans, CblasNoTrans, n, k, m, dyp, n, xp, k, dw);
-        if (dx) GemmInto(CblasNoTrans, CblasNoTrans, m, k, n, dyp, n, wp, k, dx);
+        // dW = dZ^T X and dX = dZ W: both GEMMs' blocks in one parallel region.
+        const GemmCall<T> calls[2] = {{CblasTrans, CblasNoTrans, n, k, m, T(1), dyp, n, xp, k, T(0), dw, k},
+                                      {CblasNoTrans, CblasNoTrans, m, k, n, T(1), dyp, n, wp, k, T(0), dx, k}};
+        GemmBatch(calls, dx ? 2 : 1);
       }
-      // Column sums, row by row (contiguous, vectorised), the columns split
-      // across the op's threads; each column summed in row order, so the
-      // result does not depend on the split.
-      const int64_t cells = static_cast<int64_t>(m) * n;
-      ParallelForChunks(n, std::min<int>(ParallelChunks(cells, kElementGrain), std::max(1, n / 64)), 16,
-                        [db, dyp, m, n](int, int64_t lo, int64_t hi) {
-                          T* __restrict sum = db;
-                          std::fill(sum + lo, sum + hi, T(0));
-                          for (int i = 0; i < m; ++i) {
-                            const T* __restrict row = dyp + static_cast<int64_t>(i) * n;
-                            for (int64_t j = lo; j < hi; ++j) sum[j] += row[j];
-                          }
-                        });
     });
   }
   std::vector<double> scratch_;  // dZ of a fused relu; doubles keep any T aligned

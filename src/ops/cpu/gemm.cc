@@ -107,52 +107,89 @@ void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
               BlasInt(lda, "GEMM lda"), b, BlasInt(ldb, "GEMM ldb"), beta, c, BlasInt(ldc, "GEMM ldc"));
 }
 
-// The block [r0, r1) x [c0, c1) of C = alpha op(A) op(B) + beta C.
+// A GEMM and the grid it runs on (clamped to C's dims).
 template <typename T>
-void GemmBlock(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t n_k,
-               T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  // Rows r0.. of op(A): row r0 of A, or column r0 of A^T; columns c0.. of
-  // op(B): column c0 of B, or row c0 of B^T.
-  const T* ab = ta == CblasNoTrans ? a + r0 * lda : a + r0;
-  const T* bb = tb == CblasNoTrans ? b + c0 : b + c0 * ldb;
-  Blas(ta, tb, r1 - r0, c1 - c0, n_k, alpha, ab, lda, bb, ldb, beta, c + r0 * ldc + c0, ldc);
+struct PlannedGemm {
+  GemmCall<T> call;
+  GemmBlocks grid;
+};
+
+template <typename T>
+PlannedGemm<T> Planned(const GemmCall<T>& call, GemmBlocks grid) {
+  grid.rows = static_cast<int>(std::clamp<int64_t>(grid.rows, 1, std::max<int64_t>(1, call.m)));
+  grid.cols = static_cast<int>(std::clamp<int64_t>(grid.cols, 1, std::max<int64_t>(1, call.n)));
+  return {call, grid};
+}
+
+// Block `id` of a planned GEMM (its grid row-major): seeded with the bias,
+// the product added, the relu applied, all while the block is in this
+// core's cache.
+template <typename T>
+void RunBlock(const PlannedGemm<T>& p, int id) {
+  const GemmCall<T>& g = p.call;
+  const auto [r0, r1] = ChunkRange(g.m, p.grid.rows, kBlockAlign, id / p.grid.cols);
+  const auto [c0, c1] = ChunkRange(g.n, p.grid.cols, kBlockAlign, id % p.grid.cols);
+  const GemmEpilogue<T>* epilogue = g.epilogue;
+  const bool seeded = epilogue != nullptr && epilogue->bias != nullptr;
+  T beta = g.beta;
+  if (seeded) {
+    for (int64_t i = r0; i < r1; ++i) std::copy(epilogue->bias + c0, epilogue->bias + c1, g.c + i * g.ldc + c0);
+    beta = T(1);
+  }
+  // (An empty product adds nothing to a seeded block.)
+  if (r1 > r0 && c1 > c0 && !(seeded && g.k == 0)) {
+    // Rows r0.. of op(A): row r0 of A, or column r0 of A^T; columns c0.. of
+    // op(B): column c0 of B, or row c0 of B^T.
+    const T* ab = g.ta == CblasNoTrans ? g.a + r0 * g.lda : g.a + r0;
+    const T* bb = g.tb == CblasNoTrans ? g.b + c0 : g.b + c0 * g.ldb;
+    Blas(g.ta, g.tb, r1 - r0, c1 - c0, g.k, g.alpha, ab, g.lda, bb, g.ldb, beta, g.c + r0 * g.ldc + c0, g.ldc);
+  }
+  if (epilogue != nullptr && epilogue->relu)
+    for (int64_t i = r0; i < r1; ++i) {
+      T* __restrict row = g.c + i * g.ldc;
+      for (int64_t j = c0; j < c1; ++j) row[j] = row[j] > T(0) ? row[j] : T(0);
+    }
+}
+
+// Every block of every GEMM, claimed together by the caller and the compute
+// team: one parallel region however many GEMMs.
+template <typename T>
+void RunGemms(const PlannedGemm<T>* gemms, size_t count) {
+  UseSingleThreadedBlas();
+  int total = 0;
+  for (size_t i = 0; i < count; ++i) total += gemms[i].grid.rows * gemms[i].grid.cols;
+  if (total <= 1) {
+    for (size_t i = 0; i < count; ++i) RunBlock(gemms[i], 0);
+    return;
+  }
+  ParallelForChunks(total, total, 1, [&](int id, int64_t, int64_t) {
+    size_t i = 0;
+    for (; id >= gemms[i].grid.rows * gemms[i].grid.cols; ++i) id -= gemms[i].grid.rows * gemms[i].grid.cols;
+    RunBlock(gemms[i], id);
+  });
 }
 
 template <typename T>
-void SplitGemm(GemmBlocks grid, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, T alpha,
-               const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
-               const GemmEpilogue<T>* epilogue) {
-  UseSingleThreadedBlas();
-  grid.rows = static_cast<int>(std::clamp<int64_t>(grid.rows, 1, std::max<int64_t>(1, m)));
-  grid.cols = static_cast<int>(std::clamp<int64_t>(grid.cols, 1, std::max<int64_t>(1, n)));
-  auto block = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    T block_beta = beta;
-    if (epilogue != nullptr && epilogue->bias != nullptr) {
-      // C's block seeded with the bias, then the product added.
-      for (int64_t i = r0; i < r1; ++i) std::copy(epilogue->bias + c0, epilogue->bias + c1, c + i * ldc + c0);
-      block_beta = T(1);
-    }
-    // (An empty product adds nothing to a seeded block.)
-    const bool seeded = epilogue != nullptr && epilogue->bias != nullptr;
-    if (r1 > r0 && c1 > c0 && !(seeded && k == 0))
-      GemmBlock(ta, tb, r0, r1, c0, c1, k, alpha, a, lda, b, ldb, block_beta, c, ldc);
-    if (epilogue != nullptr && epilogue->relu)
-      // While the block is still in this core's cache.
-      for (int64_t i = r0; i < r1; ++i) {
-        T* __restrict row = c + i * ldc;
-        for (int64_t j = c0; j < c1; ++j) row[j] = row[j] > T(0) ? row[j] : T(0);
-      }
-  };
-  const int blocks = grid.rows * grid.cols;
-  if (blocks <= 1 || m == 0 || n == 0) {
-    block(0, m, 0, n);
-    return;
-  }
-  ParallelForChunks(blocks, blocks, 1, [&](int id, int64_t, int64_t) {
-    const auto [r0, r1] = ChunkRange(m, grid.rows, kBlockAlign, id / grid.cols);
-    const auto [c0, c1] = ChunkRange(n, grid.cols, kBlockAlign, id % grid.cols);
-    block(r0, r1, c0, c1);
+void PlanAndRun(const GemmCall<T>& call) {
+  const PlannedGemm<T> p = Planned(call, PlanGemmBlocks(call.m, call.n, call.k, IntraOpThreads()));
+  RunGemms(&p, 1);
+}
+
+template <typename T>
+void PlanAndRunBatch(const GemmCall<T>* calls, size_t count) {
+  std::vector<PlannedGemm<T>> planned;
+  planned.reserve(count);
+  for (size_t i = 0; i < count; ++i)
+    planned.push_back(Planned(calls[i], PlanGemmBlocks(calls[i].m, calls[i].n, calls[i].k, IntraOpThreads())));
+  // The largest blocks first: those claimed last are then the short ones.
+  std::stable_sort(planned.begin(), planned.end(), [](const PlannedGemm<T>& x, const PlannedGemm<T>& y) {
+    auto block = [](const PlannedGemm<T>& p) {
+      return static_cast<double>(p.call.m) * static_cast<double>(p.call.n) * static_cast<double>(p.call.k) /
+             (p.grid.rows * p.grid.cols);
+    };
+    return block(x) > block(y);
   });
+  RunGemms(planned.data(), planned.size());
 }
 
 }  // namespace
@@ -217,18 +254,22 @@ void PrepareGemmKernels() {
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
           const GemmEpilogue<float>* epilogue) {
-  SplitGemm(PlanGemmBlocks(m, n, k, IntraOpThreads()), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+  PlanAndRun(GemmCall<float>{ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue});
 }
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
           int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc,
           const GemmEpilogue<double>* epilogue) {
-  SplitGemm(PlanGemmBlocks(m, n, k, IntraOpThreads()), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+  PlanAndRun(GemmCall<double>{ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue});
 }
+
+void GemmBatch(const GemmCall<float>* calls, size_t count) { PlanAndRunBatch(calls, count); }
+void GemmBatch(const GemmCall<double>* calls, size_t count) { PlanAndRunBatch(calls, count); }
 
 void GemmOnGrid(GemmBlocks grid, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha,
                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
                 const GemmEpilogue<float>* epilogue) {
-  SplitGemm(grid, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+  const PlannedGemm<float> p = Planned(GemmCall<float>{ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue}, grid);
+  RunGemms(&p, 1);
 }
 
 void GemmSerial(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

@@ -49,6 +49,28 @@ void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
           int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc,
           const GemmEpilogue<double>* epilogue = nullptr);
 
+// One GEMM of a batch: C = alpha op(A) op(B) + beta C with its epilogue.
+template <typename T>
+struct GemmCall {
+  CBLAS_TRANSPOSE ta, tb;
+  int64_t m, n, k;
+  T alpha;
+  const T* a;
+  int64_t lda;
+  const T* b;
+  int64_t ldb;
+  T beta;
+  T* c;
+  int64_t ldc;
+  const GemmEpilogue<T>* epilogue = nullptr;
+};
+
+// Independent GEMMs (no C overlaps another call's A, B or C), each cut as
+// Gemm cuts it, all their blocks run in one parallel region (the largest
+// blocks claimed first): FCGradient's dW and dX at once.
+void GemmBatch(const GemmCall<float>* calls, size_t count);
+void GemmBatch(const GemmCall<double>* calls, size_t count);
+
 // How Gemm splits C [m, n] (inner dim k) for `threads`: rows x cols blocks,
 // at most `threads` and no smaller than ~5 us of one core each, cut at
 // multiples of 16 rows and columns, minimising the largest block's
