@@ -38,7 +38,10 @@ void ParallelForChunks(int64_t n, int chunks, int64_t align, FunctionRef<void(in
   align = std::max<int64_t>(1, align);
   chunks = std::max(1, chunks);
   if (n <= 0) return;
-  if (chunks > 1) {
+  // An op given one thread runs its chunks alone even when it cut more of
+  // them (a batch of GEMMs' blocks): a team's helper would spin on a CPU that
+  // the executor gave to another replica.
+  if (chunks > 1 && IntraOpThreads() > 1) {
     ComputeTeam& team = t_team != nullptr ? *t_team : ProcessComputeTeam();
     if (team.helpers() > 0 && team.TryAcquire()) {
       team.Run(n, chunks, align, fn);

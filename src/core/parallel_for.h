@@ -49,7 +49,8 @@ int ParallelChunks(int64_t n, int64_t grain);
 
 // Runs fn(chunk, begin, end) for the `chunks` contiguous parts of [0, n),
 // each a multiple of `align` items long but the last, on the caller and the
-// compute team; returns when all are done. The first exception a chunk
+// compute team (on the caller alone when IntraOpThreads() is 1, however many
+// chunks); returns when all are done. The first exception a chunk
 // throws is rethrown here, after every chunk taken has finished (chunks not
 // yet taken then are skipped).
 void ParallelForChunks(int64_t n, int chunks, int64_t align, FunctionRef<void(int, int64_t, int64_t)> fn);

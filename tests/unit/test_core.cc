@@ -720,6 +720,20 @@ TEST_CASE("ParallelForChunks covers the range once, in aligned chunks, on severa
     CHECK(threads.size() == 2);
     CHECK(dp::ComputeTeamHelpers() == dp::UsableCpus() - 1);
   }
+  // An op given one thread runs every chunk it cut on its own thread (a
+  // helper would spin on a CPU another replica was given).
+  {
+    dp::IntraOpThreadsScope one(1);
+    std::mutex mu;
+    std::set<std::thread::id> threads;
+    for (int round = 0; round < 20; ++round)
+      dp::ParallelForChunks(4, 4, 1, [&](int, int64_t, int64_t) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));  // time for a helper to take one
+        std::lock_guard<std::mutex> lock(mu);
+        threads.insert(std::this_thread::get_id());
+      });
+    CHECK(threads == std::set<std::thread::id>{std::this_thread::get_id()});
+  }
 }
 
 TEST_CASE("ParallelForChunks rethrows a chunk's error after the others finish; nested calls run inline") {
