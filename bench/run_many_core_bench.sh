@@ -25,8 +25,11 @@
 # replicas / one device on every CPU, and the CNN; and the targets of issue 28
 # where this machine has the CPUs they name.
 #
-# On the GPU machine's 16 cores (../shared/gpu/README.md):
-#   bash .gpukit/run.sh 'DP_GPU_SUITE=0 bench/run_many_core_bench.sh --build $B --rounds 2'
+# On the GPU machine's 16 cores (../shared/gpu/README.md; DP_GPU_SUITE=0 skips
+# the kit's whole-suite run, its python3 has torch):
+#   DP_GPU_SUITE=0 bash .gpukit/run.sh 'bench/run_many_core_bench.sh --build $B --rounds 2'
+# PYTHON names the interpreter with torch (default: python3 when it has torch,
+# else Debian's, installed with apt when missing).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -65,7 +68,9 @@ done
 # shellcheck source=bench/bench_lib.sh
 source "$here/bench_lib.sh"
 py=""
-[[ $with_torch == 1 ]] && ensure_torch
+if [[ $with_torch == 1 ]]; then
+  if [[ -z ${PYTHON:-} ]] && python3 -c 'import torch' 2>/dev/null; then py=python3; else ensure_torch; fi
+fi
 
 # The CPUs this script may use, in order; "the first N" are a prefix of them.
 mapfile -t cpus < <(python3 -c '
