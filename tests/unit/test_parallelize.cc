@@ -352,11 +352,13 @@ TEST_CASE("computed params (BN running statistics): broadcast from replica 0, av
 
 TEST_CASE("parallel nets: replicas under scopes, buckets in backward order, averaged loss") {
   ModelDef m = Mlp(R"({"type": "sgd", "lr": 0.1})");
-  ParallelizeOptions o = Cpus(2);
+  // Five CPU replicas: more than sum their gradients in the updates, so one
+  // Allreduce per bucket.
+  ParallelizeOptions o = Cpus(5);
   o.first_bucket_bytes = 16 * 3 * 4 + 3 * 4;  // w2 and b2: the last layer's gradients come first
   o.bucket_bytes = 1 << 20;
   ParallelNets nets = Parallelize(m, o);
-  CHECK(nets.scopes == std::vector<std::string>{"cpu_0/", "cpu_1/"});
+  CHECK(nets.scopes == std::vector<std::string>{"cpu_0/", "cpu_1/", "cpu_2/", "cpu_3/", "cpu_4/"});
   REQUIRE(nets.buckets.size() == 2);
   CHECK(nets.buckets[0] == std::vector<std::string>{"w2", "b2"});  // FCGradient writes both at once
   CHECK(nets.buckets[1] == std::vector<std::string>{"w1", "b1"});
@@ -367,6 +369,23 @@ TEST_CASE("parallel nets: replicas under scopes, buckets in backward order, aver
   }
   CHECK(allreduce == 2);
   CHECK(fc_on_1 == 1);
+  // Two to four: no Allreduce; every replica's update of a param reads every
+  // replica's gradient of it, in replica order (the allreduce's sum).
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    const ParallelNets few = Parallelize(m, Cpus(n));
+    int updates = 0;
+    for (const auto& op : few.train.ops) {
+      CHECK(op.type != "Allreduce");
+      if (op.type != "SGD") continue;
+      ++updates;
+      REQUIRE(op.inputs.size() == static_cast<size_t>(2 + n));  // param, grad, lr, the other replicas' grads
+      const std::string param = op.outputs[0].substr(op.outputs[0].find('/') + 1);
+      CHECK(op.inputs[1] == "cpu_0/" + param + "_grad");
+      for (int r = 1; r < n; ++r) CHECK(op.inputs[static_cast<size_t>(2 + r)] == "cpu_" + std::to_string(r) + "/" + param + "_grad");
+    }
+    CHECK(updates == 4 * n);  // each replica updates its own copy of each of the 4 params
+  }
 
   // The loss the train net reports is the global batch's mean loss.
   auto ws = std::make_shared<Workspace>();
