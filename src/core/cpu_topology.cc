@@ -118,31 +118,38 @@ CpuTopology ReadCpuTopology(const std::vector<int>& cpus, const SysfsReader& rea
   return t;
 }
 
-std::vector<int> ProcessAffinity() {
+namespace {
+
+// The mask of thread `tid` (0: the caller; the process id: its main
+// thread), ascending; empty when unreadable.
+std::vector<int> AffinityOf(int tid) {
   std::vector<int> out;
 #if defined(__linux__)
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(getpid(), sizeof set, &set) == 0)
+  if (sched_getaffinity(tid, sizeof set, &set) == 0)
     for (int c = 0; c < CPU_SETSIZE; ++c)
       if (CPU_ISSET(c, &set)) out.push_back(c);
+#else
+  (void)tid;
+#endif
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> ProcessAffinity() {
+#if defined(__linux__)
+  std::vector<int> out = AffinityOf(static_cast<int>(getpid()));
+#else
+  std::vector<int> out;
 #endif
   if (out.empty())
     for (int c = 0; c < std::max(1, static_cast<int>(std::thread::hardware_concurrency())); ++c) out.push_back(c);
   return out;
 }
 
-std::vector<int> CurrentThreadAffinity() {
-  std::vector<int> out;
-#if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) out.push_back(c);
-#endif
-  return out;
-}
+std::vector<int> CurrentThreadAffinity() { return AffinityOf(0); }
 
 bool SetThreadAffinity(const std::vector<int>& cpus) {
   if (cpus.empty()) return true;

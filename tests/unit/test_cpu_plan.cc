@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -61,18 +62,19 @@ FakeMachine Machine(int nodes, int llcs, int cores, int smt) {
         for (int cpu : siblings) {
           const std::string d = "cpu/cpu" + std::to_string(cpu) + "/";
           m.files[d + "topology/core_cpus_list"] = List(siblings);
-          m.files[d + "cache/index0/level"] = "1\n";
-          m.files[d + "cache/index0/type"] = "Data\n";
-          m.files[d + "cache/index0/shared_cpu_list"] = List(siblings);
-          m.files[d + "cache/index1/level"] = "1\n";
-          m.files[d + "cache/index1/type"] = "Instruction\n";
-          m.files[d + "cache/index1/shared_cpu_list"] = List(siblings);
-          m.files[d + "cache/index2/level"] = "2\n";
-          m.files[d + "cache/index2/type"] = "Unified\n";
-          m.files[d + "cache/index2/shared_cpu_list"] = List(siblings);
-          m.files[d + "cache/index3/level"] = "3\n";
-          m.files[d + "cache/index3/type"] = "Unified\n";
-          m.files[d + "cache/index3/shared_cpu_list"] = List(llc_cpus);
+          // L1 data and instruction and L2 per core, L3 per domain, as Linux lists them.
+          const struct {
+            const char* level;
+            const char* type;
+            const std::vector<int>& shared;
+          } caches[] = {{"1", "Data", siblings}, {"1", "Instruction", siblings}, {"2", "Unified", siblings},
+                        {"3", "Unified", llc_cpus}};
+          for (size_t i = 0; i < std::size(caches); ++i) {
+            const std::string index = d + "cache/index" + std::to_string(i) + "/";
+            m.files[index + "level"] = std::string(caches[i].level) + "\n";
+            m.files[index + "type"] = std::string(caches[i].type) + "\n";
+            m.files[index + "shared_cpu_list"] = List(caches[i].shared);
+          }
           m.cpus.push_back(cpu);
         }
       }

@@ -134,6 +134,26 @@ std::vector<double> AsDoubles(const std::vector<T>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
+// Runs `ops` on `feeds` once per thread count (IntraOpThreadsScope): every
+// output must equal the first count's bit for bit. Returns the first's.
+std::map<std::string, std::vector<float>> SameBitsOnThreads(const std::vector<OperatorDef>& ops, const Feeds& feeds,
+                                                            const std::vector<std::string>& outputs,
+                                                            const std::vector<int>& threads) {
+  std::map<std::string, std::vector<float>> first;
+  for (int t : threads) {
+    CAPTURE(t);
+    IntraOpThreadsScope scope(t);
+    auto ws = RunOps(ops, feeds);
+    for (const std::string& o : outputs) {
+      CAPTURE(o);
+      const std::vector<float> got = Values<float>(ws->GetTensor(o));
+      if (first.count(o) == 0) first[o] = got;
+      else CHECK(got == first[o]);  // bitwise
+    }
+  }
+  return first;
+}
+
 const char* const kCpuOps[] = {"ConstantFill", "UniformFill", "GaussianFill", "XavierFill", "Copy", "FC",
                                "Relu",         "Softmax",     "SoftmaxWithLoss", "AveragedLoss", "Add", "Mul",
                                "Sub",          "Div",         "SquaredL2Distance",
@@ -874,18 +894,8 @@ TEST_CASE("elementwise ops split across threads: the same bits on 1 and 2 thread
       Op("Tanh", {"a"}, {"tanh"}),
       Op("TanhGradient", {"tanh", "b"}, {"dtanh"}),
   };
-  const char* outputs[] = {"same", "scalar", "rows", "cols", "sum3", "scaled", "sig", "dsig", "tanh", "dtanh"};
-  std::map<std::string, std::vector<float>> one;
-  for (int threads : {1, 2}) {
-    IntraOpThreadsScope scope(threads);
-    auto ws = RunOps(ops, feeds);
-    for (const char* o : outputs) {
-      CAPTURE(o);
-      const std::vector<float> got = Values<float>(ws->GetTensor(o));
-      if (threads == 1) one[o] = got;
-      else CHECK(got == one[o]);
-    }
-  }
+  auto one = SameBitsOnThreads(
+      ops, feeds, {"same", "scalar", "rows", "cols", "sum3", "scaled", "sig", "dsig", "tanh", "dtanh"}, {1, 2});
   CHECK(one["same"] == RefBinary(a, big, b, big, big, [](float x, float y) { return x + y; }));
   CHECK(one["scalar"] == RefBinary(a, big, std::vector<float>{1.5f}, Dims{1}, big, [](float x, float y) { return x * y; }));
   CHECK(one["rows"] == RefBinary(a, big, row, Dims{181}, big, [](float x, float y) { return x - y; }));
@@ -920,19 +930,7 @@ TEST_CASE("row-wise ops split across threads give the bits of one thread, and ag
       Op("SoftmaxWithLossGradient", {"pl", "label", "dl", "w"}, {"dxl"}),
       Op("Accuracy", {"x", "label"}, {"acc"}, {IntArg("top_k", 2)}),
   };
-  const char* outputs[] = {"p", "dx", "pl", "loss", "dxl", "acc"};
-  std::map<std::string, std::vector<float>> one;
-  for (int threads : {1, 2, 3, 8}) {
-    CAPTURE(threads);
-    IntraOpThreadsScope scope(threads);
-    auto ws = RunOps(ops, feeds);
-    for (const char* o : outputs) {
-      CAPTURE(o);
-      const std::vector<float> got = Values<float>(ws->GetTensor(o));
-      if (threads == 1) one[o] = got;
-      else CHECK(got == one[o]);  // bitwise
-    }
-  }
+  auto one = SameBitsOnThreads(ops, feeds, {"p", "dx", "pl", "loss", "dxl", "acc"}, {1, 2, 3, 8});
   CheckClose(AsDoubles(one["p"]), RefSoftmax(x, rows, cols), 1e-6);
   CHECK(one["pl"] == one["p"]);  // one routine for both softmaxes
   double total = 0, wsum = 0;
