@@ -1,6 +1,7 @@
 #include "ops/cpu/gemm.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <mutex>
@@ -177,19 +178,22 @@ void PlanAndRun(const GemmCall<T>& call) {
 
 template <typename T>
 void PlanAndRunBatch(const GemmCall<T>* calls, size_t count) {
-  std::vector<PlannedGemm<T>> planned;
-  planned.reserve(count);
+  // A few GEMMs (an op's): planned on the stack, no allocation per run.
+  constexpr size_t kOnStack = 4;
+  std::array<PlannedGemm<T>, kOnStack> small;
+  std::vector<PlannedGemm<T>> large(count > kOnStack ? count : 0);
+  PlannedGemm<T>* planned = count > kOnStack ? large.data() : small.data();
   for (size_t i = 0; i < count; ++i)
-    planned.push_back(Planned(calls[i], PlanGemmBlocks(calls[i].m, calls[i].n, calls[i].k, IntraOpThreads())));
+    planned[i] = Planned(calls[i], PlanGemmBlocks(calls[i].m, calls[i].n, calls[i].k, IntraOpThreads()));
   // The largest blocks first: those claimed last are then the short ones.
-  std::stable_sort(planned.begin(), planned.end(), [](const PlannedGemm<T>& x, const PlannedGemm<T>& y) {
+  std::stable_sort(planned, planned + count, [](const PlannedGemm<T>& x, const PlannedGemm<T>& y) {
     auto block = [](const PlannedGemm<T>& p) {
       return static_cast<double>(p.call.m) * static_cast<double>(p.call.n) * static_cast<double>(p.call.k) /
              (p.grid.rows * p.grid.cols);
     };
     return block(x) > block(y);
   });
-  RunGemms(planned.data(), planned.size());
+  RunGemms(planned, count);
 }
 
 }  // namespace
