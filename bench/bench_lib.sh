@@ -13,6 +13,19 @@ ensure_torch() {
   fi
 }
 
+# One run of bench/pytorch_fashion.py on CPUS (a taskset list) with THREADS
+# threads and ARGS: its last line printed, its samples/s appended to
+# $tmp/KEY. Needs $py (ensure_torch), $here (bench/) and $tmp.
+# shellcheck disable=SC2154  # $here and $tmp: the sourcing script's
+torch_run() {  # CPUS THREADS KEY ARGS...
+  local on=$1 threads=$2 key=$3
+  shift 3
+  local out
+  out=$(taskset -c "$on" "$py" "$here/pytorch_fashion.py" --threads "$threads" --epochs 1 "$@" | tail -n 1)
+  echo "$out" | field samples_per_s >>"$tmp/$key"
+  echo "  torch $key: $out"
+}
+
 # The value of key=NUMBER in the first line of stdin that has it.
 field() { grep -o "$1=[0-9.]*" | head -1 | cut -d= -f2; }
 

@@ -74,14 +74,6 @@ dp() {  # CPUS KEY ARGS...: one sample run, its samples/s appended to $tmp/KEY
   fi
   echo "  dp    $key: $out"
 }
-torch() {  # CPUS THREADS KEY ARGS...
-  local cpus=$1 threads=$2 key=$3
-  shift 3
-  local out
-  out=$(taskset -c "$cpus" "$py" "$here/pytorch_fashion.py" --threads "$threads" --epochs 1 "$@" | tail -n 1)
-  echo "$out" | field samples_per_s >>"$tmp/$key"
-  echo "  torch $key: $out"
-}
 
 probe() {  # whether cores 0 and 1 share a last-level cache now, appended to $tmp/probe
   local out
@@ -97,15 +89,15 @@ for r in $(seq 1 "$rounds"); do
   probe
   for b in 64 256; do
     dp 0 "dp_1core_b$b" --model mlp --batch "$b"
-    torch 0 1 "torch_1core_b$b" --model mlp --batch "$b"
+    torch_run 0 1 "torch_1core_b$b" --model mlp --batch "$b"
     dp 0,1 "dp_2core_b$b" --model mlp --batch "$b"
-    torch 0,1 2 "torch_2core_t2_b$b" --model mlp --batch "$b"
+    torch_run 0,1 2 "torch_2core_t2_b$b" --model mlp --batch "$b"
     dp 0,1 "dp_cpu2_b$b" --model mlp --batch "$b" --devices cpu:2
-    torch 0,1 1 "torch_2core_t1_b$b" --model mlp --batch "$b"
+    torch_run 0,1 1 "torch_2core_t1_b$b" --model mlp --batch "$b"
   done
   dp 0,1 dp_cnn --model cnn --batch 64 --limit "$cnn_limit"
-  torch 0,1 2 torch_cnn_t2 --model cnn --batch 64 --limit "$cnn_limit"
-  torch 0,1 1 torch_cnn_t1 --model cnn --batch 64 --limit "$cnn_limit"
+  torch_run 0,1 2 torch_cnn_t2 --model cnn --batch 64 --limit "$cnn_limit"
+  torch_run 0,1 1 torch_cnn_t1 --model cnn --batch 64 --limit "$cnn_limit"
   probe
 done
 peak1=$(taskset -c 0 "$train_step" --steps 1 --warmup 0 --peak | grep sgemm_peak | field gflops)

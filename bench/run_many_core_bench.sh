@@ -110,14 +110,6 @@ dp_run() {  # CPUS KEY ARGS...: one sample run, its samples/s appended to $tmp/K
     echo "  old   $key: $out"
   fi
 }
-torch_run() {  # CPUS THREADS KEY ARGS...
-  local on=$1 threads=$2 key=$3
-  shift 3
-  local out
-  out=$(taskset -c "$on" "$py" "$here/pytorch_fashion.py" --threads "$threads" --epochs 1 "$@" | tail -n 1)
-  echo "$out" | field samples_per_s >>"$tmp/$key"
-  echo "  torch $key: $out"
-}
 probe() {
   ((ncpu == 2)) && echo "  $("$core_pair_probe" "${cpus[0]}" "${cpus[1]}")"
   return 0

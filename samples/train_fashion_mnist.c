@@ -646,10 +646,9 @@ int main(int argc, char** argv) {
     popts.device_ids = ids;
     popts.num_devices = (size_t)num_devices;
     popts.lr = lr;
-    /* CPU replicas share one copy of the params in memory: each param is
-     * updated once (the updates spread over the replicas), not once per
-     * replica. */
-    /* CPU replicas: one shared model where their cores share a cache, else copies. */
+    /* CPU replicas: one shared model (each param updated once, the updates
+     * spread over the replicas) where their cores share a cache, else a copy
+     * each; dp decides. */
     popts.shared_model = DP_SHARED_MODEL_AUTO;
     check(dp_model_parallelize(app.model, &popts, &app.parallel), "dp_model_parallelize");
     check(dp_parallel_model_nets(app.parallel, &app.init_def, &app.train_def, &app.eval_def),

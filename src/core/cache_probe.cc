@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -61,7 +62,7 @@ std::optional<bool> CpusShareCache(int a, int b) {
   std::atomic<int> turn{0};  // 0: the writer's (on a), 1: the reader's (on b)
   std::atomic<bool> abort{false};
   std::atomic<bool> pinned_a{false};
-  std::thread writer([&] {
+  auto write = [&] {
     if (!SetThreadAffinity({a})) {
       abort.store(true);
       return;
@@ -75,11 +76,13 @@ std::optional<bool> CpusShareCache(int a, int b) {
       WriteAll(buf, static_cast<float>(r));
       turn.store(1, std::memory_order_release);
     }
-  });
+  };
   std::vector<double> remote, local;
+  remote.reserve(kRounds);
+  local.reserve(kRounds);
   volatile float sink = 0;
   // The reader is a thread of its own too: the caller's mask stays as it is.
-  std::thread reader([&] {
+  auto read = [&] {
     if (!SetThreadAffinity({b})) {
       abort.store(true);
       return;
@@ -98,7 +101,18 @@ std::optional<bool> CpusShareCache(int a, int b) {
       local.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       turn.store(0, std::memory_order_release);
     }
-  });
+  };
+  // A thread the system refuses is no answer (and the one started is
+  // stopped and joined: a joinable thread must not be destroyed).
+  std::thread writer, reader;
+  try {
+    writer = std::thread(write);
+    reader = std::thread(read);
+  } catch (const std::system_error&) {
+    abort.store(true);
+    if (writer.joinable()) writer.join();
+    return std::nullopt;
+  }
   reader.join();
   writer.join();
   if (abort.load() || !pinned_a.load() || remote.size() != static_cast<size_t>(kRounds)) return std::nullopt;

@@ -25,11 +25,6 @@ constexpr auto kHelperSpin = std::chrono::milliseconds(5);
 
 }  // namespace
 
-std::pair<int64_t, int64_t> ChunkRange(int64_t n, int chunks, int64_t align, int c) {
-  const int64_t units = (n + align - 1) / align;
-  return {std::min(n, units * c / chunks * align), std::min(n, units * (c + 1) / chunks * align)};
-}
-
 ComputeTeam::ComputeTeam(int helpers, std::vector<int> cpus) : cpus_(std::move(cpus)) {
   threads_.reserve(static_cast<size_t>(std::max(0, helpers)));
   for (int i = 0; i < helpers; ++i) {
@@ -142,13 +137,5 @@ const ReplicaCpuPlan& ReplicaCpusFor(int count) {
   }
   return *slot;
 }
-
-ThreadAffinityScope::ThreadAffinityScope(const std::vector<int>& cpus) {
-  if (cpus.empty()) return;
-  std::vector<int> current = CurrentThreadAffinity();
-  if (SetThreadAffinity(cpus)) saved_ = std::move(current);
-}
-
-ThreadAffinityScope::~ThreadAffinityScope() { SetThreadAffinity(saved_); }
 
 }  // namespace dp

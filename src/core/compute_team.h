@@ -82,17 +82,4 @@ struct ReplicaCpuPlan {
 };
 const ReplicaCpuPlan& ReplicaCpusFor(int count);
 
-// Pins the calling thread to `cpus` until destroyed, then restores its
-// mask (nothing happens for an empty list).
-class ThreadAffinityScope {
- public:
-  explicit ThreadAffinityScope(const std::vector<int>& cpus);
-  ~ThreadAffinityScope();
-  ThreadAffinityScope(const ThreadAffinityScope&) = delete;
-  ThreadAffinityScope& operator=(const ThreadAffinityScope&) = delete;
-
- private:
-  std::vector<int> saved_;
-};
-
 }  // namespace dp

@@ -4,11 +4,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "core/cpu_topology.h"
+#include "core/text_file.h"
 
 namespace dp {
 namespace {
@@ -53,13 +53,7 @@ std::optional<double> V1Quota(const std::optional<std::string>& quota, const std
   return *q / *p;
 }
 
-std::optional<std::string> ReadCgroupFile(const std::string& path) {
-  std::ifstream in("/sys/fs/cgroup" + path);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::optional<std::string> ReadCgroupFile(const std::string& path) { return ReadTextFile("/sys/fs/cgroup" + path); }
 
 // The processes of one host that dp-run started (DP_LOCAL_WORLD_SIZE): they
 // share the cgroup's quota (dp-run's children stay in its group).
@@ -70,12 +64,7 @@ int LocalProcesses() {
   return n > 1 && n <= 4096 ? static_cast<int>(n) : 1;
 }
 
-std::string ReadProcSelfCgroup() {
-  std::ifstream in("/proc/self/cgroup");
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  return text.str();
-}
+std::string ReadProcSelfCgroup() { return ReadTextFile("/proc/self/cgroup").value_or(std::string()); }
 
 }  // namespace
 

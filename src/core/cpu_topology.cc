@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <thread>
+#include <utility>
+
+#include "core/text_file.h"
 
 #if defined(__linux__)
 #include <sched.h>
@@ -18,17 +19,18 @@ namespace {
 constexpr int kMaxCpu = 1 << 20;
 constexpr int kMaxCacheIndex = 16;
 
-std::optional<int> ParseInt(std::string_view s) {
+// Without the trailing newline (and spaces) sysfs files end with.
+std::string_view TrimEnd(std::string_view s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  return s;
+}
+
+std::optional<int> ParseInt(std::string_view s) {
+  s = TrimEnd(s);
   int v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
   return v;
-}
-
-std::string Trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 // The CPUs sharing the highest-level data or unified cache of `cpu`.
@@ -42,7 +44,7 @@ std::optional<std::vector<int>> LastLevelCacheCpus(int cpu, const SysfsReader& r
     if (!level_text) continue;  // indices may have gaps
     const auto level = ParseInt(*level_text);
     const auto type = read(index + "type");
-    if (!level || (type && Trimmed(*type) == "Instruction")) continue;
+    if (!level || (type && TrimEnd(*type) == "Instruction")) continue;
     const auto shared = read(index + "shared_cpu_list");
     if (!shared) continue;
     auto list = ParseCpuList(*shared);
@@ -57,7 +59,7 @@ std::optional<std::vector<int>> LastLevelCacheCpus(int cpu, const SysfsReader& r
 }  // namespace
 
 std::optional<std::vector<int>> ParseCpuList(std::string_view text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  text = TrimEnd(text);
   std::vector<int> out;
   while (!text.empty()) {
     const size_t comma = text.find(',');
@@ -167,17 +169,17 @@ bool SetThreadAffinity(const std::vector<int>& cpus) {
 }
 
 const CpuTopology& ProcessCpuTopology() {
-  static const CpuTopology* topology = new CpuTopology(ReadCpuTopology(ProcessAffinity(), [](const std::string& path) {
-    std::ifstream in("/sys/devices/system/" + path);
-    std::optional<std::string> text;
-    if (in) {
-      std::ostringstream s;
-      s << in.rdbuf();
-      text = s.str();
-    }
-    return text;
-  }));
+  static const CpuTopology* topology = new CpuTopology(ReadCpuTopology(
+      ProcessAffinity(), [](const std::string& path) { return ReadTextFile("/sys/devices/system/" + path); }));
   return *topology;
 }
+
+ThreadAffinityScope::ThreadAffinityScope(const std::vector<int>& cpus) {
+  if (cpus.empty()) return;
+  std::vector<int> current = CurrentThreadAffinity();
+  if (SetThreadAffinity(cpus)) saved_ = std::move(current);
+}
+
+ThreadAffinityScope::~ThreadAffinityScope() { SetThreadAffinity(saved_); }
 
 }  // namespace dp

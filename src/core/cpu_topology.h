@@ -51,6 +51,19 @@ std::vector<int> CurrentThreadAffinity();
 // (nothing changes then). Empty: does nothing, returns true.
 bool SetThreadAffinity(const std::vector<int>& cpus);
 
+// Pins the calling thread to `cpus` until destroyed, then restores its
+// mask (nothing happens for an empty list, or when the kernel refuses).
+class ThreadAffinityScope {
+ public:
+  explicit ThreadAffinityScope(const std::vector<int>& cpus);
+  ~ThreadAffinityScope();
+  ThreadAffinityScope(const ThreadAffinityScope&) = delete;
+  ThreadAffinityScope& operator=(const ThreadAffinityScope&) = delete;
+
+ private:
+  std::vector<int> saved_;
+};
+
 // ReadCpuTopology of the process's affinity mask at the first call, kept.
 const CpuTopology& ProcessCpuTopology();
 

@@ -3,20 +3,15 @@
 #include <unistd.h>
 
 #include <charconv>
-#include <fstream>
-#include <iterator>
 #include <vector>
 
 #include "core/error.h"
+#include "core/text_file.h"
 
 namespace dp {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string ReadFile(const std::string& path) { return ReadTextFile(path).value_or(std::string()); }
 
 std::vector<std::string_view> Split(std::string_view s, char sep) {
   std::vector<std::string_view> out;

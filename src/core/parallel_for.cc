@@ -28,6 +28,11 @@ IntraOpThreadsScope::~IntraOpThreadsScope() {
   t_team = saved_team_;
 }
 
+std::pair<int64_t, int64_t> ChunkRange(int64_t n, int chunks, int64_t align, int c) {
+  const int64_t units = (n + align - 1) / align;
+  return {std::min(n, units * c / chunks * align), std::min(n, units * (c + 1) / chunks * align)};
+}
+
 int ParallelChunks(int64_t n, int64_t grain) {
   if (n <= 0) return 1;
   const int64_t by_grain = std::max<int64_t>(1, n / std::max<int64_t>(1, grain));

@@ -32,6 +32,7 @@
 #include "core/compute_team.h"
 #include "core/cpu_budget.h"
 #include "core/cpu_relax.h"
+#include "core/cpu_topology.h"
 #include "core/parallel_for.h"
 #include "exec/executor.h"
 #include "exec/worker_pool.h"

@@ -264,8 +264,11 @@ std::string JoinCountBlob(const ParallelNets& nets) {
 
 ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& requested) {
   const OptimizerDef& opt = CheckTrainable(model);
+  // Bad options are refused before AUTO probes the CPUs (threads, ~ms);
+  // what AUTO resolves to (a shared model only for CPU replicas without
+  // BMUF) passes the same checks.
+  CheckOptions(requested);
   const ParallelizeOptions options = ResolveSharedModel(requested);
-  CheckOptions(options);
   const Replicas replicas(model, options);
   const ParallelPlan plan = MakePlan(model, options, opt, replicas);
 

@@ -41,9 +41,7 @@ class AccuracyOp final : public Operator {
     const int64_t n = x.dim(0), d = x.dim(1);
     const int64_t top_k = AccuracyTopK(args());
     const int32_t* lp = label.data<int32_t>();
-    for (int64_t i = 0; i < n; ++i)
-      if (!math::LabelInRange(lp[i], d))
-        DP_THROW(Code::kOutOfRange, InputDesc(1), ": label ", lp[i], " of sample ", i, " is outside [0, ", d, ")");
+    CheckLabelsInRange(InputDesc(1), lp, n, d);
     // Rows split across the op's threads, each part counting its own hits.
     const int chunks = ParallelChunks(n, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, d)));
     correct_.assign(static_cast<size_t>(chunks), 0);

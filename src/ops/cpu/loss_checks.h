@@ -39,6 +39,10 @@ void CheckL2DistanceGrad(const Tensor& dz, const std::string& dzd, int64_t n, DT
 // `op` names the blobs in messages.
 void CheckLogitsAndLabels(const OperatorDef& op, const Dims& x, DType xt, const Dims& label, DType lt, int64_t* rows,
                           int64_t* cols);
+// Every label in [0, cols) (the CPU kernels check them before computing any
+// row; CUDA cannot read them without a sync); kOutOfRange naming `what` and
+// the first sample outside.
+void CheckLabelsInRange(const std::string& what, const int32_t* labels, int64_t rows, int64_t cols);
 // SoftmaxWithLoss's optional per-sample weights (input `index`): N values of
 // the logits' dtype.
 void CheckLossWeights(const OperatorDef& op, int index, const Dims& w, DType wt, int64_t rows, DType xt);

@@ -38,6 +38,12 @@ void CheckLogitsAndLabels(const OperatorDef& op, const Dims& x, DType xt, const 
   *cols = x[1];
 }
 
+void CheckLabelsInRange(const std::string& what, const int32_t* labels, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i)
+    if (!math::LabelInRange(labels[i], cols))
+      DP_THROW(Code::kOutOfRange, what, ": label ", labels[i], " of sample ", i, " is outside [0, ", cols, ")");
+}
+
 void CheckLossWeights(const OperatorDef& op, int index, const Dims& w, DType wt, int64_t rows, DType xt) {
   const std::string wn = StrCat("weights '", op.inputs[static_cast<size_t>(index)], "'");
   DP_ENFORCE_CODE(wt == xt, Code::kDType, wn, " must be ", DTypeName(xt), " like the logits, got ", DTypeName(wt));
@@ -53,14 +59,6 @@ namespace {
 constexpr int64_t kRowGrainElements = 512;
 
 int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kRowGrainElements / std::max<int64_t>(1, cols)); }
-
-// Labels outside [0, cols) are refused before any row is computed, naming
-// the first such sample.
-void CheckLabels(const std::string& what, const int32_t* labels, int64_t rows, int64_t cols) {
-  for (int64_t i = 0; i < rows; ++i)
-    if (!math::LabelInRange(labels[i], cols))
-      DP_THROW(Code::kOutOfRange, what, ": label ", labels[i], " of sample ", i, " is outside [0, ", cols, ")");
-}
 
 // Softmax of one row x[0, cols) into p (which may be x), cols > 0: exp(x -
 // max) summed in double, each element times the float inverse of the sum.
@@ -129,7 +127,7 @@ class SoftmaxWithLossOp final : public Operator {
       // One exp per element: the row's sum of exp(x - max) gives both the
       // softmax and -log P[label] = log(sum) - (x[label] - max), which stays
       // accurate when P[label] underflows.
-      CheckLabels(InputDesc(1), lp, rows, cols);
+      CheckLabelsInRange(InputDesc(1), lp, rows, cols);
       row_loss_.resize(static_cast<size_t>(rows));
       double* row_loss = row_loss_.data();
       ParallelFor(rows, RowGrain(cols), [&](int64_t lo, int64_t hi) {
@@ -209,7 +207,7 @@ class SoftmaxWithLossGradientOp final : public Operator {
       double wsum = 0;
       for (int64_t i = 0; i < rows; ++i) wsum += wp ? static_cast<double>(wp[i]) : 1.0;
       const double g = math::SoftmaxLossGradientFactor(scale, static_cast<double>(dl.data<T>()[0]), wsum);
-      CheckLabels(InputDesc(1), lp, rows, cols);
+      CheckLabelsInRange(InputDesc(1), lp, rows, cols);
       T* dx = Output(0, p.dims(), p.dtype())->template mutable_data<T>();
       // (Twice the rows of the forward per part: no exp here.)
       ParallelFor(rows, 2 * RowGrain(cols), [&](int64_t lo, int64_t hi) {

@@ -143,12 +143,14 @@ public final class Model extends NativeHandle {
   /** Data-parallel training over the devices of options (dp_model_parallelize); null: one CPU replica. */
   public ParallelModel parallelize(ParallelOptions o) {
     if (o == null) o = new ParallelOptions();
+    final int sharedModel = o.sharedModelAuto ? ParallelOptions.SHARED_MODEL_AUTO
+        : o.sharedModel ? ParallelOptions.SHARED_MODEL_ON : ParallelOptions.SHARED_MODEL_OFF;
     long p = acquire();
     try {
       return new ParallelModel(Native.modelParallelize(p, o.deviceType, o.deviceIds, o.firstBucketBytes,
           o.bucketBytes, o.unevenSplit ? 1 : 0, o.noFuse ? 1 : 0, o.lr, o.accumulateSteps, o.bmuf ? 1 : 0,
           o.bmufBlockLr, o.bmufBlockMomentum, o.bmufNoNesterov ? 1 : 0, o.bmufBlockLength, o.computedParams,
-          o.cudaCollectives, o.sharedModelAuto ? 2 : o.sharedModel ? 1 : 0, o.syncBn ? 1 : 0, o.shardId, o.numShards,
+          o.cudaCollectives, sharedModel, o.syncBn ? 1 : 0, o.shardId, o.numShards,
           Native.z("Model.parallelize: ParallelOptions.store", o.store), o.timeoutMs,
           Native.z("Model.parallelize: ParallelOptions.networkInterface", o.networkInterface),
           Native.z("Model.parallelize: ParallelOptions.runId", o.runId),

@@ -8,6 +8,10 @@ public final class ParallelOptions {
   public static final int COMPUTED_PARAMS_BROADCAST = 0;
   public static final int COMPUTED_PARAMS_AVERAGE = 1;
   public static final int COMPUTED_PARAMS_NONE = 2;
+  /** dp_parallel_options.shared_model (DP_SHARED_MODEL_*), from {@link #sharedModel} and {@link #sharedModelAuto}. */
+  public static final int SHARED_MODEL_OFF = 0;
+  public static final int SHARED_MODEL_ON = 1;
+  public static final int SHARED_MODEL_AUTO = 2;
   public static final int CUDA_COLLECTIVES_NCCL = 0;
   public static final int CUDA_COLLECTIVES_TREE = 1;
 
