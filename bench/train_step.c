@@ -11,6 +11,7 @@
  *
  *   train_step [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak]
  *              [--devices N] [--shared-model|--auto-layout] [--workers W] [--bucket-kb K] [--trace FILE]
+ *              [--memory keep|share|free]
  *
  * With --devices N the step is data-parallel over CPU replicas cpu_0..N-1
  * (dp_model_parallelize; the global batch B is split across them; under
@@ -19,10 +20,15 @@
  * (--auto-layout: DP_SHARED_MODEL_AUTO). --workers W sets the CPU workers
  * (default: dp's, a runner per replica pinned to its own CPUs when there are
  * CPUs enough). --bucket-kb sets both gradient bucket sizes (default:
- * dp_model_parallelize's 1 MiB first, 25 MiB).
+ * dp_model_parallelize's 1 MiB first, 25 MiB). --memory sets the train
+ * net's memory mode (DP_MEMORY_*; default: the builders', share).
  *
  * Output (one line each, key=value):
  *   train_step model=... batch=256 steps=N median_ms=... samples_per_s=... gflop_per_step=... gflops=...
+ *              memory=share peak_bytes=... state_bytes=... step_bytes=...
+ *     peak_bytes: the workspace's most on the host during the last step (dp_net_memory_stats);
+ *     state_bytes: what it held after the init net (params, optimizer state); step_bytes: the
+ *     difference, what activations, gradients and op scratch took at most.
  *   sgemm_peak n=1024 gflops=... lib=...    (with --peak: best 1024^3 sgemm, OpenBLAS or oneDNN)
  *   fraction_of_peak=...                    (with --peak)
  */
@@ -154,6 +160,7 @@ int main(int argc, char** argv) {
   long batch = 256, warmup = 20, steps = 100, devices = 0, workers = 0, bucket_kb = 0;
   const char* trace = NULL;
   int peak = 0, shared_model = 0;
+  int32_t memory = DP_MEMORY_DEFAULT;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--peak") == 0) {
       peak = 1;
@@ -177,8 +184,16 @@ int main(int argc, char** argv) {
       workers = parse_long("--workers", argv[++i], 1, 256);
     } else if (i + 1 < argc && strcmp(argv[i], "--bucket-kb") == 0) {
       bucket_kb = parse_long("--bucket-kb", argv[++i], 1, 1L << 20);
+    } else if (i + 1 < argc && strcmp(argv[i], "--memory") == 0) {
+      const char* m = argv[++i];
+      memory = strcmp(m, "keep") == 0 ? DP_MEMORY_KEEP : strcmp(m, "share") == 0 ? DP_MEMORY_SHARE
+               : strcmp(m, "free") == 0 ? DP_MEMORY_FREE : -1;
+      if (memory < 0) {
+        fprintf(stderr, "train_step: --memory must be keep, share or free, not '%s'\n", m);
+        return 2;
+      }
     } else {
-      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak] [--devices N] [--shared-model|--auto-layout] [--workers W] [--bucket-kb K] [--trace FILE]\n",
+      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak] [--devices N] [--shared-model|--auto-layout] [--workers W] [--bucket-kb K] [--trace FILE] [--memory keep|share|free]\n",
               argv[0]);
       return 2;
     }
@@ -197,7 +212,9 @@ int main(int argc, char** argv) {
   int32_t shards = 1; /* processes (dp-run) */
   dp_net_options nopts = DP_NET_OPTIONS_INIT;
   if (devices == 0) {
-    check(dp_model_build_training(model, NULL, &init_def, &train_def, NULL), "dp_model_build_training");
+    dp_training_options topts = DP_TRAINING_OPTIONS_INIT;
+    topts.memory = memory;
+    check(dp_model_build_training(model, &topts, &init_def, &train_def, NULL), "dp_model_build_training");
   } else {
     int32_t ids[64];
     for (long d = 0; d < devices; ++d) ids[d] = (int32_t)d;
@@ -205,6 +222,7 @@ int main(int argc, char** argv) {
     popts.device_ids = ids;
     popts.num_devices = (size_t)devices;
     popts.shared_model = shared_model;
+    popts.memory = memory;
     if (bucket_kb > 0) popts.first_bucket_bytes = popts.bucket_bytes = (int64_t)bucket_kb << 10;
     check(dp_model_parallelize(model, &popts, &parallel), "dp_model_parallelize");
     /* Under dp-run the processes share the global batch B. */
@@ -221,6 +239,8 @@ int main(int argc, char** argv) {
   check(dp_net_create(ws, init_def, NULL, &init), "creating the init net");
   check(dp_net_create(ws, train_def, &nopts, &train), "creating the train net");
   check(dp_net_run(init), "running the init net");
+  dp_net_memory state = {.struct_size = sizeof state};
+  check(dp_net_memory_stats(init, DP_DEVICE_CPU, 0, &state), "dp_net_memory_stats");
 
   /* Random batches (this process's part), owned here and borrowed by dp. */
   const long local = batch / shards;
@@ -265,9 +285,15 @@ int main(int argc, char** argv) {
   const double fwd = 2.0 * b * (784.0 * 512 + 512.0 * 512 + 512.0 * 10);
   const double flop = fwd + fwd + (fwd - 2.0 * b * 784.0 * 512);
   double med = median(times, (size_t)steps);
+  dp_net_memory mem = {.struct_size = sizeof mem};
+  check(dp_net_memory_stats(train, DP_DEVICE_CPU, 0, &mem), "dp_net_memory_stats");
+  static const char* const kModes[] = {"default", "keep", "share", "free"};
   printf("train_step model=%s devices=%ld processes=%d batch=%ld steps=%ld median_ms=%.3f samples_per_s=%.1f "
-         "gflop_per_step=%.4f gflops=%.2f last_loss=%.4f\n",
-         model_path, devices, (int)shards, batch, steps, med * 1e3, b / med, flop * 1e-9, flop / med * 1e-9, last_loss);
+         "gflop_per_step=%.4f gflops=%.2f last_loss=%.4f memory=%s peak_bytes=%llu state_bytes=%llu "
+         "step_bytes=%llu\n",
+         model_path, devices, (int)shards, batch, steps, med * 1e3, b / med, flop * 1e-9, flop / med * 1e-9, last_loss,
+         kModes[mem.mode >= 0 && mem.mode <= 3 ? mem.mode : 0], (unsigned long long)mem.peak_bytes,
+         (unsigned long long)state.bytes_in_use, (unsigned long long)(mem.peak_bytes - state.bytes_in_use));
   if (peak) {
     printf("sgemm_peak n=1024 gflops=%.2f lib=%s\n", peak_gflops, peak_lib);
     printf("fraction_of_peak=%.3f\n", flop / med * 1e-9 / peak_gflops);

@@ -129,6 +129,14 @@ void InitOptions(T* options, size_t struct_size) noexcept {
   options->struct_size = static_cast<uint32_t>(struct_size);
 }
 
+// A DP_MEMORY_* option (`what` names it after `func`; kInvalidArgument for
+// another value); DEFAULT becomes `fallback`.
+inline MemoryMode CheckedMemoryMode(int32_t value, MemoryMode fallback, const char* what, const char* func) {
+  DP_ENFORCE_CODE(value >= DP_MEMORY_DEFAULT && value <= DP_MEMORY_FREE, Code::kInvalidArgument, func, ": ", what,
+                  " ", value, " is not a DP_MEMORY_* value");
+  return value == DP_MEMORY_DEFAULT ? fallback : static_cast<MemoryMode>(value);
+}
+
 // The model to build from: `model` itself, or with lr != 0 a copy in
 // `storage` whose optimizer's base learning rate is lr (> 0, else
 // kInvalidArgument naming `func`).

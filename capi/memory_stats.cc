@@ -3,6 +3,7 @@
 // from its caching allocator, cuda/cuda_caching_allocator).
 #include "capi/handles.h"
 #include "core/storage.h"
+#include "exec/net.h"
 
 namespace {
 
@@ -37,6 +38,24 @@ dp_status* dp_device_memory_stats(int32_t device_type, int32_t device_id, dp_mem
   if (DP_OPTIONS_HAVE(out, reserved)) out->reserved = s.reserved;
   if (DP_OPTIONS_HAVE(out, raw_allocs)) out->raw_allocs = s.raw_allocs;
   if (DP_OPTIONS_HAVE(out, raw_frees)) out->raw_frees = s.raw_frees;
+  DP_API_END
+}
+
+dp_status* dp_net_memory_stats(const dp_net* net, int32_t device_type, int32_t device_id, dp_net_memory* out) {
+  DP_API_BEGIN
+  DP_CHECK_NOT_NULL(net);
+  DP_CHECK_NOT_NULL(out);
+  DP_CHECK_ARG(out->struct_size >= sizeof(out->struct_size), "out->struct_size is ", out->struct_size,
+               " (set it to sizeof(dp_net_memory))");
+  const dp::DeviceOption device = CheckedDevice(__func__, device_type, device_id);
+  const dp::NetMemoryStats s = net->net->memory_stats();
+  const dp::MemoryBudget& budget = *net->net->workspace().budget();
+  if (DP_OPTIONS_HAVE(out, mode)) out->mode = static_cast<int32_t>(s.mode);
+  if (DP_OPTIONS_HAVE(out, peak_bytes)) out->peak_bytes = budget.peak(device);
+  if (DP_OPTIONS_HAVE(out, bytes_in_use)) out->bytes_in_use = budget.used(device);
+  if (DP_OPTIONS_HAVE(out, temporaries)) out->temporaries = s.temporaries;
+  if (DP_OPTIONS_HAVE(out, slots)) out->slots = s.slots;
+  if (DP_OPTIONS_HAVE(out, slot_bytes)) out->slot_bytes = s.slot_bytes;
   DP_API_END
 }
 

@@ -55,7 +55,12 @@ dp_status* dp_netdef_add_gradients(const dp_netdef* netdef, const dp_gradient_op
   g.wrt = dp::capi::Names(options->wrt, options->num_wrt, "options->wrt", __func__);
   g.stop = dp::capi::Names(options->stop, options->num_stop, "options->stop", __func__);
   g.loss_scale = options->loss_scale == 0 ? 1.0 : options->loss_scale;
+  const dp::MemoryMode memory =
+      DP_OPTIONS_HAVE(options, memory)
+          ? dp::capi::CheckedMemoryMode(options->memory, dp::MemoryMode::kShare, "options->memory", __func__)
+          : dp::MemoryMode::kShare;
   dp::GradientResult r = dp::AddGradients(*netdef->def, g);
+  r.net.memory = memory;
   std::unique_ptr<dp_string_list> map;
   if (out_grad_map != nullptr) {
     map = std::make_unique<dp_string_list>();
@@ -141,6 +146,8 @@ dp_status* dp_model_build_training(const dp_model* model, const dp_training_opti
     DP_CHECK_ARG(options->loss_scale == options->loss_scale, "options->loss_scale is NaN");
     opts.loss_scale = options->loss_scale == 0 ? 1.0 : options->loss_scale;
     if (DP_OPTIONS_HAVE(options, lr)) lr = options->lr;
+    if (DP_OPTIONS_HAVE(options, memory))
+      opts.memory = dp::capi::CheckedMemoryMode(options->memory, dp::MemoryMode::kShare, "options->memory", __func__);
   }
   dp::ModelDef overridden;
   dp::TrainingNets nets = dp::BuildTraining(dp::capi::ModelWithLr(*model->def, lr, &overridden, __func__), opts);

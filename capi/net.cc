@@ -111,6 +111,8 @@ dp_status* dp_net_create(dp_workspace* workspace, const dp_netdef* netdef, const
     }
     if (DP_OPTIONS_HAVE(options, profile)) opts.profile = options->profile != 0;
     if (DP_OPTIONS_HAVE(options, unread_feed_error)) opts.unread_feed_error = options->unread_feed_error != 0;
+    if (DP_OPTIONS_HAVE(options, memory))
+      opts.memory = dp::capi::CheckedMemoryMode(options->memory, dp::MemoryMode::kDefault, "options->memory", __func__);
   }
   auto net = std::make_unique<dp::Net>(netdef->def, workspace->ws, opts);
   *out = new dp_net{std::move(net)};

@@ -74,6 +74,8 @@ void ReadShardOptions(const dp_parallel_options* options, dp::ParallelizeOptions
     DP_ENFORCE(dp::IsLocalTransport(o.local_transport), kApi, ": ",
                from, " '", o.local_transport.substr(0, 40), "' must be \"auto\", \"shm\" or \"tcp\"");
   };
+  if (DP_OPTIONS_HAVE(options, memory))
+    o.memory = dp::capi::CheckedMemoryMode(options->memory, dp::MemoryMode::kShare, "options->memory", kApi);
   const char* transport = DP_OPTIONS_HAVE(options, local_transport) ? options->local_transport : nullptr;
   if (transport != nullptr) {
     o.local_transport = transport;

@@ -50,7 +50,9 @@
  * redrawn in place while an epoch trains, a few times a second, and erased
  * before the epoch's line; otherwise nothing but the lines above is printed.
  * --trace FILE writes the per-op timings of the last training step as Chrome
- * trace JSON (chrome://tracing, Perfetto). Errors print the status message and
+ * trace JSON (chrome://tracing, Perfetto), with the workspace's memory over
+ * the step as a "memory" counter track (the train net plans its temporaries'
+ * memory: docs/MEMORY.md). Errors print the status message and
  * exit with 1 (2 for bad flags; 1 too when the inference net's accuracy is not
  * the eval net's); with --min-acc, a final test accuracy below A prints why
  * and exits with 3.

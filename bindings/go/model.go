@@ -236,6 +236,7 @@ func (m *Model) Optimizer() (*OptimizerInfo, error) {
 type TrainingOptions struct {
 	LossScale float64 // seed of the loss gradients; 0 means 1
 	LR        float64 // > 0 replaces the optimizer's base learning rate
+	Memory    Memory  // the train net's; MemoryDefault is MemoryShare. Since 0.6.
 }
 
 // TrainingNets are the nets that train a model on one device; all run in
@@ -265,6 +266,7 @@ func (m *Model) BuildTraining(opts *TrainingOptions) (*TrainingNets, error) {
 		C.dp_training_options_init(&c, C.sizeof_dp_training_options)
 		c.loss_scale = C.double(opts.LossScale)
 		c.lr = C.double(opts.LR)
+		c.memory = C.int32_t(opts.Memory)
 		cp = &c
 	}
 	var i, t, e *C.dp_netdef

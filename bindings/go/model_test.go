@@ -439,3 +439,55 @@ func TestConcurrentTraining(t *testing.T) {
 		}
 	}
 }
+
+// The memory modes train the same params bit for bit; Share and Free empty
+// the temporaries after a run, and the net reports its memory.
+func TestMemoryModes(t *testing.T) {
+	m, err := dp.ModelFromJSON([]byte(modelJSON))
+	must(t, err)
+	defer m.Close()
+	var want []float32
+	for _, mode := range []dp.Memory{dp.MemoryKeep, dp.MemoryDefault, dp.MemoryFree} {
+		tr := newTrainer(t, m, &dp.TrainingOptions{Memory: mode})
+		g := lcg(4242)
+		for s := 0; s < 5; s++ {
+			feedBatch(t, tr.ws, &g)
+			must(t, tr.train.Run())
+		}
+		w, _, err := dp.FetchValues[float32](tr.ws, "w")
+		must(t, err)
+		if want == nil {
+			want = w
+		} else if fmt.Sprint(w) != fmt.Sprint(want) {
+			t.Errorf("memory %d: w %v, want %v", mode, w, want)
+		}
+		st, err := tr.train.MemoryStats(dp.DeviceCPU, 0)
+		must(t, err)
+		_, _, fetchErr := dp.FetchValues[float32](tr.ws, "logits")
+		switch mode {
+		case dp.MemoryKeep:
+			if st.Mode != dp.MemoryKeep || st.Temporaries != 0 || fetchErr != nil {
+				t.Errorf("keep: %+v, fetch %v", st, fetchErr)
+			}
+		case dp.MemoryDefault:
+			if st.Mode != dp.MemoryShare || st.Temporaries == 0 || st.Slots == 0 || st.SlotBytes == 0 ||
+				!dp.IsCode(fetchErr, dp.CodeNotFound) || !strings.Contains(fetchErr.Error(), "memory plan") {
+				t.Errorf("share: %+v, fetch %v", st, fetchErr)
+			}
+		case dp.MemoryFree:
+			if st.Mode != dp.MemoryFree || st.Temporaries == 0 || st.SlotBytes != 0 || !dp.IsCode(fetchErr, dp.CodeNotFound) {
+				t.Errorf("free: %+v, fetch %v", st, fetchErr)
+			}
+		}
+		if st.PeakBytes == 0 || st.PeakBytes < st.BytesInUse {
+			t.Errorf("memory %d: peak %d, in use %d", mode, st.PeakBytes, st.BytesInUse)
+		}
+		if _, err := tr.train.MemoryStats(dp.DeviceType(9), 0); !dp.IsCode(err, dp.CodeInvalidArgument) {
+			t.Errorf("bad device: %v", err)
+		}
+		tr.Close()
+	}
+	if _, err := m.BuildTraining(&dp.TrainingOptions{Memory: 7}); !dp.IsCode(err, dp.CodeInvalidArgument) {
+		t.Errorf("memory 7: %v", err)
+	}
+}

@@ -20,6 +20,20 @@ const (
 	ExecutorAsync   Executor = C.DP_EXECUTOR_ASYNC
 )
 
+// Memory is what a net does with the memory of its temporaries (blobs a run
+// writes and then reads itself: activations, gradients): keep every blob,
+// share blocks between temporaries whose lives never overlap, or free each
+// after its last use (dp.h's DP_MEMORY_*; docs/MEMORY.md). With Share and
+// Free a temporary is empty after a run. Since 0.6.
+type Memory int32
+
+const (
+	MemoryDefault Memory = C.DP_MEMORY_DEFAULT // a definition's: Keep; the builders': Share
+	MemoryKeep    Memory = C.DP_MEMORY_KEEP
+	MemoryShare   Memory = C.DP_MEMORY_SHARE
+	MemoryFree    Memory = C.DP_MEMORY_FREE
+)
+
 // NetOptions: the zero value asks for every default.
 type NetOptions struct {
 	Executor      Executor // default: the definition's, else async across devices, simple otherwise
@@ -30,6 +44,7 @@ type NetOptions struct {
 	// misspelt name) fails the run with ErrNotFound before any op runs;
 	// false: a warning through the log callback, once per blob. Since 0.6.
 	UnreadFeedError bool
+	Memory          Memory // MemoryDefault: the definition's. Since 0.6.
 }
 
 // Net is a definition instantiated in a workspace. Runs of one net never
@@ -81,6 +96,7 @@ func NewNet(ws *Workspace, def *NetDef, opts *NetOptions) (*Net, error) {
 		if opts.UnreadFeedError {
 			c.unread_feed_error = 1
 		}
+		c.memory = C.int32_t(opts.Memory)
 		cp = &c
 	}
 	var out *C.dp_net
@@ -168,6 +184,34 @@ func (n *Net) buffer(f func(*C.dp_net, **C.dp_buffer) *C.dp_status) (string, err
 // unless created with Profile).
 func (n *Net) TraceJSON() (string, error) {
 	return n.buffer(func(p *C.dp_net, o **C.dp_buffer) *C.dp_status { return C.dp_net_trace_json(p, o) })
+}
+
+// NetMemoryStats is a net's memory on one device after its last run
+// (dp_net_memory), in bytes and counts.
+type NetMemoryStats struct {
+	Mode        Memory // what the net does: MemoryKeep, MemoryShare or MemoryFree
+	PeakBytes   uint64 // the most the workspace held on the device during the last run
+	BytesInUse  uint64 // what it holds there now
+	Temporaries uint64 // blobs the plan empties after their last use
+	Slots       uint64 // Share: the blocks they take turns in
+	SlotBytes   uint64 // Share: the bytes those blocks hold between runs
+}
+
+// MemoryStats reports the net's memory on device (t, id) (dp_net_memory_stats);
+// ErrFailedPrecondition while a run is in progress.
+func (n *Net) MemoryStats(t DeviceType, id int) (NetMemoryStats, error) {
+	p, done, err := n.get()
+	if err != nil {
+		return NetMemoryStats{}, err
+	}
+	defer done()
+	var c C.dp_net_memory
+	c.struct_size = C.uint32_t(C.sizeof_dp_net_memory)
+	if err := statusErr(C.dp_net_memory_stats(p, C.int32_t(t), C.int32_t(id), &c)); err != nil {
+		return NetMemoryStats{}, err
+	}
+	return NetMemoryStats{Mode: Memory(c.mode), PeakBytes: uint64(c.peak_bytes), BytesInUse: uint64(c.bytes_in_use),
+		Temporaries: uint64(c.temporaries), Slots: uint64(c.slots), SlotBytes: uint64(c.slot_bytes)}, nil
 }
 
 // ToDot draws the net's ops and dependencies as Graphviz DOT.

@@ -214,6 +214,7 @@ type GradientOptions struct {
 	WRT       []string // blobs to differentiate with respect to; nil: every external input
 	Stop      []string // blobs through which no gradient flows
 	LossScale float64  // seed of the loss gradients; 0 means 1
+	Memory    Memory   // the net made; MemoryDefault is MemoryShare. Since 0.6.
 }
 
 // GradientPair names a wrt blob and its gradient blob.
@@ -248,6 +249,7 @@ func (d *NetDef) AddGradients(opts GradientOptions) (*NetDef, []GradientPair, er
 	c.wrt, c.num_wrt = wrt.ptr, C.size_t(wrt.n)
 	c.stop, c.num_stop = stop.ptr, C.size_t(stop.n)
 	c.loss_scale = C.double(opts.LossScale)
+	c.memory = C.int32_t(opts.Memory)
 	var out *C.dp_netdef
 	var gm *C.dp_string_list
 	if err := statusErr(C.dp_netdef_add_gradients(p, &c, &out, &gm)); err != nil {

@@ -52,7 +52,7 @@ type ParallelOptions struct {
 	// run (DP_SHARED_MODEL_AUTO: shared when their CPUs share a last-level
 	// cache); it overrides SharedModel.
 	SharedModelAuto bool
-	SyncBN            bool
+	SyncBN          bool
 	// Several processes (since 0.3): NumShards processes train one model,
 	// meeting through Store. Zero values read the environment (what dp-run
 	// sets), else the default; see dp_parallel_options.
@@ -65,6 +65,9 @@ type ParallelOptions struct {
 	// Between the processes of one host (since 0.4): "auto" (shared memory
 	// where usable), "shm" or "tcp"; "": DP_LOCAL_TRANSPORT, else "auto".
 	LocalTransport string
+	// The train and accumulate nets' Memory; MemoryDefault is MemoryShare.
+	// Since 0.6.
+	Memory Memory
 }
 
 func b2i(b bool) C.int32_t {
@@ -141,6 +144,7 @@ func (m *Model) Parallelize(opts *ParallelOptions) (*ParallelModel, error) {
 	c.shard_id = C.int32_t(opts.ShardID)
 	c.num_shards = C.int32_t(opts.NumShards)
 	c.timeout_ms = C.int64_t(opts.TimeoutMS)
+	c.memory = C.int32_t(opts.Memory)
 	// The strings go to C memory too, freed after the call; "" is NULL.
 	for _, s := range []struct {
 		field string

@@ -819,6 +819,29 @@ DP_API int32_t dp_opschema_gradient(const dp_opschema* schema);
 
 enum { DP_EXECUTOR_DEFAULT = 0, DP_EXECUTOR_SIMPLE = 1, DP_EXECUTOR_ASYNC = 2 };
 
+/* What a net does with the memory of its temporaries (since 0.6; the whole
+ * story in docs/MEMORY.md). A temporary is a blob that a run writes before
+ * it reads it and reads again itself: activations, their gradients, the
+ * scratch blobs between ops. Never a temporary: the net's external inputs
+ * and outputs, blobs read before they are written in the net (params,
+ * optimizer state, counters), blobs no op of the net reads after its last
+ * write (what the caller or another net is meant to read), blobs written in
+ * parts, and blobs that another net of the workspace reads.
+ * - KEEP: every blob keeps its memory for the life of the workspace (a
+ *   caller may fetch any blob after a run).
+ * - SHARE: temporaries take turns in blocks of memory: the net's plan gives
+ *   two of them one block only when, in every order the executor may run the
+ *   ops, the first is dead (all its readers and writers ran) before the
+ *   second is written; results are bit for bit those of KEEP.
+ * - FREE: each temporary's memory goes back to the allocator after its last
+ *   use in the run (Caffe2's dynamic memory management).
+ * With SHARE and FREE a temporary is empty after the run: fetching it is
+ * DP_ERR_NOT_FOUND saying so (list it among the net's external outputs to
+ * keep it). For a net definition DEFAULT is KEEP; the builders
+ * (dp_netdef_add_gradients, dp_model_build_training, dp_model_parallelize)
+ * make SHARE nets unless their options say otherwise. */
+enum { DP_MEMORY_DEFAULT = 0, DP_MEMORY_KEEP = 1, DP_MEMORY_SHARE = 2, DP_MEMORY_FREE = 3 };
+
 /* Zero means default for every field; struct_size must reach at least
  * `executor`. */
 typedef struct dp_net_options {
@@ -831,6 +854,7 @@ typedef struct dp_net_options {
   int32_t profile;         /* 1: record per-op timings of every run (see dp_net_trace_json); 0: off */
   int32_t unread_feed_error; /* 1: a fed blob that no net reads fails the run (see dp_net_run);
                                 0: a warning. Since 0.6. */
+  int32_t memory;          /* DP_MEMORY_*; DEFAULT (0) takes the definition's. Since 0.6. */
 } dp_net_options;
 
 #define DP_NET_OPTIONS_INIT DP_OPTIONS_INIT_(dp_net_options)
@@ -897,6 +921,28 @@ DP_API DP_MUST_USE dp_status* dp_net_trace_json(const dp_net* net, dp_buffer** o
  * executor runs as single tasks are drawn as clusters. */
 DP_API DP_MUST_USE dp_status* dp_net_to_dot(const dp_net* net, dp_buffer** out);
 
+/* Memory of a net's last run on one device, filled by dp_net_memory_stats.
+ * Since 0.6. */
+typedef struct dp_net_memory {
+  uint32_t struct_size;    /* set by the caller: sizeof(dp_net_memory) */
+  int32_t mode;            /* DP_MEMORY_KEEP, _SHARE or _FREE: what the net does */
+  uint64_t peak_bytes;     /* the most bytes the workspace's blobs and op scratch held at once on
+                              the device during the last run (memory fed by the caller not
+                              counted; other nets running at the same time in the workspace count) */
+  uint64_t bytes_in_use;   /* what they hold there now */
+  uint64_t temporaries;    /* blobs the plan empties after their last use in a run */
+  uint64_t slots;          /* SHARE: the blocks the temporaries take turns in */
+  uint64_t slot_bytes;     /* SHARE: the bytes those blocks hold between runs (all devices) */
+} dp_net_memory;
+
+/* Fills *out for device (device_type, device_id) (see dp_net_memory);
+ * *out is the caller's and only written during the call. Between runs:
+ * DP_ERR_FAILED_PRECONDITION while a run is in progress.
+ * DP_ERR_INVALID_ARGUMENT for an unknown device type, a negative id, a NULL
+ * out or out->struct_size smaller than sizeof(uint32_t). Any thread. */
+DP_API DP_MUST_USE dp_status* dp_net_memory_stats(const dp_net* net, int32_t device_type, int32_t device_id,
+                                                  dp_net_memory* out);
+
 /* Releases the net. A run started by dp_net_run_async and not yet waited for
  * is cancelled and waited for first (its error, if any, is dropped). Accepts
  * NULL. Not concurrently with other calls on the same net. */
@@ -921,6 +967,7 @@ typedef struct dp_gradient_options {
                                     Data-parallel training in one process seeds 1/devices;
                                     with several processes it seeds 1 and the gradient
                                     allreduce divides by the active replicas. */
+  int32_t memory;                /* DP_MEMORY_* of the net made; DEFAULT (0) is SHARE. Since 0.6. */
 } dp_gradient_options;
 
 #define DP_GRADIENT_OPTIONS_INIT DP_OPTIONS_INIT_(dp_gradient_options)
@@ -1026,6 +1073,7 @@ typedef struct dp_training_options {
   uint32_t struct_size;   /* sizeof(dp_training_options) */
   double loss_scale;      /* seed of the loss gradients; 0 means 1 */
   double lr;              /* > 0: replaces the optimizer's base learning rate; 0: the model's */
+  int32_t memory;         /* DP_MEMORY_* of the train net; DEFAULT (0) is SHARE. Since 0.6. */
 } dp_training_options;
 
 #define DP_TRAINING_OPTIONS_INIT DP_OPTIONS_INIT_(dp_training_options)
@@ -1216,6 +1264,8 @@ typedef struct dp_parallel_options {
    * host, TCP between hosts. Every process must pass the same. NULL:
    * DP_LOCAL_TRANSPORT, else "auto". Read during the call. */
   const char* local_transport;
+  /* --- Since 0.6 ------------------------------------------------------------ */
+  int32_t memory;             /* DP_MEMORY_* of the train and accumulate nets; DEFAULT (0) is SHARE */
 } dp_parallel_options;
 
 /* Replica 0's values copied to all (the default), their average, or nothing. */

@@ -67,6 +67,21 @@ class Blob {
     type_.store(nullptr, std::memory_order_release);
     ptr_.reset();
   }
+  // Empties the blob and hands over what it held, if that is a T; otherwise
+  // (empty, or another type) returns nullptr and leaves the blob as it is.
+  // What a net's memory plan does after a blob's last use.
+  template <typename T>
+  std::shared_ptr<T> Release() noexcept {
+    if (!IsType<T>()) return nullptr;
+    type_.store(nullptr, std::memory_order_release);
+    return std::static_pointer_cast<T>(std::move(ptr_));
+  }
+  // Whether a net's memory plan frees this blob after its last use in a run:
+  // each such net marks it while it lives (and unmarks it after); an empty
+  // blob's error then says why.
+  void MarkTransient() noexcept { transient_.fetch_add(1, std::memory_order_relaxed); }
+  void UnmarkTransient() noexcept { transient_.fetch_sub(1, std::memory_order_relaxed); }
+  bool transient() const noexcept { return transient_.load(std::memory_order_relaxed) > 0; }
 
   // --- Access from outside a run (serialised per blob) ---
 
@@ -109,6 +124,7 @@ class Blob {
   const std::string name_;
   std::atomic<const std::type_info*> type_{nullptr};  // what ptr_ holds; nullptr when empty
   std::shared_ptr<void> ptr_;
+  std::atomic<int> transient_{0};  // nets whose plan frees it
   mutable std::mutex mu_;  // Publish and Share
 };
 

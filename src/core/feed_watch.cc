@@ -9,6 +9,15 @@ namespace dp {
 void FeedWatch::AddReaders(const std::vector<std::string>& names) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& n : names) ++readers_[n];
+  readers_added_.fetch_add(1, std::memory_order_release);
+}
+
+std::vector<std::string> FeedWatch::ReadAmong(const std::vector<std::string>& names) {
+  std::vector<std::string> read;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& n : names)
+    if (readers_.count(n) != 0) read.push_back(n);
+  return read;
 }
 
 void FeedWatch::RemoveReaders(const std::vector<std::string>& names) {

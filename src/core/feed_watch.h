@@ -25,6 +25,11 @@ class FeedWatch {
   // while the net lives: Add when it is created, Remove when it is freed.
   void AddReaders(const std::vector<std::string>& names);
   void RemoveReaders(const std::vector<std::string>& names);
+  // Changes with every AddReaders (one atomic load: a net's memory plan
+  // checks it each run, to keep whole the blobs a newer net reads).
+  uint64_t readers_added() const { return readers_added_.load(std::memory_order_acquire); }
+  // Which of `names` some living net reads.
+  std::vector<std::string> ReadAmong(const std::vector<std::string>& names);
 
   // A blob fed from outside (dp_workspace_feed, a loader's batch). The
   // blob's address is kept: blobs live as long as their workspace.
@@ -47,6 +52,7 @@ class FeedWatch {
 
  private:
   std::atomic<bool> pending_{false};
+  std::atomic<uint64_t> readers_added_{0};
   std::mutex mu_;
   std::vector<const Blob*> fed_;                  // since the last TakeUnread, each once
   std::unordered_map<std::string, int> readers_;  // name -> nets that read it

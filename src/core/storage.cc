@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -41,11 +42,13 @@ struct alignas(64) Counters {
 };
 std::array<Counters, kNumDeviceTypes> g_stats;
 
-void RaisePeak(Counters& c, uint64_t now) {
-  uint64_t peak = c.peak.load(std::memory_order_relaxed);
-  while (now > peak && !c.peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+void RaiseTo(std::atomic<uint64_t>& peak, uint64_t now) {
+  uint64_t seen = peak.load(std::memory_order_relaxed);
+  while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
   }
 }
+
+void RaisePeak(Counters& c, uint64_t now) { RaiseTo(c.peak, now); }
 
 void CountAllocation(DeviceType type, size_t n) {
   Counters& c = g_stats[static_cast<size_t>(type)];
@@ -106,6 +109,24 @@ const std::atomic<uint64_t>& MemoryBudget::Slot(DeviceOption device) const noexc
   return const_cast<MemoryBudget*>(this)->Slot(device);
 }
 
+std::atomic<uint64_t>& MemoryBudget::PeakSlot(DeviceOption device) noexcept {
+  return device.type == DeviceType::kCPU ? host_peak_ : cuda_peak_[device.id];  // Charge checked the id
+}
+
+uint64_t MemoryBudget::peak(DeviceOption device) const {
+  if (device.type != DeviceType::kCPU && (device.id < 0 || device.id >= kMaxCudaDevices)) return 0;
+  auto& self = const_cast<MemoryBudget&>(*this);
+  return std::max(self.PeakSlot(device).load(std::memory_order_relaxed), used(device));
+}
+
+void MemoryBudget::ResetPeak() noexcept {
+  host_peak_.store(host_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  for (int i = 0; i < kMaxCudaDevices; ++i)
+    cuda_peak_[i].store(cuda_[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+size_t StorageSlot::parked_bytes() const noexcept { return parked_ ? parked_->nbytes() : 0; }
+
 uint64_t MemoryBudget::used() const {
   uint64_t total = host_.load(std::memory_order_relaxed);
   for (const auto& c : cuda_) total += c.load(std::memory_order_relaxed);
@@ -123,8 +144,9 @@ void MemoryBudget::Charge(DeviceOption device, size_t n) {
     DP_THROW(Code::kUnavailable, "a workspace's memory budget covers ", DeviceTypeName(device.type), " devices 0 to ",
              kMaxCudaDevices - 1, ", not ", DeviceName(device));
   std::atomic<uint64_t>& slot = Slot(device);
+  std::atomic<uint64_t>& peak = PeakSlot(device);
   if (limit_ == 0) {
-    slot.fetch_add(n, std::memory_order_relaxed);
+    RaiseTo(peak, slot.fetch_add(n, std::memory_order_relaxed) + n);
     return;
   }
   uint64_t used = slot.load(std::memory_order_relaxed);
@@ -134,6 +156,7 @@ void MemoryBudget::Charge(DeviceOption device, size_t n) {
                host ? std::string() : StrCat(" on ", DeviceName(device)), " is exceeded: ", n, " bytes asked with ",
                used, " bytes in use");
   } while (!slot.compare_exchange_weak(used, used + n, std::memory_order_relaxed));
+  RaiseTo(peak, used + n);
 }
 
 MemoryStats GetMemoryStats(DeviceType type) {

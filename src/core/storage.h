@@ -41,6 +41,10 @@ class MemoryBudget {
   // Bytes in use on all devices together, and on one device's memory.
   uint64_t used() const;
   uint64_t used(DeviceOption device) const;
+  // The most bytes in use at once on `device` since the last ResetPeak (a
+  // net resets it when a run begins: its memory statistics).
+  uint64_t peak(DeviceOption device) const;
+  void ResetPeak() noexcept;
   // Reserves n bytes of `device`'s memory; throws kOutOfMemory (naming the
   // limit, the device when it is a GPU, the bytes asked and the bytes in use
   // there) when they would pass the limit.
@@ -50,10 +54,13 @@ class MemoryBudget {
  private:
   std::atomic<uint64_t>& Slot(DeviceOption device) noexcept;
   const std::atomic<uint64_t>& Slot(DeviceOption device) const noexcept;
+  std::atomic<uint64_t>& PeakSlot(DeviceOption device) noexcept;
 
   const uint64_t limit_;
   std::atomic<uint64_t> host_{0};
   std::atomic<uint64_t> cuda_[kMaxCudaDevices] = {};
+  std::atomic<uint64_t> host_peak_{0};
+  std::atomic<uint64_t> cuda_peak_[kMaxCudaDevices] = {};
 };
 
 // Bytes of dp-allocated storage alive per device type (all devices of the
@@ -97,6 +104,31 @@ void RegisterAllocator(DeviceType type, Allocator* allocator);
 // Throws kUnavailable when its type is not built.
 DeviceMemoryStats GetDeviceMemoryStats(DeviceOption device);
 void ResetPeakDeviceMemory(DeviceOption device);  // peak := allocated now
+
+class Storage;
+
+// A slot of a net's memory plan (graph/memory_plan.h): the storage a blob
+// left when its last reader ran, kept for the next blob the plan gives the
+// slot, whose tensor takes it on its first Resize (Tensor::set_slot). No
+// lock: the net's dependencies order each Park before the Take that follows
+// (the plan only gives a slot to blobs that the DAG orders one after another).
+//
+// A slot made with keeps = false keeps nothing (a memory plan that frees
+// after use): what is parked there is freed, Take finds nothing, and any
+// number of threads may use it at once.
+class StorageSlot {
+ public:
+  explicit StorageSlot(bool keeps = true) : keeps_(keeps) {}
+  std::shared_ptr<Storage> Take() noexcept { return keeps_ ? std::move(parked_) : nullptr; }
+  void Park(std::shared_ptr<Storage> storage) noexcept {
+    if (keeps_) parked_ = std::move(storage);
+  }
+  size_t parked_bytes() const noexcept;
+
+ private:
+  const bool keeps_;
+  std::shared_ptr<Storage> parked_;
+};
 
 // Caller deleter: fn(data, user_data), called exactly once.
 struct ExternalDeleter {

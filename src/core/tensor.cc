@@ -90,24 +90,31 @@ void Tensor::Resize(Dims dims, DType dtype, DeviceOption device) {
   size_t need = TensorBytes(dims, dtype);
   bool reuse = storage_ && SoleOwner(storage_) && storage_->library_owned() &&
                SameMemory(storage_->device(), device) && storage_->nbytes() >= need &&
-               // Do not pin a large block for a much smaller tensor.
-               storage_->nbytes() <= 2 * need + 4096;
+               // Do not pin a large block for a much smaller tensor (unless a
+               // memory plan sized the block for this tensor's slot).
+               (slot_ || storage_->nbytes() <= 2 * need + 4096);
   if (!reuse) {
     // Memory nobody else sees goes back before the new block is taken, so
     // that a tensor changing size never holds both (a budget counts them).
-    // If the allocation then fails, the tensor is left empty.
-    if (storage_ && SoleOwner(storage_) && storage_->library_owned()) {
-      storage_.reset();
+    // If the allocation then fails, the tensor is left empty (or, when it
+    // gave nothing back, unchanged).
+    const bool dropped = storage_ && SoleOwner(storage_) && storage_->library_owned();
+    if (dropped) storage_.reset();
+    std::shared_ptr<Storage> parked = slot_ ? slot_->Take() : nullptr;
+    if (parked && SameMemory(parked->device(), device) && parked->nbytes() >= need) {
+      storage_ = std::move(parked);
+    } else {
+      parked.reset();  // too small for this blob: the slot grows to it
       try {
         storage_ = Storage::Allocate(device, need, budget_);
       } catch (...) {
-        dims_.clear();
-        numel_ = 0;
-        dtype_ = DType::kUndefined;
+        if (dropped) {
+          dims_.clear();
+          numel_ = 0;
+          dtype_ = DType::kUndefined;
+        }
         throw;
       }
-    } else {
-      storage_ = Storage::Allocate(device, need, budget_);
     }
   }
   dims_ = std::move(dims);

@@ -13,6 +13,12 @@
 // the storage it allocates from then on (Resize, CopyFrom, copy-on-write) is
 // charged to it. Copies of the tensor carry the same budget; ShareData keeps
 // the tensor's own.
+//
+// A tensor may also carry a StorageSlot (a net's memory plan sets it on the
+// outputs it plans, Operator::Output): a Resize that cannot keep the
+// tensor's storage takes the slot's parked storage first when it fits, and
+// a tensor with a slot keeps any storage that fits (the plan sized it for
+// the slot's largest blob). ShareData keeps the tensor's own slot.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +63,8 @@ class Tensor {
   // The budget that new storage of this tensor is charged to (nullptr: none).
   const std::shared_ptr<MemoryBudget>& budget() const { return budget_; }
   void set_budget(std::shared_ptr<MemoryBudget> budget) { budget_ = std::move(budget); }
+  const std::shared_ptr<StorageSlot>& slot() const { return slot_; }
+  void set_slot(std::shared_ptr<StorageSlot> slot) { slot_ = std::move(slot); }
 
   // Shape and dtype of the next write; see the class comment for sharing.
   void Resize(Dims dims, DType dtype, DeviceOption device);
@@ -66,9 +74,11 @@ class Tensor {
   void Reshape(Dims dims);
   // Becomes a view of other's storage with other's shape (keeps its budget).
   void ShareData(const Tensor& other) {
-    std::shared_ptr<MemoryBudget> budget = budget_;
+    std::shared_ptr<MemoryBudget> budget = std::move(budget_);
+    std::shared_ptr<StorageSlot> slot = std::move(slot_);
     *this = other;
     budget_ = std::move(budget);
+    slot_ = std::move(slot);
   }
   // Deep copy (any devices; asynchronous on ctx's stream for CUDA).
   void CopyFrom(const Tensor& src, DeviceContext* ctx = nullptr);
@@ -100,6 +110,7 @@ class Tensor {
   DeviceOption device_;
   std::shared_ptr<Storage> storage_;
   std::shared_ptr<MemoryBudget> budget_;
+  std::shared_ptr<StorageSlot> slot_;
 };
 
 }  // namespace dp

@@ -50,16 +50,24 @@ std::vector<std::string> Workspace::Blobs(std::string_view prefix) const {
 
 Blob& Workspace::Feed(const std::string& name, const Tensor& tensor) {
   Blob* b = CreateBlob(name);
-  b->Publish(std::make_shared<Tensor>(tensor));
+  auto fed = std::make_shared<Tensor>(tensor);
+  fed->set_slot(nullptr);
+  b->Publish(std::move(fed));
   return *b;
 }
 
 Tensor Workspace::GetTensor(const std::string& name) const {
   const Blob* b = GetBlob(name);
   if (b == nullptr) DP_THROW(Code::kNotFound, "no blob named '", name, "' in the workspace");
+  if (b->empty() && b->transient())  // freed by a net's memory plan after its last use
+    DP_THROW(Code::kNotFound, "blob '", name,
+             "' is empty: it is a temporary of a net whose memory plan frees it after its last use in a run "
+             "(list it among the net's external outputs, or turn the plan off, to keep it)");
   if (b->empty())  // created by a net, or a loader, that has not written it yet
     DP_THROW(Code::kNotFound, "blob '", name, "' is empty: nothing has been fed to it or written to it yet");
-  return *b->Share<Tensor>();
+  Tensor t = *b->Share<Tensor>();
+  t.set_slot(nullptr);  // the caller's copy never draws on a net's plan
+  return t;
 }
 
 }  // namespace dp

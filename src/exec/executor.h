@@ -23,12 +23,14 @@ struct OpTiming {
   int64_t start_ns = -1;  // -1: did not run
   int64_t end_ns = -1;
   int32_t thread = -1;    // worker id; executor-specific, for traces
+  uint64_t bytes = 0;     // the workspace's bytes in use (all devices) when it ended
 };
 
 // Shared between a run's caller and the executor.
 struct RunControl {
   std::atomic<bool> cancel{false};
   std::vector<OpTiming>* timings = nullptr;  // per op when profiling, else nullptr
+  const MemoryBudget* budget = nullptr;      // the workspace's, for the timings' bytes
   std::chrono::steady_clock::time_point start;
 };
 

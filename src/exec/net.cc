@@ -1,5 +1,6 @@
 #include "exec/net.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <new>
 #include <set>
@@ -65,6 +66,11 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
   }
   for (const auto& name : def_->external_inputs) external_inputs_.push_back(ws_->CreateBlob(name));
   graph_ = BuildTaskGraph(*def_, devices_);
+  if (options.memory != MemoryMode::kDefault && options.memory != def_->memory) {
+    auto with_mode = std::make_shared<NetDef>(*def_);
+    with_mode->memory = options.memory;
+    def_ = std::move(with_mode);
+  }
 
   kind_ = options.executor != ExecutorKind::kDefault ? options.executor : def_->executor;
   if (kind_ == ExecutorKind::kDefault)  // multi-device nets need overlap; single-device ones rarely gain
@@ -76,6 +82,16 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
     executor_ = MakeAsyncExecutor(ops_, graph_, ao);
   } else {
     executor_ = MakeSimpleExecutor(ops_);
+  }
+  if (def_->memory == MemoryMode::kShare || def_->memory == MemoryMode::kFree) {
+    // Planned against the orders this net's executor may run the ops in.
+    if (kind_ == ExecutorKind::kSimple) memory_order_ = ListOrderGraph(ops_.size());
+    try {
+      memory_ = std::make_unique<NetMemory>(*def_, kind_ == ExecutorKind::kSimple ? memory_order_ : graph_, devices_,
+                                            *ws_, ops_);
+    } catch (Error& e) {
+      throw e.Prepend(label_);
+    }
   }
   DP_LOG(kInfo, label_, ": created with ", ops_.size(), " ops in ", graph_.chains.size(), " chains on the ",
          KindName(kind_), " executor");
@@ -129,6 +145,14 @@ void Net::BeginRun() {
       running_.store(false);
       DP_THROW(Code::kNotFound, label_, ": external input '", b->name(), "' was never fed");
     }
+  try {
+    if (memory_) memory_->BeginRun();
+  } catch (...) {
+    running_.store(false);
+    throw;
+  }
+  ws_->budget()->ResetPeak();
+  control_.budget = ws_->budget().get();
   control_.cancel.store(false, std::memory_order_relaxed);
   if (profile_) {
     try {
@@ -205,11 +229,34 @@ std::string Net::TraceJson() const {
        << DeviceName(devices_[i]) << "\",\"chain\":" << graph_.chain_of[i] << "}}";
     first = false;
   }
+  // The workspace's memory over the run as a counter track: bytes in use as
+  // each op ended (the memory plan's frees included), in the order they ended.
+  std::vector<size_t> ended;
+  for (size_t i = 0; i < timings_.size(); ++i)
+    if (timings_[i].start_ns >= 0) ended.push_back(i);
+  std::sort(ended.begin(), ended.end(), [&](size_t a, size_t b) { return timings_[a].end_ns < timings_[b].end_ns; });
+  for (size_t i : ended)
+    os << ",\n{\"name\":\"memory\",\"cat\":\"memory\",\"ph\":\"C\",\"ts\":"
+       << static_cast<double>(timings_[i].end_ns) / 1000.0 << ",\"pid\":0,\"args\":{\"MiB\":"
+       << static_cast<double>(timings_[i].bytes) / (1024.0 * 1024.0) << "}}";
   os << "\n],\"otherData\":{\"net\":\"" << JsonEscape(def_->name) << "\",\"executor\":\"" << KindName(kind_)
      << "\"}}\n";
   return os.str();
 }
 
 std::string Net::Dot() const { return TaskGraphToDot(*def_, graph_, devices_); }
+
+NetMemoryStats Net::memory_stats() const {
+  NetMemoryStats stats;
+  if (!memory_) return stats;
+  if (running_.load())
+    DP_THROW(Code::kFailedPrecondition, label_, ": memory statistics are available once the run in progress ends");
+  const MemoryPlan& plan = memory_->plan();
+  stats.mode = plan.mode;
+  stats.temporaries = plan.temporaries.size();
+  stats.slots = static_cast<uint64_t>(plan.num_slots);
+  stats.slot_bytes = memory_->slot_bytes();
+  return stats;
+}
 
 }  // namespace dp

@@ -11,6 +11,7 @@
 
 #include "core/workspace.h"
 #include "exec/executor.h"
+#include "exec/net_memory.h"
 #include "graph/task_graph.h"
 #include "graph/net_def.h"
 #include "ops/operator.h"
@@ -25,6 +26,16 @@ struct NetOptions {
   // A blob fed since the last run that no net of the workspace reads fails
   // the run (kNotFound) instead of a warning.
   bool unread_feed_error = false;
+  // kDefault: the NetDef's memory mode (graph/memory_plan.h); else this one.
+  MemoryMode memory = MemoryMode::kDefault;
+};
+
+// What a net's last run held (Net::memory_stats).
+struct NetMemoryStats {
+  MemoryMode mode = MemoryMode::kKeep;
+  uint64_t temporaries = 0;  // blobs the plan frees after their last use
+  uint64_t slots = 0;        // blocks they take turns in (kShare)
+  uint64_t slot_bytes = 0;   // bytes the slots hold between runs
 };
 
 class Net {
@@ -67,6 +78,10 @@ class Net {
   std::string TraceJson() const;
   // The ops and their dependencies as Graphviz DOT, chains as clusters.
   std::string Dot() const;
+  // The memory plan's figures (between runs). The workspace's peak bytes
+  // during the last run are workspace().budget()->peak(device): a run
+  // resets them when it begins.
+  NetMemoryStats memory_stats() const;
 
  private:
   void BeginRun();
@@ -85,6 +100,8 @@ class Net {
   bool unread_feed_error_;
   std::vector<std::string> reads_;  // registered with the workspace's FeedWatch
   std::vector<OpTiming> timings_;
+  TaskGraph memory_order_;             // the simple executor's list order (memory_ plans against it)
+  std::unique_ptr<NetMemory> memory_;  // after ops_: it detaches from them first
   RunControl control_;  // declared before executor_: it outlives the executor
   std::unique_ptr<Executor> executor_;
   std::atomic<bool> running_{false};

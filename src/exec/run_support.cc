@@ -44,6 +44,7 @@ void RunOp(Operator& op, DeviceContext& ctx, const RunControl& rc, int32_t threa
   t.start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t0 - rc.start).count();
   t.end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - rc.start).count();
   t.thread = thread;
+  t.bytes = rc.budget != nullptr ? rc.budget->used() : 0;
 }
 
 }  // namespace dp

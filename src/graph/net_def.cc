@@ -85,4 +85,13 @@ std::vector<std::string> ArgReader::Strings(const std::string& name,
   WrongKind(a, "a list of strings");
 }
 
+const char* MemoryModeName(MemoryMode mode) {
+  switch (mode) {
+    case MemoryMode::kKeep: return "keep";
+    case MemoryMode::kShare: return "share";
+    case MemoryMode::kFree: return "free";
+    default: return "default";
+  }
+}
+
 }  // namespace dp

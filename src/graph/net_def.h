@@ -19,6 +19,14 @@ struct NetDef;
 
 enum class ExecutorKind : int32_t { kDefault = 0, kSimple = 1, kAsync = 2 };
 
+// What a net does with the memory of its temporaries (graph/memory_plan.h):
+// keep every blob for the life of the workspace, share blocks between
+// temporaries whose lives never overlap, or free each after its last use.
+// kDefault is kKeep for a net as written; the training builders ask for
+// kShare.
+enum class MemoryMode : int32_t { kDefault = 0, kKeep = 1, kShare = 2, kFree = 3 };
+const char* MemoryModeName(MemoryMode mode);  // "keep", "share", "free" ("default")
+
 struct Argument {
   using Value = std::variant<double, int64_t, std::string, std::vector<double>, std::vector<int64_t>,
                              std::vector<std::string>, std::shared_ptr<const NetDef>,
@@ -50,6 +58,7 @@ struct NetDef {
   ExecutorKind executor = ExecutorKind::kDefault;
   int32_t num_workers = 0;
   DeviceOption device;
+  MemoryMode memory = MemoryMode::kDefault;
 
   DeviceOption OpDevice(const OperatorDef& op) const { return op.device.value_or(device); }
 };

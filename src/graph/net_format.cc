@@ -96,6 +96,13 @@ NetDef FromFb(const fb::NetDef& n, const std::string& where) {
   if (n.num_workers() < 0) DP_THROW(Code::kParse, net_where, ": num_workers must be >= 0, got ", n.num_workers());
   out.num_workers = n.num_workers();
   out.device = Device(n.device(), net_where);
+  switch (n.memory()) {
+    case fb::MemoryMode::Default: out.memory = MemoryMode::kDefault; break;
+    case fb::MemoryMode::Keep: out.memory = MemoryMode::kKeep; break;
+    case fb::MemoryMode::Share: out.memory = MemoryMode::kShare; break;
+    case fb::MemoryMode::Free: out.memory = MemoryMode::kFree; break;
+    default: DP_THROW(Code::kParse, net_where, ": unknown memory mode ", static_cast<int>(n.memory()));
+  }
   return out;
 }
 
@@ -173,7 +180,8 @@ flatbuffers::Offset<fb::NetDef> ToFb(flatbuffers::FlatBufferBuilder& b, const Ne
   fb::ExecutorKind kind = n.executor == ExecutorKind::kSimple  ? fb::ExecutorKind::Simple
                           : n.executor == ExecutorKind::kAsync ? fb::ExecutorKind::Async
                                                                : fb::ExecutorKind::Default;
-  return fb::CreateNetDef(b, NetDef::kSchemaVersion, name, opv, ext_in, ext_out, kind, n.num_workers, device);
+  return fb::CreateNetDef(b, NetDef::kSchemaVersion, name, opv, ext_in, ext_out, kind, n.num_workers, device,
+                          static_cast<fb::MemoryMode>(n.memory));
 }
 
 // Built per call: no static initialisation order to mind, and it is four words.

@@ -182,6 +182,8 @@ TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options
     for (const auto& s : OptimizerStateBlobs(opt, p)) AddExternalInput(train, s);
   train.external_outputs = model.losses;
   train.external_outputs.insert(train.external_outputs.end(), model.metrics.begin(), model.metrics.end());
+  train.external_outputs.push_back(kLrBlob);  // the step's rate stays readable (a memory plan keeps it)
+  train.memory = options.memory;
   ValidateNet(train);
 
   out.eval = InferenceNet(forward);

@@ -63,6 +63,7 @@ NetDef InferenceNet(const NetDef& forward);
 struct TrainingOptions {
   double loss_scale = 1.0;
   bool fuse = true;  // graph/fusion.h on the forward net (CPU FC + Relu)
+  MemoryMode memory = MemoryMode::kShare;  // the train net's (graph/memory_plan.h)
 };
 
 struct TrainingNets {

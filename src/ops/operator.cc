@@ -85,6 +85,8 @@ void Operator::Run(DeviceContext& ctx) {
   while (i < inputs_.size() && StorageToHold(inputs_[i], device_) == nullptr) ++i;
   if (i == inputs_.size()) {
     run();
+    if (scratch_slot_) ReturnScratch();
+    if (observer_) observer_->OpFinished(index_);
     return;
   }
   constexpr size_t kInlineHolds = 4;
@@ -99,6 +101,33 @@ void Operator::Run(DeviceContext& ctx) {
         keep_more.push_back(*s);
     }
   run();
+  if (scratch_slot_) ReturnScratch();
+  if (observer_) observer_->OpFinished(index_);
+}
+
+void Operator::set_scratch_slot(std::shared_ptr<StorageSlot> slot) {
+  scratch_slot_ = std::move(slot);
+  scratch_ = Tensor();  // a lent block comes from the slot; an own one is made on first use
+  scratch_.set_budget(budget_);
+  scratch_.set_slot(scratch_slot_);
+}
+
+void Operator::ReturnScratch() noexcept {
+  std::shared_ptr<Storage> block = scratch_.storage();
+  scratch_ = Tensor();
+  scratch_.set_budget(budget_);
+  scratch_.set_slot(scratch_slot_);
+  if (block && block.use_count() == 1 && block->library_owned() && scratch_slot_->parked_bytes() < block->nbytes())
+    scratch_slot_->Park(std::move(block));  // a slot that keeps nothing frees it
+}
+
+void Operator::set_output_slot(int i, std::shared_ptr<StorageSlot> slot) {
+  DP_ENFORCE_CODE(i >= 0 && i < OutputSize(), Code::kInternal, "output index ", i, " out of range");
+  if (output_slots_.empty()) {
+    if (!slot) return;
+    output_slots_.resize(outputs_.size());
+  }
+  output_slots_[static_cast<size_t>(i)] = std::move(slot);
 }
 
 std::string Operator::InputDesc(int i) const {
@@ -151,6 +180,8 @@ Tensor* Operator::Output(int i) {
   DP_ENFORCE_CODE(i >= 0 && i < OutputSize(), Code::kInternal, "output index ", i, " out of range");
   Tensor* t = outputs_[static_cast<size_t>(i)]->GetMutable<Tensor>();
   if (t->budget() != budget_) t->set_budget(budget_);
+  if (!output_slots_.empty() && t->slot() != output_slots_[static_cast<size_t>(i)])
+    t->set_slot(output_slots_[static_cast<size_t>(i)]);
   return t;
 }
 

@@ -23,6 +23,18 @@ struct OpInit {
   Workspace* ws;
 };
 
+// Told by Operator::Run when a kernel has returned, while the op's stream is
+// still current: a net's memory plan (exec/net_memory.h) then frees or parks
+// the blobs whose last access this was. Called from the thread that ran the
+// op; never throws.
+class OpObserver {
+ public:
+  virtual void OpFinished(size_t op_index) noexcept = 0;
+
+ protected:
+  ~OpObserver() = default;
+};
+
 class Operator {
  public:
   // Names ("input 0 'X'"), dims and dtypes of some inputs (DescribeInputs).
@@ -50,6 +62,17 @@ class Operator {
   const std::vector<Blob*>& input_blobs() const { return inputs_; }
   const std::vector<Blob*>& output_blobs() const { return outputs_; }
 
+  // Set by the net between runs: whom Run tells when the kernel returned
+  // (nullptr: nobody), and the memory plan's slot of output i (nullptr: none;
+  // Output(i) puts it on the tensor, see Tensor::set_slot).
+  void set_observer(OpObserver* observer) { observer_ = observer; }
+  void set_output_slot(int i, std::shared_ptr<StorageSlot> slot);
+  // The slot the op's scratch is lent from while it runs and given back to
+  // when its kernel returns (nullptr: the op keeps its scratch), and the
+  // bytes of scratch it holds now.
+  void set_scratch_slot(std::shared_ptr<StorageSlot> slot);
+  size_t scratch_bytes() const { return scratch_.storage() ? scratch_.storage()->nbytes() : 0; }
+
  protected:
   virtual void RunOnDevice() = 0;
 
@@ -64,8 +87,10 @@ class Operator {
   // Output i resized on this op's device; kOutOfMemory naming the output when
   // the workspace's limit (or the device) refuses the memory.
   Tensor* Output(int i, Dims dims, DType dtype);
-  // Scratch memory the op keeps across runs (an op never runs concurrently
-  // with itself), at least n elements of T, on the op's device. Charged to
+  // Scratch memory for this run of the op, at least n elements of T, on the
+  // op's device; what it held at the end of an earlier run is undefined (a
+  // net's memory plan lends the block to other ops between runs of this
+  // one). An op never runs concurrently with itself. Charged to
   // the workspace's budget like outputs: scratch sized from input shapes and
   // arguments (im2col columns) must not escape the cap. kOutOfMemory naming
   // the op when refused.
@@ -100,6 +125,10 @@ class Operator {
   void* ScratchBytes(size_t bytes);
 
   std::shared_ptr<MemoryBudget> budget_;  // the workspace's
+  std::vector<std::shared_ptr<StorageSlot>> output_slots_;  // empty: none planned
+  OpObserver* observer_ = nullptr;
+  std::shared_ptr<StorageSlot> scratch_slot_;  // null: scratch_ is the op's own
+  void ReturnScratch() noexcept;
   Tensor scratch_;                        // Scratch(); grows, never shrinks
   DeviceContext* ctx_ = nullptr;
 };

@@ -294,6 +294,8 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& reques
   if (options.num_shards > 1)
     for (NetDef* net : {&out.init, &out.accumulate, &out.train, &out.block, &out.sync, &out.join_collectives})
       OrderCollectives(*net);
+  out.train.memory = options.memory;
+  out.accumulate.memory = options.memory;
   return out;
 }
 

@@ -102,6 +102,8 @@ struct ParallelizeOptions {
   // Between the processes of one host: "auto" (shared memory where usable),
   // "shm" or "tcp" (ProcessGroupOptions::local_transport).
   std::string local_transport = "auto";
+  // The train and accumulate nets' memory mode (graph/memory_plan.h).
+  MemoryMode memory = MemoryMode::kShare;
 };
 
 struct ParallelNets {

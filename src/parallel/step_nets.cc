@@ -223,6 +223,7 @@ NetDef BuildTrainNet(const ParallelPlan& p) {
       const std::string sum = AccumulatedGradientName(grad);
       train.ops.push_back(b.On(r, MakeOperatorDef("ConstantFill", {sum}, {sum}, {MakeArg("value", 0.0)})));
     });
+  train.external_outputs.push_back(kLrBlob);  // the step's rate stays readable (a memory plan keeps it)
   ValidateNet(train);
   return train;
 }

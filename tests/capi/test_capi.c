@@ -1768,6 +1768,122 @@ done:
   dp_model_free(model);
 }
 
+/* Trains kModelJson 5 steps with memory mode `mode` (DP_MEMORY_*), the
+ * train net created with net option `net_mode`; leaves the params in w[12],
+ * b[3] and the net's memory figures in *mem. Returns 0 on a failure. */
+static int train_with_memory(int32_t mode, int32_t net_mode, float* w, float* b, dp_net_memory* mem) {
+  dp_model* model = NULL;
+  dp_netdef *init = NULL, *train = NULL;
+  dp_workspace* ws = NULL;
+  dp_net *init_net = NULL, *train_net = NULL;
+  dp_training_options topt = DP_TRAINING_OPTIONS_INIT;
+  dp_net_options nopt = DP_NET_OPTIONS_INIT;
+  dp_tensor* t = NULL;
+  int ok = 0, step;
+  topt.memory = mode;
+  nopt.memory = net_mode;
+  if (!EXPECT_OK(dp_model_from_json(kModelJson, strlen(kModelJson), &model)) ||
+      !EXPECT_OK(dp_model_build_training(model, &topt, &init, &train, NULL)))
+    goto done;
+  ws = new_workspace();
+  if (ws == NULL || !EXPECT_OK(dp_net_create(ws, init, NULL, &init_net)) ||
+      !EXPECT_OK(dp_net_create(ws, train, &nopt, &train_net)) || !EXPECT_OK(dp_net_run(init_net)))
+    goto done;
+  g_lcg = 4242u;
+  for (step = 0; step < 5; ++step)
+    if (!feed_batch(ws) || !EXPECT_OK(dp_net_run(train_net))) goto done;
+  if (!EXPECT_OK(dp_workspace_fetch(ws, "w", &t)) || !EXPECT_OK(dp_tensor_copy_to(t, w, 12 * sizeof(float)))) goto done;
+  dp_tensor_free(t);
+  t = NULL;
+  if (!EXPECT_OK(dp_workspace_fetch(ws, "b", &t)) || !EXPECT_OK(dp_tensor_copy_to(t, b, 3 * sizeof(float)))) goto done;
+  mem->struct_size = sizeof *mem;
+  if (!EXPECT_OK(dp_net_memory_stats(train_net, DP_DEVICE_CPU, 0, mem))) goto done;
+  /* The logits are a temporary unless the net keeps every blob. */
+  dp_tensor_free(t);
+  t = SENTINEL;
+  if (mem->mode == DP_MEMORY_KEEP) {
+    if (EXPECT_OK(dp_workspace_fetch(ws, "logits", &t))) dp_tensor_free(t);
+  } else {
+    EXPECT_ERR(dp_workspace_fetch(ws, "logits", &t), DP_ERR_NOT_FOUND, "memory plan");
+    CHECK(t == SENTINEL);
+  }
+  t = NULL;
+  CHECK(near(fetch_scalar(ws, "optimizer/lr"), 0.5, 1e-6)); /* kept: an output of the train net */
+  ok = 1;
+done:
+  if (t != SENTINEL) dp_tensor_free(t);
+  dp_net_free(train_net);
+  dp_net_free(init_net);
+  dp_workspace_free(ws);
+  dp_netdef_free(init);
+  dp_netdef_free(train);
+  dp_model_free(model);
+  return ok;
+}
+
+static void test_memory_modes(void) {
+  float w[3][12], b[3][3];
+  dp_net_memory mem[3], untouched;
+  const int32_t modes[3] = {DP_MEMORY_KEEP, DP_MEMORY_DEFAULT, DP_MEMORY_FREE};
+  int i;
+  for (i = 0; i < 3; ++i)
+    if (!train_with_memory(modes[i], DP_MEMORY_DEFAULT, w[i], b[i], &mem[i])) return;
+  for (i = 1; i < 3; ++i) { /* bit for bit what keeping every blob gives */
+    CHECK(memcmp(w[i], w[0], sizeof w[0]) == 0);
+    CHECK(memcmp(b[i], b[0], sizeof b[0]) == 0);
+  }
+  CHECK(mem[0].mode == DP_MEMORY_KEEP && mem[0].temporaries == 0 && mem[0].slots == 0);
+  CHECK(mem[1].mode == DP_MEMORY_SHARE && mem[1].temporaries > 0 && mem[1].slots > 0 && mem[1].slot_bytes > 0);
+  CHECK(mem[2].mode == DP_MEMORY_FREE && mem[2].temporaries == mem[1].temporaries && mem[2].slot_bytes == 0);
+  for (i = 0; i < 3; ++i) CHECK(mem[i].peak_bytes >= mem[i].bytes_in_use && mem[i].peak_bytes > 0);
+  CHECK(mem[1].peak_bytes < mem[0].peak_bytes);
+  CHECK(mem[2].bytes_in_use < mem[0].bytes_in_use);
+  /* The net's option overrides the definition's mode. */
+  if (train_with_memory(DP_MEMORY_DEFAULT, DP_MEMORY_KEEP, w[1], b[1], &mem[1])) {
+    CHECK(mem[1].mode == DP_MEMORY_KEEP);
+    CHECK(memcmp(w[1], w[0], sizeof w[0]) == 0);
+  }
+  /* Bad values: INVALID_ARGUMENT naming the option, out-parameters untouched. */
+  {
+    dp_model* model = NULL;
+    dp_netdef* out = SENTINEL;
+    dp_training_options topt = DP_TRAINING_OPTIONS_INIT;
+    dp_net_options nopt = DP_NET_OPTIONS_INIT;
+    dp_workspace* ws = new_workspace();
+    dp_net* net = SENTINEL;
+    topt.memory = 7;
+    if (EXPECT_OK(dp_model_from_json(kModelJson, strlen(kModelJson), &model)))
+      EXPECT_ERR2(dp_model_build_training(model, &topt, &out, NULL, NULL), DP_ERR_INVALID_ARGUMENT, "options->memory",
+                  "7");
+    CHECK(out == SENTINEL);
+    topt.memory = DP_MEMORY_KEEP;
+    if (ws != NULL && model != NULL && EXPECT_OK(dp_model_build_training(model, &topt, &out, NULL, NULL))) {
+      nopt.memory = -1;
+      EXPECT_ERR(dp_net_create(ws, out, &nopt, &net), DP_ERR_INVALID_ARGUMENT, "options->memory");
+      CHECK(net == SENTINEL);
+      if (EXPECT_OK(dp_net_create(ws, out, NULL, &net))) {
+        untouched.struct_size = 0;
+        EXPECT_ERR(dp_net_memory_stats(net, DP_DEVICE_CPU, 0, &untouched), DP_ERR_INVALID_ARGUMENT, "struct_size");
+        untouched.struct_size = sizeof untouched;
+        untouched.peak_bytes = 99;
+        EXPECT_ERR(dp_net_memory_stats(net, 7, 0, &untouched), DP_ERR_INVALID_ARGUMENT, "device_type");
+        EXPECT_ERR(dp_net_memory_stats(net, DP_DEVICE_CPU, -1, &untouched), DP_ERR_INVALID_ARGUMENT, "device_id");
+        CHECK(untouched.peak_bytes == 99);
+        /* An older caller's shorter struct: only the fields it has are written. */
+        untouched.struct_size = (uint32_t)(offsetof(dp_net_memory, peak_bytes));
+        untouched.mode = 99;
+        EXPECT_OK(dp_net_memory_stats(net, DP_DEVICE_CPU, 0, &untouched));
+        CHECK(untouched.mode == DP_MEMORY_KEEP && untouched.peak_bytes == 99);
+        dp_net_free(net);
+      }
+      EXPECT_ERR(dp_net_memory_stats(NULL, DP_DEVICE_CPU, 0, &untouched), DP_ERR_INVALID_ARGUMENT, "net");
+      dp_netdef_free(out);
+    }
+    dp_workspace_free(ws);
+    dp_model_free(model);
+  }
+}
+
 static void test_model_errors(void) {
   dp_model* m = SENTINEL;
   EXPECT_ERR(dp_model_from_json("{", 1, &m), DP_ERR_PARSE, "model JSON");
@@ -2461,6 +2577,7 @@ static const test_case kTests[] = {
     {"net_lifetimes", test_net_lifetimes},
     {"add_gradients", test_add_gradients},
     {"model_training", test_model_training},
+    {"memory_modes", test_memory_modes},
     {"model_errors", test_model_errors},
     {"parallelize", test_parallelize},
     {"read_idx", test_read_idx},

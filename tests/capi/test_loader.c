@@ -399,6 +399,7 @@ static void test_parallel_in_place(void) {
   float* x = malloc(32 * 784 * sizeof(float));
   int32_t y[32];
   int i, step, fed;
+  po.memory = DP_MEMORY_KEEP; /* the replicas' shards of the batch are read after the step */
   if (!CHECK(root != NULL && x != NULL)) {
     free(x);
     return;

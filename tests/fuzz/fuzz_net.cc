@@ -11,10 +11,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!Ok(dp_netdef_from_buffer(data, size, &def))) return 0;
 #endif
   CheckNetRoundTrip(def);
-  dp_workspace* ws = CappedWorkspace();
-  FeedSmallInputs(ws, def->def->external_inputs, data, size);
-  CreateAndRun(ws, def);
-  dp_workspace_free(ws);
+  CheckMemoryPlans(def, data, size);
+  // As written, then sharing its temporaries' memory (the plan verified
+  // when the net is made and again, sized, before its second run).
+  for (int32_t memory : {DP_MEMORY_DEFAULT, DP_MEMORY_SHARE}) {
+    dp_workspace* ws = CappedWorkspace();
+    FeedSmallInputs(ws, def->def->external_inputs, data, size);
+    CreateAndRun(ws, def, memory);
+    dp_workspace_free(ws);
+  }
   dp_netdef_free(def);
   return 0;
 }

@@ -11,10 +11,14 @@
 #include <cstring>
 #include <unistd.h>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "capi/handles.h"  // to read a definition's external inputs
+#include "core/error.h"
 #include "dp/dp.h"
+#include "graph/memory_plan.h"
+#include "graph/task_graph.h"
 
 namespace dp::fuzz {
 
@@ -91,9 +95,48 @@ inline void FeedSmallInputs(dp_workspace* ws, const std::vector<std::string>& na
 
 // Creates and runs `def` in `ws` (twice: re-runs take another path), then
 // fetches its outputs. Returns whether the runs succeeded.
-inline bool CreateAndRun(dp_workspace* ws, const dp_netdef* def) {
+// Every memory plan of an accepted net passes the verifier: sharing and
+// freeing, against the dependency graph (the async executor's orders) and
+// the list order (the simple executor's), first fit and, with sizes drawn
+// from the input, best fit with scratch.
+inline void CheckMemoryPlans(const dp_netdef* def, const uint8_t* data, size_t size) {
+  const NetDef& net = *def->def;
+  std::vector<DeviceOption> devices;
+  for (const auto& op : net.ops) devices.push_back(net.OpDevice(op));
+  const TaskGraph dag = BuildTaskGraph(net, devices);
+  const TaskGraph list = ListOrderGraph(net.ops.size());
+  std::unordered_map<std::string, size_t> sizes;
+  std::vector<size_t> scratch;
+  size_t k = 0;
+  auto draw = [&]() -> size_t {
+    if (size == 0) return 0;
+    const size_t byte = data[k % size];
+    ++k;
+    return byte << (k % 13);
+  };
+  for (const auto& op : net.ops) {
+    for (const auto& out : op.outputs) sizes[out] = draw();
+    scratch.push_back(k % 3 == 0 ? 0 : draw());
+  }
+  for (const TaskGraph* order : {&dag, &list})
+    for (MemoryMode mode : {MemoryMode::kShare, MemoryMode::kFree})
+      for (bool sized : {false, true}) {
+        try {
+          const MemoryPlan plan =
+              PlanMemory(net, *order, devices, mode, {}, sized ? &sizes : nullptr, sized ? &scratch : nullptr);
+          VerifyMemoryPlan(net, *order, devices, plan);
+        } catch (const Error& e) {
+          Broken("the memory plan of an accepted net failed its verifier:", e.what());
+        }
+      }
+}
+
+inline bool CreateAndRun(dp_workspace* ws, const dp_netdef* def, int32_t memory = DP_MEMORY_DEFAULT) {
   dp_net* net = nullptr;
-  if (!Ok(dp_net_create(ws, def, nullptr, &net))) return false;
+  dp_net_options options;
+  dp_net_options_init(&options, sizeof options);
+  options.memory = memory;
+  if (!Ok(dp_net_create(ws, def, &options, &net))) return false;
   bool ok = Ok(dp_net_run(net)) && Ok(dp_net_run(net));
   for (const std::string& name : def->def->external_outputs) {
     dp_tensor* t = nullptr;

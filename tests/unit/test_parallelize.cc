@@ -461,6 +461,7 @@ TEST_CASE("parallelize: bad options and batches give clear errors") {
   ExpectError([&] { train.Run(); }, Code::kShape, {"SplitBatch", "a batch of 10", "3 devices"});  // data or label
   ParallelizeOptions uneven = Cpus(3);
   uneven.uneven_split = true;
+  uneven.memory = MemoryMode::kKeep;  // the replicas' shards are read after the step
   ParallelNets u = Parallelize(m, uneven);
   auto wu = std::make_shared<Workspace>();
   Net(std::make_shared<const NetDef>(u.init), wu).Run();

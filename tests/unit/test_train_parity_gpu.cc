@@ -74,10 +74,11 @@ struct Trainer {
   std::unique_ptr<Net> train;
   std::string scope;
 
-  Trainer(const ModelDef& m, DeviceType type) {
+  Trainer(const ModelDef& m, DeviceType type, MemoryMode memory = MemoryMode::kShare) {
     ParallelizeOptions o;
     o.device_type = type;
     o.device_ids = {0};
+    o.memory = memory;
     nets = Parallelize(m, o);
     scope = nets.scopes.at(0);
     Net(std::make_shared<const NetDef>(nets.init), ws).Run();
@@ -117,6 +118,31 @@ void CheckTrainsAlike(const std::string& file) {
 TEST_CASE("GPU: the sample's MLP trains on cuda:0 as on cpu:0") { CheckTrainsAlike("fashion_mlp.json"); }
 
 TEST_CASE("GPU: the sample's CNN trains on cuda:0 as on cpu:0") { CheckTrainsAlike("fashion_cnn.json"); }
+
+// The memory plan on CUDA (docs/MEMORY.md): sharing blocks and freeing after
+// use give the bits of keeping every blob, and less device memory.
+TEST_CASE("GPU: the sample's models train bit for bit alike on cuda:0 with and without the memory plan") {
+  for (const std::string file : {"fashion_mlp.json", "fashion_cnn.json"}) {
+    CAPTURE(file);
+    const ModelDef m = ModelFromFile(NetsDir() + file);
+    Trainer keep(m, DeviceType::kCUDA, MemoryMode::kKeep), share(m, DeviceType::kCUDA, MemoryMode::kShare),
+        free(m, DeviceType::kCUDA, MemoryMode::kFree);
+    for (int s = 0; s < 5; ++s) {
+      const float lk = keep.Step(s), ls = share.Step(s), lf = free.Step(s);
+      CHECK_MESSAGE(ls == lk, "step ", s);
+      CHECK_MESSAGE(lf == lk, "step ", s);
+    }
+    for (const auto& p : m.params) {
+      CHECK_MESSAGE(HostFloats(*share.ws, share.scope + p) == HostFloats(*keep.ws, keep.scope + p), p);
+      CHECK_MESSAGE(HostFloats(*free.ws, free.scope + p) == HostFloats(*keep.ws, keep.scope + p), p);
+    }
+    const DeviceOption gpu{DeviceType::kCUDA, 0};
+    MESSAGE(file, ": cuda:0 peak ", keep.ws->budget()->peak(gpu), " bytes keep, ", share.ws->budget()->peak(gpu),
+            " share, ", free.ws->budget()->peak(gpu), " free");
+    CHECK(share.ws->budget()->peak(gpu) < keep.ws->budget()->peak(gpu));
+    CHECK(free.ws->budget()->peak(gpu) < keep.ws->budget()->peak(gpu));
+  }
+}
 
 }  // namespace
 

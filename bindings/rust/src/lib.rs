@@ -51,12 +51,12 @@ pub use checkpoint::{CheckpointInfo, CheckpointJob, TensorInfo};
 pub use error::{code_name, Code, Error, Result};
 pub use loader::{Loader, LoaderBatch, LoaderInput};
 pub use model::{BlobList, Model, ModelNet, OptimizerInfo, ParallelModel, TrainingNets};
-pub use net::{AsyncRun, Canceller, Net};
+pub use net::{AsyncRun, Canceller, Net, NetMemoryStats};
 pub use netdef::{ArgDef, ArgKind, NetDef, OpDef};
 pub use opschema::{op_types, ArgValue, GradientKind, InplacePair, InplaceRule, OpArg, OpSchema};
 pub use options::{
     ComputedParams, CudaCollectives, DeviceType, Executor, GradientOptions, InferenceOptions, LoadOptions,
-    LoaderOptions, NetOptions, ParallelOptions, SaveOptions, TrainingOptions, WorkspaceOptions,
+    LoaderOptions, Memory, NetOptions, ParallelOptions, SaveOptions, TrainingOptions, WorkspaceOptions,
 };
 pub use tensor::{dtype_name, dtype_size, DType, Element, Tensor};
 pub use workspace::Workspace;

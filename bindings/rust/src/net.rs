@@ -5,7 +5,7 @@
 //! workspace's borrowed blob memory `'d` alive for as long as the net runs).
 use crate::error::{check, Code, Result};
 use crate::netdef::NetDef;
-use crate::options::NetOptions;
+use crate::options::{DeviceType, Memory, NetOptions};
 use crate::sys;
 use crate::util::buffer_string;
 use crate::workspace::{RunCall, Workspace};
@@ -64,6 +64,28 @@ impl<'w, 'd> Net<'w, 'd> {
     /// The last run's per-op trace as Chrome trace JSON (needs profile).
     pub fn trace_json(&self) -> Result<String> {
         buffer_string(|o| unsafe { sys::dp_net_trace_json(self.raw, o) })
+    }
+
+    /// The net's memory on device (`device_type`, `device_id`) after its last
+    /// run (dp_net_memory_stats); FailedPrecondition while a run is in
+    /// progress.
+    pub fn memory_stats(&self, device_type: DeviceType, device_id: i32) -> Result<NetMemoryStats> {
+        self.memory_stats_raw(device_type.value(), device_id)
+    }
+
+    /// memory_stats with a raw DP_DEVICE_* value (unknown: InvalidArgument).
+    pub fn memory_stats_raw(&self, device_type: i32, device_id: i32) -> Result<NetMemoryStats> {
+        let mut c: sys::dp_net_memory = unsafe { std::mem::zeroed() };
+        c.struct_size = std::mem::size_of::<sys::dp_net_memory>() as u32;
+        check(unsafe { sys::dp_net_memory_stats(self.raw, device_type, device_id, &mut c) })?;
+        Ok(NetMemoryStats {
+            mode: Memory::from_value(c.mode),
+            peak_bytes: c.peak_bytes,
+            bytes_in_use: c.bytes_in_use,
+            temporaries: c.temporaries,
+            slots: c.slots,
+            slot_bytes: c.slot_bytes,
+        })
     }
 
     /// The ops and their dependencies as Graphviz DOT.
@@ -157,3 +179,20 @@ impl<'n> Canceller<'n> {
     }
 }
 
+/// A net's memory on one device after its last run (dp_net_memory), in bytes
+/// and counts. Since 0.6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetMemoryStats {
+    /// What the net does: Keep, Share or Free.
+    pub mode: Memory,
+    /// The most the workspace held on the device during the last run.
+    pub peak_bytes: u64,
+    /// What it holds there now.
+    pub bytes_in_use: u64,
+    /// Blobs the plan empties after their last use.
+    pub temporaries: u64,
+    /// Share: the blocks they take turns in.
+    pub slots: u64,
+    /// Share: the bytes those blocks hold between runs.
+    pub slot_bytes: u64,
+}

@@ -29,6 +29,39 @@ pub enum Executor {
     Async,
 }
 
+/// What a net does with the memory of its temporaries (DP_MEMORY_*; blobs a
+/// run writes and then reads itself: activations, gradients): keep every
+/// blob, share blocks between temporaries whose lives never overlap, or free
+/// each after its last use. With `Share` and `Free` a temporary is empty
+/// after a run. `Default`: a definition's mode (keep) for a net, `Share` for
+/// the builders. Since 0.6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    Default,
+    Keep,
+    Share,
+    Free,
+}
+
+impl Memory {
+    pub(crate) fn value(self) -> i32 {
+        match self {
+            Memory::Default => sys::DP_MEMORY_DEFAULT,
+            Memory::Keep => sys::DP_MEMORY_KEEP,
+            Memory::Share => sys::DP_MEMORY_SHARE,
+            Memory::Free => sys::DP_MEMORY_FREE,
+        }
+    }
+    pub(crate) fn from_value(v: i32) -> Memory {
+        match v {
+            sys::DP_MEMORY_KEEP => Memory::Keep,
+            sys::DP_MEMORY_SHARE => Memory::Share,
+            sys::DP_MEMORY_FREE => Memory::Free,
+            _ => Memory::Default,
+        }
+    }
+}
+
 /// dp_workspace_options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspaceOptions {
@@ -66,6 +99,8 @@ pub struct NetOptions {
     /// misspelt name) fails the run with Code::NotFound before any op runs;
     /// false: a warning through the log callback, once per blob. Since 0.6.
     pub unread_feed_error: bool,
+    /// `Memory::Default`: the definition's. Since 0.6.
+    pub memory: Memory,
 }
 
 impl Default for NetOptions {
@@ -81,6 +116,7 @@ impl Default for NetOptions {
             streams_per_gpu: c.streams_per_gpu,
             profile: c.profile != 0,
             unread_feed_error: c.unread_feed_error != 0,
+            memory: Memory::from_value(c.memory),
         }
     }
 }
@@ -97,6 +133,7 @@ impl NetOptions {
         c.streams_per_gpu = self.streams_per_gpu;
         c.profile = self.profile as i32;
         c.unread_feed_error = self.unread_feed_error as i32;
+        c.memory = self.memory.value();
         c
     }
 }
@@ -112,12 +149,20 @@ pub struct GradientOptions {
     pub stop: Vec<String>,
     /// Seed of the loss gradients; 0 means 1.
     pub loss_scale: f64,
+    /// The net made; `Memory::Default` is `Memory::Share`. Since 0.6.
+    pub memory: Memory,
 }
 
 impl Default for GradientOptions {
     fn default() -> Self {
         let c: sys::dp_gradient_options = c_init(|p, n| unsafe { sys::dp_gradient_options_init(p, n) });
-        GradientOptions { losses: Vec::new(), wrt: Vec::new(), stop: Vec::new(), loss_scale: c.loss_scale }
+        GradientOptions {
+            losses: Vec::new(),
+            wrt: Vec::new(),
+            stop: Vec::new(),
+            loss_scale: c.loss_scale,
+            memory: Memory::from_value(c.memory),
+        }
     }
 }
 
@@ -140,6 +185,7 @@ impl GradientOptions {
         c.stop = stop.as_ptr();
         c.num_stop = stop.len();
         c.loss_scale = self.loss_scale;
+        c.memory = self.memory.value();
         Ok(GradientC { c, _keep: (losses, wrt, stop) })
     }
 }
@@ -151,12 +197,14 @@ pub struct TrainingOptions {
     pub loss_scale: f64,
     /// > 0 replaces the optimizer's base learning rate; 0: the model's.
     pub lr: f64,
+    /// The train net's; `Memory::Default` is `Memory::Share`. Since 0.6.
+    pub memory: Memory,
 }
 
 impl Default for TrainingOptions {
     fn default() -> Self {
         let c: sys::dp_training_options = c_init(|p, n| unsafe { sys::dp_training_options_init(p, n) });
-        TrainingOptions { loss_scale: c.loss_scale, lr: c.lr }
+        TrainingOptions { loss_scale: c.loss_scale, lr: c.lr, memory: Memory::from_value(c.memory) }
     }
 }
 
@@ -165,6 +213,7 @@ impl TrainingOptions {
         let mut c: sys::dp_training_options = c_init(|p, n| unsafe { sys::dp_training_options_init(p, n) });
         c.loss_scale = self.loss_scale;
         c.lr = self.lr;
+        c.memory = self.memory.value();
         c
     }
 }
@@ -267,6 +316,9 @@ pub struct ParallelOptions {
     /// Between the processes of one host (since 0.4): "auto" (shared memory
     /// where usable), "shm" or "tcp"; None: DP_LOCAL_TRANSPORT, else "auto".
     pub local_transport: Option<String>,
+    /// The train and accumulate nets' memory; `Memory::Default` is
+    /// `Memory::Share`. Since 0.6.
+    pub memory: Memory,
 }
 
 impl Default for ParallelOptions {
@@ -306,6 +358,7 @@ impl Default for ParallelOptions {
             network_interface: None,
             run_id: None,
             local_transport: None,
+            memory: Memory::from_value(c.memory),
         }
     }
 }
@@ -363,6 +416,7 @@ impl ParallelOptions {
         c.network_interface = ptr_of(&network_interface);
         c.run_id = ptr_of(&run_id);
         c.local_transport = ptr_of(&local_transport);
+        c.memory = self.memory.value();
         Ok(ParallelC { c, _keep: [store, network_interface, run_id, local_transport] })
     }
 }

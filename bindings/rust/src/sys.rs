@@ -98,6 +98,10 @@ pub const DP_CUDA_COLLECTIVES_NCCL: i32 = 0;
 pub const DP_CUDA_COLLECTIVES_TREE: i32 = 1;
 pub const DP_SHARED_MODEL_ON: i32 = 1;
 pub const DP_SHARED_MODEL_AUTO: i32 = 2;
+pub const DP_MEMORY_DEFAULT: i32 = 0;
+pub const DP_MEMORY_KEEP: i32 = 1;
+pub const DP_MEMORY_SHARE: i32 = 2;
+pub const DP_MEMORY_FREE: i32 = 3;
 
 // Opaque handles: zero-sized, unconstructible, neither Send nor Sync by
 // themselves (the safe wrappers decide per handle).
@@ -179,6 +183,8 @@ pub struct dp_net_options {
     pub streams_per_gpu: i32,
     pub profile: i32,
     pub unread_feed_error: i32,
+    // Since 0.6.
+    pub memory: i32,
 }
 
 #[repr(C)]
@@ -192,6 +198,7 @@ pub struct dp_gradient_options {
     pub stop: *const *const c_char,
     pub num_stop: usize,
     pub loss_scale: f64,
+    pub memory: i32,
 }
 
 #[repr(C)]
@@ -221,6 +228,7 @@ pub struct dp_training_options {
     pub struct_size: u32,
     pub loss_scale: f64,
     pub lr: f64,
+    pub memory: i32,
 }
 
 #[repr(C)]
@@ -261,6 +269,20 @@ pub struct dp_parallel_options {
     pub run_id: *const c_char,
     // Since 0.4.
     pub local_transport: *const c_char,
+    // Since 0.6.
+    pub memory: i32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct dp_net_memory {
+    pub struct_size: u32,
+    pub mode: i32,
+    pub peak_bytes: u64,
+    pub bytes_in_use: u64,
+    pub temporaries: u64,
+    pub slots: u64,
+    pub slot_bytes: u64,
 }
 
 #[repr(C)]
@@ -466,6 +488,8 @@ extern "C" {
     pub fn dp_net_wait(net: *mut dp_net, timeout_ms: i64) -> *mut dp_status;
     pub fn dp_net_cancel(net: *mut dp_net);
     pub fn dp_net_trace_json(net: *const dp_net, out: *mut *mut dp_buffer) -> *mut dp_status;
+    pub fn dp_net_memory_stats(net: *const dp_net, device_type: i32, device_id: i32, out: *mut dp_net_memory)
+        -> *mut dp_status;
     pub fn dp_net_to_dot(net: *const dp_net, out: *mut *mut dp_buffer) -> *mut dp_status;
     pub fn dp_net_free(net: *mut dp_net);
 

@@ -87,16 +87,17 @@ fn struct_sizes_are_the_c_ones() {
     use std::mem::size_of;
     // x86-64/aarch64 LP64 layouts of dp.h's structs.
     assert_eq!(size_of::<dp_workspace_options>(), 16);
-    assert_eq!(size_of::<dp_net_options>(), 24);
-    assert_eq!(size_of::<dp_gradient_options>(), 64);
-    assert_eq!(size_of::<dp_training_options>(), 24);
+    assert_eq!(size_of::<dp_net_options>(), 28);
+    assert_eq!(size_of::<dp_gradient_options>(), 72);
+    assert_eq!(size_of::<dp_training_options>(), 32);
     assert_eq!(size_of::<dp_inference_options>(), 8);
     assert_eq!(size_of::<dp_checkpoint_save_options>(), 32);
     assert_eq!(size_of::<dp_checkpoint_load_options>(), 40);
     assert_eq!(size_of::<dp_build_info>(), 104);
     assert_eq!(size_of::<dp_memory_stats>(), 48);
+    assert_eq!(size_of::<dp_net_memory>(), 48);
     assert_eq!(size_of::<dp_optimizer_info>(), 128);
-    assert_eq!(size_of::<dp_parallel_options>(), 152);
+    assert_eq!(size_of::<dp_parallel_options>(), 160);
     assert_eq!(size_of::<dp_loader_options>(), 48);
     assert_eq!(size_of::<dp_loader_input>(), 32);
 }

@@ -2,7 +2,7 @@
 //! calls, bit for bit; 8 threads train separate nets at once; data
 //! parallelism over CPU replicas.
 use dp::sys;
-use dp::{Model, Net, Tensor, Workspace};
+use dp::{Code, DeviceType, Memory, Model, Net, NetMemoryStats, Tensor, TrainingOptions, Workspace};
 use std::ffi::{CStr, CString};
 use std::ptr;
 
@@ -11,7 +11,12 @@ const STEPS: u64 = 3;
 
 /// Trains STEPS steps with the safe API; returns (losses, state blobs).
 fn train_safe(model: &Model) -> (Vec<f32>, Vec<(String, Vec<u8>)>) {
-    let nets = model.build_training(None).unwrap();
+    train_with(model, None).0
+}
+
+/// train_safe with training options; also the train net's memory figures.
+fn train_with(model: &Model, options: Option<&TrainingOptions>) -> ((Vec<f32>, Vec<(String, Vec<u8>)>), NetMemoryStats) {
+    let nets = model.build_training(options).unwrap();
     // Borrowed feeds must outlive the workspace (the borrow checker insists).
     let labels: Vec<Vec<i32>> = (0..STEPS).map(|s| common::batch(B, s).1).collect();
     let ws = Workspace::new().unwrap();
@@ -26,13 +31,37 @@ fn train_safe(model: &Model) -> (Vec<f32>, Vec<(String, Vec<u8>)>) {
         train.run().unwrap();
         losses.push(ws.fetch("loss").unwrap().as_slice::<f32>().unwrap()[0]);
     }
+    let memory = train.memory_stats(DeviceType::Cpu, 0).unwrap();
+    // A temporary (the first layer's output) is empty after a planned run.
+    match memory.mode {
+        Memory::Keep => assert!(ws.fetch("fc1").is_ok()),
+        _ => assert_eq!(ws.fetch("fc1").err().map(|e| e.code()), Some(Code::NotFound)),
+    }
     drop(train);
     drop(init);
     let state = model.checkpoint_blobs().unwrap().into_iter().map(|n| {
         let bytes = ws.fetch(&n).unwrap().bytes().to_vec();
         (n, bytes)
     });
-    (losses, state.collect())
+    ((losses, state.collect()), memory)
+}
+
+/// Keeping every blob, sharing blocks and freeing after use train the same
+/// bits; the builders share by default.
+#[test]
+fn memory_modes_train_alike() {
+    let model = Model::from_file(&common::fashion_mlp_path()).unwrap();
+    let opts = |memory| TrainingOptions { memory, ..Default::default() };
+    let (keep, mk) = train_with(&model, Some(&opts(Memory::Keep)));
+    let (share, ms) = train_with(&model, None);
+    let (free, mf) = train_with(&model, Some(&opts(Memory::Free)));
+    assert_eq!(keep, share);
+    assert_eq!(keep, free);
+    assert_eq!((mk.mode, mk.temporaries), (Memory::Keep, 0));
+    assert!(ms.mode == Memory::Share && ms.temporaries > 0 && ms.slots > 0 && ms.slot_bytes > 0, "{:?}", ms);
+    assert!(mf.mode == Memory::Free && mf.temporaries == ms.temporaries && mf.slot_bytes == 0, "{:?}", mf);
+    assert!(ms.peak_bytes < mk.peak_bytes, "{:?} {:?}", ms, mk);
+    assert!(model.build_training(Some(&opts(Memory::Default))).is_ok());
 }
 
 unsafe fn ok(s: *mut sys::dp_status) {

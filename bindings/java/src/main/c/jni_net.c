@@ -6,7 +6,7 @@
 
 JNIEXPORT jlong JNICALL FN(netCreate)(JNIEnv* env, jclass c, jlong ws, jlong def, jboolean has_options,
                                       jint executor, jint num_workers, jint streams_per_gpu, jint profile,
-                                      jint unread_feed_error) {
+                                      jint unread_feed_error, jint memory) {
   (void)c;
   dp_net_options o;
   dp_net_options_init(&o, sizeof o);
@@ -15,6 +15,7 @@ JNIEXPORT jlong JNICALL FN(netCreate)(JNIEnv* env, jclass c, jlong ws, jlong def
   o.streams_per_gpu = streams_per_gpu;
   o.profile = profile;
   o.unread_feed_error = unread_feed_error;
+  o.memory = memory;
   dp_net* net = NULL;
   dp_status* s = dp_net_create(DPJ_PTR(dp_workspace, ws), DPJ_PTR(dp_netdef, def), has_options ? &o : NULL, &net);
   return dpj_ok(env, s) ? DPJ_JLONG(net) : 0;
@@ -44,6 +45,17 @@ JNIEXPORT jboolean JNICALL FN(netWait)(JNIEnv* env, jclass c, jlong net, jlong t
 JNIEXPORT void JNICALL FN(netCancel)(JNIEnv* env, jclass c, jlong net) {
   (void)env, (void)c;
   dp_net_cancel(NET(net));
+}
+
+/* values: mode, peak_bytes, bytes_in_use, temporaries, slots, slot_bytes (the Java array has 6). */
+JNIEXPORT void JNICALL FN(netMemoryStats)(JNIEnv* env, jclass c, jlong net, jint type, jint id, jlongArray values) {
+  (void)c;
+  dp_net_memory m = {0};
+  m.struct_size = (uint32_t)sizeof m;
+  if (!dpj_ok(env, dp_net_memory_stats(NET(net), type, id, &m))) return;
+  jlong v[6] = {(jlong)m.mode,        (jlong)m.peak_bytes, (jlong)m.bytes_in_use,
+                (jlong)m.temporaries, (jlong)m.slots,      (jlong)m.slot_bytes};
+  (*env)->SetLongArrayRegion(env, values, 0, 6, v);
 }
 
 JNIEXPORT jbyteArray JNICALL FN(netTraceJson)(JNIEnv* env, jclass c, jlong net) {

@@ -115,7 +115,7 @@ JNIEXPORT jlong JNICALL FN(netdefOp)(JNIEnv* env, jclass c, jlong def, jlong i) 
 
 JNIEXPORT jlong JNICALL FN(netdefAddGradients)(JNIEnv* env, jclass c, jlong def, jobjectArray jlosses,
                                                jobjectArray jwrt, jobjectArray jstop, jdouble loss_scale,
-                                               jobjectArray grad_map_out) {
+                                               jint memory, jobjectArray grad_map_out) {
   (void)c;
   dp_gradient_options o;
   dp_gradient_options_init(&o, sizeof o);
@@ -129,6 +129,7 @@ JNIEXPORT jlong JNICALL FN(netdefAddGradients)(JNIEnv* env, jclass c, jlong def,
     o.wrt = wrt;
     o.stop = stop;
     o.loss_scale = loss_scale;
+    o.memory = memory;
     dp_netdef* out = NULL;
     dp_string_list* map = NULL;
     if (dpj_ok(env, dp_netdef_add_gradients(DEF(def), &o, &out, &map))) {

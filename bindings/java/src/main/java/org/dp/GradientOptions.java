@@ -13,6 +13,8 @@ public final class GradientOptions {
   public List<String> stop;
   /** Seed of the loss gradients; 0 means 1. */
   public double lossScale;
+  /** The net made: {@link NetOptions}.MEMORY_*; DEFAULT (0) is SHARE. Since 0.6. */
+  public int memory;
 
   public GradientOptions losses(String... v) {
     losses = Arrays.asList(v);
@@ -31,6 +33,11 @@ public final class GradientOptions {
 
   public GradientOptions lossScale(double v) {
     lossScale = v;
+    return this;
+  }
+
+  public GradientOptions memory(int v) {
+    memory = v;
     return this;
   }
 }

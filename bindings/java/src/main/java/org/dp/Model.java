@@ -113,7 +113,8 @@ public final class Model extends NativeHandle {
     try {
       long[] out = new long[3];
       boolean has = options != null;
-      Native.modelBuildTraining(p, has, has ? options.lossScale : 0, has ? options.lr : 0, out);
+      Native.modelBuildTraining(p, has, has ? options.lossScale : 0, has ? options.lr : 0, has ? options.memory : 0,
+          out);
       return new TrainingNets(out);
     } finally {
       release();
@@ -154,7 +155,7 @@ public final class Model extends NativeHandle {
           Native.z("Model.parallelize: ParallelOptions.store", o.store), o.timeoutMs,
           Native.z("Model.parallelize: ParallelOptions.networkInterface", o.networkInterface),
           Native.z("Model.parallelize: ParallelOptions.runId", o.runId),
-          Native.z("Model.parallelize: ParallelOptions.localTransport", o.localTransport)));
+          Native.z("Model.parallelize: ParallelOptions.localTransport", o.localTransport), o.memory));
     } finally {
       release();
     }

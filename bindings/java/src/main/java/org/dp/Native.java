@@ -110,7 +110,7 @@ final class Native {
   static native int netdefNumWorkers(long def);
   static native long netdefOp(long def, long i);
   static native long netdefAddGradients(long def, byte[][] losses, byte[][] wrt, byte[][] stop, double lossScale,
-      Object[] gradMapOut);
+      int memory, Object[] gradMapOut);
 
   // --- jni_introspect.c -----------------------------------------------------
   static native String opdefType(long op);
@@ -160,12 +160,13 @@ final class Native {
 
   // --- jni_net.c ------------------------------------------------------------
   static native long netCreate(long ws, long def, boolean hasOptions, int executor, int numWorkers,
-      int streamsPerGpu, int profile, int unreadFeedError);
+      int streamsPerGpu, int profile, int unreadFeedError, int memory);
   static native void netRun(long net);
   static native void netRunAsync(long net);
   static native boolean netWait(long net, long timeoutMs);
   static native void netCancel(long net);
   static native byte[] netTraceJson(long net);
+  static native void netMemoryStats(long net, int deviceType, int deviceId, long[] values);
   static native byte[] netToDot(long net);
   static native void netFree(long net);
 
@@ -181,7 +182,8 @@ final class Native {
   static native long modelNet(long model, int which);
   static native boolean modelHasOptimizer(long model);
   static native void modelGetOptimizer(long model, String[] strings, double[] doubles, long[] longs);
-  static native void modelBuildTraining(long model, boolean hasOptions, double lossScale, double lr, long[] out);
+  static native void modelBuildTraining(long model, boolean hasOptions, double lossScale, double lr, int memory,
+      long[] out);
 
   static native long modelBuildInference(long model, byte[][] outputs, boolean hasOptions, int noFuse);
   static native String[] modelCheckpointBlobs(long model);
@@ -191,7 +193,7 @@ final class Native {
       long bucketBytes, int unevenSplit, int noFuse, double lr, int accumulateSteps, int bmuf,
       double bmufBlockLr, double bmufBlockMomentum, int bmufNoNesterov, int bmufBlockLength,
       int computedParams, int cudaCollectives, int sharedModel, int syncBn, int shardId, int numShards,
-      byte[] store, long timeoutMs, byte[] networkInterface, byte[] runId, byte[] localTransport);
+      byte[] store, long timeoutMs, byte[] networkInterface, byte[] runId, byte[] localTransport, int memory);
   static native void parallelModelNets(long pm, long[] out);
   static native long parallelModelAccumulateNet(long pm);
   static native long parallelModelBlockNet(long pm, int[] outBlockLength);

@@ -33,7 +33,7 @@ public final class Net extends NativeHandle {
         boolean has = options != null;
         long p = Native.netCreate(ws, d, has, has ? options.executor : 0, has ? options.numWorkers : 0,
             has ? options.streamsPerGpu : 0, has && options.profile ? 1 : 0,
-            has && options.unreadFeedError ? 1 : 0);
+            has && options.unreadFeedError ? 1 : 0, has ? options.memory : 0);
         return new Net(p, workspace);
       } finally {
         releaseOrNull(def);
@@ -110,6 +110,22 @@ public final class Net extends NativeHandle {
     long p = acquire();
     try {
       return new String(Native.netTraceJson(p), StandardCharsets.UTF_8);
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * The net's memory on device ({@code deviceType}, {@code deviceId}) after its last run
+   * (dp_net_memory_stats); {@link DpFailedPreconditionException} while a run is in progress. Since
+   * 0.6.
+   */
+  public NetMemoryStats memoryStats(int deviceType, int deviceId) {
+    long p = acquire();
+    try {
+      long[] v = new long[6];
+      Native.netMemoryStats(p, deviceType, deviceId, v);
+      return new NetMemoryStats(v);
     } finally {
       release();
     }

@@ -159,7 +159,7 @@ public final class NetDef extends NativeHandle {
       Object[] map = new Object[1];
       long def = Native.netdefAddGradients(p, Native.z("NetDef.addGradients: losses", options.losses),
           Native.z("NetDef.addGradients: wrt", options.wrt), Native.z("NetDef.addGradients: stop", options.stop),
-          options.lossScale, map);
+          options.lossScale, options.memory, map);
       return new Gradients(new NetDef(def), (String[]) map[0]);
     } finally {
       release();

@@ -5,6 +5,16 @@ public final class NetOptions {
   public static final int EXECUTOR_DEFAULT = 0;
   public static final int EXECUTOR_SIMPLE = 1;
   public static final int EXECUTOR_ASYNC = 2;
+  /**
+   * What a net does with the memory of its temporaries (DP_MEMORY_*; blobs a run writes and then
+   * reads itself: activations, gradients): keep every blob, share blocks between temporaries whose
+   * lives never overlap, or free each after its last use. With SHARE and FREE a temporary is empty
+   * after a run. DEFAULT: a definition's mode (KEEP) for a net, SHARE for the builders. Since 0.6.
+   */
+  public static final int MEMORY_DEFAULT = 0;
+  public static final int MEMORY_KEEP = 1;
+  public static final int MEMORY_SHARE = 2;
+  public static final int MEMORY_FREE = 3;
 
   /** EXECUTOR_*; DEFAULT takes the definition's, else ASYNC for multi-device nets, SIMPLE otherwise. */
   public int executor;
@@ -20,6 +30,8 @@ public final class NetOptions {
    * callback, once per blob. Since 0.6.
    */
   public boolean unreadFeedError;
+  /** MEMORY_*; DEFAULT takes the definition's. Since 0.6. */
+  public int memory;
 
   public NetOptions executor(int v) {
     executor = v;
@@ -43,6 +55,11 @@ public final class NetOptions {
 
   public NetOptions unreadFeedError(boolean v) {
     unreadFeedError = v;
+    return this;
+  }
+
+  public NetOptions memory(int v) {
+    memory = v;
     return this;
   }
 }

@@ -68,6 +68,8 @@ public final class ParallelOptions {
    * DP_LOCAL_TRANSPORT, else "auto".
    */
   public String localTransport;
+  /** The train and accumulate nets' {@link NetOptions}.MEMORY_*; DEFAULT (0) is SHARE. Since 0.6. */
+  public int memory;
 
   /** CPU replicas cpu:0 .. cpu:(n-1). */
   public static ParallelOptions cpu(int n) {

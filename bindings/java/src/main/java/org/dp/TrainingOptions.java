@@ -6,6 +6,8 @@ public final class TrainingOptions {
   public double lossScale;
   /** > 0 replaces the optimizer's base learning rate; 0: the model's. */
   public double lr;
+  /** The train net's {@link NetOptions}.MEMORY_*; DEFAULT (0) is SHARE. Since 0.6. */
+  public int memory;
 
   public TrainingOptions lossScale(double v) {
     lossScale = v;
@@ -14,6 +16,11 @@ public final class TrainingOptions {
 
   public TrainingOptions lr(double v) {
     lr = v;
+    return this;
+  }
+
+  public TrainingOptions memory(int v) {
+    memory = v;
     return this;
   }
 }

@@ -73,6 +73,48 @@ class ModelTest {
     }
   }
 
+  /** Keeping every blob, sharing blocks and freeing after use train the same bits (since 0.6). */
+  @Test
+  void memoryModesTrainAlike() {
+    try (Model m = Model.fromJson(TestSupport.TINY_MODEL)) {
+      float[] keep = null;
+      NetMemoryStats share = null;
+      for (int mode : new int[] {NetOptions.MEMORY_KEEP, NetOptions.MEMORY_DEFAULT, NetOptions.MEMORY_FREE}) {
+        try (TrainingNets defs = m.buildTraining(new TrainingOptions().memory(mode)); Workspace ws = Workspace.create();
+             Net init = Net.create(ws, defs.init); Net train = Net.create(ws, defs.train)) {
+          trainTenSteps(ws, init, train);
+          float[] w = ws.fetchFloats("w");
+          if (keep == null) keep = w;
+          else assertArrayEquals(keep, w);
+          NetMemoryStats st = train.memoryStats(Dp.DEVICE_CPU, 0);
+          assertTrue(st.peakBytes > 0 && st.peakBytes >= st.bytesInUse, st.toString());
+          if (mode == NetOptions.MEMORY_KEEP) {
+            assertEquals(NetOptions.MEMORY_KEEP, st.mode);
+            assertEquals(0, st.temporaries);
+            assertEquals(8 * 3, ws.fetchFloats("logits").length);
+          } else {
+            DpException e = assertThrows(DpNotFoundException.class, () -> ws.fetchFloats("logits"));
+            assertTrue(e.getMessage().contains("memory plan"), e.getMessage());
+            if (mode == NetOptions.MEMORY_DEFAULT) {
+              share = st;
+              assertEquals(NetOptions.MEMORY_SHARE, st.mode);
+              assertTrue(st.slots > 0 && st.slotBytes > 0, st.toString());
+            } else {
+              assertEquals(NetOptions.MEMORY_FREE, st.mode);
+              assertEquals(share.temporaries, st.temporaries);
+              assertEquals(0, st.slotBytes);
+            }
+          }
+          assertThrows(DpInvalidArgumentException.class, () -> train.memoryStats(9, 0));
+        }
+      }
+      assertThrows(DpInvalidArgumentException.class, () -> m.buildTraining(new TrainingOptions().memory(7)));
+      ParallelOptions keepAll = ParallelOptions.cpu(2).shards(1, 0);
+      keepAll.memory = NetOptions.MEMORY_KEEP;
+      assertArrayEquals(trainTwoReplicas(m, ParallelOptions.cpu(2).shards(1, 0)), trainTwoReplicas(m, keepAll));
+    }
+  }
+
   /** A copy per replica, one shared model and the layout dp picks train alike. */
   @Test
   void replicaLayoutsTrainAlike() {
@@ -98,13 +140,18 @@ class ModelTest {
   private static float[] trainTwoReplicas(Model m, ParallelOptions o) {
     try (ParallelModel pm = m.parallelize(o); TrainingNets defs = pm.nets(); Workspace ws = Workspace.create();
          Net init = Net.create(ws, defs.init); Net train = Net.create(ws, defs.train)) {
-      init.run();
-      for (int s = 0; s < 10; ++s) {
-        ws.feed("data", TestSupport.tinyData(s), 8, 4);
-        ws.feed("label", TestSupport.tinyLabels(s), 8);
-        train.run();
-      }
+      trainTenSteps(ws, init, train);
       return ws.fetchFloats("cpu_0/w");
+    }
+  }
+
+  /** The init net, then ten steps on the tiny model's batches. */
+  private static void trainTenSteps(Workspace ws, Net init, Net train) {
+    init.run();
+    for (int s = 0; s < 10; ++s) {
+      ws.feed("data", TestSupport.tinyData(s), 8, 4);
+      ws.feed("label", TestSupport.tinyLabels(s), 8);
+      train.run();
     }
   }
 

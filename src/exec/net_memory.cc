@@ -1,0 +1,140 @@
+#include "exec/net_memory.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/logging.h"
+
+namespace dp {
+
+NetMemory::NetMemory(const NetDef& def, const TaskGraph& graph, const std::vector<DeviceOption>& devices,
+                     Workspace& ws, const std::vector<std::unique_ptr<Operator>>& ops)
+    : def_(def), graph_(graph), devices_(devices), ws_(ws), ops_(ops) {
+  Replan();
+  if (def.ops.size() > kMaxPlannedOps)
+    DP_LOG(kWarning, "net '", def.name, "' has ", def.ops.size(), " ops, more than the ", kMaxPlannedOps,
+           " a memory plan covers: it keeps every blob");
+}
+
+NetMemory::~NetMemory() {
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    ops_[i]->set_observer(nullptr);
+    if (i < scratch_lent_.size() && scratch_lent_[i]) ops_[i]->set_scratch_slot(nullptr);
+  }
+  for (Blob* b : blobs_)
+    if (b) b->UnmarkTransient();
+}
+
+void NetMemory::Replan() {
+  std::set<std::string> keep(kept_.begin(), kept_.end());
+  std::unordered_map<std::string, size_t> sizes;
+  if (sized_)
+    for (size_t t = 0; t < plan_.temporaries.size(); ++t)
+      if (!plan_.temporaries[t].scratch) sizes[plan_.temporaries[t].blob] = sizes_[t];
+  Apply(PlanMemory(def_, graph_, devices_, def_.memory, keep, sized_ ? &sizes : nullptr,
+                   sized_ ? &scratch_sizes_ : nullptr));
+}
+
+void NetMemory::Apply(MemoryPlan plan) {
+  VerifyMemoryPlan(def_, graph_, devices_, plan);
+  for (Blob* b : blobs_) b->UnmarkTransient();
+  std::vector<std::shared_ptr<StorageSlot>> slots;
+  for (int s = 0; s < plan.num_slots; ++s) slots.push_back(std::make_shared<StorageSlot>());
+  scratch_lent_.resize(ops_.size());
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    Operator& op = *ops_[i];
+    op.set_observer(plan.op_temporaries[i].empty() ? nullptr : this);
+    for (int o = 0; o < static_cast<int>(op.output_blobs().size()); ++o) op.set_output_slot(o, nullptr);
+    // kFree: every op's scratch is freed when its kernel returns.
+    const int scratch = plan.op_scratch_slot[i];
+    std::shared_ptr<StorageSlot> lend = scratch >= 0                       ? slots[static_cast<size_t>(scratch)]
+                                        : plan.mode == MemoryMode::kFree ? free_slot_
+                                                                         : nullptr;
+    if (lend || scratch_lent_[i]) op.set_scratch_slot(lend);
+    scratch_lent_[i] = lend != nullptr;
+  }
+  std::vector<Blob*> blobs;
+  for (const MemoryPlan::Temporary& t : plan.temporaries) {
+    Blob* b = t.scratch ? nullptr : ws_.CreateBlob(t.blob);
+    if (b) b->MarkTransient();
+    blobs.push_back(b);
+    if (t.slot < 0 || t.scratch) continue;
+    for (int op : t.accessors) {
+      const auto& outs = def_.ops[static_cast<size_t>(op)].outputs;
+      for (size_t o = 0; o < outs.size(); ++o)
+        if (outs[o] == t.blob) ops_[static_cast<size_t>(op)]->set_output_slot(static_cast<int>(o), slots[static_cast<size_t>(t.slot)]);
+    }
+  }
+  const size_t n = plan.temporaries.size();
+  remaining_ = std::make_unique<std::atomic<int32_t>[]>(n);
+  sizes_.assign(n, 0);
+  blobs_ = std::move(blobs);
+  slots_ = std::move(slots);  // the old slots' parked storage goes back now
+  plan_ = std::move(plan);
+  ran_ = false;
+}
+
+void NetMemory::BeginRun() {
+  if (plan_.mode == MemoryMode::kKeep) return;
+  bool replan = false;
+  const uint64_t added = ws_.feeds().readers_added();
+  if (added != readers_seen_) {
+    readers_seen_ = added;
+    std::vector<std::string> names;
+    for (const auto& t : plan_.temporaries)
+      if (!t.scratch) names.push_back(t.blob);
+    std::vector<std::string> read = ws_.feeds().ReadAmong(names);
+    if (!read.empty()) {
+      DP_LOG(kInfo, "net '", def_.name, "': ", read.size(), " temporaries are read by another net (first '",
+             read.front(), "'): its memory plan keeps them whole");
+      kept_.insert(kept_.end(), read.begin(), read.end());
+      replan = true;
+    }
+  }
+  // Sizes from a run that completed: every temporary was released.
+  if (plan_.mode == MemoryMode::kShare && ran_ && !sized_) {
+    bool complete = true;
+    for (size_t t = 0; t < plan_.temporaries.size(); ++t)
+      complete = complete && remaining_[t].load(std::memory_order_relaxed) == 0;
+    if (complete) {
+      sized_ = true;
+      replan = true;
+      scratch_sizes_.clear();  // what each op's own scratch came to
+      for (const auto& op : ops_) scratch_sizes_.push_back(op->scratch_bytes());
+    }
+  }
+  if (replan) Replan();
+  for (size_t t = 0; t < plan_.temporaries.size(); ++t)
+    remaining_[t].store(plan_.temporaries[t].scratch ? 0 : static_cast<int32_t>(plan_.temporaries[t].accessors.size()),
+                        std::memory_order_relaxed);
+  ran_ = true;
+}
+
+void NetMemory::OpFinished(size_t op_index) noexcept {
+  for (int t : plan_.op_temporaries[op_index])
+    if (remaining_[static_cast<size_t>(t)].fetch_sub(1, std::memory_order_acq_rel) == 1) Release(t);
+}
+
+void NetMemory::Release(int temporary) noexcept {
+  const size_t t = static_cast<size_t>(temporary);
+  std::shared_ptr<Tensor> held = blobs_[t]->Release<Tensor>();
+  if (!held) return;  // empty, or not a tensor: left as it is
+  std::shared_ptr<Storage> storage = held->storage();
+  sizes_[t] = storage ? storage->nbytes() : 0;
+  const int slot = plan_.temporaries[t].slot;
+  const bool sole_tensor = held.use_count() == 1;
+  held.reset();
+  // Parked only when nobody else sees it; the larger block stays.
+  if (slot >= 0 && sole_tensor && storage && storage.use_count() == 1 && storage->library_owned()) {
+    StorageSlot& s = *slots_[static_cast<size_t>(slot)];
+    if (s.parked_bytes() < storage->nbytes()) s.Park(std::move(storage));
+  }
+}
+
+uint64_t NetMemory::slot_bytes() const {
+  uint64_t total = 0;
+  for (const auto& s : slots_) total += s->parked_bytes();
+  return total;
+}
+
+}  // namespace dp
