@@ -4,10 +4,13 @@
 // everywhere; the CUDA half is test_device_parity_gpu.cc.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "device_parity.h"
 #include "gradient_checker.h"
@@ -62,6 +65,70 @@ TEST_CASE("the gradient makers of the parity cases pass float64 finite differenc
     ++checked;
   }
   MESSAGE(checked, " cases checked");
+}
+
+// The case's op with its outputs in memory a memory plan lends them
+// (docs/MEMORY.md): blocks that other blobs, filled with NaN just before,
+// left (ConstantFill junk_k, alive together, then read by Copy), and after
+// the first run blocks the plan sizes for them and for the op's scratch.
+// The outputs are copied out as the net's external outputs. Three runs; the
+// bytes of each must be what the op gives in memory of its own.
+std::vector<std::vector<uint8_t>> RunInLentMemory(const Case& c, const std::vector<Tensor>& inputs, MemoryMode mode,
+                                                  const std::vector<size_t>& output_bytes) {
+  auto def = std::make_shared<NetDef>();
+  def->name = "lent_" + c.name;
+  def->memory = mode;
+  auto ws = std::make_shared<Workspace>();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (ws->HasBlob(c.op.inputs[i])) continue;
+    ws->Feed(c.op.inputs[i], inputs[i]);
+    def->external_inputs.push_back(c.op.inputs[i]);
+  }
+  const size_t n = c.op.outputs.size();
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t floats = static_cast<int64_t>(std::max<size_t>(output_bytes[k], 4) + 3) / 4;
+    def->ops.push_back(MakeOperatorDef("ConstantFill", {}, {"junk_" + std::to_string(k)},
+                                       {MakeArg("shape", std::vector<int64_t>{floats}), MakeArg("value", std::nan(""))}));
+  }
+  for (size_t k = 0; k < n; ++k) {
+    def->ops.push_back(MakeOperatorDef("Copy", {"junk_" + std::to_string(k)}, {"sink_" + std::to_string(k)}));
+    def->external_outputs.push_back("sink_" + std::to_string(k));
+  }
+  def->ops.push_back(c.op);
+  for (size_t k = 0; k < n; ++k) {
+    def->ops.push_back(MakeOperatorDef("Copy", {c.op.outputs[k]}, {"result_" + std::to_string(k)}));
+    def->external_outputs.push_back("result_" + std::to_string(k));
+  }
+  NetOptions simple;
+  simple.executor = ExecutorKind::kSimple;
+  Net net(def, ws, simple);
+  std::vector<std::vector<uint8_t>> runs;
+  for (int run = 0; run < 3; ++run) {
+    net.Run();
+    for (size_t k = 0; k < n; ++k) {
+      const Tensor t = ws->GetTensor("result_" + std::to_string(k));
+      const auto* p = static_cast<const uint8_t*>(t.raw_data());
+      runs.emplace_back(p, p + t.nbytes());
+    }
+  }
+  return runs;
+}
+
+TEST_CASE("every parity case gives the same bits with its outputs and scratch in lent, stale memory") {
+  int planned = 0;
+  for (const Case& c : AllCases()) {
+    CAPTURE(c.name);
+    const auto inputs = parity::MakeInputs(c);
+    std::vector<size_t> bytes;
+    for (const Tensor& t : parity::RunCase(c, inputs, DeviceOption{})) bytes.push_back(t.nbytes());
+    const auto own = RunInLentMemory(c, inputs, MemoryMode::kKeep, bytes);
+    for (MemoryMode mode : {MemoryMode::kShare, MemoryMode::kFree}) {
+      CAPTURE(std::string(MemoryModeName(mode)));
+      CHECK(RunInLentMemory(c, inputs, mode, bytes) == own);
+    }
+    ++planned;
+  }
+  MESSAGE(planned, " cases run in lent memory");
 }
 
 // Without a case, a CUDA kernel would never be compared with its CPU twin.
