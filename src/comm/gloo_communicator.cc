@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <gloo/allgather_ring.h>
@@ -18,6 +19,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "core/error.h"
+#include "core/half_float.h"
 #include "core/logging.h"
 
 namespace dp {
@@ -55,6 +57,19 @@ constexpr int64_t kMaxPiece = int64_t{1} << 30;
 // context ran a 64 KiB allreduce in ~40 ms instead of ~0.3 ms
 // (bench/README.md), so "auto" keeps to the ring.
 constexpr size_t kLargeBytes = size_t{64} << 10;
+
+// A 16-bit float (BFloat16, Half) as Gloo's algorithms sum it: each pair in
+// float, rounded to nearest even (a compressed gradient's bytes on the wire;
+// Gloo has no bfloat16 of its own).
+template <typename H>
+struct Summed16 {
+  H value;
+};
+template <typename H>
+Summed16<H> operator+(Summed16<H> a, Summed16<H> b) {
+  return {FromFloat<H>(ToFloat(a.value) + ToFloat(b.value))};
+}
+static_assert(sizeof(Summed16<BFloat16>) == 2 && sizeof(Summed16<Half>) == 2);
 
 class GlooCommunicator;
 
@@ -166,8 +181,11 @@ class GlooCommunicator final : public Communicator {
       case DType::kFloat64: return PrepareSum<double>(data, count);
       case DType::kInt32: return PrepareSum<int32_t>(data, count);
       case DType::kInt64: return PrepareSum<int64_t>(data, count);
+      case DType::kBFloat16: return PrepareSum<Summed16<BFloat16>>(data, count);
+      case DType::kFloat16: return PrepareSum<Summed16<Half>>(data, count);
       default:
-        DP_THROW(Code::kDType, "AllreduceSum across processes supports float32, float64, int32 and int64, got ",
+        DP_THROW(Code::kDType,
+                 "AllreduceSum across processes supports float32, float64, int32, int64, bfloat16 and float16, got ",
                  DTypeName(dtype));
     }
   }
@@ -239,6 +257,12 @@ class GlooCommunicator final : public Communicator {
           pieces.push_back(std::make_unique<gloo::AllreduceHalvingDoubling<T>>(ctx_, ptrs, len));
         } else if (small) {
           pieces.push_back(std::make_unique<gloo::AllreduceRing<T>>(ctx_, ptrs, len));
+          // The plain ring sums on every rank in that rank's own order: with
+          // three ranks or more, rounding gives floats different bits on
+          // different ranks (replicas would drift apart). Rank 0's sum then
+          // goes to all (a + b == b + a, so two ranks agree already).
+          if (o_.size > 2 && !std::is_integral_v<T>)
+            pieces.push_back(std::make_unique<gloo::BroadcastOneToAll<T>>(ctx_, ptrs, len, 0, 0));
         } else {
           pieces.push_back(std::make_unique<gloo::AllreduceRingChunked<T>>(ctx_, ptrs, len));
         }

@@ -420,7 +420,7 @@ void ShmCommunicator::AllreduceLocked(Regions& rg, int64_t count, DType dtype, c
   int64_t lo, hi;
   SliceOf(count, item, parts, me, &lo, &hi);
   if (parts > 1 && hi > lo)
-    WithSumType(dtype, "shm allreduce", [&](auto zero) {
+    WithProcessSumType(dtype, "shm allreduce", [&](auto zero) {
       ReduceInto<decltype(zero)>(rg.base.data(), parts, me, lo, hi);
     });
   char* mine = rg.base[static_cast<size_t>(me)] + static_cast<size_t>(lo) * item;
@@ -539,8 +539,9 @@ Communicator& ShmCommunicator::Fallback(const std::string& why) {
 std::unique_ptr<BufferedCollective> ShmCommunicator::PrepareBufferedAllreduceSum(int64_t count, DType dtype,
                                                                                  const SliceStepFactory& across) {
   DP_ENFORCE(count >= 0, "AllreduceSum: negative count ", count);
-  DP_ENFORCE_CODE(IsSumType(dtype), Code::kDType,
-                  "AllreduceSum across processes supports float32, float64, int32 and int64, got ", DTypeName(dtype));
+  DP_ENFORCE_CODE(IsProcessSumType(dtype), Code::kDType,
+                  "AllreduceSum across processes supports float32, float64, int32, int64, bfloat16 and float16, got ",
+                  DTypeName(dtype));
   const size_t item = DTypeSize(dtype);
   return SharedOrTcp(
       "allreduce", static_cast<bool>(across),
@@ -608,8 +609,9 @@ void ShmCommunicator::AllreduceSum(void* data, int64_t count, DType dtype) {
 
 void ShmCommunicator::AllreduceSum(void* data, int64_t count, DType dtype, const SliceStep& across) {
   DP_ENFORCE(count >= 0, "AllreduceSum: negative count ", count);
-  DP_ENFORCE_CODE(IsSumType(dtype), Code::kDType,
-                  "AllreduceSum across processes supports float32, float64, int32 and int64, got ", DTypeName(dtype));
+  DP_ENFORCE_CODE(IsProcessSumType(dtype), Code::kDType,
+                  "AllreduceSum across processes supports float32, float64, int32, int64, bfloat16 and float16, got ",
+                  DTypeName(dtype));
   const size_t item = DTypeSize(dtype);
   const int64_t per = static_cast<int64_t>(kScratchBytes / item);
   char* out = static_cast<char*>(data);

@@ -1,12 +1,16 @@
 // The element types collectives sum (float32, float64, int32, int64), as
 // C++ types: WithSumType(dtype, fn) calls fn(T{}) with dtype's type; and
 // the sum itself, in buffer order, which every CPU collective shares.
+// Collectives between processes also sum bfloat16 and binary16 (compressed
+// gradients: half the bytes on the wire): WithProcessSumType.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/half_float.h"
 
 namespace dp {
 
@@ -27,17 +31,47 @@ void WithSumType(DType dtype, const char* what, const Fn& fn) {
   }
 }
 
+inline bool IsProcessSumType(DType dtype) {
+  return IsSumType(dtype) || dtype == DType::kBFloat16 || dtype == DType::kFloat16;
+}
+
+// WithSumType and the 16-bit floats (BFloat16, Half).
+template <typename Fn>
+void WithProcessSumType(DType dtype, const char* what, const Fn& fn) {
+  switch (dtype) {
+    case DType::kBFloat16: fn(BFloat16{}); break;
+    case DType::kFloat16: fn(Half{}); break;
+    default:
+      if (!IsSumType(dtype))
+        DP_THROW(Code::kDType, what, " supports float32, float64, int32, int64, bfloat16 and float16, got ",
+                 DTypeName(dtype));
+      WithSumType(dtype, what, fn);
+  }
+}
+
+template <typename T>
+inline constexpr bool kIsHalfFloat = std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
+
 // out[k] = bufs[0][off + k] + bufs[1][off + k] + ... + bufs[n - 1][off + k]
 // for k < c, summed in buffer order (so every caller gets the same bits);
-// n >= 2, `bufs` point at T elements, out aliases none of them.
+// n >= 2, `bufs` point at T elements, out aliases none of them. 16-bit
+// floats are summed in float and rounded once (to nearest even).
 template <typename T, typename Ptr>
 void SumInOrder(T* out, const Ptr* bufs, size_t n, int64_t off, int64_t c) {
-  const T* b0 = reinterpret_cast<const T*>(bufs[0]) + off;
-  const T* b1 = reinterpret_cast<const T*>(bufs[1]) + off;
-  for (int64_t k = 0; k < c; ++k) out[k] = b0[k] + b1[k];
-  for (size_t i = 2; i < n; ++i) {
-    const T* bi = reinterpret_cast<const T*>(bufs[i]) + off;
-    for (int64_t k = 0; k < c; ++k) out[k] += bi[k];
+  if constexpr (kIsHalfFloat<T>) {
+    for (int64_t k = 0; k < c; ++k) {
+      float sum = ToFloat(reinterpret_cast<const T*>(bufs[0])[off + k]);
+      for (size_t i = 1; i < n; ++i) sum += ToFloat(reinterpret_cast<const T*>(bufs[i])[off + k]);
+      out[k] = FromFloat<T>(sum);
+    }
+  } else {
+    const T* b0 = reinterpret_cast<const T*>(bufs[0]) + off;
+    const T* b1 = reinterpret_cast<const T*>(bufs[1]) + off;
+    for (int64_t k = 0; k < c; ++k) out[k] = b0[k] + b1[k];
+    for (size_t i = 2; i < n; ++i) {
+      const T* bi = reinterpret_cast<const T*>(bufs[i]) + off;
+      for (int64_t k = 0; k < c; ++k) out[k] += bi[k];
+    }
   }
 }
 

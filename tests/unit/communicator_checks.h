@@ -6,12 +6,14 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/half_float.h"
 #include "expect_error.h"
 
 namespace dp::testing {
@@ -28,6 +30,33 @@ void CheckAllreduceOn(Communicator& comm, int r, int size, int64_t count, DType 
   for (int64_t i = 0; i < count; ++i)
     exact = exact && v[static_cast<size_t>(i)] == ranks_sum * static_cast<T>(i % 7 + 1);
   CHECK(exact);
+}
+
+// AllreduceSum of 16-bit floats H (BFloat16, Half: compressed gradients):
+// the small integers above are exact in both for up to 4 ranks; values that
+// round are within the type's rounding of the exact sum (each partial sum
+// rounded once; Gloo's ring rounds at every hop).
+template <typename H>
+void CheckHalfAllreduceOn(Communicator& comm, int r, int size, int64_t count, DType dtype) {
+  std::vector<H> v(static_cast<size_t>(count)), w(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    v[static_cast<size_t>(i)] = FromFloat<H>(static_cast<float>((r + 1) * (i % 7 + 1)));
+    w[static_cast<size_t>(i)] = FromFloat<H>(0.1f * static_cast<float>(r + 1) + 0.0137f * static_cast<float>(i % 97));
+  }
+  comm.AllreduceSum(v.data(), count, dtype);
+  comm.AllreduceSum(w.data(), count, dtype);
+  const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
+  const double ulp = dtype == DType::kBFloat16 ? 1.0 / 256 : 1.0 / 2048;  // half the spacing at 1, twice
+  bool exact = true, near = true;
+  for (int64_t i = 0; i < count; ++i) {
+    exact = exact && ToFloat(v[static_cast<size_t>(i)]) == ranks_sum * static_cast<float>(i % 7 + 1);
+    double want = 0;
+    for (int k = 0; k < size; ++k)
+      want += ToFloat(FromFloat<H>(0.1f * static_cast<float>(k + 1) + 0.0137f * static_cast<float>(i % 97)));
+    near = near && std::abs(ToFloat(w[static_cast<size_t>(i)]) - want) <= ulp * size * std::abs(want);
+  }
+  CHECK(exact);
+  CHECK(near);
 }
 
 // Broadcast from rank 1 (size >= 2) of every length in `lengths`, allgather

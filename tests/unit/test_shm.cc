@@ -129,6 +129,8 @@ TEST_CASE("shm: allreduce sums four dtypes over many sizes, exact on every rank"
       CheckAllreduceOn<double>(comm, r, size, 1001, DType::kFloat64);
       CheckAllreduceOn<int32_t>(comm, r, size, 77, DType::kInt32);
       CheckAllreduceOn<int64_t>(comm, r, size, 3, DType::kInt64);
+      CheckHalfAllreduceOn<BFloat16>(comm, r, size, 1000, DType::kBFloat16);
+      CheckHalfAllreduceOn<Half>(comm, r, size, 2 * scratch_floats + 7, DType::kFloat16);
     });
   }
 }
@@ -402,6 +404,8 @@ TEST_CASE("hierarchical: allreduce, broadcast, allgather in rank order, reduce-s
     for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{1000}, int64_t{300000}})
       CheckAllreduceOn<float>(comm, r, 4, count, DType::kFloat32);
     CheckAllreduceOn<int64_t>(comm, r, 4, 9, DType::kInt64);
+    CheckHalfAllreduceOn<BFloat16>(comm, r, 4, 300000, DType::kBFloat16);
+    CheckHalfAllreduceOn<Half>(comm, r, 4, 1001, DType::kFloat16);
     for (int root = 0; root < 4; ++root) {
       std::vector<int32_t> b(1000, r);
       comm.Broadcast(b.data(), b.size() * 4, root);

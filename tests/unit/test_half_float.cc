@@ -1,0 +1,126 @@
+// core/half_float.h against references: every binary16 and every bfloat16
+// value back and forth, and floats (boundaries, then random bit patterns)
+// rounded to the nearest representable value, ties to even, found in double
+// (and, where the compiler has _Float16, against its conversions too).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/half_float.h"
+
+using namespace dp;
+
+namespace {
+
+// The nearer of two neighbours lo < a <= hi (bit patterns down, down + 1 of
+// one sign), ties to the even pattern.
+uint16_t Nearer(double a, double lo, double hi, uint16_t down) {
+  const uint16_t up = static_cast<uint16_t>(down + 1);
+  if (a - lo < hi - a) return down;
+  if (a - lo > hi - a) return up;
+  return (down & 1) ? up : down;
+}
+
+// binary16 by search: the largest finite magnitude pattern at or below |f|,
+// then the nearer of it and the next (65520, halfway to 2^16, and past:
+// infinity).
+uint16_t ReferenceHalf(float f) {
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  const double a = std::fabs(static_cast<double>(f));
+  if (a >= 65520.0) return sign | 0x7c00;
+  uint16_t lo = 0, hi = 0x7bff;  // HalfToFloat(lo) <= a < HalfToFloat(hi + 1)
+  while (lo < hi) {
+    const uint16_t mid = static_cast<uint16_t>((lo + hi + 1) / 2);
+    if (static_cast<double>(HalfToFloat(Half{mid})) <= a) lo = mid; else hi = static_cast<uint16_t>(mid - 1);
+  }
+  const double vlo = HalfToFloat(Half{lo});
+  if (vlo == a) return sign | lo;
+  const double vhi = lo == 0x7bff ? 65536.0 : static_cast<double>(HalfToFloat(Half{static_cast<uint16_t>(lo + 1)}));
+  return sign | Nearer(a, vlo, vhi, lo);
+}
+
+// bfloat16 by rounding in double: the nearer of the two bfloat16 neighbours
+// of f (ties to the even one), inf past the largest finite.
+uint16_t ReferenceBf16(float f) {
+  const uint32_t u = FloatBits(f);
+  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
+  const uint16_t down = static_cast<uint16_t>(u >> 16);  // toward zero
+  const uint16_t up = static_cast<uint16_t>(down + 1);
+  const double a = std::fabs(static_cast<double>(f));
+  const double lo = std::fabs(static_cast<double>(BFloat16ToFloat(BFloat16{down})));
+  if (lo == a) return down;
+  // Past the largest finite the next step is 2^128: halfway to it rounds to infinity.
+  const double hi = (up & 0x7fff) == 0x7f80 ? std::ldexp(1.0, 128)
+                                            : std::fabs(static_cast<double>(BFloat16ToFloat(BFloat16{up})));
+  return Nearer(a, lo, hi, down);
+}
+
+[[maybe_unused]] bool SameFloat(float a, float b) { return (std::isnan(a) && std::isnan(b)) || FloatBits(a) == FloatBits(b); }
+
+}  // namespace
+
+TEST_CASE("half floats: every binary16 and bfloat16 value goes to float and back unchanged") {
+  int wrong_half = 0, wrong_bf16 = 0;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const uint16_t bits = static_cast<uint16_t>(b);
+    const float f = HalfToFloat(Half{bits});
+#ifdef __FLT16_MAX__
+    _Float16 h;
+    std::memcpy(&h, &bits, sizeof h);
+    if (!SameFloat(f, static_cast<float>(h))) ++wrong_half;
+#endif
+    const bool nan = ((bits >> 10) & 0x1f) == 0x1f && (bits & 0x3ff) != 0;
+    if (!nan && FloatToHalf(f).bits != bits) ++wrong_half;
+    if (nan && !std::isnan(HalfToFloat(FloatToHalf(f)))) ++wrong_half;
+    const float g = BFloat16ToFloat(BFloat16{bits});
+    if (!std::isnan(g) && FloatToBFloat16(g).bits != bits) ++wrong_bf16;
+    if (std::isnan(g) && !std::isnan(BFloat16ToFloat(FloatToBFloat16(g)))) ++wrong_bf16;
+  }
+  CHECK(wrong_half == 0);
+  CHECK(wrong_bf16 == 0);
+}
+
+TEST_CASE("half floats: floats round to nearest even, as the compiler's _Float16 and rounding in double do") {
+  std::vector<float> cases = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e10f,
+                              std::ldexp(1.0f, -14), std::ldexp(1.0f, -24), std::ldexp(1.0f, -25),
+                              std::ldexp(1.5f, -25), std::ldexp(1.0f, -26), std::ldexp(3.0f, -25),
+                              INFINITY, -INFINITY, 3.3895314e38f, 3.4028235e38f, 1.0009765625f, 1.00048828125f};
+  // Every tie and its neighbours around binary16's and bfloat16's roundings.
+  for (int e = -30; e < 17; ++e)
+    for (uint32_t m = 0; m < 64; ++m) {
+      const float base = std::ldexp(1.0f + static_cast<float>(m) / 64.0f, e);
+      for (float f : {base, std::nextafter(base, 0.0f), std::nextafter(base, INFINITY)}) {
+        cases.push_back(f);
+        cases.push_back(-f);
+      }
+    }
+  std::mt19937 gen(20261202);
+  for (int i = 0; i < 2000000; ++i) cases.push_back(BitsFloat(gen()));
+  int wrong_half = 0, wrong_bf16 = 0;
+  float example = 0;
+  for (float f : cases) {
+    if (std::isnan(f)) {
+      wrong_half += std::isnan(HalfToFloat(FloatToHalf(f))) ? 0 : 1;
+      wrong_bf16 += std::isnan(BFloat16ToFloat(FloatToBFloat16(f))) ? 0 : 1;
+      continue;
+    }
+    if (FloatToHalf(f).bits != ReferenceHalf(f) && wrong_half++ == 0) example = f;
+#ifdef __FLT16_MAX__
+    const _Float16 h = static_cast<_Float16>(f);
+    uint16_t bits;
+    std::memcpy(&bits, &h, sizeof bits);
+    if (FloatToHalf(f).bits != bits && wrong_half++ == 0) example = f;
+#endif
+    if (FloatToBFloat16(f).bits != ReferenceBf16(f)) ++wrong_bf16;
+  }
+  CHECK_MESSAGE(wrong_half == 0, "e.g. ", example, " (bits ", FloatBits(example), ")");
+  CHECK(wrong_bf16 == 0);
+  CHECK(FloatToHalf(65520.0f).bits == 0x7c00);        // past 65504: infinity
+  CHECK(FloatToHalf(std::ldexp(1.0f, -25)).bits == 0);  // the tie below the smallest subnormal: even, zero
+  CHECK(FromFloat<BFloat16>(1.0f).bits == 0x3f80);
+  CHECK(ToFloat(FromFloat<Half>(0.5f)) == 0.5f);
+}
