@@ -76,6 +76,14 @@ void ReadShardOptions(const dp_parallel_options* options, dp::ParallelizeOptions
   };
   if (DP_OPTIONS_HAVE(options, memory))
     o.memory = dp::capi::CheckedMemoryMode(options->memory, dp::MemoryMode::kShare, "options->memory", kApi);
+  if (DP_OPTIONS_HAVE(options, gradient_compression)) {
+    const int32_t c = options->gradient_compression;
+    DP_ENFORCE_CODE(c >= DP_GRADIENT_COMPRESSION_NONE && c <= DP_GRADIENT_COMPRESSION_FP16, dp::Code::kInvalidArgument,
+                    kApi, ": options->gradient_compression ", c, " is not a DP_GRADIENT_COMPRESSION_* value");
+    o.gradient_compression = c == DP_GRADIENT_COMPRESSION_BF16   ? dp::DType::kBFloat16
+                             : c == DP_GRADIENT_COMPRESSION_FP16 ? dp::DType::kFloat16
+                                                                 : dp::DType::kUndefined;
+  }
   const char* transport = DP_OPTIONS_HAVE(options, local_transport) ? options->local_transport : nullptr;
   if (transport != nullptr) {
     o.local_transport = transport;

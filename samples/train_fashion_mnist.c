@@ -21,7 +21,7 @@
  *   train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
  *                       [--limit N] [--min-acc A] [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]
- *                       [--checkpoint DIR [--resume] [--keep K]] [--trace FILE]
+ *                       [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16]
  *
  * Several processes: `dp-run -n 2 -- train_fashion_mnist` (or with --devices
  * cpu:N, N devices in each) starts two processes that train one model: each
@@ -49,6 +49,9 @@
  * When stdout is a terminal, a progress line (step, samples/s, time left) is
  * redrawn in place while an epoch trains, a few times a second, and erased
  * before the epoch's line; otherwise nothing but the lines above is printed.
+ * --compress bf16|fp16 (data parallelism) sums the gradients in 16 bits
+ * (dp_parallel_options.gradient_compression): half the bytes between the
+ * processes of dp-run.
  * --trace FILE writes the per-op timings of the last training step as Chrome
  * trace JSON (chrome://tracing, Perfetto), with the workspace's memory over
  * the step as a "memory" counter track (the train net plans its temporaries'
@@ -362,7 +365,7 @@ static void usage(const char* argv0) {
           "usage: %s [--model mlp|cnn|PATH.json] [--epochs E] [--batch B] [--lr LR] [--seed S]\n"
           "          [--data DIR] [--nets DIR] [--limit N] [--min-acc A]\n"
           "          [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]\n"
-          "          [--checkpoint DIR [--resume] [--keep K]] [--trace FILE]\n",
+          "          [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16]\n",
           argv0);
   exit(2);
 }
@@ -493,6 +496,7 @@ int main(int argc, char** argv) {
   int32_t device_type = -1; /* -1: one device, no dp_model_parallelize */
   int32_t shards = 1, shard = 0; /* processes of the job (dp-run), and this one */
   long num_devices = 0;
+  int32_t compression = DP_GRADIENT_COMPRESSION_NONE; /* --compress */
   int32_t ids[64];
   int listed_ids = 0; /* --devices named each device (cuda:0,cuda:1) */
   const char* checkpoint_dir = NULL;
@@ -555,6 +559,15 @@ int main(int argc, char** argv) {
       data_dir = v;
     } else if (strcmp(a, "--nets") == 0) {
       nets_dir = v;
+    } else if (strcmp(a, "--compress") == 0) {
+      if (strcmp(v, "bf16") == 0) {
+        compression = DP_GRADIENT_COMPRESSION_BF16;
+      } else if (strcmp(v, "fp16") == 0) {
+        compression = DP_GRADIENT_COMPRESSION_FP16;
+      } else {
+        fprintf(stderr, "%s: --compress must be bf16 or fp16, got '%s'\n", argv[0], v);
+        return 2;
+      }
     } else {
       usage(argv[0]);
     }
@@ -652,6 +665,7 @@ int main(int argc, char** argv) {
      * spread over the replicas) where their cores share a cache, else a copy
      * each; dp decides. */
     popts.shared_model = DP_SHARED_MODEL_AUTO;
+    popts.gradient_compression = compression;
     check(dp_model_parallelize(app.model, &popts, &app.parallel), "dp_model_parallelize");
     check(dp_parallel_model_nets(app.parallel, &app.init_def, &app.train_def, &app.eval_def),
           "dp_parallel_model_nets");

@@ -117,7 +117,7 @@ tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-30}" || status=1
 # the test (halt_on_error). No suppressions are needed.
 tsan_dir=build-tsan
 tsan_opts="-Dcuda=disabled -Db_sanitize=thread -Ddebug=true -Doptimization=1 -Dsamples=false -Dc_args=-g1 -Dcpp_args=-g1"
-tsan_tests=(async exec core caching_allocator data optimizers collectives comm shm parallelize checkpoint
+tsan_tests=(async exec core caching_allocator data optimizers collectives comm shm parallelize memory_plan checkpoint
   workspace_threads inference)
 if [ ! -f "$tsan_dir/build.ninja" ]; then
   # shellcheck disable=SC2086

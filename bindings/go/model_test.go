@@ -312,6 +312,20 @@ func TestParallelLayouts(t *testing.T) {
 		return w
 	}
 	copies := train(dp.ParallelOptions{})
+	// The gradient allreduce in 16 bits (since 0.6): close to float32's, not its bits.
+	for _, c := range []dp.GradientCompression{dp.CompressionBF16, dp.CompressionFP16} {
+		got := train(dp.ParallelOptions{GradientCompression: c})
+		same := true
+		for i := range got {
+			same = same && got[i] == copies[i]
+			if math.Abs(float64(got[i]-copies[i])) > 2e-2*(1+math.Abs(float64(copies[i]))) {
+				t.Fatal("compression", c, i, got[i], copies[i])
+			}
+		}
+		if same {
+			t.Fatal("compression", c, "changed nothing")
+		}
+	}
 	for _, o := range []dp.ParallelOptions{{SharedModel: true}, {SharedModelAuto: true}, {SharedModelAuto: true, BMUF: true, BMUFBlockLength: 4}} {
 		got := train(o)
 		if len(got) != len(copies) {

@@ -68,7 +68,19 @@ type ParallelOptions struct {
 	// The train and accumulate nets' Memory; MemoryDefault is MemoryShare.
 	// Since 0.6.
 	Memory Memory
+	// The gradient allreduce in 16 bits: half the bytes between processes
+	// (dp_parallel_options.gradient_compression). Since 0.6.
+	GradientCompression GradientCompression
 }
+
+// GradientCompression is DP_GRADIENT_COMPRESSION_*.
+type GradientCompression int32
+
+const (
+	CompressionNone GradientCompression = C.DP_GRADIENT_COMPRESSION_NONE
+	CompressionBF16 GradientCompression = C.DP_GRADIENT_COMPRESSION_BF16
+	CompressionFP16 GradientCompression = C.DP_GRADIENT_COMPRESSION_FP16
+)
 
 func b2i(b bool) C.int32_t {
 	if b {
@@ -145,6 +157,7 @@ func (m *Model) Parallelize(opts *ParallelOptions) (*ParallelModel, error) {
 	c.num_shards = C.int32_t(opts.NumShards)
 	c.timeout_ms = C.int64_t(opts.TimeoutMS)
 	c.memory = C.int32_t(opts.Memory)
+	c.gradient_compression = C.int32_t(opts.GradientCompression)
 	// The strings go to C memory too, freed after the call; "" is NULL.
 	for _, s := range []struct {
 		field string

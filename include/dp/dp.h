@@ -1266,12 +1266,24 @@ typedef struct dp_parallel_options {
   const char* local_transport;
   /* --- Since 0.6 ------------------------------------------------------------ */
   int32_t memory;             /* DP_MEMORY_* of the train and accumulate nets; DEFAULT (0) is SHARE */
+  /* DP_GRADIENT_COMPRESSION_*: the gradient allreduce in 16 bits. Each
+   * contribution (a process's replicas' float sum; in one process, each
+   * replica's gradient) is rounded to bfloat16 or binary16 once, the
+   * contributions are summed in float and the sum rounded once, then cast
+   * back: half the bytes between processes, and gradients within the 16-bit
+   * type's rounding of float32's (binary16 is scaled by 1 / contributions
+   * against overflow). CPU replicas (shared memory, Gloo, one process);
+   * CUDA replicas: DP_ERR_UNIMPLEMENTED. Not with BMUF. NONE (0): float32. */
+  int32_t gradient_compression;
 } dp_parallel_options;
 
 /* Replica 0's values copied to all (the default), their average, or nothing. */
 enum { DP_COMPUTED_PARAMS_BROADCAST = 0, DP_COMPUTED_PARAMS_AVERAGE = 1, DP_COMPUTED_PARAMS_NONE = 2 };
 /* dp_parallel_options.shared_model */
 enum { DP_SHARED_MODEL_OFF = 0, DP_SHARED_MODEL_ON = 1, DP_SHARED_MODEL_AUTO = 2 };
+
+/* dp_parallel_options.gradient_compression (since 0.6) */
+enum { DP_GRADIENT_COMPRESSION_NONE = 0, DP_GRADIENT_COMPRESSION_BF16 = 1, DP_GRADIENT_COMPRESSION_FP16 = 2 };
 
 /* The collectives of CUDA replicas: NCCL's (the default), or the
  * copy-and-sum tree over peer copies. */

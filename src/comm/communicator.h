@@ -17,6 +17,7 @@
 // order (the nets order them with control inputs: parallel/).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -116,6 +117,17 @@ class Communicator {
   // their timeout. Not while a call of this communicator runs on another
   // thread; a no-op when already broken.
   virtual void Abort(const std::string& why) noexcept = 0;
+
+  // Bytes of the buffers this process's allreduces carried since the
+  // communicator was made (count elements of their dtype each run): what a
+  // compressed gradient allreduce halves. Any thread.
+  uint64_t allreduce_bytes() const { return allreduce_bytes_.load(std::memory_order_relaxed); }
+
+ protected:
+  void CountAllreduce(size_t nbytes) { allreduce_bytes_.fetch_add(nbytes, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> allreduce_bytes_{0};
 };
 
 }  // namespace dp

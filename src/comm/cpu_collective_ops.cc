@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -27,11 +28,20 @@
 #include "comm/cpu_collectives.h"
 #include "comm/process_args.h"
 #include "comm/process_group.h"
+#include "core/half_float.h"
 
 namespace dp {
 namespace {
 
 constexpr int kMaxThreads = 1024;
+
+// The Allreduce op's compress argument.
+DType CompressionType(const std::string& compress) {
+  if (compress.empty()) return DType::kUndefined;
+  if (compress == "bf16") return DType::kBFloat16;
+  if (compress == "fp16") return DType::kFloat16;
+  DP_THROW(Code::kInvalidArgument, "compress '", compress, "' must be \"bf16\", \"fp16\" or \"\" (none)");
+}
 
 class CreateCpuCollectivesOp final : public Operator {
  public:
@@ -133,22 +143,33 @@ class AllreduceOp final : public CollectiveOp {
     // with the flag first (the count divides every group). Writable pointers
     // are taken first: copy-on-write keeps the values, so reading them back
     // afterwards is safe.
-    std::vector<std::pair<DType, std::vector<CpuCollectives::Segment>>> groups;
-    if (average_active_) groups.push_back({DType::kFloat32, {}});
+    // Compressed tensors (the first compress_tensors of a device) form a
+    // float32 group of their own.
+    std::vector<Group> groups;
+    if (average_active_) groups.push_back({DType::kFloat32, false, {}});
     for (int j = 0; j < m; ++j) {
       const Tensor& first = Input(In(0, j));
-      auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == first.dtype(); });
-      if (it == groups.end()) it = groups.insert(groups.end(), {first.dtype(), {}});
-      it->second.push_back(Segment(j));
+      const bool compressed = compress_ != DType::kUndefined && j < compress_tensors_;
+      DP_ENFORCE_CODE(!compressed || first.dtype() == DType::kFloat32, Code::kDType, InputDesc(In(0, j)), " is ",
+                      first.DebugString(), ": compressed tensors (compress ", DTypeName(compress_),
+                      ") must be float32");
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [&](const Group& g) { return g.dtype == first.dtype() && g.compressed == compressed; });
+      if (it == groups.end()) it = groups.insert(groups.end(), {first.dtype(), compressed, {}});
+      it->segments.push_back(Segment(j));
     }
     CpuCollectives::Segment flags;
     if (average_active_) flags = Segment(m);
     float count = 0;  // active replicas, once the flags are summed
     for (size_t g = 0; g < groups.size(); ++g) {
-      const DType dtype = groups[g].first;  // (not a structured binding: clang 14 cannot capture one)
-      const auto& segments = groups[g].second;
+      const DType dtype = groups[g].dtype;
+      const auto& segments = groups[g].segments;
       const bool with_flags = average_active_ && g == 0;
       const double s = average_active_ && g > 0 ? ActiveScale(scale, count) : scale;
+      if (groups[g].compressed) {
+        WithHalfType(compress_, [&](auto zero) { AllreduceCompressed<decltype(zero)>(comm, g, segments, s); });
+        continue;
+      }
       if (!comm.peers) {
         if (with_flags) {
           comm.collectives->AllreduceSum({flags}, DType::kFloat32, 1.0);
@@ -191,6 +212,68 @@ class AllreduceOp final : public CollectiveOp {
     }
   }
 
+  struct Group {
+    DType dtype;
+    bool compressed;
+    std::vector<CpuCollectives::Segment> segments;
+  };
+
+  template <typename Fn>
+  static void WithHalfType(DType dtype, const Fn& fn) {
+    if (dtype == DType::kBFloat16)
+      fn(BFloat16{});
+    else
+      fn(Half{});
+  }
+
+  // A float32 group through the 16-bit type H: cast, reduce, cast back,
+  // times `s`. Each contribution is rounded to H once and the contributions
+  // are summed in float and the sum rounded once, so one process's two
+  // replicas give the bits of two processes of one replica each. binary16
+  // (range 65504) is scaled by 1 / contributions before the cast and back
+  // after, so that the sum cannot overflow where each term does not.
+  // Across processes each process's contribution is its replicas' float
+  // sum, and only H's bytes cross: half of float32's.
+  template <typename H>
+  void AllreduceCompressed(const CpuCommunicator& comm, size_t g, const std::vector<CpuCollectives::Segment>& segments,
+                           double s) {
+    const bool half = std::is_same_v<H, Half>;
+    if (!comm.peers) {
+      const float pre = half ? 1.0f / static_cast<float>(num_devices_) : 1.0f;
+      const float post = static_cast<float>((half ? num_devices_ : 1) * s);
+      for (const auto& seg : segments)
+        for (void* b : seg.buffers) {
+          float* p = static_cast<float*>(b);
+          for (int64_t i = 0; i < seg.count; ++i) p[i] = ToFloat(FromFloat<H>(p[i] * pre));
+        }
+      comm.collectives->AllreduceSum(segments, DType::kFloat32, 1.0);
+      for (const auto& seg : segments)
+        for (void* b : seg.buffers) {
+          float* p = static_cast<float*>(b);
+          for (int64_t i = 0; i < seg.count; ++i) p[i] = ToFloat(FromFloat<H>(p[i])) * post;
+        }
+      return;
+    }
+    int64_t total = 0;
+    for (const auto& seg : segments) total += seg.count;
+    if (total == 0) return;
+    const int processes = comm.peers->size();
+    const float pre = half ? 1.0f / static_cast<float>(processes) : 1.0f;
+    const float post = static_cast<float>((half ? processes : 1) * s);
+    StagedCollective& st = Stage(comm, g, total, DTypeOf<H>());
+    float* sums = Scratch<float>(total);  // this process's sum, then the result as it arrives
+    comm.collectives->SumInto(segments, DType::kFloat32, sums);
+    H* in = static_cast<H*>(st.prepared->input());
+    for (int64_t i = 0; i < total; ++i) in[i] = FromFloat<H>(sums[i] * pre);
+    auto sink = [&](const void* piece, size_t off, size_t n) {
+      const H* p = static_cast<const H*>(piece);
+      const int64_t begin = static_cast<int64_t>(off / sizeof(H)), count = static_cast<int64_t>(n / sizeof(H));
+      for (int64_t i = 0; i < count; ++i) sums[begin + i] = ToFloat(p[i]) * post;
+      comm.collectives->CopyOut(sums + begin, segments, DType::kFloat32, 1.0, begin, count);
+    };
+    st.prepared->Run(SinkOf(sink));
+  }
+
   // Tensor j of every device, written in place.
   CpuCollectives::Segment Segment(int j) {
     CpuCollectives::Segment seg;
@@ -201,6 +284,9 @@ class AllreduceOp final : public CollectiveOp {
   }
 
   const bool average_active_ = args().Int("average_active", 0) != 0;
+  // compress "bf16" / "fp16": kBFloat16 / kFloat16; "": kUndefined (none).
+  const DType compress_ = CompressionType(args().String("compress", ""));
+  const int64_t compress_tensors_ = args().Int("compress_tensors", std::numeric_limits<int64_t>::max());
 };
 
 class BroadcastOp final : public CollectiveOp {
@@ -366,6 +452,12 @@ DP_OPERATOR_SCHEMA(Allreduce)
          "ran out of data, which send zeros with flag 0)")
     .Arg("key", ArgKind::kString, ArgDefault::Described("this op's own"),
          "names the collective across processes when several ops run it (a bucket in the train and join nets)")
+    .Arg("compress", ArgKind::kString, "",
+         "\"bf16\" or \"fp16\": the float32 tensors cross in 16 bits (each contribution rounded once, summed in "
+         "float, the sum rounded once; fp16 scaled by 1 / contributions against overflow): half the bytes between "
+         "processes; \"\": none")
+    .Arg("compress_tensors", ArgKind::kInt, ArgDefault::Described("all"),
+         "how many of each device's tensors, from the first, are compressed (gradients, not the scalars riding along)")
     .ShapeInference(AllreduceInference)
     .Doc("Sums tensor j over the devices, in device order, into every device's tensor j, in place.");
 

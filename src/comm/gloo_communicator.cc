@@ -79,13 +79,16 @@ class GlooCommunicator;
 // where its newer unbound-buffer API (gloo::allreduce) took ~4 ms per call.
 class GlooPrepared final : public PreparedCollective {
  public:
-  GlooPrepared(GlooCommunicator* comm, const char* what, std::vector<std::unique_ptr<gloo::Algorithm>> pieces)
-      : comm_(comm), what_(what), pieces_(std::move(pieces)) {}
+  // `allreduce_bytes`: what each run of an allreduce carries (0: another collective).
+  GlooPrepared(GlooCommunicator* comm, const char* what, std::vector<std::unique_ptr<gloo::Algorithm>> pieces,
+               size_t allreduce_bytes = 0)
+      : comm_(comm), what_(what), pieces_(std::move(pieces)), allreduce_bytes_(allreduce_bytes) {}
   void Run() override;
 
  private:
   GlooCommunicator* comm_;  // outlives this (prepared collectives belong to ops holding the communicator)
   const char* what_;
+  size_t allreduce_bytes_;
   std::vector<std::unique_ptr<gloo::Algorithm>> pieces_;
 };
 
@@ -237,11 +240,13 @@ class GlooCommunicator final : public Communicator {
   // register buffers and take slots of the context: under the lock and the
   // error handling), ready to run.
   template <typename Build>
-  std::unique_ptr<GlooPrepared> Prepare(const char* what, const Build& build) {
+  std::unique_ptr<GlooPrepared> Prepare(const char* what, const Build& build, size_t allreduce_bytes = 0) {
     Pieces pieces;
     Call(what, [&] { build(pieces); });
-    return std::make_unique<GlooPrepared>(this, what, std::move(pieces));
+    return std::make_unique<GlooPrepared>(this, what, std::move(pieces), allreduce_bytes);
   }
+
+  friend class GlooPrepared;  // counts its runs' bytes
 
   template <typename T>
   std::unique_ptr<PreparedCollective> PrepareSum(void* data, int64_t count) {
@@ -267,7 +272,7 @@ class GlooCommunicator final : public Communicator {
           pieces.push_back(std::make_unique<gloo::AllreduceRingChunked<T>>(ctx_, ptrs, len));
         }
       }
-    });
+    }, static_cast<size_t>(count) * sizeof(T));
   }
 
   // This process's rank as messages name it.
@@ -313,6 +318,7 @@ void GlooPrepared::Run() {
   comm_->Call(what_, [&] {
     for (auto& piece : pieces_) piece->run();
   });
+  if (allreduce_bytes_ > 0) comm_->CountAllreduce(allreduce_bytes_);
 }
 
 }  // namespace

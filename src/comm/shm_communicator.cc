@@ -412,6 +412,7 @@ void ShmCommunicator::AllreduceLocked(Regions& rg, int64_t count, DType dtype, c
                                       const char* what) {
   const size_t item = DTypeSize(dtype);
   const int me = o_.rank, parts = o_.size;
+  CountAllreduce(static_cast<size_t>(count) * item);
   const uint32_t base = 3 * ++op_;
   const bool hosts = across != nullptr || across_prepared != nullptr;
   in_collective_ = true;

@@ -59,10 +59,18 @@ inline constexpr bool kIsHalfFloat = std::is_same_v<T, BFloat16> || std::is_same
 template <typename T, typename Ptr>
 void SumInOrder(T* out, const Ptr* bufs, size_t n, int64_t off, int64_t c) {
   if constexpr (kIsHalfFloat<T>) {
-    for (int64_t k = 0; k < c; ++k) {
-      float sum = ToFloat(reinterpret_cast<const T*>(bufs[0])[off + k]);
-      for (size_t i = 1; i < n; ++i) sum += ToFloat(reinterpret_cast<const T*>(bufs[i])[off + k]);
-      out[k] = FromFloat<T>(sum);
+    // In blocks, input by input, so that the conversions vectorise.
+    constexpr int64_t kBlock = 256;
+    float acc[kBlock];
+    for (int64_t k0 = 0; k0 < c; k0 += kBlock) {
+      const int64_t len = c - k0 < kBlock ? c - k0 : kBlock;
+      const T* b0 = reinterpret_cast<const T*>(bufs[0]) + off + k0;
+      for (int64_t k = 0; k < len; ++k) acc[k] = ToFloat(b0[k]);
+      for (size_t i = 1; i < n; ++i) {
+        const T* bi = reinterpret_cast<const T*>(bufs[i]) + off + k0;
+        for (int64_t k = 0; k < len; ++k) acc[k] += ToFloat(bi[k]);
+      }
+      for (int64_t k = 0; k < len; ++k) out[k0 + k] = FromFloat<T>(acc[k]);
     }
   } else {
     const T* b0 = reinterpret_cast<const T*>(bufs[0]) + off;

@@ -32,9 +32,10 @@ DP_HD inline float BitsFloat(uint32_t u) {
 
 DP_HD inline BFloat16 FloatToBFloat16(float f) {
   const uint32_t u = FloatBits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<uint16_t>((u >> 16) | 0x0040u)};  // quiet NaN
-  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);  // to nearest, ties to even
-  return BFloat16{static_cast<uint16_t>((u + rounding) >> 16)};
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // to nearest, ties to even
+  const uint32_t nan = (u >> 16) | 0x0040u;                           // quiet NaN
+  // A select, not a branch: loops of conversions vectorise.
+  return BFloat16{static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded)};
 }
 
 DP_HD inline float BFloat16ToFloat(BFloat16 b) { return BitsFloat(static_cast<uint32_t>(b.bits) << 16); }

@@ -63,6 +63,16 @@ void CheckOptions(const ParallelizeOptions& o) {
                     DeviceName({o.device_type, id}), " twice: NCCL cannot run two ranks on one GPU; two replicas ",
                     "on one GPU (a testing aid) need options->cuda_collectives DP_CUDA_COLLECTIVES_TREE");
   }
+  if (o.gradient_compression != DType::kUndefined) {
+    DP_ENFORCE_CODE(o.gradient_compression == DType::kBFloat16 || o.gradient_compression == DType::kFloat16,
+                    Code::kInvalidArgument, kApi, "options->gradient_compression must be bf16 or fp16, got ",
+                    DTypeName(o.gradient_compression));
+    DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU, Code::kUnimplemented, kApi,
+                    "options->gradient_compression is implemented for CPU replicas (shared memory, Gloo and in one "
+                    "process); CUDA replicas' NCCL path in 16 bits is not built yet");
+    DP_ENFORCE_CODE(!o.bmuf.enabled, Code::kInvalidArgument, kApi,
+                    "options->gradient_compression compresses the gradient allreduce, which BMUF does not run");
+  }
   DP_ENFORCE_CODE(o.accumulate_steps >= 1, Code::kInvalidArgument,
                   kApi, "options->accumulate_steps must be >= 1, got ", o.accumulate_steps);
   DP_ENFORCE_CODE(!o.shared_model || o.device_type == DeviceType::kCPU, Code::kInvalidArgument,
@@ -250,6 +260,7 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
   // on cores without a shared cache, batch 64: 1.37-1.42 -> 1.11-1.34 ms.
   constexpr size_t kMaxCopiesSummingInUpdate = 4;
   plan.sum_in_update = plan.shards == 1 && n > 1 && o.device_type == DeviceType::kCPU && !o.bmuf.enabled &&
+                       o.gradient_compression == DType::kUndefined &&
                        (o.shared_model || n <= kMaxCopiesSummingInUpdate);
   return plan;
 }

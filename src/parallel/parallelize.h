@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/dtype.h"
 #include "model/model_def.h"
 
 namespace dp {
@@ -104,6 +105,11 @@ struct ParallelizeOptions {
   std::string local_transport = "auto";
   // The train and accumulate nets' memory mode (graph/memory_plan.h).
   MemoryMode memory = MemoryMode::kShare;
+  // The gradient allreduce in 16 bits (the Allreduce op's compress): half the
+  // bytes between processes. kUndefined: none; kBFloat16 or kFloat16 (scaled
+  // against overflow). CPU replicas; in one process too (the replicas' sums
+  // then round as across processes, and the updates no longer sum them).
+  DType gradient_compression = DType::kUndefined;
 };
 
 struct ParallelNets {

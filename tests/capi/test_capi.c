@@ -1917,6 +1917,58 @@ done:
   return ok;
 }
 
+/* Gradient compression (since 0.6): two CPU replicas whose allreduce goes
+ * through bfloat16 or binary16 train close to float32's, not to its bits. */
+static void test_gradient_compression(void) {
+  dp_model* model = NULL;
+  dp_parallel_model* pm = NULL;
+  dp_parallel_model* untouched = SENTINEL;
+  dp_netdef *init = NULL, *train = NULL;
+  const int32_t ids[2] = {0, 1};
+  const int32_t modes[2] = {DP_GRADIENT_COMPRESSION_BF16, DP_GRADIENT_COMPRESSION_FP16};
+  float plain[12], packed[12];
+  int m, i;
+  if (!EXPECT_OK(dp_model_from_json(kModelJson, strlen(kModelJson), &model))) return;
+  for (m = -1; m < 2; ++m) {
+    dp_parallel_options o = DP_PARALLEL_OPTIONS_INIT;
+    o.device_ids = ids;
+    o.num_devices = 2;
+    o.gradient_compression = m < 0 ? DP_GRADIENT_COMPRESSION_NONE : modes[m];
+    if (!EXPECT_OK(dp_model_parallelize(model, &o, &pm)) || !EXPECT_OK(dp_parallel_model_nets(pm, &init, &train, NULL)) ||
+        !train_five(init, train, "cpu_0/w", m < 0 ? plain : packed))
+      break;
+    if (m >= 0) {
+      int same = 1, near = 1;
+      for (i = 0; i < 12; ++i) {
+        same = same && packed[i] == plain[i];
+        near = near && fabsf(packed[i] - plain[i]) <= 2e-2f * (1.0f + fabsf(plain[i]));
+      }
+      CHECK(!same);
+      CHECK(near);
+    }
+    dp_netdef_free(init);
+    dp_netdef_free(train);
+    init = train = NULL;
+    dp_parallel_model_free(pm);
+    pm = NULL;
+  }
+  {
+    dp_parallel_options o = DP_PARALLEL_OPTIONS_INIT;
+    o.device_ids = ids;
+    o.num_devices = 2;
+    o.gradient_compression = 3;
+    EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "gradient_compression");
+    o.gradient_compression = DP_GRADIENT_COMPRESSION_BF16;
+    o.bmuf = 1;
+    EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "BMUF");
+    CHECK(untouched == SENTINEL);
+  }
+  dp_netdef_free(init);
+  dp_netdef_free(train);
+  dp_parallel_model_free(pm);
+  dp_model_free(model);
+}
+
 static void test_parallelize(void) {
   dp_model* model = NULL;
   dp_parallel_model* pm = NULL;
@@ -2578,6 +2630,7 @@ static const test_case kTests[] = {
     {"add_gradients", test_add_gradients},
     {"model_training", test_model_training},
     {"memory_modes", test_memory_modes},
+    {"gradient_compression", test_gradient_compression},
     {"model_errors", test_model_errors},
     {"parallelize", test_parallelize},
     {"read_idx", test_read_idx},

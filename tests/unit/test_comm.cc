@@ -397,4 +397,84 @@ TEST_CASE("collective ops across two processes of two devices: Allreduce, Broadc
   }
 }
 
+// Compressed gradients: one process's two devices and two processes of one
+// device each give the same bits (each contribution rounded to 16 bits once,
+// summed in float, rounded once), through shared memory and over Gloo; and
+// the result is the float sum within the 16-bit type's rounding.
+TEST_CASE("compressed Allreduce (bf16, fp16): two devices of one process equal two processes, bit for bit") {
+  const int64_t n = 5000;
+  auto values = [&](int who) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      v[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(who)) * 3e-3f;
+    return v;
+  };
+  auto allreduce = [&](int devices, const std::vector<Argument>& comm_args, const std::string& compress, int who) {
+    auto ws = std::make_shared<Workspace>();
+    NetDef net;
+    std::vector<Argument> cargs{MakeArg("num_devices", int64_t{devices})};
+    for (const auto& a : comm_args) cargs.push_back(a);
+    net.ops.push_back(MakeOperatorDef("CreateCpuCollectives", {}, {"comm"}, cargs));
+    std::vector<std::string> xs{"comm"};
+    for (int d = 0; d < devices; ++d) {
+      FeedOwned(*ws, "x" + std::to_string(d), Make<float>({n}, values(who + d)));
+      xs.push_back("x" + std::to_string(d));
+      net.external_inputs.push_back("x" + std::to_string(d));
+    }
+    net.ops.push_back(MakeOperatorDef("Allreduce", xs, std::vector<std::string>(xs.begin() + 1, xs.end()),
+                                      {MakeArg("num_devices", int64_t{devices}), MakeArg("scale", 0.5),
+                                       MakeArg("compress", compress), MakeArg("key", std::string("g"))}));
+    Net(std::make_shared<const NetDef>(net), ws).Run();
+    std::vector<std::vector<float>> out;
+    for (int d = 0; d < devices; ++d) {
+      const Tensor& t = ws->GetBlob("x" + std::to_string(d))->Get<Tensor>();
+      out.emplace_back(t.data<float>(), t.data<float>() + t.numel());
+    }
+    return out;
+  };
+  std::vector<float> exact(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    exact[static_cast<size_t>(i)] = 0.5f * (values(0)[static_cast<size_t>(i)] + values(1)[static_cast<size_t>(i)]);
+  for (const std::string compress : {"bf16", "fp16"}) {
+    CAPTURE(compress);
+    const auto one = allreduce(2, {}, compress, 0);
+    CHECK(one[0] == one[1]);
+    // Three roundings (each contribution, the sum), each within half a unit
+    // in the last place of its term: relative to the terms' magnitude.
+    double worst = 0;
+    const std::vector<float> a = values(0), b = values(1);
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i)
+      worst = std::max(worst, std::fabs(double{one[0][i]} - exact[i]) / (0.5 * (std::fabs(a[i]) + std::fabs(b[i]))));
+    CHECK(worst <= (compress == "bf16" ? 3.0 / 256 : 3.0 / 2048));
+    CHECK(one[0] != exact);  // it did go through 16 bits
+    for (const char* transport : {"auto", "tcp"}) {
+      CAPTURE(transport);
+      TempDir dir("dp_compress");
+      const std::string url = "file://" + dir.Path("store");
+      std::vector<std::vector<std::vector<float>>> got(2);
+      std::vector<std::string> errors(2);
+      std::vector<std::thread> threads;
+      for (int rank = 0; rank < 2; ++rank)
+        threads.emplace_back([&, rank] {
+          try {
+            got[static_cast<size_t>(rank)] =
+                allreduce(1,
+                          {MakeArg("world_size", int64_t{2}), MakeArg("rank", int64_t{rank}), MakeArg("store", url),
+                           MakeArg("timeout_ms", int64_t{20000}), MakeArg("run_id", std::string("c")),
+                           MakeArg("local_transport", std::string(transport))},
+                          compress, rank);
+          } catch (const std::exception& e) {
+            errors[static_cast<size_t>(rank)] = e.what();
+          }
+        });
+      for (auto& t : threads) t.join();
+      for (int rank = 0; rank < 2; ++rank) {
+        CAPTURE(rank);
+        CHECK(errors[static_cast<size_t>(rank)] == "");
+        if (!got[static_cast<size_t>(rank)].empty()) CHECK(got[static_cast<size_t>(rank)][0] == one[0]);
+      }
+    }
+  }
+}
+
 }  // namespace

@@ -178,6 +178,48 @@ TEST_CASE("N CPU replicas on a global batch equal one device on it") {
   }
 }
 
+TEST_CASE("gradient compression (bf16, fp16): replicas stay identical, within the 16-bit rounding of float32") {
+  const int batch = 12, steps = 4;
+  ModelDef m = Mlp(R"({"type": "sgd", "lr": 0.5})");
+  auto want = TrainOneDevice(m, batch, steps);
+  for (DType c : {DType::kBFloat16, DType::kFloat16}) {
+    CAPTURE(DTypeName(c));
+    ParallelizeOptions o = Cpus(2);
+    o.gradient_compression = c;
+    ParallelNets nets = Parallelize(m, o);
+    int compressed = 0;
+    for (const auto& op : nets.train.ops)
+      if (op.type == "Allreduce") {
+        const Argument* a = op.FindArg("compress");
+        compressed += a != nullptr && std::get<std::string>(a->value) == (c == DType::kBFloat16 ? "bf16" : "fp16");
+      }
+    CHECK(compressed == static_cast<int>(nets.buckets.size()));  // every bucket, not summed by the updates
+    auto ws = TrainSteps(nets.init, nets.train, batch, steps);
+    double worst = 0;
+    bool differs = false;
+    for (const auto& p : m.params) {
+      const auto first = Floats(*ws, nets.scopes[0] + p);
+      CHECK(Floats(*ws, nets.scopes[1] + p) == first);
+      worst = std::max(worst, RelErr(first, want[p]));
+      differs = differs || first != want[p];
+    }
+    MESSAGE(DTypeName(c), ": params within ", worst, " of float32's after ", steps, " steps");
+    CHECK(differs);
+    CHECK(worst < (c == DType::kBFloat16 ? 4e-3 : 6e-4));
+  }
+  ParallelizeOptions bad = Cpus(2);
+  bad.gradient_compression = DType::kInt32;
+  ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"gradient_compression", "int32"});
+  bad.gradient_compression = DType::kBFloat16;
+  bad.bmuf.enabled = true;
+  ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"gradient_compression", "BMUF"});
+  ParallelizeOptions gpu;
+  gpu.device_type = DeviceType::kCUDA;
+  gpu.device_ids = {0};
+  gpu.gradient_compression = DType::kFloat16;
+  ExpectError([&] { Parallelize(m, gpu); }, Code::kUnimplemented, {"gradient_compression", "CUDA"});
+}
+
 TEST_CASE("gradient accumulation: K steps of N replicas equal one device on the K global batches together") {
   const int global = 6, k = 3, steps = 3;
   ModelDef m = Mlp(R"({"type": "momentum", "lr": 0.1})");

@@ -319,6 +319,9 @@ pub struct ParallelOptions {
     /// The train and accumulate nets' memory; `Memory::Default` is
     /// `Memory::Share`. Since 0.6.
     pub memory: Memory,
+    /// The gradient allreduce in 16 bits: half the bytes between processes
+    /// (dp_parallel_options.gradient_compression). Since 0.6.
+    pub gradient_compression: GradientCompression,
 }
 
 impl Default for ParallelOptions {
@@ -359,8 +362,22 @@ impl Default for ParallelOptions {
             run_id: None,
             local_transport: None,
             memory: Memory::from_value(c.memory),
+            gradient_compression: match c.gradient_compression {
+                sys::DP_GRADIENT_COMPRESSION_BF16 => GradientCompression::Bf16,
+                sys::DP_GRADIENT_COMPRESSION_FP16 => GradientCompression::Fp16,
+                _ => GradientCompression::None,
+            },
         }
     }
+}
+
+/// DP_GRADIENT_COMPRESSION_*: the gradient allreduce in float32, bfloat16 or
+/// binary16. Since 0.6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GradientCompression {
+    None,
+    Bf16,
+    Fp16,
 }
 
 impl ParallelOptions {
@@ -417,6 +434,11 @@ impl ParallelOptions {
         c.run_id = ptr_of(&run_id);
         c.local_transport = ptr_of(&local_transport);
         c.memory = self.memory.value();
+        c.gradient_compression = match self.gradient_compression {
+            GradientCompression::None => sys::DP_GRADIENT_COMPRESSION_NONE,
+            GradientCompression::Bf16 => sys::DP_GRADIENT_COMPRESSION_BF16,
+            GradientCompression::Fp16 => sys::DP_GRADIENT_COMPRESSION_FP16,
+        };
         Ok(ParallelC { c, _keep: [store, network_interface, run_id, local_transport] })
     }
 }

@@ -102,6 +102,9 @@ pub const DP_MEMORY_DEFAULT: i32 = 0;
 pub const DP_MEMORY_KEEP: i32 = 1;
 pub const DP_MEMORY_SHARE: i32 = 2;
 pub const DP_MEMORY_FREE: i32 = 3;
+pub const DP_GRADIENT_COMPRESSION_NONE: i32 = 0;
+pub const DP_GRADIENT_COMPRESSION_BF16: i32 = 1;
+pub const DP_GRADIENT_COMPRESSION_FP16: i32 = 2;
 
 // Opaque handles: zero-sized, unconstructible, neither Send nor Sync by
 // themselves (the safe wrappers decide per handle).
@@ -271,6 +274,7 @@ pub struct dp_parallel_options {
     pub local_transport: *const c_char,
     // Since 0.6.
     pub memory: i32,
+    pub gradient_compression: i32,
 }
 
 #[repr(C)]

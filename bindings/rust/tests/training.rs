@@ -227,6 +227,12 @@ fn replica_layouts_train_alike() {
         let worst = got.iter().zip(&copies).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         assert!(worst < 1e-5, "layouts differ by {}", worst);
     }
+    // The gradient allreduce in 16 bits (since 0.6): close to float32's, not its bits.
+    for c in [dp::GradientCompression::Bf16, dp::GradientCompression::Fp16] {
+        let got = train(dp::ParallelOptions { gradient_compression: c, ..dp::ParallelOptions::cpu(2) });
+        let worst = got.iter().zip(&copies).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0f32, f32::max);
+        assert!(worst > 0.0 && worst < 2e-2, "{:?}: {}", c, worst);
+    }
     // AUTO with BMUF is a copy per replica; ON with BMUF is refused.
     let bmuf = dp::ParallelOptions { bmuf: true, bmuf_block_length: 4, num_shards: 1, ..dp::ParallelOptions::cpu(2) };
     assert!(model.parallelize(&dp::ParallelOptions { shared_model_auto: true, ..bmuf.clone() }).is_ok());

@@ -15,7 +15,7 @@ JNIEXPORT jlong JNICALL FN(modelParallelize)(JNIEnv* env, jclass c, jlong m, jin
                                              jint cuda_collectives, jint shared_model, jint sync_bn,
                                              jint shard_id, jint num_shards, jbyteArray jstore, jlong timeout_ms,
                                              jbyteArray jnetwork_interface, jbyteArray jrun_id,
-                                             jbyteArray jlocal_transport, jint memory) {
+                                             jbyteArray jlocal_transport, jint memory, jint gradient_compression) {
   (void)c;
   dp_parallel_options o;
   dp_parallel_options_init(&o, sizeof o);
@@ -51,6 +51,7 @@ JNIEXPORT jlong JNICALL FN(modelParallelize)(JNIEnv* env, jclass c, jlong m, jin
   o.device_type = device_type;
   o.device_ids = dev;
   o.memory = memory;
+  o.gradient_compression = gradient_compression;
   o.first_bucket_bytes = first_bucket_bytes;
   o.bucket_bytes = bucket_bytes;
   o.uneven_split = uneven_split;

@@ -155,7 +155,8 @@ public final class Model extends NativeHandle {
           Native.z("Model.parallelize: ParallelOptions.store", o.store), o.timeoutMs,
           Native.z("Model.parallelize: ParallelOptions.networkInterface", o.networkInterface),
           Native.z("Model.parallelize: ParallelOptions.runId", o.runId),
-          Native.z("Model.parallelize: ParallelOptions.localTransport", o.localTransport), o.memory));
+          Native.z("Model.parallelize: ParallelOptions.localTransport", o.localTransport), o.memory,
+          o.gradientCompression));
     } finally {
       release();
     }

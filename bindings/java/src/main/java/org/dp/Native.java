@@ -193,7 +193,8 @@ final class Native {
       long bucketBytes, int unevenSplit, int noFuse, double lr, int accumulateSteps, int bmuf,
       double bmufBlockLr, double bmufBlockMomentum, int bmufNoNesterov, int bmufBlockLength,
       int computedParams, int cudaCollectives, int sharedModel, int syncBn, int shardId, int numShards,
-      byte[] store, long timeoutMs, byte[] networkInterface, byte[] runId, byte[] localTransport, int memory);
+      byte[] store, long timeoutMs, byte[] networkInterface, byte[] runId, byte[] localTransport, int memory,
+      int gradientCompression);
   static native void parallelModelNets(long pm, long[] out);
   static native long parallelModelAccumulateNet(long pm);
   static native long parallelModelBlockNet(long pm, int[] outBlockLength);

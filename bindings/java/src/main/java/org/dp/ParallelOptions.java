@@ -70,6 +70,15 @@ public final class ParallelOptions {
   public String localTransport;
   /** The train and accumulate nets' {@link NetOptions}.MEMORY_*; DEFAULT (0) is SHARE. Since 0.6. */
   public int memory;
+  /**
+   * GRADIENT_COMPRESSION_*: the gradient allreduce in 16 bits, half the bytes between processes
+   * (dp_parallel_options.gradient_compression). Since 0.6.
+   */
+  public int gradientCompression;
+
+  public static final int GRADIENT_COMPRESSION_NONE = 0;
+  public static final int GRADIENT_COMPRESSION_BF16 = 1;
+  public static final int GRADIENT_COMPRESSION_FP16 = 2;
 
   /** CPU replicas cpu:0 .. cpu:(n-1). */
   public static ParallelOptions cpu(int n) {

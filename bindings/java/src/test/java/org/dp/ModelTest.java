@@ -126,6 +126,14 @@ class ModelTest {
       ParallelOptions auto = ParallelOptions.cpu(2).shards(1, 0);
       auto.sharedModelAuto = true;
       assertArrayEquals(copies, trainTwoReplicas(m, auto), 1e-5f);
+      // The gradient allreduce in 16 bits (since 0.6): close to float32's, not its bits.
+      for (int c : new int[] {ParallelOptions.GRADIENT_COMPRESSION_BF16, ParallelOptions.GRADIENT_COMPRESSION_FP16}) {
+        ParallelOptions packed = ParallelOptions.cpu(2).shards(1, 0);
+        packed.gradientCompression = c;
+        float[] got = trainTwoReplicas(m, packed);
+        assertArrayEquals(copies, got, 2e-2f);
+        assertFalse(java.util.Arrays.equals(copies, got), "compression " + c + " changed nothing");
+      }
       // AUTO with BMUF is a copy per replica; ON with BMUF is refused.
       auto.bmuf = true;
       try (ParallelModel pm = m.parallelize(auto)) {
