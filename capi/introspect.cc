@@ -111,6 +111,10 @@ int32_t dp_netdef_executor(const dp_netdef* netdef) {
 
 int32_t dp_netdef_num_workers(const dp_netdef* netdef) { return netdef ? netdef->def->num_workers : 0; }
 
+int32_t dp_netdef_memory(const dp_netdef* netdef) {
+  return netdef ? static_cast<int32_t>(netdef->def->memory) : DP_MEMORY_DEFAULT;
+}
+
 const dp_opdef* dp_netdef_op(const dp_netdef* netdef, size_t i) {
   if (netdef == nullptr || i >= netdef->def->ops.size()) return nullptr;
   return View(netdef->def->ops[i]);

@@ -462,6 +462,16 @@ func TestMemoryModes(t *testing.T) {
 	defer m.Close()
 	var want []float32
 	for _, mode := range []dp.Memory{dp.MemoryKeep, dp.MemoryDefault, dp.MemoryFree} {
+		nets, err := m.BuildTraining(&dp.TrainingOptions{Memory: mode})
+		must(t, err)
+		asked := mode
+		if mode == dp.MemoryDefault {
+			asked = dp.MemoryShare // the builders' default
+		}
+		if nets.Train.Memory() != asked {
+			t.Errorf("memory %d: the train net asks for %d", mode, nets.Train.Memory())
+		}
+		nets.Close()
 		tr := newTrainer(t, m, &dp.TrainingOptions{Memory: mode})
 		g := lcg(4242)
 		for s := 0; s < 5; s++ {

@@ -182,6 +182,13 @@ func (d *NetDef) Executor() (e Executor, workers int) {
 	return
 }
 
+// Memory is the memory mode the definition asks for (MemoryShare for the
+// builders' train nets). Since 0.6.
+func (d *NetDef) Memory() (m Memory) {
+	d.with(func(p *C.dp_netdef) { m = Memory(C.dp_netdef_memory(p)) })
+	return
+}
+
 // Ops are views of the ops in run order.
 func (d *NetDef) Ops() []*OpDef {
 	var ops []*OpDef

@@ -623,6 +623,10 @@ DP_API int32_t dp_netdef_device_id(const dp_netdef* netdef);
  * and its CPU worker count (0: the executor's default). */
 DP_API int32_t dp_netdef_executor(const dp_netdef* netdef);
 DP_API int32_t dp_netdef_num_workers(const dp_netdef* netdef);
+/* The memory mode the definition asks for (DP_MEMORY_*, see dp_net_options;
+ * SHARE for the train nets the builders make), DP_MEMORY_DEFAULT for NULL.
+ * Since 0.6. */
+DP_API int32_t dp_netdef_memory(const dp_netdef* netdef);
 
 /* An operator of a definition: a borrowed view (see above). */
 typedef struct dp_opdef dp_opdef;

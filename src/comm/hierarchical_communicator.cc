@@ -18,14 +18,16 @@ class HierarchicalCommunicator;
 
 class GuardedBuffered final : public BufferedCollective {
  public:
-  GuardedBuffered(HierarchicalCommunicator* comm, std::unique_ptr<BufferedCollective> inner)
-      : comm_(comm), inner_(std::move(inner)) {}
+  // `allreduce_bytes`: what each run of an allreduce carries (0: a broadcast).
+  GuardedBuffered(HierarchicalCommunicator* comm, std::unique_ptr<BufferedCollective> inner, size_t allreduce_bytes)
+      : comm_(comm), inner_(std::move(inner)), allreduce_bytes_(allreduce_bytes) {}
   void* input() override;
   void Run(const ResultSink& sink) override;
 
  private:
   HierarchicalCommunicator* comm_;
   std::unique_ptr<BufferedCollective> inner_;
+  size_t allreduce_bytes_;
 };
 
 class HierarchicalCommunicator final : public Communicator {
@@ -40,6 +42,7 @@ class HierarchicalCommunicator final : public Communicator {
   const char* backend() const override { return "shm+gloo"; }
 
   void AllreduceSum(void* data, int64_t count, DType dtype) override {
+    if (count > 0) CountAllreduce(static_cast<size_t>(count) * DTypeSize(dtype));
     Guard([&] {
       local_->AllreduceSum(data, count, dtype,
                            [&](void* slice, int64_t, int64_t n) { across_->AllreduceSum(slice, n, dtype); });
@@ -102,7 +105,8 @@ class HierarchicalCommunicator final : public Communicator {
         return across_->PrepareAllreduceSum(slice, n, dtype);
       });
     });
-    return std::make_unique<GuardedBuffered>(this, std::move(inner));
+    return std::make_unique<GuardedBuffered>(this, std::move(inner),
+                                             static_cast<size_t>(count < 0 ? 0 : count) * DTypeSize(dtype));
   }
 
   std::unique_ptr<BufferedCollective> PrepareBufferedBroadcast(size_t nbytes, int root) override {
@@ -113,13 +117,15 @@ class HierarchicalCommunicator final : public Communicator {
       inner = local_->PrepareBufferedBroadcast(nbytes, layout_.local_of[static_cast<size_t>(root)],
                                                [&](void* d, size_t n) { return across_->PrepareBroadcast(d, n, host); });
     });
-    return std::make_unique<GuardedBuffered>(this, std::move(inner));
+    return std::make_unique<GuardedBuffered>(this, std::move(inner), 0);
   }
 
   void Abort(const std::string& why) noexcept override {
     local_->Abort(why);
     across_->Abort(why);
   }
+
+  friend class GuardedBuffered;  // counts its runs' bytes
 
   // Runs body; a transport failure of either part aborts both.
   template <typename Body>
@@ -152,6 +158,7 @@ void* GuardedBuffered::input() {
 
 void GuardedBuffered::Run(const ResultSink& sink) {
   comm_->Guard([&] { inner_->Run(sink); });
+  if (allreduce_bytes_ > 0) comm_->CountAllreduce(allreduce_bytes_);
 }
 
 }  // namespace

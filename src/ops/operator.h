@@ -129,7 +129,7 @@ class Operator {
   OpObserver* observer_ = nullptr;
   std::shared_ptr<StorageSlot> scratch_slot_;  // null: scratch_ is the op's own
   void ReturnScratch() noexcept;
-  Tensor scratch_;                        // Scratch(); grows, never shrinks
+  Tensor scratch_;                        // Scratch(); grows, never shrinks (unless lent: set_scratch_slot)
   DeviceContext* ctx_ = nullptr;
 };
 

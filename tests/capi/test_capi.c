@@ -1785,6 +1785,9 @@ static int train_with_memory(int32_t mode, int32_t net_mode, float* w, float* b,
   if (!EXPECT_OK(dp_model_from_json(kModelJson, strlen(kModelJson), &model)) ||
       !EXPECT_OK(dp_model_build_training(model, &topt, &init, &train, NULL)))
     goto done;
+  CHECK(dp_netdef_memory(train) == (mode == DP_MEMORY_DEFAULT ? DP_MEMORY_SHARE : mode));
+  CHECK(dp_netdef_memory(init) == DP_MEMORY_DEFAULT);
+  CHECK(dp_netdef_memory(NULL) == DP_MEMORY_DEFAULT);
   ws = new_workspace();
   if (ws == NULL || !EXPECT_OK(dp_net_create(ws, init, NULL, &init_net)) ||
       !EXPECT_OK(dp_net_create(ws, train, &nopt, &train_net)) || !EXPECT_OK(dp_net_run(init_net)))

@@ -43,8 +43,10 @@ void CheckHalfAllreduceOn(Communicator& comm, int r, int size, int64_t count, DT
     v[static_cast<size_t>(i)] = FromFloat<H>(static_cast<float>((r + 1) * (i % 7 + 1)));
     w[static_cast<size_t>(i)] = FromFloat<H>(0.1f * static_cast<float>(r + 1) + 0.0137f * static_cast<float>(i % 97));
   }
+  const uint64_t before = comm.allreduce_bytes();
   comm.AllreduceSum(v.data(), count, dtype);
   comm.AllreduceSum(w.data(), count, dtype);
+  CHECK(comm.allreduce_bytes() - before == static_cast<uint64_t>(2 * count * 2));  // 16 bits each: half of float32
   const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
   const double ulp = dtype == DType::kBFloat16 ? 1.0 / 256 : 1.0 / 2048;  // half the spacing at 1, twice
   bool exact = true, near = true;

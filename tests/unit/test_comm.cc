@@ -343,6 +343,27 @@ TEST_CASE("CpuCollectives: SumInto and CopyOut lay segments end to end") {
   ExpectError([&] { coll.SumInto({}, DType::kUInt8, nullptr); }, Code::kDType, {"SumInto"});
 }
 
+// Runs fn(rank) for ranks 0 and 1, each on a thread of its own (a process
+// of the job), and checks that neither threw.
+template <typename Fn>
+void OnTwoRanks(const Fn& fn) {
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        fn(rank);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(rank)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    CAPTURE(rank);
+    CHECK(errors[static_cast<size_t>(rank)] == "");
+  }
+}
+
 TEST_CASE("collective ops across two processes of two devices: Allreduce, Broadcast, Barrier") {
   // Through shared memory (the default between processes of a host) and over Gloo.
   for (const char* transport : {"auto", "tcp"}) {
@@ -350,45 +371,36 @@ TEST_CASE("collective ops across two processes of two devices: Allreduce, Broadc
     TempDir dir("dp_gloo");
     const std::string url = "file://" + dir.Path("store");
     std::vector<std::vector<float>> got(2);
-    std::vector<std::string> errors(2);
-    std::vector<std::thread> threads;
-    for (int rank = 0; rank < 2; ++rank)
-      threads.emplace_back([&, rank] {
-        try {
-          auto wsp = std::make_shared<Workspace>();
-          Workspace& ws = *wsp;
-          NetDef net;
-          net.ops.push_back(MakeOperatorDef(
-              "CreateCpuCollectives", {}, {"comm"},
-              {MakeArg("num_devices", int64_t{2}), MakeArg("world_size", int64_t{2}), MakeArg("rank", int64_t{rank}),
-               MakeArg("store", url), MakeArg("timeout_ms", int64_t{20000}), MakeArg("run_id", std::string("t")),
-               MakeArg("local_transport", std::string(transport))}));
-          for (int d = 0; d < 2; ++d) {
-            const float base = static_cast<float>(10 * rank + d);
-            FeedOwned(ws, "x" + std::to_string(d), Make<float>({3}, {base, base + 1, base + 2}));
-            FeedOwned(ws, "w" + std::to_string(d), Make<float>({2}, {base, -base}));
-          }
-          net.ops.push_back(MakeOperatorDef("Allreduce", {"comm", "x0", "x1"}, {"x0", "x1"},
-                                            {MakeArg("num_devices", int64_t{2}), MakeArg("scale", 0.25)}));
-          net.ops.push_back(MakeOperatorDef("Broadcast", {"comm", "w0", "w1"}, {"w0", "w1"},
-                                            {MakeArg("num_devices", int64_t{2}), MakeArg("root", int64_t{1})}));
-          net.ops.push_back(MakeOperatorDef("Barrier", {"comm"}, {}));
-          net.external_inputs = {"x0", "x1", "w0", "w1"};
-          Net(std::make_shared<const NetDef>(net), wsp).Run();
-          std::vector<float> out;
-          for (const char* name : {"x0", "x1", "w0", "w1"}) {
-            const Tensor& t = ws.GetBlob(name)->Get<Tensor>();
-            out.insert(out.end(), t.data<float>(), t.data<float>() + t.numel());
-          }
-          got[static_cast<size_t>(rank)] = out;
-        } catch (const std::exception& e) {
-          errors[static_cast<size_t>(rank)] = e.what();
-        }
-      });
-    for (auto& t : threads) t.join();
+    OnTwoRanks([&](int rank) {
+      auto wsp = std::make_shared<Workspace>();
+      Workspace& ws = *wsp;
+      NetDef net;
+      net.ops.push_back(MakeOperatorDef(
+          "CreateCpuCollectives", {}, {"comm"},
+          {MakeArg("num_devices", int64_t{2}), MakeArg("world_size", int64_t{2}), MakeArg("rank", int64_t{rank}),
+           MakeArg("store", url), MakeArg("timeout_ms", int64_t{20000}), MakeArg("run_id", std::string("t")),
+           MakeArg("local_transport", std::string(transport))}));
+      for (int d = 0; d < 2; ++d) {
+        const float base = static_cast<float>(10 * rank + d);
+        FeedOwned(ws, "x" + std::to_string(d), Make<float>({3}, {base, base + 1, base + 2}));
+        FeedOwned(ws, "w" + std::to_string(d), Make<float>({2}, {base, -base}));
+      }
+      net.ops.push_back(MakeOperatorDef("Allreduce", {"comm", "x0", "x1"}, {"x0", "x1"},
+                                        {MakeArg("num_devices", int64_t{2}), MakeArg("scale", 0.25)}));
+      net.ops.push_back(MakeOperatorDef("Broadcast", {"comm", "w0", "w1"}, {"w0", "w1"},
+                                        {MakeArg("num_devices", int64_t{2}), MakeArg("root", int64_t{1})}));
+      net.ops.push_back(MakeOperatorDef("Barrier", {"comm"}, {}));
+      net.external_inputs = {"x0", "x1", "w0", "w1"};
+      Net(std::make_shared<const NetDef>(net), wsp).Run();
+      std::vector<float> out;
+      for (const char* name : {"x0", "x1", "w0", "w1"}) {
+        const Tensor& t = ws.GetBlob(name)->Get<Tensor>();
+        out.insert(out.end(), t.data<float>(), t.data<float>() + t.numel());
+      }
+      got[static_cast<size_t>(rank)] = out;
+    });
     for (int rank = 0; rank < 2; ++rank) {
       CAPTURE(rank);
-      CHECK(errors[static_cast<size_t>(rank)] == "");
       // x: (0 + 1 + 10 + 11) / 4 = 5.5 (+1, +2) on every device of every process.
       // w: rank 0's device 1 ({1, -1}) everywhere.
       const std::vector<float> want{5.5f, 6.5f, 7.5f, 5.5f, 6.5f, 7.5f, 1, -1, 1, -1};
@@ -452,25 +464,16 @@ TEST_CASE("compressed Allreduce (bf16, fp16): two devices of one process equal t
       TempDir dir("dp_compress");
       const std::string url = "file://" + dir.Path("store");
       std::vector<std::vector<std::vector<float>>> got(2);
-      std::vector<std::string> errors(2);
-      std::vector<std::thread> threads;
-      for (int rank = 0; rank < 2; ++rank)
-        threads.emplace_back([&, rank] {
-          try {
-            got[static_cast<size_t>(rank)] =
-                allreduce(1,
-                          {MakeArg("world_size", int64_t{2}), MakeArg("rank", int64_t{rank}), MakeArg("store", url),
-                           MakeArg("timeout_ms", int64_t{20000}), MakeArg("run_id", std::string("c")),
-                           MakeArg("local_transport", std::string(transport))},
-                          compress, rank);
-          } catch (const std::exception& e) {
-            errors[static_cast<size_t>(rank)] = e.what();
-          }
-        });
-      for (auto& t : threads) t.join();
+      OnTwoRanks([&](int rank) {
+        got[static_cast<size_t>(rank)] =
+            allreduce(1,
+                      {MakeArg("world_size", int64_t{2}), MakeArg("rank", int64_t{rank}), MakeArg("store", url),
+                       MakeArg("timeout_ms", int64_t{20000}), MakeArg("run_id", std::string("c")),
+                       MakeArg("local_transport", std::string(transport))},
+                      compress, rank);
+      });
       for (int rank = 0; rank < 2; ++rank) {
         CAPTURE(rank);
-        CHECK(errors[static_cast<size_t>(rank)] == "");
         if (!got[static_cast<size_t>(rank)].empty()) CHECK(got[static_cast<size_t>(rank)][0] == one[0]);
       }
     }

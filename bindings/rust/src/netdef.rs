@@ -2,7 +2,7 @@
 //! (dp_opdef, dp_argdef). Views and the strings/arrays they return borrow
 //! the NetDef (`'a`): dp.h says they stay valid until it is freed.
 use crate::error::{check, Result};
-use crate::options::GradientOptions;
+use crate::options::{GradientOptions, Memory};
 use crate::sys;
 use crate::util::{borrowed_str, buffer_bytes, buffer_string, cstring, out_handle, StringList};
 use std::os::raw::{c_char, c_void};
@@ -83,6 +83,11 @@ impl NetDef {
     }
     pub fn num_workers(&self) -> i32 {
         unsafe { sys::dp_netdef_num_workers(self.raw) }
+    }
+    /// The memory mode the definition asks for (`Memory::Share` for the
+    /// builders' train nets). Since 0.6.
+    pub fn memory(&self) -> Memory {
+        Memory::from_value(unsafe { sys::dp_netdef_memory(self.raw) })
     }
     /// Op i in run order; None out of range.
     pub fn op(&self, i: usize) -> Option<OpDef<'_>> {

@@ -423,6 +423,7 @@ extern "C" {
     pub fn dp_netdef_device_id(netdef: *const dp_netdef) -> i32;
     pub fn dp_netdef_executor(netdef: *const dp_netdef) -> i32;
     pub fn dp_netdef_num_workers(netdef: *const dp_netdef) -> i32;
+    pub fn dp_netdef_memory(netdef: *const dp_netdef) -> i32;
     pub fn dp_netdef_op(netdef: *const dp_netdef, i: usize) -> *const dp_opdef;
     pub fn dp_opdef_type(op: *const dp_opdef) -> *const c_char;
     pub fn dp_opdef_name(op: *const dp_opdef) -> *const c_char;

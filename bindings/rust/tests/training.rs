@@ -17,6 +17,8 @@ fn train_safe(model: &Model) -> (Vec<f32>, Vec<(String, Vec<u8>)>) {
 /// train_safe with training options; also the train net's memory figures.
 fn train_with(model: &Model, options: Option<&TrainingOptions>) -> ((Vec<f32>, Vec<(String, Vec<u8>)>), NetMemoryStats) {
     let nets = model.build_training(options).unwrap();
+    let asked = options.map_or(Memory::Default, |o| o.memory);
+    assert_eq!(nets.train.memory(), if asked == Memory::Default { Memory::Share } else { asked });
     // Borrowed feeds must outlive the workspace (the borrow checker insists).
     let labels: Vec<Vec<i32>> = (0..STEPS).map(|s| common::batch(B, s).1).collect();
     let ws = Workspace::new().unwrap();

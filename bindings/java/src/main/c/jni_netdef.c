@@ -108,6 +108,11 @@ JNIEXPORT jint JNICALL FN(netdefNumWorkers)(JNIEnv* env, jclass c, jlong def) {
   return dp_netdef_num_workers(DEF(def));
 }
 
+JNIEXPORT jint JNICALL FN(netdefMemory)(JNIEnv* env, jclass c, jlong def) {
+  (void)env, (void)c;
+  return dp_netdef_memory(DEF(def));
+}
+
 JNIEXPORT jlong JNICALL FN(netdefOp)(JNIEnv* env, jclass c, jlong def, jlong i) {
   (void)env, (void)c;
   return i < 0 ? 0 : DPJ_JLONG(dp_netdef_op(DEF(def), (size_t)i));

@@ -108,6 +108,7 @@ final class Native {
   static native int netdefDeviceId(long def);
   static native int netdefExecutor(long def);
   static native int netdefNumWorkers(long def);
+  static native int netdefMemory(long def);
   static native long netdefOp(long def, long i);
   static native long netdefAddGradients(long def, byte[][] losses, byte[][] wrt, byte[][] stop, double lossScale,
       int memory, Object[] gradMapOut);

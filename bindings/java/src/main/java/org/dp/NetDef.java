@@ -132,6 +132,19 @@ public final class NetDef extends NativeHandle {
     }
   }
 
+  /**
+   * The memory mode the definition asks for ({@link NetOptions}.MEMORY_*; SHARE for the builders' train nets).
+   * Since 0.6.
+   */
+  public int memory() {
+    long p = acquire();
+    try {
+      return Native.netdefMemory(p);
+    } finally {
+      release();
+    }
+  }
+
   /** Op i in run order; {@link IndexOutOfBoundsException} when out of range. */
   public OpDef op(int i) {
     long p = acquire();

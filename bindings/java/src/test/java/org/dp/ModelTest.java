@@ -82,6 +82,7 @@ class ModelTest {
       for (int mode : new int[] {NetOptions.MEMORY_KEEP, NetOptions.MEMORY_DEFAULT, NetOptions.MEMORY_FREE}) {
         try (TrainingNets defs = m.buildTraining(new TrainingOptions().memory(mode)); Workspace ws = Workspace.create();
              Net init = Net.create(ws, defs.init); Net train = Net.create(ws, defs.train)) {
+          assertEquals(mode == NetOptions.MEMORY_DEFAULT ? NetOptions.MEMORY_SHARE : mode, defs.train.memory());
           trainTenSteps(ws, init, train);
           float[] w = ws.fetchFloats("w");
           if (keep == null) keep = w;
