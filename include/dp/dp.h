@@ -1273,8 +1273,9 @@ typedef struct dp_parallel_options {
   /* DP_GRADIENT_COMPRESSION_*: the gradient allreduce in 16 bits. Each
    * contribution (a process's replicas' float sum; in one process, each
    * replica's gradient) is rounded to bfloat16 or binary16 once, the
-   * contributions are summed in float and the sum rounded once, then cast
-   * back: half the bytes between processes, and gradients within the 16-bit
+   * contributions are summed through float (shared memory rounds the sum
+   * once, Gloo at each step of its ring), then cast back: half the bytes
+   * between processes, and gradients within the 16-bit
    * type's rounding of float32's (binary16 is scaled by 1 / contributions
    * against overflow). CPU replicas (shared memory, Gloo, one process);
    * CUDA replicas: DP_ERR_UNIMPLEMENTED. Not with BMUF. NONE (0): float32. */
