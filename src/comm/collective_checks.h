@@ -22,6 +22,18 @@ inline std::pair<int, int> CollectiveDeviceSplit(const ArgReader& args, int k) {
   return {static_cast<int>(n), static_cast<int>(k / n)};
 }
 
+// Allreduce's `compress` argument and the dtype it names: "bf16" kBFloat16,
+// "fp16" kFloat16, "" kUndefined (none); kInvalidArgument for anything else.
+inline DType AllreduceCompression(const std::string& compress) {
+  if (compress.empty()) return DType::kUndefined;
+  if (compress == "bf16") return DType::kBFloat16;
+  if (compress == "fp16") return DType::kFloat16;
+  DP_THROW(Code::kInvalidArgument, "compress '", compress, "' must be \"bf16\", \"fp16\" or \"\" (none)");
+}
+inline std::string AllreduceCompressionArg(DType dtype) {
+  return dtype == DType::kBFloat16 ? "bf16" : dtype == DType::kFloat16 ? "fp16" : "";
+}
+
 // Broadcast's root device, in [0, n).
 inline int CollectiveRoot(const ArgReader& args, int n) {
   const int64_t root = args.Int("root", 0);

@@ -35,14 +35,6 @@ namespace {
 
 constexpr int kMaxThreads = 1024;
 
-// The Allreduce op's compress argument.
-DType CompressionType(const std::string& compress) {
-  if (compress.empty()) return DType::kUndefined;
-  if (compress == "bf16") return DType::kBFloat16;
-  if (compress == "fp16") return DType::kFloat16;
-  DP_THROW(Code::kInvalidArgument, "compress '", compress, "' must be \"bf16\", \"fp16\" or \"\" (none)");
-}
-
 class CreateCpuCollectivesOp final : public Operator {
  public:
   explicit CreateCpuCollectivesOp(const OpInit& init) : Operator(init) {
@@ -285,7 +277,7 @@ class AllreduceOp final : public CollectiveOp {
 
   const bool average_active_ = args().Int("average_active", 0) != 0;
   // compress "bf16" / "fp16": kBFloat16 / kFloat16; "": kUndefined (none).
-  const DType compress_ = CompressionType(args().String("compress", ""));
+  const DType compress_ = AllreduceCompression(args().String("compress", ""));
   const int64_t compress_tensors_ = args().Int("compress_tensors", std::numeric_limits<int64_t>::max());
 };
 

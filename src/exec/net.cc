@@ -247,10 +247,10 @@ std::string Net::TraceJson() const {
 std::string Net::Dot() const { return TaskGraphToDot(*def_, graph_, devices_); }
 
 NetMemoryStats Net::memory_stats() const {
-  NetMemoryStats stats;
-  if (!memory_) return stats;
   if (running_.load())
     DP_THROW(Code::kFailedPrecondition, label_, ": memory statistics are available once the run in progress ends");
+  NetMemoryStats stats;
+  if (!memory_) return stats;
   const MemoryPlan& plan = memory_->plan();
   stats.mode = plan.mode;
   stats.temporaries = plan.temporaries.size();

@@ -1,7 +1,6 @@
 #include "exec/net_memory.h"
 
 #include <algorithm>
-#include <set>
 
 #include "core/logging.h"
 
@@ -10,7 +9,7 @@ namespace dp {
 NetMemory::NetMemory(const NetDef& def, const TaskGraph& graph, const std::vector<DeviceOption>& devices,
                      Workspace& ws, const std::vector<std::unique_ptr<Operator>>& ops)
     : def_(def), graph_(graph), devices_(devices), ws_(ws), ops_(ops) {
-  Replan();
+  Replan({}, nullptr);
   if (def.ops.size() > kMaxPlannedOps)
     DP_LOG(kWarning, "net '", def.name, "' has ", def.ops.size(), " ops, more than the ", kMaxPlannedOps,
            " a memory plan covers: it keeps every blob");
@@ -25,14 +24,13 @@ NetMemory::~NetMemory() {
     if (b) b->UnmarkTransient();
 }
 
-void NetMemory::Replan() {
-  std::set<std::string> keep(kept_.begin(), kept_.end());
+void NetMemory::Replan(const std::set<std::string>& keep, const std::vector<size_t>* scratch_sizes) {
   std::unordered_map<std::string, size_t> sizes;
-  if (sized_)
+  if (scratch_sizes != nullptr)
     for (size_t t = 0; t < plan_.temporaries.size(); ++t)
       if (!plan_.temporaries[t].scratch) sizes[plan_.temporaries[t].blob] = sizes_[t];
-  Apply(PlanMemory(def_, graph_, devices_, def_.memory, keep, sized_ ? &sizes : nullptr,
-                   sized_ ? &scratch_sizes_ : nullptr));
+  Apply(PlanMemory(def_, graph_, devices_, def_.memory, keep, scratch_sizes != nullptr ? &sizes : nullptr,
+                   scratch_sizes));
 }
 
 void NetMemory::Apply(MemoryPlan plan) {
@@ -76,34 +74,40 @@ void NetMemory::Apply(MemoryPlan plan) {
 
 void NetMemory::BeginRun() {
   if (plan_.mode == MemoryMode::kKeep) return;
-  bool replan = false;
+  // The new state is kept only once its plan is in place: a plan that fails
+  // its verifier fails this run, and the next one tries again.
   const uint64_t added = ws_.feeds().readers_added();
+  std::vector<std::string> read;
   if (added != readers_seen_) {
-    readers_seen_ = added;
     std::vector<std::string> names;
     for (const auto& t : plan_.temporaries)
       if (!t.scratch) names.push_back(t.blob);
-    std::vector<std::string> read = ws_.feeds().ReadAmong(names);
-    if (!read.empty()) {
-      DP_LOG(kInfo, "net '", def_.name, "': ", read.size(), " temporaries are read by another net (first '",
-             read.front(), "'): its memory plan keeps them whole");
-      kept_.insert(kept_.end(), read.begin(), read.end());
-      replan = true;
-    }
+    read = ws_.feeds().ReadAmong(names);
   }
   // Sizes from a run that completed: every temporary was released.
+  bool sizing = false;
   if (plan_.mode == MemoryMode::kShare && ran_ && !sized_) {
-    bool complete = true;
+    sizing = true;
     for (size_t t = 0; t < plan_.temporaries.size(); ++t)
-      complete = complete && remaining_[t].load(std::memory_order_relaxed) == 0;
-    if (complete) {
-      sized_ = true;
-      replan = true;
-      scratch_sizes_.clear();  // what each op's own scratch came to
-      for (const auto& op : ops_) scratch_sizes_.push_back(op->scratch_bytes());
-    }
+      sizing = sizing && remaining_[t].load(std::memory_order_relaxed) == 0;
   }
-  if (replan) Replan();
+  if (!read.empty() || sizing) {
+    std::set<std::string> kept = kept_;
+    kept.insert(read.begin(), read.end());
+    std::vector<size_t> scratch_sizes;
+    if (sizing)
+      for (const auto& op : ops_) scratch_sizes.push_back(op->scratch_bytes());  // what each op's own scratch came to
+    else
+      scratch_sizes = scratch_sizes_;
+    Replan(kept, sized_ || sizing ? &scratch_sizes : nullptr);
+    if (!read.empty())
+      DP_LOG(kInfo, "net '", def_.name, "': ", read.size(), " temporaries are read by another net (first '",
+             read.front(), "'): its memory plan keeps them whole");
+    kept_ = std::move(kept);
+    scratch_sizes_ = std::move(scratch_sizes);
+    sized_ = sized_ || sizing;
+  }
+  readers_seen_ = added;
   for (size_t t = 0; t < plan_.temporaries.size(); ++t)
     remaining_[t].store(plan_.temporaries[t].scratch ? 0 : static_cast<int32_t>(plan_.temporaries[t].accessors.size()),
                         std::memory_order_relaxed);

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -53,7 +54,9 @@ class NetMemory final : public OpObserver {
   uint64_t slot_bytes() const;
 
  private:
-  void Replan();
+  // A plan keeping `keep` whole; with `scratch_sizes` (per op), sized by the
+  // last run (the temporaries' sizes_, each op's scratch).
+  void Replan(const std::set<std::string>& keep, const std::vector<size_t>* scratch_sizes);
   void Apply(MemoryPlan plan);
   void Release(int temporary) noexcept;
 
@@ -70,7 +73,7 @@ class NetMemory final : public OpObserver {
   std::vector<size_t> scratch_sizes_;                 // per op: its scratch in the run that sized the plan
   std::vector<bool> scratch_lent_;                    // per op: its scratch comes from a slot
   const std::shared_ptr<StorageSlot> free_slot_ = std::make_shared<StorageSlot>(false);  // kFree's scratch
-  std::vector<std::string> kept_;                     // temporaries that other nets read
+  std::set<std::string> kept_;                        // temporaries that other nets read
   uint64_t readers_seen_ = 0;
   bool sized_ = false;                                // re-planned with a run's sizes
   bool ran_ = false;                                  // a run began since the last plan

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/collective_checks.h"
 #include "core/scope.h"
 #include "model/training.h"
 #include "ops/gradient_registry.h"  // MakeArg
@@ -127,7 +128,7 @@ void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
     for (const auto& param : p.buckets[k]) tensors.push_back(p.grad_of.at(param));
     std::vector<Argument> args{MakeArg("key", "grad_bucket_" + std::to_string(k))};
     if (p.options.gradient_compression != DType::kUndefined) {  // the gradients, not the scalars riding along
-      args.push_back(MakeArg("compress", std::string(p.options.gradient_compression == DType::kBFloat16 ? "bf16" : "fp16")));
+      args.push_back(MakeArg("compress", AllreduceCompressionArg(p.options.gradient_compression)));
       args.push_back(MakeArg("compress_tensors", static_cast<int64_t>(tensors.size())));
     }
     // Several processes: each replica's losses and metrics ride the last
