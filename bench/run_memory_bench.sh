@@ -6,12 +6,17 @@
 # runs seconds apart. Memory: step_bytes = the workspace's peak on the host
 # during the last step less what the init net left (params and optimizer
 # state): what activations, gradients and op scratch took at most, from the
-# allocator's counts (dp_net_memory_stats), not estimates.
+# allocator's counts (dp_net_memory_stats), not estimates. The cases of two
+# replicas run a fourth mode, zero: share with the optimizer state sharded
+# over the replicas (ZeRO-1), compared by working memory: the peak less the
+# replicas' params (activations, gradients and optimizer state).
 #
 #   bench/run_memory_bench.sh [--build DIR] [--rounds N] [--steps N]
 #
 # Prints each run, then per case: the median step (ms) and step memory (MiB)
-# of each mode, and share and free as ratios of keep (memory, time).
+# of each mode, and share and free as ratios of keep (memory, time); then,
+# for two replicas, working memory (MiB) of keep, share and zero, zero's
+# against keep's and zero's time against share's.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -45,9 +50,13 @@ for ((r = 1; r <= rounds; ++r)); do
     read -r model batch devices <<<"$c"
     dev=()
     ((devices > 0)) && dev=(--devices "$devices")
-    for mode in keep share free; do
-      out=$("$step" --model "$nets/$model.json" --batch "$batch" "${dev[@]}" --steps "$steps" --warmup 20 --memory "$mode")
-      echo "round=$r case=${model}_b${batch}_d${devices} mode=$mode ms=$(field median_ms <<<"$out") step_bytes=$(field step_bytes <<<"$out") peak_bytes=$(field peak_bytes <<<"$out")" |
+    modes=(keep share free)
+    ((devices > 1)) && modes+=(zero)
+    for mode in "${modes[@]}"; do
+      flags=(--memory "$mode")
+      [[ $mode == zero ]] && flags=(--memory share --zero)
+      out=$("$step" --model "$nets/$model.json" --batch "$batch" "${dev[@]}" --steps "$steps" --warmup 20 "${flags[@]}")
+      echo "round=$r case=${model}_b${batch}_d${devices} mode=$mode ms=$(field median_ms <<<"$out") step_bytes=$(field step_bytes <<<"$out") peak_bytes=$(field peak_bytes <<<"$out") param_bytes=$(field param_bytes <<<"$out")" |
         tee -a "$log"
     done
   done
@@ -60,13 +69,21 @@ import re, statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
     f = dict(re.findall(r"(\w+)=(\S+)", line))
-    runs.setdefault((f["case"], f["round"]), {})[f["mode"]] = (float(f["ms"]), float(f["step_bytes"]))
+    runs.setdefault((f["case"], f["round"]), {})[f["mode"]] = (
+        float(f["ms"]), float(f["step_bytes"]), float(f["peak_bytes"]) - float(f["param_bytes"]))
 for case in dict.fromkeys(c for c, _ in runs):
-    rs = [m for (c, _), m in runs.items() if c == case and len(m) == 3]
+    rs = [m for (c, _), m in runs.items() if c == case and len(m) >= 3]
     med = lambda mode, i: statistics.median(r[mode][i] for r in rs)
     ratio = lambda mode, i: statistics.median(r[mode][i] / r["keep"][i] for r in rs)
     spread = lambda mode: max(r[mode][0] / r["keep"][0] for r in rs) - min(r[mode][0] / r["keep"][0] for r in rs)
     cells = "  ".join(f"{m} {med(m, 0):.3f} ms {med(m, 1) / 2**20:.1f} MiB" for m in ("keep", "share", "free"))
     rel = "  ".join(f"{m}: memory {ratio(m, 1):.2f} time {ratio(m, 0):.3f} (spread {spread(m):.3f})" for m in ("share", "free"))
     print(f"  {case:22} {cells}\n  {'':22} {rel}")
+    zs = [r for r in rs if "zero" in r]
+    if zs:
+        work = "  ".join(f"{m} {statistics.median(r[m][2] for r in zs) / 2**20:.1f} MiB" for m in ("keep", "share", "zero"))
+        zk = statistics.median(r["zero"][2] / r["keep"][2] for r in zs)
+        zt = [r["zero"][0] / r["share"][0] for r in zs]
+        print(f"  {'':22} working memory (peak less params): {work}; zero/keep {zk:.2f}, "
+              f"zero/share time {statistics.median(zt):.3f} (spread {max(zt) - min(zt):.3f})")
 PY

@@ -11,7 +11,7 @@
  *
  *   train_step [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak]
  *              [--devices N] [--shared-model|--auto-layout] [--workers W] [--bucket-kb K] [--trace FILE]
- *              [--memory keep|share|free]
+ *              [--memory keep|share|free] [--zero]
  *
  * With --devices N the step is data-parallel over CPU replicas cpu_0..N-1
  * (dp_model_parallelize; the global batch B is split across them; under
@@ -21,14 +21,16 @@
  * (default: dp's, a runner per replica pinned to its own CPUs when there are
  * CPUs enough). --bucket-kb sets both gradient bucket sizes (default:
  * dp_model_parallelize's 1 MiB first, 25 MiB). --memory sets the train
- * net's memory mode (DP_MEMORY_*; default: the builders', share).
+ * net's memory mode (DP_MEMORY_*; default: the builders', share). --zero
+ * shards the optimizer state over the replicas (ZeRO-1).
  *
  * Output (one line each, key=value):
  *   train_step model=... batch=256 steps=N median_ms=... samples_per_s=... gflop_per_step=... gflops=...
- *              memory=share peak_bytes=... state_bytes=... step_bytes=...
+ *              memory=share peak_bytes=... state_bytes=... step_bytes=... param_bytes=...
  *     peak_bytes: the workspace's most on the host during the last step (dp_net_memory_stats);
  *     state_bytes: what it held after the init net (params, optimizer state); step_bytes: the
- *     difference, what activations, gradients and op scratch took at most.
+ *     difference, what activations, gradients and op scratch took at most; param_bytes: the
+ *     params of every replica (peak_bytes less them: activations, gradients, optimizer state).
  *   sgemm_peak n=1024 gflops=... lib=...    (with --peak: best 1024^3 sgemm, OpenBLAS or oneDNN)
  *   fraction_of_peak=...                    (with --peak)
  */
@@ -159,10 +161,12 @@ int main(int argc, char** argv) {
 #endif
   long batch = 256, warmup = 20, steps = 100, devices = 0, workers = 0, bucket_kb = 0;
   const char* trace = NULL;
-  int peak = 0, shared_model = 0;
+  int peak = 0, shared_model = 0, zero = 0;
   int32_t memory = DP_MEMORY_DEFAULT;
   for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--peak") == 0) {
+    if (strcmp(argv[i], "--zero") == 0) {
+      zero = 1;
+    } else if (strcmp(argv[i], "--peak") == 0) {
       peak = 1;
     } else if (strcmp(argv[i], "--shared-model") == 0) {
       shared_model = DP_SHARED_MODEL_ON;
@@ -193,7 +197,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak] [--devices N] [--shared-model|--auto-layout] [--workers W] [--bucket-kb K] [--trace FILE] [--memory keep|share|free]\n",
+      fprintf(stderr, "usage: %s [--model PATH] [--batch B] [--warmup W] [--steps N] [--peak] [--devices N] [--shared-model|--auto-layout] [--workers W] [--bucket-kb K] [--trace FILE] [--memory keep|share|free] [--zero]\n",
               argv[0]);
       return 2;
     }
@@ -222,6 +226,7 @@ int main(int argc, char** argv) {
     popts.device_ids = ids;
     popts.num_devices = (size_t)devices;
     popts.shared_model = shared_model;
+    popts.shard_optimizer_state = zero;
     popts.memory = memory;
     if (bucket_kb > 0) popts.first_bucket_bytes = popts.bucket_bytes = (int64_t)bucket_kb << 10;
     check(dp_model_parallelize(model, &popts, &parallel), "dp_model_parallelize");
@@ -285,15 +290,33 @@ int main(int argc, char** argv) {
   const double fwd = 2.0 * b * (784.0 * 512 + 512.0 * 512 + 512.0 * 10);
   const double flop = fwd + fwd + (fwd - 2.0 * b * 784.0 * 512);
   double med = median(times, (size_t)steps);
+  /* The params of every replica (their scopes), or of the one device. */
+  unsigned long long param_bytes = 0;
+  {
+    dp_string_list* params = NULL;
+    check(dp_model_blobs(model, DP_MODEL_PARAMS, &params), "dp_model_blobs");
+    const size_t replicas = parallel != NULL ? dp_parallel_model_num_replicas(parallel) : 1;
+    for (size_t r = 0; r < replicas; ++r)
+      for (size_t i = 0; i < dp_string_list_size(params); ++i) {
+        char name[512];
+        snprintf(name, sizeof name, "%s%s", parallel != NULL ? dp_parallel_model_scope(parallel, r) : "",
+                 dp_string_list_get(params, i));
+        dp_tensor* t = NULL;
+        check(dp_workspace_fetch(ws, name, &t), name);
+        param_bytes += dp_tensor_nbytes(t);
+        dp_tensor_free(t);
+      }
+    dp_string_list_free(params);
+  }
   dp_net_memory mem = {.struct_size = sizeof mem};
   check(dp_net_memory_stats(train, DP_DEVICE_CPU, 0, &mem), "dp_net_memory_stats");
   static const char* const kModes[] = {"default", "keep", "share", "free"};
   printf("train_step model=%s devices=%ld processes=%d batch=%ld steps=%ld median_ms=%.3f samples_per_s=%.1f "
          "gflop_per_step=%.4f gflops=%.2f last_loss=%.4f memory=%s peak_bytes=%llu state_bytes=%llu "
-         "step_bytes=%llu\n",
+         "step_bytes=%llu param_bytes=%llu\n",
          model_path, devices, (int)shards, batch, steps, med * 1e3, b / med, flop * 1e-9, flop / med * 1e-9, last_loss,
          kModes[mem.mode >= 0 && mem.mode <= 3 ? mem.mode : 0], (unsigned long long)mem.peak_bytes,
-         (unsigned long long)state.bytes_in_use, (unsigned long long)(mem.peak_bytes - state.bytes_in_use));
+         (unsigned long long)state.bytes_in_use, (unsigned long long)(mem.peak_bytes - state.bytes_in_use), param_bytes);
   if (peak) {
     printf("sgemm_peak n=1024 gflops=%.2f lib=%s\n", peak_gflops, peak_lib);
     printf("fraction_of_peak=%.3f\n", flop / med * 1e-9 / peak_gflops);

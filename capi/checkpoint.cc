@@ -168,12 +168,38 @@ dp_status* dp_model_checkpoint_blobs(const dp_model* model, dp_string_list** out
   DP_API_END
 }
 
+// The whole tensors of a sharded optimizer state live in the workspace only
+// while a save or load needs them: emptied when this goes.
+class ShardedStateStaging {
+ public:
+  ShardedStateStaging(const dp::ParallelNets& nets, const std::shared_ptr<dp::Workspace>& ws)
+      : nets_(nets), ws_(ws) {}
+  ~ShardedStateStaging() {
+    try {
+      for (const auto& name : nets_.shard_full)
+        if (dp::Blob* b = ws_->GetBlob(name)) b->Withdraw();
+    } catch (...) {  // a lock that failed: the blobs stay, nothing is lost
+    }
+  }
+  ShardedStateStaging(const ShardedStateStaging&) = delete;
+  ShardedStateStaging& operator=(const ShardedStateStaging&) = delete;
+
+ private:
+  const dp::ParallelNets& nets_;
+  const std::shared_ptr<dp::Workspace>& ws_;
+};
+
 dp_status* dp_parallel_model_save(const dp_parallel_model* model, const dp_workspace* workspace, const char* path,
                                   const dp_checkpoint_save_options* options) {
   DP_API_BEGIN
   DP_CHECK_NOT_NULL(model);
   DP_CHECK_NOT_NULL(workspace);
   DP_CHECK_PATH(path);
+  // A sharded optimizer state, whole for the file (every process gathers:
+  // a collective), and emptied again however the save ends.
+  ShardedStateStaging staging(model->nets, workspace->ws);
+  if (!model->nets.shard_full.empty())
+    dp::Net(std::make_shared<const dp::NetDef>(model->nets.shard_gather), workspace->ws).Run();
   if (model->nets.shard_id != 0) {
     // Every process holds the same state: rank 0 writes it; the others
     // still check their options so that a mistake shows on every rank.
@@ -203,7 +229,15 @@ dp_status* dp_parallel_model_load(const dp_parallel_model* model, dp_workspace* 
   dp::LoadCheckpointOptions o = LoadOptions(options, __func__);
   DP_CHECK_ARG(o.bindings.empty(), "options->names: a parallel model loads its whole training state");
   for (const auto& [name, blob] : model->nets.checkpoint) o.bindings.push_back({name, blob});
+  // A sharded optimizer state: the whole tensors loaded into staging blobs
+  // (made first: a strict load replaces blobs), each replica's shard taken
+  // of them, the staging emptied however the load ends.
+  ShardedStateStaging staging(model->nets, workspace->ws);
+  if (!model->nets.shard_full.empty())
+    dp::Net(std::make_shared<const dp::NetDef>(model->nets.shard_stage), workspace->ws).Run();
   dp::LoadCheckpoint(*workspace->ws, path, o);
+  if (!model->nets.shard_full.empty())
+    dp::Net(std::make_shared<const dp::NetDef>(model->nets.shard_scatter), workspace->ws).Run();
   // FinalizeAfterCheckpoint: replica 0's state to every replica.
   dp::Net(std::make_shared<const dp::NetDef>(model->nets.sync), workspace->ws).Run();
   DP_API_END

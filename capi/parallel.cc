@@ -84,6 +84,12 @@ void ReadShardOptions(const dp_parallel_options* options, dp::ParallelizeOptions
                              : c == DP_GRADIENT_COMPRESSION_FP16 ? dp::DType::kFloat16
                                                                  : dp::DType::kUndefined;
   }
+  if (DP_OPTIONS_HAVE(options, shard_optimizer_state)) {
+    DP_ENFORCE_CODE(options->shard_optimizer_state == 0 || options->shard_optimizer_state == 1,
+                    dp::Code::kInvalidArgument, kApi, ": options->shard_optimizer_state must be 0 or 1, got ",
+                    options->shard_optimizer_state);
+    o.shard_optimizer_state = options->shard_optimizer_state != 0;
+  }
   const char* transport = DP_OPTIONS_HAVE(options, local_transport) ? options->local_transport : nullptr;
   if (transport != nullptr) {
     o.local_transport = transport;

@@ -326,6 +326,10 @@ func TestParallelLayouts(t *testing.T) {
 			t.Fatal("compression", c, "changed nothing")
 		}
 	}
+	// A sharded optimizer state (ZeRO-1, since 0.6): the unsharded bits.
+	if got := train(dp.ParallelOptions{ShardOptimizerState: true}); fmt.Sprint(got) != fmt.Sprint(copies) {
+		t.Fatal("sharded optimizer state", got, copies)
+	}
 	for _, o := range []dp.ParallelOptions{{SharedModel: true}, {SharedModelAuto: true}, {SharedModelAuto: true, BMUF: true, BMUFBlockLength: 4}} {
 		got := train(o)
 		if len(got) != len(copies) {

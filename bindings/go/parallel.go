@@ -71,6 +71,9 @@ type ParallelOptions struct {
 	// The gradient allreduce in 16 bits: half the bytes between processes
 	// (dp_parallel_options.gradient_compression). Since 0.6.
 	GradientCompression GradientCompression
+	// ZeRO-1: the optimizer state sharded over every replica of every
+	// process (dp_parallel_options.shard_optimizer_state). Since 0.6.
+	ShardOptimizerState bool
 }
 
 // GradientCompression is DP_GRADIENT_COMPRESSION_*.
@@ -158,6 +161,7 @@ func (m *Model) Parallelize(opts *ParallelOptions) (*ParallelModel, error) {
 	c.timeout_ms = C.int64_t(opts.TimeoutMS)
 	c.memory = C.int32_t(opts.Memory)
 	c.gradient_compression = C.int32_t(opts.GradientCompression)
+	c.shard_optimizer_state = b2i(opts.ShardOptimizerState)
 	// The strings go to C memory too, freed after the call; "" is NULL.
 	for _, s := range []struct {
 		field string

@@ -1280,6 +1280,21 @@ typedef struct dp_parallel_options {
    * against overflow). CPU replicas (shared memory, Gloo, one process);
    * CUDA replicas: DP_ERR_UNIMPLEMENTED. Not with BMUF. NONE (0): float32. */
   int32_t gradient_compression;
+  /* 1: ZeRO-1. The optimizer state is sharded over every replica of every
+   * process: each keeps the state of 1 / (replicas x processes) of each
+   * param's elements. A step reduce-scatters the gradients, each replica
+   * updates its part of the params, and the params are all-gathered. The
+   * sums are the allreduce's in the same order, so training equals the
+   * unsharded run bit for bit in one process and over shared memory (over
+   * Gloo to float rounding). Checkpoints hold the state whole, as unsharded
+   * runs write it (dp_parallel_model_save gathers it, which makes the save a
+   * collective: every process must call it), so a sharded run resumes
+   * unsharded and the other way round. The replicas' state blobs hold
+   * their shards (1-D). CPU replicas with a model each: not with
+   * DP_SHARED_MODEL_ON (DP_SHARED_MODEL_AUTO keeps a model each), BMUF or
+   * gradient_compression (DP_ERR_INVALID_ARGUMENT / DP_ERR_UNIMPLEMENTED);
+   * CUDA replicas: DP_ERR_UNIMPLEMENTED. 0: off. */
+  int32_t shard_optimizer_state;
 } dp_parallel_options;
 
 /* Replica 0's values copied to all (the default), their average, or nothing. */
@@ -1588,7 +1603,10 @@ DP_API DP_MUST_USE dp_status* dp_model_checkpoint_blobs(const dp_model* model, d
  * otherwise), the iteration, the device type, the replica count and the
  * number of processes. With several processes only rank 0 writes (every
  * process holds the same state); the others return DP_OK without touching
- * `path`, so that every process may run the same code. Not while a net runs
+ * `path`, so that every process may run the same code. A sharded optimizer
+ * state (shard_optimizer_state) is gathered first, whole, as an unsharded
+ * run saves it: then every process must call it (a collective; a process
+ * that does not makes the others fail at the timeout). Not while a net runs
  * on the workspace. Errors as for dp_checkpoint_save. Since 0.2. */
 DP_API DP_MUST_USE dp_status* dp_parallel_model_save(const dp_parallel_model* model, const dp_workspace* workspace,
                                                      const char* path, const dp_checkpoint_save_options* options);
@@ -1597,7 +1615,8 @@ DP_API DP_MUST_USE dp_status* dp_parallel_model_save(const dp_parallel_model* mo
  * so that every replica holds it (Caffe2's FinalizeAfterCheckpoint). With
  * several processes every process must call it (the sync net's broadcast
  * from rank 0 is a collective); each reads `path`, and rank 0's state is
- * what every process ends with.
+ * what every process ends with. A sharded optimizer state takes each
+ * replica's shard of the file's whole tensors.
  * options->names must be NULL (the whole state is loaded); lenient, no_verify
  * and mmap apply. Everything is verified before replica 0's first blob
  * changes. Not while a net runs on the workspace. Since 0.2. */

@@ -23,6 +23,7 @@
 #include "comm/active_scale.h"
 #include "comm/collective_checks.h"
 #include "comm/collective_op.h"
+#include "comm/cpu_collective_op.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 #include "comm/cpu_collectives.h"
@@ -80,40 +81,9 @@ class CreateCpuCollectivesOp final : public Operator {
   std::string config_;
 };
 
-// The parts of the communicator a blob (`desc` in messages) holds that an
-// op uses, held while it runs (the blob may be replaced meanwhile); by value:
-// no allocation per run.
-CpuCommunicator CommOf(const Blob& b, const std::string& desc) {
-  const CpuCommunicator& held = CommunicatorIn<CpuCommunicator>(b, desc, "CPU", "CreateCpuCollectives");
-  CpuCommunicator comm;
-  comm.collectives = held.collectives;
-  comm.peers = held.peers;
-  comm.staging = held.staging;
-  return comm;
-}
-
-// Shared by Allreduce and Broadcast (collective_op.h).
-class CollectiveOp : public CollectiveOpBase {
+class AllreduceOp final : public CpuCollectiveOp {
  public:
-  using CollectiveOpBase::CollectiveOpBase;
-
- protected:
-  CpuCommunicator Comm() const { return CommOf(*input_blobs()[0], InputDesc(0)); }
-
-  // The staged collective of message i of this op (per dtype group): the
-  // op's `key` argument names it (the same collective in several nets, or
-  // in a net made again: Parallelize keys every collective), else the op
-  // itself does (then a net made again prepares its collectives again).
-  StagedCollective& Stage(const CpuCommunicator& comm, size_t i, int64_t count, DType dtype, int root = -1) {
-    return comm.staging->Get(StrCat(key_, "#", i), comm.peers, count, dtype, root);
-  }
-
-  const std::string key_ = args().String("key", StrCat("op@", static_cast<const void*>(this)));
-};
-
-class AllreduceOp final : public CollectiveOp {
- public:
-  explicit AllreduceOp(const OpInit& init) : CollectiveOp(init) {
+  explicit AllreduceOp(const OpInit& init) : CpuCollectiveOp(init) {
     DP_ENFORCE(!average_active_ || per_device_ >= 2, "average_active needs each device's tensors followed by its ",
                "active flag (at least 2 tensors per device), got ", per_device_);
   }
@@ -281,9 +251,9 @@ class AllreduceOp final : public CollectiveOp {
   const int64_t compress_tensors_ = args().Int("compress_tensors", std::numeric_limits<int64_t>::max());
 };
 
-class BroadcastOp final : public CollectiveOp {
+class BroadcastOp final : public CpuCollectiveOp {
  public:
-  explicit BroadcastOp(const OpInit& init) : CollectiveOp(init), root_(CollectiveRoot(args(), num_devices_)) {}
+  explicit BroadcastOp(const OpInit& init) : CpuCollectiveOp(init), root_(CollectiveRoot(args(), num_devices_)) {}
 
  private:
   void RunOnDevice() override {
@@ -366,32 +336,6 @@ class BarrierOp final : public Operator {
     if (comm.peers) comm.peers->Barrier();
   }
 };
-
-// Shape inference's opening: the count, then devices and tensors per device.
-std::pair<int, int> InferenceSplit(const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
-  const int k = static_cast<int>(op.outputs.size());
-  DP_ENFORCE_CODE(static_cast<int>(in.size()) == k + 1, Code::kInvalidNet, "takes the communicator and k tensors, ",
-                  "got ", in.size(), " inputs and ", k, " outputs");
-  return CollectiveDeviceSplit(args, k);
-}
-
-std::vector<TensorInfo> AllreduceInference(const OperatorDef& op, const ArgReader& args,
-                                           const std::vector<TensorInfo>& in) {
-  const auto [n, m] = InferenceSplit(op, args, in);
-  for (int j = 0; j < m; ++j) {
-    const TensorInfo& first = in[static_cast<size_t>(1 + j)];
-    for (int d = 1; d < n; ++d) {
-      const TensorInfo& t = in[static_cast<size_t>(1 + d * m + j)];
-      DP_ENFORCE_CODE(t.dtype == first.dtype, Code::kDType, "input ", 1 + d * m + j, " '", op.inputs[1 + d * m + j],
-                      "' is ", DTypeName(t.dtype), " but input ", 1 + j, " '", op.inputs[1 + j], "' is ",
-                      DTypeName(first.dtype));
-      DP_ENFORCE_CODE(t.dims == first.dims, Code::kShape, "input ", 1 + d * m + j, " '", op.inputs[1 + d * m + j],
-                      "' has shape ", DimsString(t.dims), " but input ", 1 + j, " '", op.inputs[1 + j], "' has ",
-                      DimsString(first.dims));
-    }
-  }
-  return std::vector<TensorInfo>(in.begin() + 1, in.end());
-}
 
 std::vector<TensorInfo> BroadcastInference(const OperatorDef& op, const ArgReader& args,
                                            const std::vector<TensorInfo>& in) {

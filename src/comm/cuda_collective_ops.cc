@@ -3,6 +3,9 @@
 //   CreateCudaCollectives(device_ids=[...], nccl=1[, world_size, rank, store, ...]) -> comm
 //   Allreduce(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
 //   Broadcast(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
+//   ReduceScatter, Allgather (comm/cpu_shard_ops.cc): a sharded optimizer
+//     state's; not yet tuned for GPUs, and Allgather in one process only
+//     (parallelize does not shard CUDA replicas' state yet).
 // Same graph as the CPU collectives (comm/cpu_collective_ops.cc, which owns the
 // Allreduce and Broadcast schemas): the k tensors are device-major, device d's
 // being on cuda:device_ids[d]. The op runs on one of those devices (normally
@@ -22,6 +25,7 @@
 #include "comm/process_args.h"
 #include "cuda/cuda_context.h"
 #include "comm/collective_op.h"
+#include "comm/shards.h"
 #include "ops/operator.h"
 
 namespace dp {
@@ -182,6 +186,47 @@ class CudaBroadcastOp final : public CudaCollectiveOp {
   const int root_;
 };
 
+// Allgather in one process: each device's part (comm/shards.h) broadcast
+// from it to the others. Across processes the part's owner is not process
+// 0's device, which CudaCollectives::Broadcast takes for the root.
+class CudaAllgatherOp final : public CudaCollectiveOp {
+ public:
+  using CudaCollectiveOp::CudaCollectiveOp;
+
+ private:
+  void RunOnDevice() override {
+    auto comm = Comm();
+    DP_ENFORCE_CODE(comm->num_processes() == 1, Code::kUnimplemented, label(), ": CUDA replicas' Allgather across ",
+                    comm->num_processes(), " processes is not built yet (one process only)");
+    const int n = num_devices_, m = per_device_;
+    ShardLayout layout;
+    layout.devices = n;
+    for (int j = 0; j < m; ++j) {
+      const Tensor& first = Replica(*comm, 0, j);
+      for (int d = 1; d < n; ++d) {
+        const Tensor& t = Replica(*comm, d, j);
+        DP_ENFORCE_CODE(t.dtype() == first.dtype() && t.dims() == first.dims(), Code::kShape, InputDesc(In(d, j)),
+                        " is ", t.DebugString(), " but ", InputDesc(In(0, j)), " is ", first.DebugString());
+      }
+    }
+    for (int j = 0; j < m; ++j) {
+      const Tensor& first = Replica(*comm, 0, j);
+      const size_t item = DTypeSize(first.dtype());
+      std::vector<char*> data;
+      for (int d = 0; d < n; ++d) data.push_back(static_cast<char*>(Output(In(d, j) - 1)->raw_mutable_data()));
+      for (int root = 0; root < n; ++root) {
+        const ElementRange part = layout.OfDevice(first.numel(), root);
+        if (part.end == part.begin) continue;
+        CudaCollectives::Segment seg;
+        seg.count = part.end - part.begin;
+        seg.dtype = first.dtype();
+        for (int d = 0; d < n; ++d) seg.buffers.push_back(data[static_cast<size_t>(d)] + part.begin * item);
+        comm->Broadcast({seg}, root, cuda_context());
+      }
+    }
+  }
+};
+
 DP_OPERATOR_SCHEMA(CreateCudaCollectives)
     .NumInputs(0)
     .NumOutputs(1)
@@ -205,6 +250,11 @@ DP_REGISTER_CPU_OPERATOR(CreateCudaCollectives, CreateCudaCollectivesOp);
 DP_REGISTER_CUDA_OPERATOR(CreateCudaCollectives, CreateCudaCollectivesOp);
 DP_REGISTER_CUDA_OPERATOR(Allreduce, CudaAllreduceOp);
 DP_REGISTER_CUDA_OPERATOR(Broadcast, CudaBroadcastOp);
+// ReduceScatter leaves each device's part summed and the other elements
+// unspecified: the whole allreduce is such a result (NCCL's reduce-scatter
+// would move half the bytes).
+DP_REGISTER_CUDA_OPERATOR(ReduceScatter, CudaAllreduceOp);
+DP_REGISTER_CUDA_OPERATOR(Allgather, CudaAllgatherOp);
 DP_NO_GRADIENT(CreateCudaCollectives);
 
 }  // namespace

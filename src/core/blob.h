@@ -97,6 +97,15 @@ class Blob {
       type_.store(&typeid(T), std::memory_order_release);
     }
   }
+  // Clear, under the blob's lock; what it held is released after the lock.
+  void Withdraw() {
+    std::shared_ptr<void> old;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      old = std::move(ptr_);
+      type_.store(nullptr, std::memory_order_release);
+    }
+  }
   // The held T, shared with the blob: it stays valid and unchanged however
   // the blob is published to later. Fails as Get does.
   template <typename T>

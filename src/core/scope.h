@@ -12,6 +12,7 @@
 //   GlobalShareName("cpu_1/loss")        "cpu_1/loss/global"
 //   EvalInputName("cuda_0/data")         "cuda_0/data/eval"
 //   BmufGlobalName / BmufDeltaName("w")  "w/bmuf_global", "w/bmuf_delta"
+//   FullStateName("w/momentum")          "parallel/full/w/momentum"
 #pragma once
 
 #include <string>
@@ -65,5 +66,9 @@ inline std::string GlobalShareName(const std::string& blob) { return blob + "/gl
 // of the block, and the block-level momentum Delta.
 inline std::string BmufGlobalName(const std::string& param) { return param + "/bmuf_global"; }
 inline std::string BmufDeltaName(const std::string& param) { return param + "/bmuf_delta"; }
+
+// A sharded optimizer state's tensor whole (unscoped `state`, gathered from
+// every replica's shard), as a checkpoint saves and loads it.
+inline std::string FullStateName(const std::string& state) { return "parallel/full/" + state; }
 
 }  // namespace dp

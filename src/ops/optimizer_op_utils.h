@@ -36,20 +36,44 @@ inline constexpr UpdateLayout kAdagradLayout{1, false};
 
 inline bool IsFloatDType(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
 
+// The checked part/parts arguments: 0 <= part < parts. With sharded_state
+// (ZeRO-1: each replica keeps the state of its part alone) the state tensors
+// are 1-D and hold the part's elements only; no other op updates the param.
+struct UpdateParts {
+  int64_t part, parts;
+  bool sharded_state;
+};
+inline UpdateParts ReadUpdateParts(const ArgReader& args) {
+  const int64_t part = args.Int("part", 0), parts = args.Int("parts", 1);
+  DP_ENFORCE(parts >= 1 && part >= 0 && part < parts, "arguments 'part' and 'parts' must satisfy 0 <= part < ",
+             "parts, got part ", part, " of ", parts);
+  return {part, parts, args.Int("sharded_state", 0) != 0};
+}
+
 // info(i) -> TensorInfo of input i; name(i) -> "grad 'w_grad'".
 // `inputs` counts the extra gradients too.
+// With parts.sharded_state the states are [the part's length].
 template <typename Info, typename Name>
-void CheckUpdateInputs(const UpdateLayout& layout, int inputs, Info info, Name name) {
+void CheckUpdateInputs(const UpdateLayout& layout, int inputs, Info info, Name name, const UpdateParts& parts) {
   const TensorInfo p = info(0);
   DP_ENFORCE_CODE(IsFloatDType(p.dtype), Code::kDType, name(0), " must be float32 or float64, got ",
                   DTypeName(p.dtype));
   std::vector<int> like_param;  // grads and states
   for (int i = 1; i < 2 + layout.num_states; ++i) like_param.push_back(i);
   for (int i = layout.num_inputs(); i < inputs; ++i) like_param.push_back(i);
+  const ElementRange part = PartOfElements(NumElements(p.dims), parts.part, parts.parts);
+  const Dims shard{part.end - part.begin};
   for (int i : like_param) {
     const TensorInfo t = info(i);
     DP_ENFORCE_CODE(t.dtype == p.dtype, Code::kDType, name(i), " is ", DTypeName(t.dtype), " but ", name(0), " is ",
                     DTypeName(p.dtype));
+    const bool state = i >= 2 && i < 2 + layout.num_states;
+    if (state && parts.sharded_state) {
+      DP_ENFORCE_CODE(t.dims == shard, Code::kShape, name(i), " has shape ", DimsString(t.dims), " but the ",
+                      "sharded state of part ", parts.part, " of ", parts.parts, " of ", name(0), " ",
+                      DimsString(p.dims), " is ", DimsString(shard));
+      continue;
+    }
     DP_ENFORCE_CODE(t.dims == p.dims, Code::kShape, name(i), " has shape ", DimsString(t.dims), " but ", name(0),
                     " has ", DimsString(p.dims));
   }
@@ -65,17 +89,6 @@ void CheckUpdateInputs(const UpdateLayout& layout, int inputs, Info info, Name n
     DP_ENFORCE_CODE(NumElements(it.dims) == 1, Code::kShape, name(layout.iter()), " must hold one value, got shape ",
                     DimsString(it.dims));
   }
-}
-
-// The checked part/parts arguments: 0 <= part < parts.
-struct UpdateParts {
-  int64_t part, parts;
-};
-inline UpdateParts ReadUpdateParts(const ArgReader& args) {
-  const int64_t part = args.Int("part", 0), parts = args.Int("parts", 1);
-  DP_ENFORCE(parts >= 1 && part >= 0 && part < parts, "arguments 'part' and 'parts' must satisfy 0 <= part < ",
-             "parts, got part ", part, " of ", parts);
-  return {part, parts};
 }
 
 // With parts > 1 the ops updating the other parts may be running: none of

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "model/model_def.h"
+#include "ops/op_schema.h"
 #include "parallel/parallelize.h"
 #include "parallel/replicas.h"
 
@@ -64,9 +65,21 @@ struct ParallelPlan {
   // flag (ActiveFlagName) and is divided by their sum: the loss gradient is
   // seeded with 1 (not 1 / replicas) and the average is over active replicas.
   bool joinable = false;
+  // A sharded optimizer state (options.shard_optimizer_state, with more than
+  // one replica in all): replica r of this process owns part ShardPart(r) of
+  // total_replicas() of every param (comm/shards.h), and keeps the state of
+  // that part alone; the gradient buckets are reduce-scattered and the
+  // params all-gathered instead of one allreduce per bucket.
+  bool zero = false;
+  std::map<std::string, TensorInfo> param_info;  // zero: each param's dims and dtype, known at build time
 
   // Replicas over every process: what averages divide by.
   size_t total_replicas() const { return n * shards; }
+  int64_t ShardPart(size_t r) const {
+    return static_cast<int64_t>(options.shard_id) * static_cast<int64_t>(n) + static_cast<int64_t>(r);
+  }
+  // Elements of replica r's shard of `param` (zero).
+  int64_t ShardLength(size_t r, const std::string& param) const;
 
   // Every optimizer update: each updater's params, or the shared ones.
   std::vector<Update> Updates() const {
@@ -127,6 +140,13 @@ void OrderCollectives(NetDef& net);
 
 // What ParallelNets::checkpoint holds (state_nets.cc).
 std::vector<std::pair<std::string, std::string>> CheckpointBindings(const ParallelPlan& plan);
+
+// A sharded optimizer state's checkpoint nets (state_nets.cc; ParallelNets
+// says when each runs): the whole tensors gathered from the shards, made
+// zero for a load to replace, and cut into the shards again.
+NetDef BuildShardGatherNet(const ParallelPlan& plan);
+NetDef BuildShardStageNet(const ParallelPlan& plan);
+NetDef BuildShardScatterNet(const ParallelPlan& plan);
 
 // BMUF pieces the init and sync nets share (bmuf_nets.cc).
 // The per-replica state of BMUF for `param` (unscoped): its global model and

@@ -9,6 +9,7 @@
 
 #include "autodiff/add_gradients.h"
 #include "comm/process_group.h"
+#include "comm/shards.h"
 #include "comm/store_address.h"
 #include "core/cache_probe.h"
 #include "core/cpu_budget.h"
@@ -37,7 +38,7 @@ ParallelizeOptions ResolveSharedModel(ParallelizeOptions o) {
   if (!o.shared_model_auto) return o;
   o.shared_model_auto = false;
   const int n = static_cast<int>(o.device_ids.size());
-  o.shared_model = o.device_type == DeviceType::kCPU && n > 1 && !o.bmuf.enabled &&
+  o.shared_model = o.device_type == DeviceType::kCPU && n > 1 && !o.bmuf.enabled && !o.shard_optimizer_state &&
                    PartsShareCache(DivideCpus(ProcessCpuTopology(), CpuBudget(), n));
   if (o.device_type == DeviceType::kCPU && n > 1)
     DP_LOG(kInfo, "parallelize: ", n, " CPU replicas ",
@@ -72,6 +73,20 @@ void CheckOptions(const ParallelizeOptions& o) {
                     "process); CUDA replicas' NCCL path in 16 bits is not built yet");
     DP_ENFORCE_CODE(!o.bmuf.enabled, Code::kInvalidArgument, kApi,
                     "options->gradient_compression compresses the gradient allreduce, which BMUF does not run");
+  }
+  if (o.shard_optimizer_state) {
+    DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU, Code::kUnimplemented, kApi,
+                    "options->shard_optimizer_state is implemented for CPU replicas; CUDA replicas' reduce-scatter ",
+                    "and all-gather through NCCL are not built yet");
+    DP_ENFORCE_CODE(!o.bmuf.enabled, Code::kInvalidArgument, kApi,
+                    "options->shard_optimizer_state shards the state of the step's optimizer update; BMUF replicas "
+                    "each run their own optimizer between blocks, so it cannot be combined with options->bmuf");
+    DP_ENFORCE_CODE(!o.shared_model, Code::kInvalidArgument, kApi,
+                    "options->shard_optimizer_state shards a model per replica; options->shared_model keeps one "
+                    "model and one optimizer state for the replicas of a process already");
+    DP_ENFORCE_CODE(o.gradient_compression == DType::kUndefined, Code::kUnimplemented, kApi,
+                    "options->gradient_compression with options->shard_optimizer_state (a 16-bit reduce-scatter) is "
+                    "not built yet");
   }
   DP_ENFORCE_CODE(o.accumulate_steps >= 1, Code::kInvalidArgument,
                   kApi, "options->accumulate_steps must be >= 1, got ", o.accumulate_steps);
@@ -124,19 +139,28 @@ void CheckOptions(const ParallelizeOptions& o) {
                   ", options->bucket_bytes ", o.bucket_bytes, ")");
 }
 
-// Bytes of each param as the init net makes it; -1 where shape inference
-// cannot tell, or the count would not fit in int64 (such a gradient gets a
-// bucket of its own; the init net will not make it anyway).
-std::map<std::string, int64_t> ParamBytes(const ModelDef& model) {
-  std::map<std::string, int64_t> bytes;
+// Each param's dims and dtype as the init net makes it (unknown where shape
+// inference cannot tell).
+std::map<std::string, TensorInfo> ParamInfo(const ModelDef& model) {
+  std::map<std::string, TensorInfo> info;
   auto shapes = InferNetShapes(model.init_net, {});
   for (const auto& p : model.params) {
     auto it = shapes.find(p);
+    info[p] = it == shapes.end() ? TensorInfo{} : it->second;
+  }
+  return info;
+}
+
+// Bytes of each param; -1 where shape inference cannot tell, or the count
+// would not fit in int64 (such a gradient gets a bucket of its own; the
+// init net will not make it anyway).
+std::map<std::string, int64_t> ParamBytes(const std::map<std::string, TensorInfo>& info) {
+  std::map<std::string, int64_t> bytes;
+  for (const auto& [p, t] : info) {
     int64_t b = -1;
-    if (it != shapes.end() && it->second.known() &&
-        __builtin_mul_overflow(NumElements(it->second.dims), static_cast<int64_t>(DTypeSize(it->second.dtype)), &b))
+    if (t.known() && __builtin_mul_overflow(NumElements(t.dims), static_cast<int64_t>(DTypeSize(t.dtype)), &b))
       b = -1;
-    bytes[p] = b;
+    bytes[p] = t.known() ? b : -1;
   }
   return bytes;
 }
@@ -242,7 +266,8 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
   if (plan.weighted) gopt.loss_weight = kBatchShareBlob;
   const GradientResult g = AddGradients(plan.forward, gopt);
   plan.grad_of.insert(g.grads.begin(), g.grads.end());
-  const std::map<std::string, int64_t> bytes = ParamBytes(model);
+  const std::map<std::string, TensorInfo> info = ParamInfo(model);
+  const std::map<std::string, int64_t> bytes = ParamBytes(info);
   plan.buckets = MakeBuckets(g, bytes, o);
   plan.tmpl = o.sync_bn && plan.total_replicas() > 1 ? SynchronizeBatchNorm(g.net, kCommBlob) : g.net;
   if (replicas.cuda()) CheckKernels(plan.tmpl, o.device_type);
@@ -259,13 +284,28 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
   // while the replicas' runners wait) up to a few replicas: 2 CPU replicas
   // on cores without a shared cache, batch 64: 1.37-1.42 -> 1.11-1.34 ms.
   constexpr size_t kMaxCopiesSummingInUpdate = 4;
+  plan.zero = o.shard_optimizer_state && plan.total_replicas() > 1;
+  if (plan.zero) {
+    // The shards' lengths are part of the nets (the state's init, the updates' parts).
+    for (const auto& [param, t] : info)
+      DP_ENFORCE_CODE(t.known() && bytes.at(param) >= 0, Code::kInvalidArgument, kApi,
+                      "options->shard_optimizer_state needs every param's shape from the init net; shape "
+                      "inference cannot tell the shape of param '", param, "'");
+    plan.param_info = info;
+  }
   plan.sum_in_update = plan.shards == 1 && n > 1 && o.device_type == DeviceType::kCPU && !o.bmuf.enabled &&
-                       o.gradient_compression == DType::kUndefined &&
+                       o.gradient_compression == DType::kUndefined && !plan.zero &&
                        (o.shared_model || n <= kMaxCopiesSummingInUpdate);
   return plan;
 }
 
 }  // namespace
+
+int64_t ParallelPlan::ShardLength(size_t r, const std::string& param) const {
+  const ElementRange part =
+      PartOfElements(NumElements(param_info.at(param).dims), ShardPart(r), static_cast<int64_t>(total_replicas()));
+  return part.end - part.begin;
+}
 
 std::string ActiveFlagName(size_t bucket) { return "parallel/active_" + std::to_string(bucket); }
 
@@ -295,6 +335,13 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& reques
   }
   out.sync = BuildSyncNet(plan);
   out.checkpoint = CheckpointBindings(plan);
+  if (plan.zero) {
+    out.shard_gather = BuildShardGatherNet(plan);
+    out.shard_stage = BuildShardStageNet(plan);
+    out.shard_scatter = BuildShardScatterNet(plan);
+    for (const auto& param : model.params)
+      for (const auto& st : OptimizerStateBlobs(opt, param)) out.shard_full.push_back(FullStateName(st));
+  }
   out.eval = BuildEvalNet(plan);
   out.num_shards = options.num_shards;
   out.shard_id = options.shard_id;
@@ -303,7 +350,8 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& reques
     out.join_update = BuildJoinUpdateNet(plan);
   }
   if (options.num_shards > 1)
-    for (NetDef* net : {&out.init, &out.accumulate, &out.train, &out.block, &out.sync, &out.join_collectives})
+    for (NetDef* net : {&out.init, &out.accumulate, &out.train, &out.block, &out.sync, &out.join_collectives,
+                        &out.join_update, &out.shard_gather})
       OrderCollectives(*net);
   out.train.memory = options.memory;
   out.accumulate.memory = options.memory;

@@ -110,6 +110,17 @@ struct ParallelizeOptions {
   // against overflow). CPU replicas; in one process too (the replicas' sums
   // then round as across processes, and the updates no longer sum them).
   DType gradient_compression = DType::kUndefined;
+  // ZeRO-1: the optimizer state sharded over every replica of every process
+  // (comm/shards.h says which elements each owns). Each step reduce-scatters
+  // the gradients (ReduceScatter: each replica gets its part summed), each
+  // replica updates its part of the params with its part of the state, and
+  // the params are all-gathered (Allgather). The sums are the allreduce's,
+  // in the same order, so a step equals the unsharded step bit for bit in
+  // one process and over shared memory. Each replica holds 1 / (replicas x
+  // processes) of the state. CPU replicas with a model each (not
+  // shared_model, which already keeps one state per process), not BMUF,
+  // not compressed.
+  bool shard_optimizer_state = false;
 };
 
 struct ParallelNets {
@@ -135,6 +146,15 @@ struct ParallelNets {
   // state), so that a file does not depend on the replica count; loading
   // into replica 0 and running `sync` restores every replica.
   std::vector<std::pair<std::string, std::string>> checkpoint;
+  // A sharded optimizer state (shard_optimizer_state): the checkpoint holds
+  // each state tensor whole, under its one-device name, through the blobs
+  // `shard_full` (state name -> "parallel/full/<name>"). Before a save run
+  // shard_gather (every process: a collective), which makes them of every
+  // replica's shard; before a load run shard_stage (zeros shaped like the
+  // params, what a strict load replaces), after it shard_scatter (each
+  // replica's shard of them, no communication). Empty them afterwards.
+  NetDef shard_gather, shard_stage, shard_scatter;
+  std::vector<std::string> shard_full;
 };
 
 // Blob of the in-process communicator the collectives use.

@@ -1,6 +1,7 @@
 #include "parallel/replicas.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "core/scope.h"
@@ -15,9 +16,13 @@ bool IsCollective(const OperatorDef& op) {
   return (op.type == "Allreduce" || op.type == "Broadcast") && !op.inputs.empty() && op.inputs[0] == kCommBlob;
 }
 
-// Collectives over the communicator, the barrier included.
+// Ops that talk to the other processes through the communicator: the
+// collectives, the barrier, a sharded state's (comm/cpu_shard_ops.cc).
 bool UsesComm(const OperatorDef& op) {
-  return (IsCollective(op) || op.type == "Barrier") && !op.inputs.empty() && op.inputs[0] == kCommBlob;
+  static const char* const kTypes[] = {"Allreduce", "Broadcast", "Barrier", "ReduceScatter", "Allgather",
+                                       "GatherShards"};
+  return std::any_of(std::begin(kTypes), std::end(kTypes), [&](const char* t) { return op.type == t; }) &&
+         !op.inputs.empty() && op.inputs[0] == kCommBlob;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 // The nets that make the replicas' state (init) and re-synchronise it (sync).
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,10 +59,22 @@ void AddBroadcastOfReplicated(const ParallelPlan& p, NetDef& init) {
 }
 
 // The iteration counter (once, on the host), then each updating replica's
-// optimizer state on its device (model/training.h describes the split).
+// optimizer state on its device (model/training.h describes the split); a
+// sharded state: each replica's shards, zeros of its part's length.
 void AddOptimizerState(const ParallelPlan& p, NetDef& init) {
   const Replicas& b = p.replicas;
   init.ops.push_back(IterationCounterInitOp());
+  if (p.zero) {
+    for (size_t r = 0; r < p.n; ++r)
+      for (const auto& param : p.model.params)
+        for (const auto& st : OptimizerStateBlobs(p.opt, b.BlobName(r, param)))
+          init.ops.push_back(b.On(
+              r, MakeOperatorDef("ConstantFill", {}, {st},
+                                 {MakeArg("shape", std::vector<int64_t>{p.ShardLength(r, param)}),
+                                  MakeArg("dtype", static_cast<int64_t>(p.param_info.at(param).dtype)),
+                                  MakeArg("value", 0.0)})));
+    return;
+  }
   const auto params = b.PerReplica(p.model.params);
   for (size_t r = 0; r < p.updaters; ++r)
     for (auto& op : OptimizerStateInitOps(p.opt, params[r])) init.ops.push_back(b.On(r, std::move(op)));
@@ -77,12 +90,14 @@ void AddGradientAccumulators(const ParallelPlan& p, NetDef& init) {
                                                  {MakeArg("value", 0.0)})));
 }
 
-// Everything a replica holds beyond its activations (unscoped): params
-// unless shared, computed params, optimizer and BMUF state.
+// Everything a replica holds beyond its activations (unscoped) that the
+// others hold too: params unless shared, computed params, optimizer state
+// unless sharded, BMUF state.
 std::vector<std::string> ReplicaState(const ParallelPlan& p) {
   std::vector<std::string> state = p.replicated;
   for (const auto& param : p.options.shared_model ? std::vector<std::string>{} : p.model.params) {
-    for (const auto& st : OptimizerStateBlobs(p.opt, param)) state.push_back(st);
+    if (!p.zero)
+      for (const auto& st : OptimizerStateBlobs(p.opt, param)) state.push_back(st);
     if (p.options.bmuf.enabled)
       for (const auto& st : BmufStateBlobs(param)) state.push_back(st);
   }
@@ -115,12 +130,76 @@ NetDef BuildInitNet(const ParallelPlan& p) {
 
 std::vector<std::pair<std::string, std::string>> CheckpointBindings(const ParallelPlan& p) {
   std::vector<std::pair<std::string, std::string>> out;
+  std::set<std::string> sharded;  // a sharded state is saved whole (FullStateName)
+  if (p.zero)
+    for (const auto& param : p.model.params)
+      for (const auto& st : OptimizerStateBlobs(p.opt, param)) sharded.insert(st);
   for (const auto& x : TrainingStateBlobs(p.model))
-    out.emplace_back(x, x == kIterBlob ? x : p.replicas.BlobName(0, x));  // the counter is global
+    out.emplace_back(x, x == kIterBlob     ? x  // the counter is global
+                        : sharded.count(x) ? FullStateName(x)
+                                           : p.replicas.BlobName(0, x));
   if (p.options.bmuf.enabled)
     for (const auto& param : p.model.params)
       for (const auto& st : BmufStateBlobs(param)) out.emplace_back(st, p.replicas.BlobName(0, st));
   return out;
+}
+
+// Every param's state tensors whole, of every replica's shard (GatherShards
+// on replica 0, shaped like its param).
+NetDef BuildShardGatherNet(const ParallelPlan& p) {
+  const Replicas& b = p.replicas;
+  NetDef net;
+  net.name = p.name + "_parallel_shard_gather";
+  AddExternalInput(net, kCommBlob);
+  for (const auto& param : p.model.params) {
+    const std::vector<std::string> states = OptimizerStateBlobs(p.opt, param);
+    for (size_t k = 0; k < states.size(); ++k) {
+      std::vector<std::string> in{kCommBlob, b.BlobName(0, param)};
+      for (size_t r = 0; r < p.n; ++r) in.push_back(OptimizerStateBlobs(p.opt, b.BlobName(r, param))[k]);
+      for (const auto& x : in) AddExternalInput(net, x);
+      net.ops.push_back(b.On(0, MakeOperatorDef("GatherShards", in, {FullStateName(states[k])},
+                                                {MakeArg("num_devices", static_cast<int64_t>(p.n))})));
+      net.external_outputs.push_back(FullStateName(states[k]));
+    }
+  }
+  ValidateNet(net);
+  return net;
+}
+
+NetDef BuildShardStageNet(const ParallelPlan& p) {
+  const Replicas& b = p.replicas;
+  NetDef net;
+  net.name = p.name + "_parallel_shard_stage";
+  for (const auto& param : p.model.params) {
+    AddExternalInput(net, b.BlobName(0, param));
+    for (const auto& st : OptimizerStateBlobs(p.opt, param)) {
+      net.ops.push_back(b.On(0, MakeOperatorDef("ConstantFill", {b.BlobName(0, param)}, {FullStateName(st)},
+                                                {MakeArg("value", 0.0)})));
+      net.external_outputs.push_back(FullStateName(st));
+    }
+  }
+  ValidateNet(net);
+  return net;
+}
+
+NetDef BuildShardScatterNet(const ParallelPlan& p) {
+  const Replicas& b = p.replicas;
+  NetDef net;
+  net.name = p.name + "_parallel_shard_scatter";
+  AddExternalInput(net, kCommBlob);
+  for (const auto& param : p.model.params) {
+    const std::vector<std::string> states = OptimizerStateBlobs(p.opt, param);
+    for (size_t k = 0; k < states.size(); ++k) {
+      std::vector<std::string> shards;
+      for (size_t r = 0; r < p.n; ++r) shards.push_back(OptimizerStateBlobs(p.opt, b.BlobName(r, param))[k]);
+      AddExternalInput(net, FullStateName(states[k]));
+      net.ops.push_back(b.On(0, MakeOperatorDef("ScatterShards", {kCommBlob, FullStateName(states[k])}, shards,
+                                                {MakeArg("num_devices", static_cast<int64_t>(p.n))})));
+      for (const auto& x : shards) net.external_outputs.push_back(x);
+    }
+  }
+  ValidateNet(net);
+  return net;
 }
 
 NetDef BuildSyncNet(const ParallelPlan& p) {

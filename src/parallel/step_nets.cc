@@ -158,7 +158,11 @@ void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
                                {MakeArg("shape", std::vector<int64_t>{1}), MakeArg("value", active ? 1.0 : 0.0)})));
       args.push_back(MakeArg("average_active", int64_t{1}));
     }
-    train.ops.push_back(p.replicas.Collective("Allreduce", p.replicas.PerReplica(tensors), std::move(args)));
+    // A sharded optimizer state: each replica needs its part of the sums
+    // alone (the scalars riding along are still summed whole).
+    if (p.zero) args.push_back(MakeArg("shard_tensors", static_cast<int64_t>(p.buckets[k].size())));
+    train.ops.push_back(p.replicas.Collective(p.zero ? "ReduceScatter" : "Allreduce", p.replicas.PerReplica(tensors),
+                                              std::move(args)));
   }
 }
 
@@ -189,9 +193,21 @@ void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
       op.args.push_back(MakeArg("part", u.part));
       op.args.push_back(MakeArg("parts", u.parts));
     }
+    if (p.zero) {  // the replica's part, with the state of that part alone
+      op.args.push_back(MakeArg("part", p.ShardPart(u.replica)));
+      op.args.push_back(MakeArg("parts", static_cast<int64_t>(p.total_replicas())));
+      op.args.push_back(MakeArg("sharded_state", int64_t{1}));
+    }
     train.ops.push_back(b.On(u.replica, std::move(op)));
     for (const auto& st : OptimizerStateBlobs(p.opt, w)) AddExternalInput(train, st);
   }
+  if (!p.zero) return;
+  // Each replica's part of the updated params to every replica, a bucket at
+  // a time (the params of a bucket are updated once its sums are in).
+  AddExternalInput(train, kCommBlob);
+  for (size_t k = 0; k < p.buckets.size(); ++k)
+    train.ops.push_back(b.Collective("Allgather", b.PerReplica(p.buckets[k]),
+                                     {MakeArg("key", "param_bucket_" + std::to_string(k))}));
 }
 
 NetDef BuildAccumulateNet(const ParallelPlan& p) {

@@ -1972,6 +1972,113 @@ static void test_gradient_compression(void) {
   dp_model_free(model);
 }
 
+/* A parallel model of kModelJson on 2 CPU replicas, sharded or not, its
+ * init net run in a new workspace: 1 when all went well. */
+static int sharded_job(dp_model* model, int32_t shard, dp_workspace** ws, dp_parallel_model** pm, dp_net** train) {
+  const int32_t ids[2] = {0, 1};
+  dp_parallel_options o = DP_PARALLEL_OPTIONS_INIT;
+  dp_netdef *init = NULL, *train_def = NULL;
+  dp_net* init_net = NULL;
+  int ok;
+  o.device_ids = ids;
+  o.num_devices = 2;
+  o.shard_optimizer_state = shard;
+  *ws = new_workspace();
+  ok = *ws != NULL && EXPECT_OK(dp_model_parallelize(model, &o, pm)) &&
+       EXPECT_OK(dp_parallel_model_nets(*pm, &init, &train_def, NULL)) &&
+       EXPECT_OK(dp_net_create(*ws, init, NULL, &init_net)) && EXPECT_OK(dp_net_run(init_net)) &&
+       EXPECT_OK(dp_net_create(*ws, train_def, NULL, train));
+  dp_net_free(init_net);
+  dp_netdef_free(init);
+  dp_netdef_free(train_def);
+  return ok;
+}
+
+/* 12 floats of blob `name` into out. */
+static int fetch12(dp_workspace* ws, const char* name, float* out) {
+  dp_tensor* t = NULL;
+  int ok = EXPECT_OK(dp_workspace_fetch(ws, name, &t)) && CHECK(dp_tensor_numel(t) == 12) &&
+           EXPECT_OK(dp_tensor_copy_to(t, out, 12 * sizeof(float)));
+  dp_tensor_free(t);
+  return ok;
+}
+
+/* A sharded optimizer state (ZeRO-1, since 0.6): two CPU replicas train to
+ * the unsharded bits; the checkpoint holds the state whole, so each kind
+ * resumes from the other's; bad values are refused. */
+static void test_shard_optimizer_state(void) {
+  dp_model* model = NULL;
+  dp_workspace* ws[2] = {NULL, NULL};
+  dp_parallel_model* pm[2] = {NULL, NULL};
+  dp_net* train[2] = {NULL, NULL};
+  float w[2][12], m[12];
+  char path[2][1100];
+  int k, step, ok = 1;
+  if (!EXPECT_OK(dp_model_from_json(kModelJson, strlen(kModelJson), &model))) return;
+  for (k = 0; k < 2 && ok; ++k) { /* k = 1: sharded */
+    ok = sharded_job(model, k, &ws[k], &pm[k], &train[k]);
+    g_lcg = 99u;
+    for (step = 0; ok && step < 5; ++step) ok = feed_batch(ws[k]) && EXPECT_OK(dp_net_run(train[k]));
+    ok = ok && fetch12(ws[k], "cpu_1/w", w[k]);
+    tmp_path(path[k], sizeof path[k], k ? "sharded.dpckpt" : "unsharded.dpckpt");
+    ok = ok && EXPECT_OK(dp_parallel_model_save(pm[k], ws[k], path[k], NULL));
+  }
+  if (ok) {
+    dp_tensor* t = NULL;
+    CHECK(memcmp(w[0], w[1], sizeof w[0]) == 0);
+    /* The unsharded replicas' state whole; the sharded ones' 1-D parts (w's 12 elements: part 0 holds them). */
+    ok = fetch12(ws[0], "cpu_1/w/momentum", m) && EXPECT_OK(dp_workspace_fetch(ws[1], "cpu_1/w/momentum", &t)) &&
+         CHECK(dp_tensor_numel(t) == 0) && CHECK(dp_tensor_ndim(t) == 1);
+    dp_tensor_free(t);
+    t = NULL;
+    /* The gathered whole state does not stay in the workspace after the save. */
+    CHECK(dp_workspace_fetch(ws[1], "parallel/full/w/momentum", &t) != NULL);
+    dp_tensor_free(t);
+  }
+  for (k = 0; k < 2 && ok; ++k) {
+    /* Job kind 1 - k resumes from kind k's file, then both take a step. */
+    dp_workspace* rws = NULL;
+    dp_parallel_model* rpm = NULL;
+    dp_net* rtrain = NULL;
+    float a[12], b[12];
+    ok = sharded_job(model, 1 - k, &rws, &rpm, &rtrain) && EXPECT_OK(dp_parallel_model_load(rpm, rws, path[k], NULL));
+    g_lcg = 7u;
+    ok = ok && feed_batch(rws) && EXPECT_OK(dp_net_run(rtrain));
+    g_lcg = 7u;
+    ok = ok && feed_batch(ws[k]) && EXPECT_OK(dp_net_run(train[k])) && fetch12(rws, "cpu_0/w", a) &&
+         fetch12(ws[k], "cpu_0/w", b) && CHECK(memcmp(a, b, sizeof a) == 0);
+    /* The unsharded job resumed from the sharded file holds the unsharded run's whole state. */
+    if (ok && k == 1)
+      ok = fetch12(rws, "cpu_1/w/momentum", a) && fetch12(ws[0], "cpu_1/w/momentum", b) &&
+           CHECK(memcmp(a, b, sizeof a) == 0);
+    dp_net_free(rtrain);
+    dp_parallel_model_free(rpm);
+    dp_workspace_free(rws);
+  }
+  {
+    const int32_t ids[2] = {0, 1};
+    dp_parallel_model* untouched = SENTINEL;
+    dp_parallel_options o = DP_PARALLEL_OPTIONS_INIT;
+    o.device_ids = ids;
+    o.num_devices = 2;
+    o.shard_optimizer_state = 2;
+    EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "shard_optimizer_state");
+    o.shard_optimizer_state = 1;
+    o.shared_model = DP_SHARED_MODEL_ON;
+    EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "shared_model");
+    o.shared_model = DP_SHARED_MODEL_OFF;
+    o.gradient_compression = DP_GRADIENT_COMPRESSION_FP16;
+    EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_UNIMPLEMENTED, "gradient_compression");
+    CHECK(untouched == SENTINEL);
+  }
+  for (k = 0; k < 2; ++k) {
+    dp_net_free(train[k]);
+    dp_parallel_model_free(pm[k]);
+    dp_workspace_free(ws[k]);
+  }
+  dp_model_free(model);
+}
+
 static void test_parallelize(void) {
   dp_model* model = NULL;
   dp_parallel_model* pm = NULL;
@@ -2634,6 +2741,7 @@ static const test_case kTests[] = {
     {"model_training", test_model_training},
     {"memory_modes", test_memory_modes},
     {"gradient_compression", test_gradient_compression},
+    {"shard_optimizer_state", test_shard_optimizer_state},
     {"model_errors", test_model_errors},
     {"parallelize", test_parallelize},
     {"read_idx", test_read_idx},

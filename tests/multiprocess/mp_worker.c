@@ -25,11 +25,16 @@
  *     over all the job's devices in one process (relative error <= 1e-5),
  *     params and unscoped loss (but BMUF's: its replicas train on their own
  *     shards, and its loss is this process's).
- *   mp_worker join --devices D [--steps K]
+ *   mp_worker join --devices D [--steps K] [--zero 1]
  *     uneven data: rank r has K - r batches, then joins; the params equal
  *     one device trained on the active processes' batches of each step, so
  *     does each step's loss on the active ranks, and rank r's join shadows r
- *     steps.
+ *     steps (with --zero 1 under a sharded optimizer state).
+ *   mp_worker zero --devices D [--steps K]
+ *     a sharded optimizer state (ZeRO-1) equals the unsharded job over the
+ *     same processes (bit for bit through shared memory) and one device on
+ *     the global batch; its checkpoint resumes unsharded (over the
+ *     processes, and on one device) and one device's resumes sharded.
  * Exits 0 when every check held.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -108,6 +113,7 @@ typedef struct {
   const char* mode;
   const char* model;
   int devices, steps, victim, step;
+  int zero; /* join: under a sharded optimizer state */
   int rank, world;
   long long timeout_ms;
   const char* dir; /* checkpoints (DP_TEST_DIR) */
@@ -155,10 +161,11 @@ typedef struct {
   dp_net* extra; /* the accumulate net (kAccumulate) or the BMUF block net (kBmuf) */
 } job;
 
-enum { kSyncBn = 1, kAccumulate = 2, kBmuf = 4, kShared = 8 };
+enum { kSyncBn = 1, kAccumulate = 2, kBmuf = 4, kShared = 8, kZero = 16 };
 
 /* shards 0: the environment's processes (dp-run); 1: this process alone.
- * flags: kSyncBn, kAccumulate (2 steps), kBmuf (blocks of 2 steps), kShared (a shared model). */
+ * flags: kSyncBn, kAccumulate (2 steps), kBmuf (blocks of 2 steps), kShared (a shared model), kZero (a
+ * sharded optimizer state). */
 static int make_job(job* j, dp_model* model, int devices, int shards, int flags) {
   int32_t ids[kMaxDevices] = {0, 1, 2, 3, 4, 5, 6, 7};
   dp_parallel_options o;
@@ -173,6 +180,7 @@ static int make_job(job* j, dp_model* model, int devices, int shards, int flags)
   o.num_shards = shards;
   o.sync_bn = (flags & kSyncBn) != 0;
   o.shared_model = (flags & kShared) != 0;
+  o.shard_optimizer_state = (flags & kZero) != 0;
   if (flags & kAccumulate) o.accumulate_steps = 2;
   if (flags & kBmuf) {
     o.bmuf = 1;
@@ -218,7 +226,9 @@ static double rel_error(const dp_tensor* a, const dp_tensor* b) {
   return diff / (scale > 1e-3 ? scale : 1e-3);
 }
 
-static int compare_params(const char* label, dp_workspace* got, dp_workspace* want, dp_model* model) {
+/* Replica 0's params of `got` against `want`'s: within `tolerance` (relative, as rel_error). */
+static int compare_params_within(const char* label, dp_workspace* got, dp_workspace* want, dp_model* model,
+                                 double tolerance) {
   dp_string_list* params = NULL;
   size_t i;
   int ok = EXPECT_OK(dp_model_blobs(model, DP_MODEL_PARAMS, &params));
@@ -230,15 +240,19 @@ static int compare_params(const char* label, dp_workspace* got, dp_workspace* wa
     ok = EXPECT_OK(dp_workspace_fetch(got, scoped, &a)) &&
          EXPECT_OK(dp_workspace_fetch(want, scoped, &b));
     err = ok ? rel_error(a, b) : INFINITY;
-    if (!CHECK(err <= 1e-5) && a != NULL && b != NULL)
-      fprintf(stderr, "%s: param %s differs from one device on the global batch: relative error %g (%g vs %g)\n",
-              label, dp_string_list_get(params, i), err, (double)((const float*)dp_tensor_data(a))[0],
+    if (!CHECK(err <= tolerance) && a != NULL && b != NULL)
+      fprintf(stderr, "%s: param %s differs from the reference: relative error %g (%g vs %g)\n", label,
+              dp_string_list_get(params, i), err, (double)((const float*)dp_tensor_data(a))[0],
               (double)((const float*)dp_tensor_data(b))[0]);
     dp_tensor_free(a);
     dp_tensor_free(b);
   }
   dp_string_list_free(params);
   return ok;
+}
+
+static int compare_params(const char* label, dp_workspace* got, dp_workspace* want, dp_model* model) {
+  return compare_params_within(label, got, want, model, 1e-5);
 }
 
 /* The unscoped loss of a data-parallel train step over several processes is
@@ -346,6 +360,74 @@ static int variant(const config* c, int flag, const char* label) {
   return ok;
 }
 
+/* One more step of each job (feed and train), at step `step`. */
+static int step_all(job* const* jobs, size_t count, int step, const config* c) {
+  const int local = c->devices * kPerDevice;
+  size_t i;
+  int ok = 1;
+  for (i = 0; ok && i < count; ++i) {
+    const int multi = dp_parallel_model_num_shards(jobs[i]->pm) > 1;
+    ok = feed_rows(jobs[i]->ws, step, multi ? c->rank * local : 0, multi ? local : local * c->world) &&
+         EXPECT_OK(dp_net_run(jobs[i]->train));
+  }
+  return ok;
+}
+
+/* ZeRO-1 across processes: the sharded optimizer state's steps equal the
+ * unsharded ones over the same processes bit for bit through shared memory
+ * (to 1e-6 over TCP, whose ring sums in its own order), and one device on
+ * the global batch to 1e-5; its checkpoint holds the whole state, so an
+ * unsharded job over the same processes and one device in one process
+ * resume from it, and a sharded job resumes from one device's. */
+static int zero(const config* c) {
+  dp_model *model = NULL, *mine = NULL;
+  job sharded = {0}, plain = {0}, single = {0}, from_sharded = {0}, one_from_sharded = {0}, from_single = {0};
+  const char* transport = getenv("DP_LOCAL_TRANSPORT");
+  const double exact = transport != NULL && strcmp(transport, "tcp") == 0 ? 1e-6 : 0;
+  int step, ok;
+  char zpath[1024], spath[1024];
+  if (!load_model(kMlp, 1, &model) || !load_model(kMlp, 1 + 10 * c->rank, &mine)) return 0;
+  ok = make_job(&sharded, mine, c->devices, 0, kZero) && make_job(&plain, mine, c->devices, 0, 0) &&
+       make_job(&single, model, 1, 1, 0);
+  for (step = 0; ok && step < c->steps; ++step) {
+    job* all[] = {&sharded, &plain, &single};
+    ok = step_all(all, 3, step, c) && compare_loss("zero", step, sharded.ws, single.ws) &&
+         compare_params_within("zero against unsharded", sharded.ws, plain.ws, model, exact);
+  }
+  ok = ok && compare_params("zero against one device", sharded.ws, single.ws, model);
+  snprintf(zpath, sizeof zpath, "%s/zero-%s-%dx%d.dpckpt", c->dir, getenv("DP_RUN_ID"), c->world, c->devices);
+  snprintf(spath, sizeof spath, "%s/zero-%s-%dx%d-single-%d.dpckpt", c->dir, getenv("DP_RUN_ID"), c->world,
+           c->devices, c->rank);
+  /* Every process saves (the state is gathered); sync: a barrier, the file is there. */
+  ok = ok && EXPECT_OK(dp_parallel_model_save(sharded.pm, sharded.ws, zpath, NULL)) &&
+       EXPECT_OK(dp_parallel_model_sync(sharded.pm, sharded.ws)) &&
+       EXPECT_OK(dp_parallel_model_save(single.pm, single.ws, spath, NULL));
+  ok = ok && make_job(&from_sharded, mine, c->devices, 0, 0) && make_job(&one_from_sharded, model, 1, 1, 0) &&
+       make_job(&from_single, mine, c->devices, 0, kZero) &&
+       EXPECT_OK(dp_parallel_model_load(from_sharded.pm, from_sharded.ws, zpath, NULL)) &&
+       EXPECT_OK(dp_parallel_model_load(one_from_sharded.pm, one_from_sharded.ws, zpath, NULL)) &&
+       EXPECT_OK(dp_parallel_model_load(from_single.pm, from_single.ws, spath, NULL));
+  /* Two more steps of every job: the resumed ones go on as the originals. */
+  for (step = c->steps; ok && step < c->steps + 2; ++step) {
+    job* all[] = {&sharded, &plain, &single, &from_sharded, &one_from_sharded, &from_single};
+    ok = step_all(all, 6, step, c);
+  }
+  ok = ok && compare_params_within("unsharded, resumed from the sharded checkpoint", from_sharded.ws, sharded.ws,
+                                   model, exact) &&
+       compare_params("one device, resumed from the sharded checkpoint", one_from_sharded.ws, single.ws, model) &&
+       compare_params("sharded, resumed from one device's checkpoint", from_single.ws, single.ws, model) &&
+       compare_params("sharded, after 2 more steps", sharded.ws, single.ws, model);
+  free_job(&from_single);
+  free_job(&one_from_sharded);
+  free_job(&from_sharded);
+  free_job(&sharded);
+  free_job(&plain);
+  free_job(&single);
+  dp_model_free(model);
+  dp_model_free(mine);
+  return ok;
+}
+
 /* Uneven data: rank r runs out after K - r steps and joins. */
 static int join(const config* c) {
   dp_model *model = NULL, *mine = NULL;
@@ -354,7 +436,7 @@ static int join(const config* c) {
   int step, ok;
   int64_t shadowed = -1;
   if (!load_model(kMlp, 1, &model) || !load_model(kMlp, 1 + 10 * c->rank, &mine)) return 0;
-  ok = make_job(&multi, mine, c->devices, 0, 0) && make_job(&single, model, 1, 1, 0);
+  ok = make_job(&multi, mine, c->devices, 0, c->zero ? kZero : 0) && make_job(&single, model, 1, 1, 0);
   for (step = 0; ok && step < c->steps; ++step) {
     const int active = c->steps - step < c->world ? c->steps - step : c->world; /* ranks 0..active-1 */
     if (c->rank < active)
@@ -429,6 +511,7 @@ int main(int argc, char** argv) {
     else if (strcmp(argv[i], "--steps") == 0) c.steps = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--victim") == 0) c.victim = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--step") == 0) c.step = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--zero") == 0) c.zero = atoi(argv[i + 1]);
   }
   c.rank = env_int("DP_RANK", -1);
   c.world = env_int("DP_WORLD_SIZE", 0);
@@ -443,6 +526,8 @@ int main(int argc, char** argv) {
     ok = equivalence(&c);
   } else if (strcmp(c.mode, "join") == 0) {
     ok = join(&c);
+  } else if (strcmp(c.mode, "zero") == 0) {
+    ok = zero(&c);
   } else if (strcmp(c.mode, "accumulate") == 0) {
     ok = variant(&c, kAccumulate, "accumulating 2 batches per update, against one process over all devices");
   } else if (strcmp(c.mode, "shared") == 0) {

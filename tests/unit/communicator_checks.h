@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -86,6 +87,18 @@ inline void CheckOtherCollectives(Communicator& comm, int r, int size, const std
     const size_t at = static_cast<size_t>(2 * r + i);
     CHECK(blocks[at] == static_cast<float>(size * static_cast<int>(at) + size * (size - 1) / 2));
   }
+  // Blocks longer than a communicator's scratch (shared memory's 512 KiB),
+  // of values whose sum rounds: this rank's block holds the allreduce's sums
+  // of it, bit for bit (the same order), and the other blocks are untouched
+  // or scratch.
+  const int64_t count = 150000;
+  std::vector<float> values(static_cast<size_t>(count * size)), sums;
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = std::sin(0.001f * static_cast<float>(i) + 0.7f * static_cast<float>(r)) * 1e3f + 1e-3f;
+  sums = values;
+  comm.AllreduceSum(sums.data(), count * size, DType::kFloat32);
+  comm.ReduceScatterSum(values.data(), count, DType::kFloat32);
+  CHECK(std::equal(values.begin() + r * count, values.begin() + (r + 1) * count, sums.begin() + r * count));
   comm.Barrier();
   std::vector<char> b(8);
   ExpectError([&] { comm.Broadcast(b.data(), 1, size); }, Code::kInvalidArgument, {"root rank"});

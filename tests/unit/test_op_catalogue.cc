@@ -183,6 +183,10 @@ std::vector<DefaultCase> DefaultCases() {
                {{"a", F64({4}, 46)}, {"b", F64({4}, 47)}},
                1});
   c.push_back({{Op("CreateCpuCollectives", {}, {"comm"}),
+                Op("ReduceScatter", {"comm", "a", "b"}, {"a", "b"}, {IntArg("num_devices", 2)})},
+               {{"a", F64({200}, 52)}, {"b", F64({200}, 53)}},
+               1});
+  c.push_back({{Op("CreateCpuCollectives", {}, {"comm"}),
                 Op("Broadcast", {"comm", "a", "b"}, {"a", "b"}, {IntArg("num_devices", 2)})},
                {{"a", F64({4}, 48)}, {"b", F64({4}, 49)}},
                1});

@@ -660,6 +660,127 @@ TEST_CASE("shared model in one process: big params updated in one part per repli
   }
 }
 
+// Replica r's shards of `state` (one per replica, in part order) laid end to end.
+std::vector<float> Concat(const Workspace& ws, const ParallelNets& nets, const std::string& state) {
+  std::vector<float> all;
+  for (const auto& s : nets.scopes) {
+    const auto part = Floats(ws, s + state);
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
+}
+
+TEST_CASE("sharded optimizer state (ZeRO-1) in one process: bitwise the unsharded run, 1/N of the state each") {
+  const int batch = 12, steps = 3;
+  for (const char* opt : {R"({"type": "sgd", "lr": 0.5, "weight_decay": 0.01})",
+                          R"({"type": "momentum", "lr": 0.1, "nesterov": true})",
+                          R"({"type": "adam", "lr": 0.02, "weight_decay": 0.01})", R"({"type": "adagrad", "lr": 0.1})"}) {
+    CAPTURE(opt);
+    for (int hidden : {16, 100}) {  // w1: 128 elements (parts of 64: the third replica's empty) or 800
+      const ModelDef m = Mlp(opt, hidden);
+      for (int n : {2, 3}) {
+        for (int accumulate : {1, 2}) {
+          for (int64_t bucket : {int64_t{64}, int64_t{25} << 20}) {
+            CAPTURE(hidden);
+            CAPTURE(n);
+            CAPTURE(accumulate);
+            CAPTURE(bucket);
+            ParallelizeOptions o = Cpus(n);
+            o.first_bucket_bytes = o.bucket_bytes = bucket;
+            o.accumulate_steps = accumulate;
+            const ParallelNets plain = Parallelize(m, o);
+            o.shard_optimizer_state = true;
+            const ParallelNets zero = Parallelize(m, o);
+            int scatters = 0, gathers = 0;
+            for (const auto& op : zero.train.ops) {
+              CHECK(op.type != "Allreduce");
+              scatters += op.type == "ReduceScatter";
+              gathers += op.type == "Allgather";
+            }
+            CHECK(scatters == static_cast<int>(zero.buckets.size()));
+            CHECK(gathers == static_cast<int>(zero.buckets.size()));
+            auto run = [&](const ParallelNets& nets) {
+              auto ws = std::make_shared<Workspace>();
+              Net(std::make_shared<const NetDef>(nets.init), ws).Run();
+              Net train(std::make_shared<const NetDef>(nets.train), ws);
+              std::unique_ptr<Net> acc;
+              if (accumulate > 1) acc = std::make_unique<Net>(std::make_shared<const NetDef>(nets.accumulate), ws);
+              for (int s = 0; s < steps * accumulate; ++s) {
+                FeedBatch(*ws, batch, static_cast<uint32_t>(100 + s));
+                (s % accumulate == accumulate - 1 ? train : *acc).Run();
+              }
+              return ws;
+            };
+            auto want = run(plain);
+            auto got = run(zero);
+            for (const auto& p : m.params) {
+              CAPTURE(p);
+              for (const auto& s : zero.scopes) CHECK(Floats(*got, s + p) == Floats(*want, "cpu_0/" + p));
+              for (const auto& st : OptimizerStateBlobs(*m.optimizer, p)) {
+                CAPTURE(st);
+                const auto whole = Floats(*want, "cpu_0/" + st);
+                CHECK(Concat(*got, zero, st) == whole);
+                // Each replica holds its part alone.
+                if (p == "w1") CHECK(got->GetTensor("cpu_0/" + st).numel() < static_cast<int64_t>(whole.size()));
+              }
+            }
+            CHECK(Floats(*got, "loss") == Floats(*want, "loss"));
+            // The checkpoint's whole state: gathered, then scattered again into zeroed shards.
+            const auto& full = zero.shard_full;
+            CHECK(full.empty() == (std::string(opt).find("sgd") != std::string::npos));  // SGD keeps no state
+            if (full.empty()) continue;
+            Net(std::make_shared<const NetDef>(zero.shard_gather), got).Run();
+            for (const auto& [name, blob] : zero.checkpoint) {
+              CAPTURE(name);
+              if (std::find(full.begin(), full.end(), blob) != full.end())
+                CHECK(Floats(*got, blob) == Floats(*want, "cpu_0/" + name));
+              else if (name != kIterBlob)
+                CHECK(blob == "cpu_0/" + name);
+            }
+            std::map<std::string, std::vector<float>> before;
+            for (const auto& s : zero.scopes)
+              for (const auto& p : m.params)
+                for (const auto& st : OptimizerStateBlobs(*m.optimizer, p)) {
+                  before[s + st] = Floats(*got, s + st);
+                  got->Feed(s + st, Tensor({0}, DType::kFloat32));
+                }
+            Net(std::make_shared<const NetDef>(zero.shard_scatter), got).Run();
+            for (const auto& [blob, values] : before) CHECK(Floats(*got, blob) == values);
+            Net(std::make_shared<const NetDef>(zero.shard_stage), got).Run();
+            for (const auto& f : full) {
+              const auto zeros = Floats(*got, f);
+              CHECK(std::all_of(zeros.begin(), zeros.end(), [](float v) { return v == 0; }));
+            }
+          }
+        }
+      }
+    }
+  }
+  // One replica in all: nothing to shard, the plain nets.
+  ParallelizeOptions one = Cpus(1);
+  one.shard_optimizer_state = true;
+  CHECK(Parallelize(Mlp(R"({"type": "adam", "lr": 0.01})"), one).shard_full.empty());
+  const ModelDef m = Mlp(R"({"type": "momentum", "lr": 0.1})");
+  ParallelizeOptions bad = Cpus(2);
+  bad.shard_optimizer_state = true;
+  bad.shared_model = true;
+  ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"shard_optimizer_state", "shared_model"});
+  bad.shared_model = false;
+  bad.bmuf.enabled = true;
+  ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"shard_optimizer_state", "BMUF"});
+  bad.bmuf.enabled = false;
+  bad.gradient_compression = DType::kBFloat16;
+  ExpectError([&] { Parallelize(m, bad); }, Code::kUnimplemented, {"shard_optimizer_state", "gradient_compression"});
+  bad.gradient_compression = DType::kUndefined;
+  bad.shared_model_auto = true;  // AUTO keeps a model each
+  CHECK(!Parallelize(m, bad).shard_full.empty());
+  ParallelizeOptions gpu;
+  gpu.device_type = DeviceType::kCUDA;
+  gpu.device_ids = {0, 1};
+  gpu.shard_optimizer_state = true;
+  ExpectError([&] { Parallelize(m, gpu); }, Code::kUnimplemented, {"shard_optimizer_state", "CUDA"});
+}
+
 TEST_CASE("sync net: replica 0's params, statistics and optimizer state re-broadcast on demand") {
   ModelDef m = BnMlp(R"({"type": "adam", "lr": 0.01})");
   ParallelizeOptions o = Cpus(3);

@@ -322,6 +322,9 @@ pub struct ParallelOptions {
     /// The gradient allreduce in 16 bits: half the bytes between processes
     /// (dp_parallel_options.gradient_compression). Since 0.6.
     pub gradient_compression: GradientCompression,
+    /// ZeRO-1: the optimizer state sharded over every replica of every
+    /// process (dp_parallel_options.shard_optimizer_state). Since 0.6.
+    pub shard_optimizer_state: bool,
 }
 
 impl Default for ParallelOptions {
@@ -367,6 +370,7 @@ impl Default for ParallelOptions {
                 sys::DP_GRADIENT_COMPRESSION_FP16 => GradientCompression::Fp16,
                 _ => GradientCompression::None,
             },
+            shard_optimizer_state: c.shard_optimizer_state != 0,
         }
     }
 }
@@ -439,6 +443,7 @@ impl ParallelOptions {
             GradientCompression::Bf16 => sys::DP_GRADIENT_COMPRESSION_BF16,
             GradientCompression::Fp16 => sys::DP_GRADIENT_COMPRESSION_FP16,
         };
+        c.shard_optimizer_state = self.shard_optimizer_state as i32;
         Ok(ParallelC { c, _keep: [store, network_interface, run_id, local_transport] })
     }
 }

@@ -275,6 +275,7 @@ pub struct dp_parallel_options {
     // Since 0.6.
     pub memory: i32,
     pub gradient_compression: i32,
+    pub shard_optimizer_state: i32,
 }
 
 #[repr(C)]

@@ -97,7 +97,7 @@ fn struct_sizes_are_the_c_ones() {
     assert_eq!(size_of::<dp_memory_stats>(), 48);
     assert_eq!(size_of::<dp_net_memory>(), 48);
     assert_eq!(size_of::<dp_optimizer_info>(), 128);
-    assert_eq!(size_of::<dp_parallel_options>(), 160);
+    assert_eq!(size_of::<dp_parallel_options>(), 168);
     assert_eq!(size_of::<dp_loader_options>(), 48);
     assert_eq!(size_of::<dp_loader_input>(), 32);
 }

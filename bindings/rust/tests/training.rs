@@ -235,6 +235,8 @@ fn replica_layouts_train_alike() {
         let worst = got.iter().zip(&copies).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0f32, f32::max);
         assert!(worst > 0.0 && worst < 2e-2, "{:?}: {}", c, worst);
     }
+    // A sharded optimizer state (ZeRO-1, since 0.6): the unsharded bits.
+    assert_eq!(train(dp::ParallelOptions { shard_optimizer_state: true, ..dp::ParallelOptions::cpu(2) }), copies);
     // AUTO with BMUF is a copy per replica; ON with BMUF is refused.
     let bmuf = dp::ParallelOptions { bmuf: true, bmuf_block_length: 4, num_shards: 1, ..dp::ParallelOptions::cpu(2) };
     assert!(model.parallelize(&dp::ParallelOptions { shared_model_auto: true, ..bmuf.clone() }).is_ok());

@@ -15,7 +15,9 @@
 //     contiguous parts of the elements, so P ops (one per replica) update
 //     one param together. The task graph lets such ops run at once
 //     (graph/task_graph.h); their outputs must be writable in place when
-//     they start (MakeWritable before them).
+//     they start (MakeWritable before them). With sharded_state = 1 the
+//     state tensors hold that part alone (1-D): each replica keeps the
+//     state of the part it updates (ZeRO-1, comm/shards.h).
 //
 // Each update is one pass over memory, split across the op's threads. Decisions (weight decay, Nesterov) are
 // template parameters, so the loops carry no branches; SGD and MomentumSGD
@@ -195,14 +197,15 @@ void AdagradKernel(int64_t n, T* __restrict p, G g, T* __restrict h, T lr, T eps
 // ---- checks shared by kernels and shape inference ----------------------------
 
 OpSchema::InferenceFn InferUpdate(UpdateLayout layout) {
-  return [layout](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
+  return [layout](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
     const OpSchema* schema = OpSchemaRegistry::Find(op.type);
     CheckUpdateInputs(
         layout, static_cast<int>(in.size()), [&](int i) { return in.at(static_cast<size_t>(i)); },
         [&](int i) {
           const std::string role = i < layout.num_inputs() ? schema->InputName(static_cast<size_t>(i)) : "grad";
           return StrCat(role, " '", op.inputs.at(static_cast<size_t>(i)), "'");
-        });
+        },
+        ReadUpdateParts(args));
     std::vector<TensorInfo> out;
     out.push_back(in[0]);
     for (int s = 0; s < layout.num_states; ++s) out.push_back(in[static_cast<size_t>(2 + s)]);
@@ -248,7 +251,7 @@ class UpdateOp : public Operator {
           const Tensor& t = Input(i);
           return TensorInfo{t.dims(), t.dtype()};
         },
-        [&](int i) { return InputDesc(i); });
+        [&](int i) { return InputDesc(i); }, parts_);
     Step step{Input(0).numel(), ReadLr(Input(layout_.lr())), 0};
     if (layout_.has_iter) {
       step.iter = Input(layout_.iter()).template data<int64_t>()[0];
@@ -268,19 +271,22 @@ class UpdateOp : public Operator {
       // The ops updating the other parts may be running now: none of them
       // may replace the tensors' storage (copy-on-write), so they must find
       // them writable where they are (MakeWritable before the group).
-      if (parts_.parts > 1)
+      if (parts_.parts > 1 && !parts_.sharded_state)
         for (int k = 0; k <= layout_.num_states; ++k) CheckWritableForParts(*Output(k), OutputDesc(k), parts_);
       T* p = Output(0)->template mutable_data<T>();
       T* s[kMaxStates] = {};
       for (int k = 0; k < layout_.num_states; ++k) s[k] = Output(1 + k)->template mutable_data<T>();
+      // A sharded state holds the part alone: its element i is the param's begin + i.
+      const int64_t state_begin = parts_.sharded_state ? begin : 0;
       // Elementwise: pieces of the part on the op's threads (an update is
       // memory-bound, and the step's tail after the last gradient).
       const int64_t n = end - begin;
       ParallelForChunks(n, ParallelChunks(n, kGrain), 64, [&](int, int64_t lo, int64_t hi) {
         lo += begin;
         hi += begin;
-        if (grads_.size() == 1) return UpdateRange<T>(step, lo, hi, p, OneGrad<T>{g(0) + lo}, s);
-        if (grads_.size() == 2) return UpdateRange<T>(step, lo, hi, p, TwoGrads<T>{g(0) + lo, g(1) + lo}, s);
+        if (grads_.size() == 1) return UpdateRange<T>(step, lo, hi, p, OneGrad<T>{g(0) + lo}, s, state_begin);
+        if (grads_.size() == 2)
+          return UpdateRange<T>(step, lo, hi, p, TwoGrads<T>{g(0) + lo, g(1) + lo}, s, state_begin);
         T sum[kSumBlock];
         for (int64_t b = lo; b < hi; b += kSumBlock) {
           const int64_t len = std::min(kSumBlock, hi - b);
@@ -290,19 +296,20 @@ class UpdateOp : public Operator {
             const T* gk = g(k) + b;
             for (int64_t j = 0; j < len; ++j) sum[j] += gk[j];
           }
-          UpdateRange<T>(step, b, b + len, p, OneGrad<T>{sum}, s);
+          UpdateRange<T>(step, b, b + len, p, OneGrad<T>{sum}, s, state_begin);
         }
       });
     });
   }
 
-  // Elements [lo, hi), their gradient at g(0 .. hi - lo).
+  // Elements [lo, hi), their gradient at g(0 .. hi - lo), the states'
+  // element i at s[k][i - state_begin].
   template <typename T, class G>
-  void UpdateRange(const Step& step, int64_t lo, int64_t hi, T* p, G g, T* const* s) {
+  void UpdateRange(const Step& step, int64_t lo, int64_t hi, T* p, G g, T* const* s, int64_t state_begin) {
     Step piece = step;
     piece.n = hi - lo;
     T* sp[kMaxStates] = {};
-    for (int k = 0; k < layout_.num_states; ++k) sp[k] = s[k] + lo;
+    for (int k = 0; k < layout_.num_states; ++k) sp[k] = s[k] + (lo - state_begin);
     static_cast<Derived*>(this)->template Update<T>(piece, p + lo, g, sp);
   }
 
@@ -414,6 +421,8 @@ DP_OPERATOR_SCHEMA(SGD)
     .Arg("weight_decay", ArgKind::kFloat, 0.0, "L2 penalty added to the gradient")
     .Arg("part", ArgKind::kInt, 0, "which of the parts this op updates")
     .Arg("parts", ArgKind::kInt, 1, "contiguous parts of the elements, one updated here (1: all)")
+    .Arg("sharded_state", ArgKind::kInt, 0,
+         "1: the state tensors hold this part's elements alone, 1-D (a sharded optimizer state, ZeRO-1)")
     .ShapeInference(InferUpdate(kSgdLayout))
     .Doc("param -= lr * (grad + weight_decay * param), in place.");
 
@@ -428,6 +437,8 @@ DP_OPERATOR_SCHEMA(MomentumSGD)
     .Arg("weight_decay", ArgKind::kFloat, 0.0, "L2 penalty added to the gradient")
     .Arg("part", ArgKind::kInt, 0, "which of the parts this op updates")
     .Arg("parts", ArgKind::kInt, 1, "contiguous parts of the elements, one updated here (1: all)")
+    .Arg("sharded_state", ArgKind::kInt, 0,
+         "1: the state tensors hold this part's elements alone, 1-D (a sharded optimizer state, ZeRO-1)")
     .ShapeInference(InferUpdate(kMomentumLayout))
     .Doc("PyTorch SGD with momentum, in place: d = grad + wd * param; buf = mu * buf + d; "
          "param -= lr * (nesterov ? d + mu * buf : buf). The buffer starts at zero.");
@@ -444,6 +455,8 @@ DP_OPERATOR_SCHEMA(Adam)
     .Arg("weight_decay", ArgKind::kFloat, 0.0, "L2 penalty added to the gradient")
     .Arg("part", ArgKind::kInt, 0, "which of the parts this op updates")
     .Arg("parts", ArgKind::kInt, 1, "contiguous parts of the elements, one updated here (1: all)")
+    .Arg("sharded_state", ArgKind::kInt, 0,
+         "1: the state tensors hold this part's elements alone, 1-D (a sharded optimizer state, ZeRO-1)")
     .ShapeInference(InferUpdate(kAdamLayout))
     .Doc("torch.optim.Adam, in place: d = grad + wd * param; m = b1 m + (1-b1) d; v = b2 v + (1-b2) d^2; "
          "param -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) with t = iter (>= 1).");
@@ -459,6 +472,8 @@ DP_OPERATOR_SCHEMA(Adagrad)
     .Arg("weight_decay", ArgKind::kFloat, 0.0, "L2 penalty added to the gradient")
     .Arg("part", ArgKind::kInt, 0, "which of the parts this op updates")
     .Arg("parts", ArgKind::kInt, 1, "contiguous parts of the elements, one updated here (1: all)")
+    .Arg("sharded_state", ArgKind::kInt, 0,
+         "1: the state tensors hold this part's elements alone, 1-D (a sharded optimizer state, ZeRO-1)")
     .ShapeInference(InferUpdate(kAdagradLayout))
     .Doc("Adagrad, in place: d = grad + wd * param; h = decay * h + d^2; param -= lr * d / (sqrt(h) + eps).");
 

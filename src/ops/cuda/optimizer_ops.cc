@@ -47,7 +47,7 @@ class CudaUpdateOp : public CudaOperator {
           const Tensor& t = Input(i);
           return TensorInfo{t.dims(), t.dtype()};
         },
-        [&](int i) { return InputDesc(i); });
+        [&](int i) { return InputDesc(i); }, parts_);
     for (int i = 0; i < InputSize(); ++i) {
       if (layout_.has_iter && i == layout_.iter())
         DeviceInput(i);
@@ -61,10 +61,12 @@ class CudaUpdateOp : public CudaOperator {
     if (layout_.has_iter) b.iter = Input(layout_.iter()).data<int64_t>();
     std::vector<const float*> grads{Input(1).data<float>() + begin};
     for (int i = layout_.num_inputs(); i < InputSize(); ++i) grads.push_back(Input(i).data<float>() + begin);
-    if (parts_.parts > 1)
+    if (parts_.parts > 1 && !parts_.sharded_state)
       for (int k = 0; k <= layout_.num_states; ++k) CheckWritableForParts(*Output(k), OutputDesc(k), parts_);
     b.param = Output(0)->mutable_data<float>() + begin;
-    for (int k = 0; k < layout_.num_states; ++k) b.state[k] = Output(1 + k)->mutable_data<float>() + begin;
+    // A sharded state holds the part alone.
+    const int64_t state_begin = parts_.sharded_state ? 0 : begin;
+    for (int k = 0; k < layout_.num_states; ++k) b.state[k] = Output(1 + k)->mutable_data<float>() + state_begin;
     b.grad = grads[0];
     if (grads.size() == 2) b.grad2 = grads[1];
     if (grads.size() > 2 && b.n > 0) {  // ((g0 + g1) + g2) + ...: the CPU's order

@@ -15,7 +15,8 @@ JNIEXPORT jlong JNICALL FN(modelParallelize)(JNIEnv* env, jclass c, jlong m, jin
                                              jint cuda_collectives, jint shared_model, jint sync_bn,
                                              jint shard_id, jint num_shards, jbyteArray jstore, jlong timeout_ms,
                                              jbyteArray jnetwork_interface, jbyteArray jrun_id,
-                                             jbyteArray jlocal_transport, jint memory, jint gradient_compression) {
+                                             jbyteArray jlocal_transport, jint memory, jint gradient_compression,
+                                             jint shard_optimizer_state) {
   (void)c;
   dp_parallel_options o;
   dp_parallel_options_init(&o, sizeof o);
@@ -52,6 +53,7 @@ JNIEXPORT jlong JNICALL FN(modelParallelize)(JNIEnv* env, jclass c, jlong m, jin
   o.device_ids = dev;
   o.memory = memory;
   o.gradient_compression = gradient_compression;
+  o.shard_optimizer_state = shard_optimizer_state;
   o.first_bucket_bytes = first_bucket_bytes;
   o.bucket_bytes = bucket_bytes;
   o.uneven_split = uneven_split;

@@ -156,7 +156,7 @@ public final class Model extends NativeHandle {
           Native.z("Model.parallelize: ParallelOptions.networkInterface", o.networkInterface),
           Native.z("Model.parallelize: ParallelOptions.runId", o.runId),
           Native.z("Model.parallelize: ParallelOptions.localTransport", o.localTransport), o.memory,
-          o.gradientCompression));
+          o.gradientCompression, o.shardOptimizerState ? 1 : 0));
     } finally {
       release();
     }

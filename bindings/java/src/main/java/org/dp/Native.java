@@ -195,7 +195,7 @@ final class Native {
       double bmufBlockLr, double bmufBlockMomentum, int bmufNoNesterov, int bmufBlockLength,
       int computedParams, int cudaCollectives, int sharedModel, int syncBn, int shardId, int numShards,
       byte[] store, long timeoutMs, byte[] networkInterface, byte[] runId, byte[] localTransport, int memory,
-      int gradientCompression);
+      int gradientCompression, int shardOptimizerState);
   static native void parallelModelNets(long pm, long[] out);
   static native long parallelModelAccumulateNet(long pm);
   static native long parallelModelBlockNet(long pm, int[] outBlockLength);

@@ -75,6 +75,11 @@ public final class ParallelOptions {
    * (dp_parallel_options.gradient_compression). Since 0.6.
    */
   public int gradientCompression;
+  /**
+   * ZeRO-1: the optimizer state sharded over every replica of every process
+   * (dp_parallel_options.shard_optimizer_state). Since 0.6.
+   */
+  public boolean shardOptimizerState;
 
   public static final int GRADIENT_COMPRESSION_NONE = 0;
   public static final int GRADIENT_COMPRESSION_BF16 = 1;

@@ -135,6 +135,10 @@ class ModelTest {
         assertArrayEquals(copies, got, 2e-2f);
         assertFalse(java.util.Arrays.equals(copies, got), "compression " + c + " changed nothing");
       }
+      // A sharded optimizer state (ZeRO-1, since 0.6): the unsharded bits.
+      ParallelOptions sharded = ParallelOptions.cpu(2).shards(1, 0);
+      sharded.shardOptimizerState = true;
+      assertArrayEquals(copies, trainTwoReplicas(m, sharded));
       // AUTO with BMUF is a copy per replica; ON with BMUF is refused.
       auto.bmuf = true;
       try (ParallelModel pm = m.parallelize(auto)) {

@@ -1,0 +1,446 @@
+// The collectives of a sharded optimizer state (ZeRO-1, parallel/) between
+// CPU replicas and processes, through a CpuCollectives communicator:
+//   ReduceScatter(comm, G_0, ..., G_{k-1}) -> (G_0, ..., G_{k-1})  in place
+//   Allgather(comm, W_0, ..., W_{k-1}) -> (W_0, ..., W_{k-1})      in place
+//   GatherShards(comm, like, S_0, ..., S_{N-1}) -> full
+//   ScatterShards(comm, full) -> (S_0, ..., S_{N-1})
+// Tensors are device-major as for Allreduce; which elements each device
+// owns is comm/shards.h's (device d of process p: part p * N + d of N * P).
+// ReduceScatter leaves each device's part of every gradient summed over
+// every device of every process (the sum Allreduce computes for those
+// elements, in the same order: device order inside a process, then the
+// communicator's); the optimizer update of that part runs on that device
+// with that part of the state (sharded_state); Allgather then copies each
+// device's part of the params into every other device. Between processes
+// only each process's contiguous range crosses (ShardLayout::OfProcess),
+// packed per bucket into one block, blocks padded to the longest.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "comm/active_scale.h"
+#include "comm/collective_checks.h"
+#include "comm/cpu_collective_op.h"
+#include "comm/shards.h"
+#include "ops/gradient_registry.h"
+#include "ops/op_utils.h"
+#include "ops/operator.h"
+
+namespace dp {
+namespace {
+
+// This op's view of the job: N devices here, the communicator's processes.
+ShardLayout LayoutOf(const CpuCommunicator& comm, int devices) {
+  ShardLayout l;
+  l.devices = devices;
+  if (comm.peers) {
+    l.processes = comm.peers->size();
+    l.rank = comm.peers->rank();
+  }
+  return l;
+}
+
+// dst[i] = src[i] * scale (a plain copy when scale is 1), float types only.
+void ScaledCopy(void* dst, const void* src, int64_t n, DType dtype, double scale) {
+  if (n <= 0) return;
+  if (scale == 1.0) {
+    std::memmove(dst, src, static_cast<size_t>(n) * DTypeSize(dtype));
+    return;
+  }
+  DispatchFloat(dtype, "ScaledCopy", [&](auto zero) {
+    using T = decltype(zero);
+    const T s = static_cast<T>(scale);
+    const T* a = static_cast<const T*>(src);
+    T* b = static_cast<T*>(dst);
+    for (int64_t i = 0; i < n; ++i) b[i] = a[i] * s;
+  });
+}
+
+class ReduceScatterOp final : public CpuCollectiveOp {
+ public:
+  explicit ReduceScatterOp(const OpInit& init) : CpuCollectiveOp(init) {
+    const int64_t sharded = args().Int("shard_tensors", per_device_);
+    DP_ENFORCE(sharded >= 0 && sharded <= per_device_, "shard_tensors ", sharded, " must be in [0, ", per_device_,
+               "] (the tensors per device)");
+    sharded_ = static_cast<int>(sharded);
+    DP_ENFORCE(!average_active_ || sharded_ < per_device_, "average_active needs each device's last tensor to be ",
+               "its active flag, reduced whole (shard_tensors < tensors per device)");
+  }
+
+ private:
+  void RunOnDevice() override {
+    auto comm = Comm();
+    const double scale = CheckedAllreduceScale([&](int d, int j) -> const Tensor& { return Input(In(d, j)); });
+    const DType dtype = Input(In(0, 0)).dtype();
+    for (int j = 0; j < per_device_; ++j)
+      DP_ENFORCE_CODE(Input(In(0, j)).dtype() == dtype && (dtype == DType::kFloat32 || dtype == DType::kFloat64),
+                      Code::kDType, InputDesc(In(0, j)), " is ", Input(In(0, j)).DebugString(),
+                      ": ReduceScatter reduces float32 or float64 tensors, all of one dtype (",
+                      InputDesc(In(0, 0)), " is ", DTypeName(dtype), ")");
+    const int flag = average_active_ ? per_device_ - 1 : -1;
+    if (average_active_)
+      DP_ENFORCE_CODE(dtype == DType::kFloat32 && Input(In(0, flag)).numel() == 1, Code::kShape,
+                      InputDesc(In(0, flag)), " is ", Input(In(0, flag)).DebugString(),
+                      ": the active flag of average_active must be float32 [1]");
+    // The tensors reduced whole (riding along: losses, the flag, last).
+    std::vector<CpuCollectives::Segment> whole;
+    for (int j = sharded_; j < per_device_; ++j) whole.push_back(Segment(j, 0, Input(In(0, j)).numel()));
+    const ShardLayout layout = LayoutOf(comm, num_devices_);
+    const size_t item = DTypeSize(dtype);
+    if (!comm.peers) {
+      double s = scale;
+      if (average_active_) {
+        comm.collectives->AllreduceSum({whole.back()}, dtype, 1.0);
+        s = ActiveScale(scale, static_cast<const float*>(whole.back().buffers[0])[0]);
+        whole.pop_back();
+      }
+      comm.collectives->AllreduceSum(whole, dtype, s);
+      // Device d's part of each tensor: summed over the devices into
+      // scratch, then written (scaled) into device d's tensors alone.
+      int64_t longest = 0;
+      for (int d = 0; d < num_devices_; ++d) longest = std::max(longest, PartsTotal(layout, d));
+      char* sums = Scratch<char>(longest * static_cast<int64_t>(item));
+      for (int d = 0; d < num_devices_; ++d) {
+        comm.collectives->SumInto(Parts(layout, d), dtype, sums);
+        Scatter(sums, layout, d, dtype, s, 0);
+      }
+      return;
+    }
+    // Across processes: block q holds the whole tensors' sums over this
+    // process's devices, then process q's range of every sharded tensor
+    // summed over them; the communicator's reduce-scatter sums block `rank`
+    // over the processes.
+    int64_t head = 0;
+    for (const auto& seg : whole) head += seg.count;
+    int64_t block = 0;
+    for (int64_t q = 0; q < layout.processes; ++q) block = std::max(block, RangesTotal(layout, q));
+    block += head;
+    if (block == 0) return;
+    char* buf = Scratch<char>(block * layout.processes * static_cast<int64_t>(item));
+    for (int64_t q = 0; q < layout.processes; ++q) {
+      char* b = buf + static_cast<size_t>(q * block) * item;
+      comm.collectives->SumInto(whole, dtype, b);
+      const auto ranges = Ranges(layout, q);
+      comm.collectives->SumInto(ranges, dtype, b + static_cast<size_t>(head) * item);
+      const int64_t used = head + RangesTotal(layout, q);
+      std::memset(b + static_cast<size_t>(used) * item, 0, static_cast<size_t>(block - used) * item);
+    }
+    comm.peers->ReduceScatterSum(buf, block, dtype);
+    const char* mine = buf + static_cast<size_t>(layout.rank * block) * item;
+    double s = scale;
+    if (average_active_) {
+      float active;
+      std::memcpy(&active, mine + static_cast<size_t>(head - 1) * item, sizeof active);
+      comm.collectives->CopyOut(mine + static_cast<size_t>(head - 1) * item, {whole.back()}, dtype, 1.0);
+      s = ActiveScale(scale, active);
+      whole.pop_back();
+    }
+    comm.collectives->CopyOut(mine, whole, dtype, s);
+    // Device d's part lies in this process's range at the part's offset.
+    for (int d = 0; d < num_devices_; ++d) Scatter(mine + static_cast<size_t>(head) * item, layout, d, dtype, s, 1);
+  }
+
+  // Elements [begin, begin + count) of tensor j, on every device.
+  CpuCollectives::Segment Segment(int j, int64_t begin, int64_t count) {
+    CpuCollectives::Segment seg;
+    seg.count = count;
+    for (int d = 0; d < num_devices_; ++d)
+      seg.buffers.push_back(static_cast<char*>(Output(In(d, j) - 1)->raw_mutable_data()) +
+                            static_cast<size_t>(begin) * DTypeSize(Input(In(0, j)).dtype()));
+    return seg;
+  }
+
+  // Device d's part of every sharded tensor, on every device.
+  std::vector<CpuCollectives::Segment> Parts(const ShardLayout& l, int d) {
+    std::vector<CpuCollectives::Segment> out;
+    for (int j = 0; j < sharded_; ++j) {
+      const ElementRange r = l.OfDevice(Input(In(0, j)).numel(), d);
+      out.push_back(Segment(j, r.begin, r.end - r.begin));
+    }
+    return out;
+  }
+  int64_t PartsTotal(const ShardLayout& l, int d) const {
+    int64_t total = 0;
+    for (int j = 0; j < sharded_; ++j) {
+      const ElementRange r = l.OfDevice(Input(In(0, j)).numel(), d);
+      total += r.end - r.begin;
+    }
+    return total;
+  }
+
+  // Process q's range of every sharded tensor.
+  std::vector<CpuCollectives::Segment> Ranges(const ShardLayout& l, int64_t q) {
+    std::vector<CpuCollectives::Segment> out;
+    for (int j = 0; j < sharded_; ++j) {
+      const ElementRange r = l.OfProcess(Input(In(0, j)).numel(), q);
+      out.push_back(Segment(j, r.begin, r.end - r.begin));
+    }
+    return out;
+  }
+  int64_t RangesTotal(const ShardLayout& l, int64_t q) const {
+    int64_t total = 0;
+    for (int j = 0; j < sharded_; ++j) {
+      const ElementRange r = l.OfProcess(Input(In(0, j)).numel(), q);
+      total += r.end - r.begin;
+    }
+    return total;
+  }
+
+  // Device d's part of each sharded tensor from `sums`, which holds, tensor
+  // after tensor, device d's parts alone (`process_range` 0) or this
+  // process's ranges (1), times s.
+  void Scatter(const char* sums, const ShardLayout& l, int d, DType dtype, double s, int process_range) {
+    const size_t item = DTypeSize(dtype);
+    int64_t at = 0;
+    for (int j = 0; j < sharded_; ++j) {
+      const int64_t n = Input(In(0, j)).numel();
+      const ElementRange part = l.OfDevice(n, d);
+      const ElementRange span = process_range ? l.OfProcess(n, l.rank) : part;
+      char* dst = static_cast<char*>(Output(In(d, j) - 1)->raw_mutable_data()) + static_cast<size_t>(part.begin) * item;
+      ScaledCopy(dst, sums + static_cast<size_t>(at + part.begin - span.begin) * item, part.end - part.begin, dtype,
+                 s);
+      at += span.end - span.begin;
+    }
+  }
+
+  const bool average_active_ = args().Int("average_active", 0) != 0;
+  int sharded_ = 0;
+};
+
+class AllgatherOp final : public CpuCollectiveOp {
+ public:
+  using CpuCollectiveOp::CpuCollectiveOp;
+
+ private:
+  void RunOnDevice() override {
+    auto comm = Comm();
+    const int n = num_devices_, m = per_device_;
+    for (int j = 0; j < m; ++j)
+      for (int d = 1; d < n; ++d) {
+        const Tensor &a = Input(In(0, j)), &t = Input(In(d, j));
+        DP_ENFORCE_CODE(t.dtype() == a.dtype() && t.dims() == a.dims(), Code::kShape, InputDesc(In(d, j)), " is ",
+                        t.DebugString(), " but ", InputDesc(In(0, j)), " is ", a.DebugString());
+      }
+    const ShardLayout l = LayoutOf(comm, n);
+    std::vector<char*> data(static_cast<size_t>(n * m));
+    for (int d = 0; d < n; ++d)
+      for (int j = 0; j < m; ++j)
+        data[static_cast<size_t>(d * m + j)] = static_cast<char*>(Output(In(d, j) - 1)->raw_mutable_data());
+    auto item = [&](int j) { return DTypeSize(Input(In(0, j)).dtype()); };
+    // This process's devices: each one's part to the others.
+    std::vector<void*> buffers(static_cast<size_t>(n));
+    for (int j = 0; j < m; ++j)
+      for (int d = 0; d < n; ++d) {
+        const ElementRange r = l.OfDevice(Input(In(0, j)).numel(), d);
+        for (int e = 0; e < n; ++e) buffers[static_cast<size_t>(e)] = data[static_cast<size_t>(e * m + j)] + r.begin * item(j);
+        comm.collectives->Broadcast(buffers, d, static_cast<size_t>(r.end - r.begin) * item(j));
+      }
+    if (!comm.peers) return;
+    // The processes' ranges, packed into a block each (padded to the longest).
+    auto range_bytes = [&](int64_t q) {
+      size_t total = 0;
+      for (int j = 0; j < m; ++j) {
+        const ElementRange r = l.OfProcess(Input(In(0, j)).numel(), q);
+        total += static_cast<size_t>(r.end - r.begin) * item(j);
+      }
+      return total;
+    };
+    size_t block = 0;
+    for (int64_t q = 0; q < l.processes; ++q) block = std::max(block, range_bytes(q));
+    if (block == 0) return;
+    char* in = Scratch<char>(static_cast<int64_t>(block) * (l.processes + 1));
+    char* all = in + block;
+    size_t at = 0;
+    for (int j = 0; j < m; ++j) {
+      const ElementRange r = l.OfProcess(Input(In(0, j)).numel(), l.rank);
+      const size_t nb = static_cast<size_t>(r.end - r.begin) * item(j);
+      if (nb > 0) std::memcpy(in + at, data[static_cast<size_t>(j)] + r.begin * item(j), nb);
+      at += nb;
+    }
+    comm.peers->Allgather(in, all, block);
+    for (int64_t q = 0; q < l.processes; ++q) {
+      if (q == l.rank) continue;
+      at = 0;
+      for (int j = 0; j < m; ++j) {
+        const ElementRange r = l.OfProcess(Input(In(0, j)).numel(), q);
+        const size_t nb = static_cast<size_t>(r.end - r.begin) * item(j);
+        for (int d = 0; d < n && nb > 0; ++d)
+          std::memcpy(data[static_cast<size_t>(d * m + j)] + r.begin * item(j), all + q * block + at, nb);
+        at += nb;
+      }
+    }
+  }
+};
+
+// The op's devices from the count of its shards (inputs or outputs).
+int ShardDevices(const ArgReader& args, int shards) {
+  const int64_t n = args.Int("num_devices", shards);
+  DP_ENFORCE(n == shards && n >= 1, "num_devices ", n, " must equal the ", shards, " shards (one per device)");
+  return static_cast<int>(n);
+}
+
+// GatherShards(comm, like, S_0..S_{N-1}) -> full: like's dims and dtype,
+// each device's part from its shard, the other processes' through the
+// communicator.
+class GatherShardsOp final : public Operator {
+ public:
+  explicit GatherShardsOp(const OpInit& init)
+      : Operator(init), devices_(ShardDevices(args(), InputSize() - 2)) {}
+
+ private:
+  void RunOnDevice() override {
+    const CpuCommunicator comm = CommOf(*input_blobs()[0], InputDesc(0));
+    const ShardLayout l = LayoutOf(comm, devices_);
+    const Tensor& like = Input(1);
+    const int64_t n = like.numel();
+    const size_t item = DTypeSize(like.dtype());
+    for (int d = 0; d < devices_; ++d) {
+      const Tensor& s = Input(2 + d);
+      const ElementRange r = l.OfDevice(n, d);
+      DP_ENFORCE_CODE(s.dtype() == like.dtype() && s.numel() == r.end - r.begin, Code::kShape, InputDesc(2 + d),
+                      " is ", s.DebugString(), " but device ", d, "'s shard of ", InputDesc(1), " (",
+                      like.DebugString(), ") holds ", r.end - r.begin, " elements of ", DTypeName(like.dtype()));
+    }
+    char* out = static_cast<char*>(Output(0, like.dims(), like.dtype())->raw_mutable_data());
+    for (int d = 0; d < devices_; ++d) {
+      const ElementRange r = l.OfDevice(n, d);
+      if (r.end > r.begin)
+        std::memcpy(out + r.begin * item, Input(2 + d).raw_data(), static_cast<size_t>(r.end - r.begin) * item);
+    }
+    if (comm.peers) {
+      size_t block = 0;
+      for (int64_t q = 0; q < l.processes; ++q) {
+        const ElementRange r = l.OfProcess(n, q);
+        block = std::max(block, static_cast<size_t>(r.end - r.begin) * item);
+      }
+      if (block > 0) {
+        char* in = Scratch<char>(static_cast<int64_t>(block) * (l.processes + 1));
+        const ElementRange mine = l.OfProcess(n, l.rank);
+        std::memcpy(in, out + mine.begin * item, static_cast<size_t>(mine.end - mine.begin) * item);
+        comm.peers->Allgather(in, in + block, block);
+        for (int64_t q = 0; q < l.processes; ++q) {
+          const ElementRange r = l.OfProcess(n, q);
+          if (q != l.rank && r.end > r.begin)
+            std::memcpy(out + r.begin * item, in + block * (q + 1), static_cast<size_t>(r.end - r.begin) * item);
+        }
+      }
+    }
+  }
+
+  const int devices_;
+};
+
+// ScatterShards(comm, full) -> S_0..S_{N-1}: device d's part of full, 1-D.
+class ScatterShardsOp final : public Operator {
+ public:
+  explicit ScatterShardsOp(const OpInit& init) : Operator(init), devices_(ShardDevices(args(), OutputSize())) {}
+
+ private:
+  void RunOnDevice() override {
+    const CpuCommunicator comm = CommOf(*input_blobs()[0], InputDesc(0));
+    const ShardLayout l = LayoutOf(comm, devices_);
+    const Tensor full = Input(1);  // held: an output may replace the blob
+    const size_t item = DTypeSize(full.dtype());
+    for (int d = 0; d < devices_; ++d) {
+      const ElementRange r = l.OfDevice(full.numel(), d);
+      Tensor* s = Output(d, {r.end - r.begin}, full.dtype());
+      if (r.end > r.begin)
+        std::memcpy(s->raw_mutable_data(), static_cast<const char*>(full.raw_data()) + r.begin * item,
+                    static_cast<size_t>(r.end - r.begin) * item);
+    }
+  }
+
+  const int devices_;
+};
+
+std::vector<TensorInfo> GatherShardsInference(const OperatorDef&, const ArgReader&, const std::vector<TensorInfo>& in) {
+  DP_ENFORCE_CODE(in.size() >= 3, Code::kInvalidNet, "takes the communicator, the tensor it is shaped like and a ",
+                  "shard per device, got ", in.size(), " inputs");
+  return {in[1]};
+}
+
+// The shards' lengths depend on the communicator's rank, which a net does
+// not say: unknown.
+std::vector<TensorInfo> ScatterShardsInference(const OperatorDef& op, const ArgReader& args,
+                                               const std::vector<TensorInfo>&) {
+  return std::vector<TensorInfo>(static_cast<size_t>(ShardDevices(args, static_cast<int>(op.outputs.size()))));
+}
+
+constexpr const char* kShardsDoc =
+    "the elements of each tensor are cut into num_devices x processes contiguous parts of whole 64-element chunks "
+    "(the last short or empty); device d of process p owns part p x num_devices + d";
+
+DP_OPERATOR_SCHEMA(ReduceScatter)
+    .NumInputs(2, std::numeric_limits<int>::max())
+    .NumOutputs(1, std::numeric_limits<int>::max() - 1)
+    .EnforceInplaceAll(1)
+    .InputsOnReplicaDevices()
+    .Inputs({"comm"})
+    .Arg("num_devices", ArgKind::kInt, ArgDefault::Described("k, the number of tensors (one device)"),
+         "replicas N; the k tensors are N groups of k / N, device-major")
+    .Arg("scale", ArgKind::kFloat, 1.0, "multiplies the sums")
+    .Arg("shard_tensors", ArgKind::kInt, ArgDefault::Described("all"),
+         "how many of each device's tensors, from the first, are reduce-scattered; the rest (scalars riding "
+         "along: losses, the active flag) are summed whole into every device, as by Allreduce")
+    .Arg("average_active", ArgKind::kInt, 0,
+         "1: each device's last tensor is its float32 [1] active flag, reduced whole; the other sums are divided by "
+         "the flags' sum (Join, as for Allreduce)")
+    .Arg("key", ArgKind::kString, ArgDefault::Described("this op's own"), "names the collective (as for Allreduce)")
+    .ShapeInference(AllreduceInference)
+    .Doc(StrCat("Sums each device's part of tensor j over every device of every process into that device's tensor j, "
+                "in place (the sums Allreduce gives those elements, in the same order; the other elements are "
+                "unspecified afterwards): ",
+                kShardsDoc, ". The gradients of a sharded optimizer state (ZeRO-1)."));
+
+DP_OPERATOR_SCHEMA(Allgather)
+    .NumInputs(2, std::numeric_limits<int>::max())
+    .NumOutputs(1, std::numeric_limits<int>::max() - 1)
+    .EnforceInplaceAll(1)
+    .InputsOnReplicaDevices()
+    .Inputs({"comm"})
+    .Arg("num_devices", ArgKind::kInt, ArgDefault::Described("k, the number of tensors (one device)"),
+         "replicas N; the k tensors are N groups of k / N, device-major")
+    .Arg("key", ArgKind::kString, ArgDefault::Described("this op's own"), "names the collective (as for Allreduce)")
+    .ShapeInference(AllreduceInference)
+    .Doc(StrCat("Copies each device's part of tensor j into every other device's tensor j, in every process, in "
+                "place: ",
+                kShardsDoc, ". The params after the updates of a sharded optimizer state (ZeRO-1)."));
+
+DP_OPERATOR_SCHEMA(GatherShards)
+    .NumInputs(3, std::numeric_limits<int>::max())
+    .NumOutputs(1)
+    .Inputs({"comm", "like"})
+    .Outputs({"full"})
+    .HostOp("assembles a checkpoint's whole tensor on the host (device shards are copied to it first)")
+    .InputsCanCrossDevices()
+    .Arg("num_devices", ArgKind::kInt, ArgDefault::Described("the shards given"), "replicas N: one shard each")
+    .ShapeInference(GatherShardsInference)
+    .Doc(StrCat("full (like's dims and dtype) from every device's 1-D shard of it in every process (through the "
+                "communicator): ",
+                kShardsDoc, ". What a checkpoint of a sharded optimizer state saves."));
+
+DP_OPERATOR_SCHEMA(ScatterShards)
+    .NumInputs(2)
+    .NumOutputs(1, std::numeric_limits<int>::max())
+    .Inputs({"comm", "full"})
+    .HostOp("cuts a loaded checkpoint's whole tensor on the host; device readers get copies")
+    .InputsCanCrossDevices()
+    .Arg("num_devices", ArgKind::kInt, ArgDefault::Described("the shards made"), "replicas N: one shard each")
+    .ShapeInference(ScatterShardsInference)
+    .Doc(StrCat("Each device's part of full as a 1-D shard, without communication: ", kShardsDoc,
+                ". A sharded optimizer state from a loaded checkpoint."));
+
+DP_REGISTER_CPU_OPERATOR(ReduceScatter, ReduceScatterOp);
+DP_REGISTER_CPU_OPERATOR(Allgather, AllgatherOp);
+DP_REGISTER_CPU_OPERATOR(GatherShards, GatherShardsOp);
+DP_REGISTER_CPU_OPERATOR(ScatterShards, ScatterShardsOp);
+DP_NO_GRADIENT(ReduceScatter);
+DP_NO_GRADIENT(Allgather);
+DP_NO_GRADIENT(GatherShards);
+DP_NO_GRADIENT(ScatterShards);
+
+}  // namespace
+}  // namespace dp
