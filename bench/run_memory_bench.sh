@@ -7,16 +7,16 @@
 # during the last step less what the init net left (params and optimizer
 # state): what activations, gradients and op scratch took at most, from the
 # allocator's counts (dp_net_memory_stats), not estimates. The cases of two
-# replicas run a fourth mode, zero: share with the optimizer state sharded
-# over the replicas (ZeRO-1), compared by working memory: the peak less the
-# replicas' params (activations, gradients and optimizer state).
+# replicas also run zero and zero_free: share and free with the optimizer
+# state sharded over the replicas (ZeRO-1), compared by working memory: the
+# peak less the replicas' params (activations, gradients, optimizer state).
 #
 #   bench/run_memory_bench.sh [--build DIR] [--rounds N] [--steps N]
 #
 # Prints each run, then per case: the median step (ms) and step memory (MiB)
 # of each mode, and share and free as ratios of keep (memory, time); then,
-# for two replicas, working memory (MiB) of keep, share and zero, zero's
-# against keep's and zero's time against share's.
+# for two replicas, working memory (MiB) of keep, share, zero and zero_free,
+# the zero modes' against keep's, and their times against share's and free's.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,10 +51,11 @@ for ((r = 1; r <= rounds; ++r)); do
     dev=()
     ((devices > 0)) && dev=(--devices "$devices")
     modes=(keep share free)
-    ((devices > 1)) && modes+=(zero)
+    ((devices > 1)) && modes+=(zero zero_free)
     for mode in "${modes[@]}"; do
       flags=(--memory "$mode")
       [[ $mode == zero ]] && flags=(--memory share --zero)
+      [[ $mode == zero_free ]] && flags=(--memory free --zero)
       out=$("$step" --model "$nets/$model.json" --batch "$batch" "${dev[@]}" --steps "$steps" --warmup 20 "${flags[@]}")
       echo "round=$r case=${model}_b${batch}_d${devices} mode=$mode ms=$(field median_ms <<<"$out") step_bytes=$(field step_bytes <<<"$out") peak_bytes=$(field peak_bytes <<<"$out") param_bytes=$(field param_bytes <<<"$out")" |
         tee -a "$log"
@@ -79,11 +80,14 @@ for case in dict.fromkeys(c for c, _ in runs):
     cells = "  ".join(f"{m} {med(m, 0):.3f} ms {med(m, 1) / 2**20:.1f} MiB" for m in ("keep", "share", "free"))
     rel = "  ".join(f"{m}: memory {ratio(m, 1):.2f} time {ratio(m, 0):.3f} (spread {spread(m):.3f})" for m in ("share", "free"))
     print(f"  {case:22} {cells}\n  {'':22} {rel}")
-    zs = [r for r in rs if "zero" in r]
+    zs = [r for r in rs if "zero" in r and "zero_free" in r]
     if zs:
-        work = "  ".join(f"{m} {statistics.median(r[m][2] for r in zs) / 2**20:.1f} MiB" for m in ("keep", "share", "zero"))
-        zk = statistics.median(r["zero"][2] / r["keep"][2] for r in zs)
-        zt = [r["zero"][0] / r["share"][0] for r in zs]
-        print(f"  {'':22} working memory (peak less params): {work}; zero/keep {zk:.2f}, "
-              f"zero/share time {statistics.median(zt):.3f} (spread {max(zt) - min(zt):.3f})")
+        modes = ("keep", "share", "zero", "zero_free")
+        work = "  ".join(f"{m} {statistics.median(r[m][2] for r in zs) / 2**20:.1f} MiB" for m in modes)
+        print(f"  {'':22} working memory (peak less params): {work}")
+        for z, base in (("zero", "share"), ("zero_free", "free")):
+            zk = statistics.median(r[z][2] / r["keep"][2] for r in zs)
+            zt = [r[z][0] / r[base][0] for r in zs]
+            print(f"  {'':22} {z}: memory/keep {zk:.2f}, time/{base} {statistics.median(zt):.3f} "
+                  f"(spread {max(zt) - min(zt):.3f})")
 PY

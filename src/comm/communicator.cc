@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
+
 namespace dp {
 namespace {
 
@@ -46,6 +48,46 @@ class InPlace final : public PreparedCollective {
   const bool writes_;
 };
 
+// ReduceScatterSum on a private buffer of size() blocks.
+class StagedReduceScatter final : public BufferedCollective {
+ public:
+  StagedReduceScatter(Communicator* comm, int64_t count, DType dtype)
+      : comm_(comm), count_(count), dtype_(dtype),
+        bytes_(static_cast<size_t>(count) * DTypeSize(dtype) * static_cast<size_t>(comm->size())) {}
+  void* input() override { return bytes_.data(); }
+  void Run(const ResultSink& sink) override {
+    comm_->ReduceScatterSum(bytes_.data(), count_, dtype_);
+    const size_t block = static_cast<size_t>(count_) * DTypeSize(dtype_), at = block * static_cast<size_t>(comm_->rank());
+    sink(bytes_.data() + at, at, block);
+  }
+
+ private:
+  Communicator* comm_;  // outlives this
+  const int64_t count_;
+  const DType dtype_;
+  std::vector<char> bytes_;
+};
+
+// Allgather from a private input buffer into a private output.
+class StagedAllgather final : public BufferedCollective {
+ public:
+  StagedAllgather(Communicator* comm, size_t nbytes)
+      : comm_(comm), nbytes_(nbytes), in_(nbytes), out_(nbytes * static_cast<size_t>(comm->size())) {}
+  void* input() override { return in_.data(); }
+  void Run(const ResultSink& sink) override {
+    comm_->Allgather(in_.data(), out_.data(), nbytes_);
+    for (int r = 0; r < comm_->size(); ++r) {
+      const size_t at = nbytes_ * static_cast<size_t>(r);
+      sink(out_.data() + at, at, nbytes_);
+    }
+  }
+
+ private:
+  Communicator* comm_;
+  const size_t nbytes_;
+  std::vector<char> in_, out_;
+};
+
 }  // namespace
 
 std::unique_ptr<PreparedCollective> InPlaceThrough(std::unique_ptr<BufferedCollective> buffered, void* data,
@@ -57,6 +99,15 @@ std::unique_ptr<BufferedCollective> Communicator::PrepareBufferedAllreduceSum(in
   auto staged = std::make_unique<StagedInPlace>(static_cast<size_t>(count < 0 ? 0 : count) * DTypeSize(dtype));
   staged->Bind(PrepareAllreduceSum(staged->data(), count, dtype));
   return staged;
+}
+
+std::unique_ptr<BufferedCollective> Communicator::PrepareBufferedReduceScatterSum(int64_t count, DType dtype) {
+  DP_ENFORCE(count >= 0, "ReduceScatterSum: negative count ", count);
+  return std::make_unique<StagedReduceScatter>(this, count, dtype);
+}
+
+std::unique_ptr<BufferedCollective> Communicator::PrepareBufferedAllgather(size_t nbytes) {
+  return std::make_unique<StagedAllgather>(this, nbytes);
 }
 
 std::unique_ptr<BufferedCollective> Communicator::PrepareBufferedBroadcast(size_t nbytes, int root) {

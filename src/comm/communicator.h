@@ -111,6 +111,13 @@ class Communicator {
   // shared-memory communicators hand out their shared buffers instead.
   virtual std::unique_ptr<BufferedCollective> PrepareBufferedAllreduceSum(int64_t count, DType dtype);
   virtual std::unique_ptr<BufferedCollective> PrepareBufferedBroadcast(size_t nbytes, int root);
+  // A reduce-scatter (input: size() blocks of count elements; the result
+  // handed out is this rank's block, at its offset rank() * count elements)
+  // and an allgather (input: this rank's nbytes; the result: every rank's
+  // block, at offset r * nbytes, each block as one piece). The defaults
+  // stage through private buffers and ReduceScatterSum / Allgather.
+  virtual std::unique_ptr<BufferedCollective> PrepareBufferedReduceScatterSum(int64_t count, DType dtype);
+  virtual std::unique_ptr<BufferedCollective> PrepareBufferedAllgather(size_t nbytes);
 
   // Breaks the communicator for good (later calls throw kUnavailable with
   // `why`), so that peers blocked on this process fail soon instead of at

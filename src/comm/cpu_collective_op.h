@@ -42,6 +42,9 @@ class CpuCollectiveOp : public CollectiveOpBase {
   StagedCollective& Stage(const CpuCommunicator& comm, size_t i, int64_t count, DType dtype, int root = -1) {
     return comm.staging->Get(StrCat(key_, "#", i), comm.peers, count, dtype, root);
   }
+  StagedCollective& Stage(const CpuCommunicator& comm, StagedKind kind, int64_t count, DType dtype) {
+    return comm.staging->Get(StrCat(key_, "#0"), comm.peers, kind, count, dtype);
+  }
 
   const std::string key_ = args().String("key", StrCat("op@", static_cast<const void*>(this)));
 };

@@ -282,16 +282,29 @@ void CpuCollectives::Barrier() {
 
 StagedCollective& StagingCache::Get(const std::string& key, const std::shared_ptr<Communicator>& comm, int64_t count,
                                     DType dtype, int root) {
+  return Get(key, comm, root < 0 ? StagedKind::kAllreduce : StagedKind::kBroadcast, count, dtype, root);
+}
+
+StagedCollective& StagingCache::Get(const std::string& key, const std::shared_ptr<Communicator>& comm,
+                                    StagedKind kind, int64_t count, DType dtype, int root) {
   std::unique_lock<std::mutex> lock(mu_);
   auto& slot = entries_[key];
   if (!slot) slot = std::make_unique<StagedCollective>();
   lock.unlock();  // entries never move or go; one op uses an entry at a time
   StagedCollective& st = *slot;
-  if (st.comm != comm || st.count != count || st.dtype != dtype || st.root != root || !st.prepared) {
+  if (st.comm != comm || st.kind != kind || st.count != count || st.dtype != dtype || st.root != root ||
+      !st.prepared) {
     st.prepared.reset();
-    st.prepared = root < 0 ? comm->PrepareBufferedAllreduceSum(count, dtype)
-                           : comm->PrepareBufferedBroadcast(static_cast<size_t>(count) * DTypeSize(dtype), root);
+    switch (kind) {
+      case StagedKind::kAllreduce: st.prepared = comm->PrepareBufferedAllreduceSum(count, dtype); break;
+      case StagedKind::kBroadcast:
+        st.prepared = comm->PrepareBufferedBroadcast(static_cast<size_t>(count) * DTypeSize(dtype), root);
+        break;
+      case StagedKind::kReduceScatter: st.prepared = comm->PrepareBufferedReduceScatterSum(count, dtype); break;
+      case StagedKind::kAllgather: st.prepared = comm->PrepareBufferedAllgather(static_cast<size_t>(count)); break;
+    }
     st.comm = comm;
+    st.kind = kind;
     st.count = count;
     st.dtype = dtype;
     st.root = root;

@@ -100,11 +100,13 @@ class CpuCollectives {
 // A collective across processes prepared on the communicator's buffer
 // (Communicator::PrepareBuffered*: shared memory between the processes of
 // a host), kept from run to run.
+enum class StagedKind { kAllreduce, kBroadcast, kReduceScatter, kAllgather };
 struct StagedCollective {
   std::shared_ptr<Communicator> comm;  // held: what `prepared` runs on
-  int64_t count = -1;
+  StagedKind kind = StagedKind::kAllreduce;
+  int64_t count = -1;  // elements (a reduce-scatter's per block; an allgather's bytes per process)
   DType dtype = DType::kFloat32;
-  int root = -1;  // broadcast root, or -1 for an allreduce
+  int root = -1;  // broadcast root
   std::unique_ptr<BufferedCollective> prepared;
 };
 
@@ -120,6 +122,10 @@ class StagingCache {
   // one of these changes (at the same run in every process: same shapes).
   StagedCollective& Get(const std::string& key, const std::shared_ptr<Communicator>& comm, int64_t count,
                         DType dtype, int root);
+  // The same for any kind: a reduce-scatter of `count` elements per block,
+  // an allgather of `count` bytes per process (dtype unused).
+  StagedCollective& Get(const std::string& key, const std::shared_ptr<Communicator>& comm, StagedKind kind,
+                        int64_t count, DType dtype, int root = -1);
 
  private:
   std::mutex mu_;

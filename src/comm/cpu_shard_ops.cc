@@ -91,35 +91,35 @@ class ReduceScatterOp final : public CpuCollectiveOp {
     const ShardLayout layout = LayoutOf(comm, num_devices_);
     const size_t item = DTypeSize(dtype);
     if (!comm.peers) {
+      // In one process the parts of all devices cover every element: this is
+      // the allreduce (each element read from every device once), which
+      // writes no scratch; the elements outside a device's part are left
+      // summed too.
+      std::vector<CpuCollectives::Segment> all;
+      for (int j = 0; j < sharded_; ++j) all.push_back(Segment(j, 0, Input(In(0, j)).numel()));
       double s = scale;
       if (average_active_) {
         comm.collectives->AllreduceSum({whole.back()}, dtype, 1.0);
         s = ActiveScale(scale, static_cast<const float*>(whole.back().buffers[0])[0]);
         whole.pop_back();
       }
-      comm.collectives->AllreduceSum(whole, dtype, s);
-      // Device d's part of each tensor: summed over the devices into
-      // scratch, then written (scaled) into device d's tensors alone.
-      int64_t longest = 0;
-      for (int d = 0; d < num_devices_; ++d) longest = std::max(longest, PartsTotal(layout, d));
-      char* sums = Scratch<char>(longest * static_cast<int64_t>(item));
-      for (int d = 0; d < num_devices_; ++d) {
-        comm.collectives->SumInto(Parts(layout, d), dtype, sums);
-        Scatter(sums, layout, d, dtype, s, 0);
-      }
+      all.insert(all.end(), whole.begin(), whole.end());
+      comm.collectives->AllreduceSum(all, dtype, s);
       return;
     }
     // Across processes: block q holds the whole tensors' sums over this
     // process's devices, then process q's range of every sharded tensor
-    // summed over them; the communicator's reduce-scatter sums block `rank`
-    // over the processes.
+    // summed over them, written straight into the communicator's buffer
+    // (shared memory); its reduce-scatter sums block `rank` over the
+    // processes.
     int64_t head = 0;
     for (const auto& seg : whole) head += seg.count;
     int64_t block = 0;
     for (int64_t q = 0; q < layout.processes; ++q) block = std::max(block, RangesTotal(layout, q));
     block += head;
     if (block == 0) return;
-    char* buf = Scratch<char>(block * layout.processes * static_cast<int64_t>(item));
+    StagedCollective& st = Stage(comm, StagedKind::kReduceScatter, block, dtype);
+    char* buf = static_cast<char*>(st.prepared->input());
     for (int64_t q = 0; q < layout.processes; ++q) {
       char* b = buf + static_cast<size_t>(q * block) * item;
       comm.collectives->SumInto(whole, dtype, b);
@@ -128,19 +128,33 @@ class ReduceScatterOp final : public CpuCollectiveOp {
       const int64_t used = head + RangesTotal(layout, q);
       std::memset(b + static_cast<size_t>(used) * item, 0, static_cast<size_t>(block - used) * item);
     }
-    comm.peers->ReduceScatterSum(buf, block, dtype);
-    const char* mine = buf + static_cast<size_t>(layout.rank * block) * item;
-    double s = scale;
-    if (average_active_) {
-      float active;
-      std::memcpy(&active, mine + static_cast<size_t>(head - 1) * item, sizeof active);
-      comm.collectives->CopyOut(mine + static_cast<size_t>(head - 1) * item, {whole.back()}, dtype, 1.0);
-      s = ActiveScale(scale, active);
-      whole.pop_back();
-    }
-    comm.collectives->CopyOut(mine, whole, dtype, s);
-    // Device d's part lies in this process's range at the part's offset.
-    for (int d = 0; d < num_devices_; ++d) Scatter(mine + static_cast<size_t>(head) * item, layout, d, dtype, s, 1);
+    // This process's block, summed: the scalars to every device, each
+    // device's part from the range.
+    auto finish = [&](const char* mine) {
+      double s = scale;
+      if (average_active_) {
+        float active;
+        std::memcpy(&active, mine + static_cast<size_t>(head - 1) * item, sizeof active);
+        comm.collectives->CopyOut(mine + static_cast<size_t>(head - 1) * item, {whole.back()}, dtype, 1.0);
+        s = ActiveScale(scale, active);
+        whole.pop_back();
+      }
+      comm.collectives->CopyOut(mine, whole, dtype, s);
+      for (int d = 0; d < num_devices_; ++d) Scatter(mine + static_cast<size_t>(head) * item, layout, d, dtype, s);
+    };
+    // Handed out whole (shared memory, the default) it is used where it
+    // lies; in pieces, gathered first.
+    const size_t block_bytes = static_cast<size_t>(block) * item, at = block_bytes * static_cast<size_t>(layout.rank);
+    char* pieces = nullptr;
+    auto sink = [&](const void* piece, size_t off, size_t n) {
+      DP_ENFORCE_CODE(off >= at && n <= block_bytes - (off - at), Code::kInternal, label(),
+                      ": the reduce-scatter handed out bytes outside this process's block");
+      if (off == at && n == block_bytes) return finish(static_cast<const char*>(piece));
+      if (pieces == nullptr) pieces = Scratch<char>(static_cast<int64_t>(block_bytes));
+      std::memcpy(pieces + (off - at), piece, n);
+    };
+    st.prepared->Run(SinkOf(sink));
+    if (pieces != nullptr) finish(pieces);
   }
 
   // Elements [begin, begin + count) of tensor j, on every device.
@@ -151,24 +165,6 @@ class ReduceScatterOp final : public CpuCollectiveOp {
       seg.buffers.push_back(static_cast<char*>(Output(In(d, j) - 1)->raw_mutable_data()) +
                             static_cast<size_t>(begin) * DTypeSize(Input(In(0, j)).dtype()));
     return seg;
-  }
-
-  // Device d's part of every sharded tensor, on every device.
-  std::vector<CpuCollectives::Segment> Parts(const ShardLayout& l, int d) {
-    std::vector<CpuCollectives::Segment> out;
-    for (int j = 0; j < sharded_; ++j) {
-      const ElementRange r = l.OfDevice(Input(In(0, j)).numel(), d);
-      out.push_back(Segment(j, r.begin, r.end - r.begin));
-    }
-    return out;
-  }
-  int64_t PartsTotal(const ShardLayout& l, int d) const {
-    int64_t total = 0;
-    for (int j = 0; j < sharded_; ++j) {
-      const ElementRange r = l.OfDevice(Input(In(0, j)).numel(), d);
-      total += r.end - r.begin;
-    }
-    return total;
   }
 
   // Process q's range of every sharded tensor.
@@ -189,16 +185,15 @@ class ReduceScatterOp final : public CpuCollectiveOp {
     return total;
   }
 
-  // Device d's part of each sharded tensor from `sums`, which holds, tensor
-  // after tensor, device d's parts alone (`process_range` 0) or this
-  // process's ranges (1), times s.
-  void Scatter(const char* sums, const ShardLayout& l, int d, DType dtype, double s, int process_range) {
+  // Device d's part of each sharded tensor, times s, from `sums`, which
+  // holds this process's range of each tensor, tensor after tensor.
+  void Scatter(const char* sums, const ShardLayout& l, int d, DType dtype, double s) {
     const size_t item = DTypeSize(dtype);
     int64_t at = 0;
     for (int j = 0; j < sharded_; ++j) {
       const int64_t n = Input(In(0, j)).numel();
       const ElementRange part = l.OfDevice(n, d);
-      const ElementRange span = process_range ? l.OfProcess(n, l.rank) : part;
+      const ElementRange span = l.OfProcess(n, l.rank);
       char* dst = static_cast<char*>(Output(In(d, j) - 1)->raw_mutable_data()) + static_cast<size_t>(part.begin) * item;
       ScaledCopy(dst, sums + static_cast<size_t>(at + part.begin - span.begin) * item, part.end - part.begin, dtype,
                  s);
@@ -251,8 +246,9 @@ class AllgatherOp final : public CpuCollectiveOp {
     size_t block = 0;
     for (int64_t q = 0; q < l.processes; ++q) block = std::max(block, range_bytes(q));
     if (block == 0) return;
-    char* in = Scratch<char>(static_cast<int64_t>(block) * (l.processes + 1));
-    char* all = in + block;
+    // Packed straight into the communicator's buffer (shared memory).
+    StagedCollective& st = Stage(comm, StagedKind::kAllgather, static_cast<int64_t>(block), DType::kUInt8);
+    char* in = static_cast<char*>(st.prepared->input());
     size_t at = 0;
     for (int j = 0; j < m; ++j) {
       const ElementRange r = l.OfProcess(Input(In(0, j)).numel(), l.rank);
@@ -260,18 +256,33 @@ class AllgatherOp final : public CpuCollectiveOp {
       if (nb > 0) std::memcpy(in + at, data[static_cast<size_t>(j)] + r.begin * item(j), nb);
       at += nb;
     }
-    comm.peers->Allgather(in, all, block);
-    for (int64_t q = 0; q < l.processes; ++q) {
-      if (q == l.rank) continue;
-      at = 0;
+    // Process q's block into every device.
+    auto unpack = [&](int64_t q, const char* src) {
+      size_t off = 0;
       for (int j = 0; j < m; ++j) {
         const ElementRange r = l.OfProcess(Input(In(0, j)).numel(), q);
         const size_t nb = static_cast<size_t>(r.end - r.begin) * item(j);
         for (int d = 0; d < n && nb > 0; ++d)
-          std::memcpy(data[static_cast<size_t>(d * m + j)] + r.begin * item(j), all + q * block + at, nb);
-        at += nb;
+          std::memcpy(data[static_cast<size_t>(d * m + j)] + r.begin * item(j), src + off, nb);
+        off += nb;
       }
-    }
+    };
+    // Blocks handed out whole are unpacked where they lie; pieces are gathered first.
+    char* pieces = nullptr;
+    std::vector<bool> in_pieces(static_cast<size_t>(l.processes), false);
+    auto sink = [&](const void* piece, size_t off, size_t nbytes) {
+      const int64_t q = static_cast<int64_t>(off / block);
+      DP_ENFORCE_CODE(q < l.processes && nbytes <= block - off % block, Code::kInternal, label(),
+                      ": the allgather handed out a piece across blocks");
+      if (q == l.rank) return;
+      if (off % block == 0 && nbytes == block) return unpack(q, static_cast<const char*>(piece));
+      if (pieces == nullptr) pieces = Scratch<char>(static_cast<int64_t>(block) * l.processes);
+      std::memcpy(pieces + off, piece, nbytes);
+      in_pieces[static_cast<size_t>(q)] = true;
+    };
+    st.prepared->Run(SinkOf(sink));
+    for (int64_t q = 0; q < l.processes; ++q)
+      if (in_pieces[static_cast<size_t>(q)]) unpack(q, pieces + q * block);
   }
 };
 

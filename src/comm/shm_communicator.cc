@@ -520,6 +520,96 @@ class ShmCommunicator::BufferedBroadcast final : public BufferedCollective {
   std::unique_ptr<PreparedCollective> across_;
 };
 
+// Each process sums its own block of the regions (rank order: the
+// allreduce's sums) and is handed only that; nobody waits for the others'.
+class ShmCommunicator::BufferedReduceScatter final : public BufferedCollective {
+ public:
+  BufferedReduceScatter(ShmCommunicator* comm, Regions regions, int64_t count, DType dtype)
+      : comm_(comm), regions_(std::move(regions)), count_(count), dtype_(dtype) {}
+
+  void* input() override {
+    comm_->Call("reduce-scatter", [&] { comm_->Acquire(regions_, "reduce-scatter"); });
+    return regions_.base[static_cast<size_t>(comm_->o_.rank)];
+  }
+  void Run(const ResultSink& sink) override {
+    comm_->Call("reduce-scatter", [&] {
+      const int me = comm_->o_.rank, parts = comm_->o_.size;
+      const size_t item = DTypeSize(dtype_), block = static_cast<size_t>(count_) * item;
+      const uint32_t base = 3 * ++comm_->op_;
+      comm_->in_collective_ = true;
+      comm_->Post(base + 1);  // this process's blocks are in its region
+      comm_->WaitAll(base + 1, "reduce-scatter");
+      if (parts > 1 && count_ > 0)
+        WithProcessSumType(dtype_, "shm reduce-scatter", [&](auto zero) {
+          ReduceInto<decltype(zero)>(regions_.base.data(), parts, me, me * count_, (me + 1) * count_);
+        });
+      comm_->Post(base + 2);
+      comm_->HandOut(regions_, base, [&] {
+        sink(regions_.base[static_cast<size_t>(me)] + block * static_cast<size_t>(me), block * static_cast<size_t>(me),
+             block);
+      });
+    });
+  }
+
+ private:
+  ShmCommunicator* comm_;
+  Regions regions_;
+  const int64_t count_;
+  const DType dtype_;
+};
+
+// Every process's region, read in place.
+class ShmCommunicator::BufferedAllgather final : public BufferedCollective {
+ public:
+  BufferedAllgather(ShmCommunicator* comm, Regions regions, size_t nbytes)
+      : comm_(comm), regions_(std::move(regions)), nbytes_(nbytes) {}
+
+  void* input() override {
+    comm_->Call("allgather", [&] { comm_->Acquire(regions_, "allgather"); });
+    return regions_.base[static_cast<size_t>(comm_->o_.rank)];
+  }
+  void Run(const ResultSink& sink) override {
+    comm_->Call("allgather", [&] {
+      const uint32_t base = 3 * ++comm_->op_;
+      comm_->in_collective_ = true;
+      comm_->Post(base + 1);
+      comm_->WaitAll(base + 1, "allgather");
+      comm_->HandOut(regions_, base, [&] {
+        for (int s = 0; s < comm_->o_.size; ++s)
+          sink(regions_.base[static_cast<size_t>(s)], nbytes_ * static_cast<size_t>(s), nbytes_);
+      });
+    });
+  }
+
+ private:
+  ShmCommunicator* comm_;
+  Regions regions_;
+  const size_t nbytes_;
+};
+
+std::unique_ptr<BufferedCollective> ShmCommunicator::PrepareBufferedReduceScatterSum(int64_t count, DType dtype) {
+  DP_ENFORCE(count >= 0, "ReduceScatterSum: negative count ", count);
+  DP_ENFORCE_CODE(IsProcessSumType(dtype), Code::kDType,
+                  "ReduceScatterSum across processes supports float32, float64, int32, int64, bfloat16 and float16, "
+                  "got ", DTypeName(dtype));
+  const size_t bytes = static_cast<size_t>(count) * DTypeSize(dtype) * static_cast<size_t>(o_.size);
+  return SharedOrTcp(
+      "reduce-scatter", false,
+      [&]() -> std::unique_ptr<BufferedCollective> {
+        return std::make_unique<BufferedReduceScatter>(this, ShareRegions(bytes, "reduce-scatter"), count, dtype);
+      },
+      [&](Communicator& tcp) { return tcp.PrepareBufferedReduceScatterSum(count, dtype); });
+}
+
+std::unique_ptr<BufferedCollective> ShmCommunicator::PrepareBufferedAllgather(size_t nbytes) {
+  return SharedOrTcp(
+      "allgather", false,
+      [&]() -> std::unique_ptr<BufferedCollective> {
+        return std::make_unique<BufferedAllgather>(this, ShareRegions(nbytes, "allgather"), nbytes);
+      },
+      [&](Communicator& tcp) { return tcp.PrepareBufferedAllgather(nbytes); });
+}
+
 std::unique_ptr<BufferedCollective> ShmCommunicator::PrepareBufferedAllreduceSum(int64_t count, DType dtype) {
   return PrepareBufferedAllreduceSum(count, dtype, SliceStepFactory());
 }

@@ -92,6 +92,8 @@ class ShmCommunicator final : public Communicator {
   std::unique_ptr<PreparedCollective> PrepareBroadcast(void* data, size_t nbytes, int root) override;
   std::unique_ptr<BufferedCollective> PrepareBufferedAllreduceSum(int64_t count, DType dtype) override;
   std::unique_ptr<BufferedCollective> PrepareBufferedBroadcast(size_t nbytes, int root) override;
+  std::unique_ptr<BufferedCollective> PrepareBufferedReduceScatterSum(int64_t count, DType dtype) override;
+  std::unique_ptr<BufferedCollective> PrepareBufferedAllgather(size_t nbytes) override;
   void Abort(const std::string& why) noexcept override;
 
   // ---- the steps a hierarchical communicator adds (across hosts) -------------
@@ -121,6 +123,8 @@ class ShmCommunicator final : public Communicator {
   struct Regions;  // one buffer per process, and when the peers released it last
   class BufferedAllreduce;
   class BufferedBroadcast;
+  class BufferedReduceScatter;
+  class BufferedAllgather;
 
   ShmCommunicator(std::shared_ptr<Store> store, const ShmOptions& options);
   void Rendezvous();
