@@ -4,12 +4,14 @@
 // staged collectives by key, and shape inference of in-place collectives.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "comm/collective_op.h"
 #include "comm/cpu_collectives.h"
+#include "ops/op_schema.h"
 #include "ops/operator.h"
 
 namespace dp {
@@ -48,6 +50,19 @@ class CpuCollectiveOp : public CollectiveOpBase {
 
   const std::string key_ = args().String("key", StrCat("op@", static_cast<const void*>(this)));
 };
+
+// The schema every in-place collective opens with (Allreduce, Broadcast,
+// ReduceScatter, Allgather): the communicator, then k tensors device-major
+// written in place, and num_devices.
+inline OpSchema& InPlaceCollectiveSchema(OpSchema& s) {
+  return s.NumInputs(2, std::numeric_limits<int>::max())
+      .NumOutputs(1, std::numeric_limits<int>::max() - 1)
+      .EnforceInplaceAll(1)
+      .InputsOnReplicaDevices()
+      .Inputs({"comm"})
+      .Arg("num_devices", ArgKind::kInt, ArgDefault::Described("k, the number of tensors (one device)"),
+           "replicas N; the k tensors are N groups of k / N, device-major");
+}
 
 // Shape inference's opening: the count, then devices and tensors per device.
 inline std::pair<int, int> InferenceSplit(const OperatorDef& op, const ArgReader& args,

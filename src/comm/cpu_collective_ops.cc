@@ -374,13 +374,7 @@ DP_OPERATOR_SCHEMA(CreateCpuCollectives)
          "Kept when it exists with the same settings.");
 
 DP_OPERATOR_SCHEMA(Allreduce)
-    .NumInputs(2, std::numeric_limits<int>::max())
-    .NumOutputs(1, std::numeric_limits<int>::max() - 1)
-    .EnforceInplaceAll(1)
-    .InputsOnReplicaDevices()
-    .Inputs({"comm"})
-    .Arg("num_devices", ArgKind::kInt, ArgDefault::Described("k, the number of tensors (one device)"),
-         "replicas N; the k tensors are N groups of k / N, device-major")
+    .With(InPlaceCollectiveSchema)
     .Arg("scale", ArgKind::kFloat, 1.0, "multiplies the sum, e.g. 1 / N to average (float tensors only)")
     .Arg("average_active", ArgKind::kInt, 0,
          "1: each device's last tensor is its float32 [1] active flag (1 or 0); the flags are summed like the "
@@ -398,13 +392,7 @@ DP_OPERATOR_SCHEMA(Allreduce)
     .Doc("Sums tensor j over the devices, in device order, into every device's tensor j, in place.");
 
 DP_OPERATOR_SCHEMA(Broadcast)
-    .NumInputs(2, std::numeric_limits<int>::max())
-    .NumOutputs(1, std::numeric_limits<int>::max() - 1)
-    .EnforceInplaceAll(1)
-    .InputsOnReplicaDevices()
-    .Inputs({"comm"})
-    .Arg("num_devices", ArgKind::kInt, ArgDefault::Described("k, the number of tensors (one device)"),
-         "replicas N; the k tensors are N groups of k / N, device-major")
+    .With(InPlaceCollectiveSchema)
     .Arg("root", ArgKind::kInt, 0, "the device whose tensors are copied to the others")
     .Arg("key", ArgKind::kString, ArgDefault::Described("this op's own"),
          "names the collective across processes when several ops run it")

@@ -385,13 +385,7 @@ constexpr const char* kShardsDoc =
     "(the last short or empty); device d of process p owns part p x num_devices + d";
 
 DP_OPERATOR_SCHEMA(ReduceScatter)
-    .NumInputs(2, std::numeric_limits<int>::max())
-    .NumOutputs(1, std::numeric_limits<int>::max() - 1)
-    .EnforceInplaceAll(1)
-    .InputsOnReplicaDevices()
-    .Inputs({"comm"})
-    .Arg("num_devices", ArgKind::kInt, ArgDefault::Described("k, the number of tensors (one device)"),
-         "replicas N; the k tensors are N groups of k / N, device-major")
+    .With(InPlaceCollectiveSchema)
     .Arg("scale", ArgKind::kFloat, 1.0, "multiplies the sums")
     .Arg("shard_tensors", ArgKind::kInt, ArgDefault::Described("all"),
          "how many of each device's tensors, from the first, are reduce-scattered; the rest (scalars riding "
@@ -407,13 +401,7 @@ DP_OPERATOR_SCHEMA(ReduceScatter)
                 kShardsDoc, ". The gradients of a sharded optimizer state (ZeRO-1)."));
 
 DP_OPERATOR_SCHEMA(Allgather)
-    .NumInputs(2, std::numeric_limits<int>::max())
-    .NumOutputs(1, std::numeric_limits<int>::max() - 1)
-    .EnforceInplaceAll(1)
-    .InputsOnReplicaDevices()
-    .Inputs({"comm"})
-    .Arg("num_devices", ArgKind::kInt, ArgDefault::Described("k, the number of tensors (one device)"),
-         "replicas N; the k tensors are N groups of k / N, device-major")
+    .With(InPlaceCollectiveSchema)
     .Arg("key", ArgKind::kString, ArgDefault::Described("this op's own"), "names the collective (as for Allreduce)")
     .ShapeInference(AllreduceInference)
     .Doc(StrCat("Copies each device's part of tensor j into every other device's tensor j, in every process, in "

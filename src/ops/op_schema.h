@@ -94,6 +94,8 @@ class OpSchema {
   OpSchema& Inputs(std::vector<std::string> names) { input_names_ = std::move(names); return *this; }
   OpSchema& Outputs(std::vector<std::string> names) { output_names_ = std::move(names); return *this; }
   OpSchema& Doc(std::string doc) { doc_ = std::move(doc); return *this; }
+  // Applies what several schemas share (a family's inputs and arguments).
+  OpSchema& With(OpSchema& (*common)(OpSchema&)) { return common(*this); }
   OpSchema& ShapeInference(InferenceFn fn) { inference_ = std::move(fn); return *this; }
   // Inputs may live on another device than the op (copies between devices).
   // Otherwise Operator::Input rejects a tensor that the kernel cannot address.

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "core/scope.h"
 #include "model/model_def.h"
+#include "model/training.h"
 #include "ops/op_schema.h"
 #include "parallel/parallelize.h"
 #include "parallel/replicas.h"
@@ -145,6 +147,19 @@ std::vector<std::pair<std::string, std::string>> CheckpointBindings(const Parall
 // says when each runs): the whole tensors gathered from the shards, made
 // zero for a load to replace, and cut into the shards again.
 NetDef BuildShardGatherNet(const ParallelPlan& plan);
+// fn(param, its state tensor's whole name, the replicas' shards of it) for
+// every state tensor of every param, in model order.
+template <typename Fn>
+void ForEachShardedState(const ParallelPlan& p, const Fn& fn) {
+  for (const auto& param : p.model.params) {
+    const std::vector<std::string> states = OptimizerStateBlobs(p.opt, param);
+    for (size_t k = 0; k < states.size(); ++k) {
+      std::vector<std::string> shards;
+      for (size_t r = 0; r < p.n; ++r) shards.push_back(OptimizerStateBlobs(p.opt, p.replicas.BlobName(r, param))[k]);
+      fn(param, FullStateName(states[k]), shards);
+    }
+  }
+}
 NetDef BuildShardStageNet(const ParallelPlan& plan);
 NetDef BuildShardScatterNet(const ParallelPlan& plan);
 

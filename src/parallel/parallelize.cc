@@ -339,8 +339,9 @@ ParallelNets Parallelize(const ModelDef& model, const ParallelizeOptions& reques
     out.shard_gather = BuildShardGatherNet(plan);
     out.shard_stage = BuildShardStageNet(plan);
     out.shard_scatter = BuildShardScatterNet(plan);
-    for (const auto& param : model.params)
-      for (const auto& st : OptimizerStateBlobs(opt, param)) out.shard_full.push_back(FullStateName(st));
+    ForEachShardedState(plan, [&](const std::string&, const std::string& full, const std::vector<std::string>&) {
+      out.shard_full.push_back(full);
+    });
   }
   out.eval = BuildEvalNet(plan);
   out.num_shards = options.num_shards;

@@ -147,57 +147,44 @@ std::vector<std::pair<std::string, std::string>> CheckpointBindings(const Parall
 // Every param's state tensors whole, of every replica's shard (GatherShards
 // on replica 0, shaped like its param).
 NetDef BuildShardGatherNet(const ParallelPlan& p) {
-  const Replicas& b = p.replicas;
   NetDef net;
   net.name = p.name + "_parallel_shard_gather";
   AddExternalInput(net, kCommBlob);
-  for (const auto& param : p.model.params) {
-    const std::vector<std::string> states = OptimizerStateBlobs(p.opt, param);
-    for (size_t k = 0; k < states.size(); ++k) {
-      std::vector<std::string> in{kCommBlob, b.BlobName(0, param)};
-      for (size_t r = 0; r < p.n; ++r) in.push_back(OptimizerStateBlobs(p.opt, b.BlobName(r, param))[k]);
-      for (const auto& x : in) AddExternalInput(net, x);
-      net.ops.push_back(b.On(0, MakeOperatorDef("GatherShards", in, {FullStateName(states[k])},
-                                                {MakeArg("num_devices", static_cast<int64_t>(p.n))})));
-      net.external_outputs.push_back(FullStateName(states[k]));
-    }
-  }
+  ForEachShardedState(p, [&](const std::string& param, const std::string& full, const std::vector<std::string>& shards) {
+    std::vector<std::string> in{kCommBlob, p.replicas.BlobName(0, param)};
+    in.insert(in.end(), shards.begin(), shards.end());
+    for (const auto& x : in) AddExternalInput(net, x);
+    net.ops.push_back(p.replicas.On(
+        0, MakeOperatorDef("GatherShards", in, {full}, {MakeArg("num_devices", static_cast<int64_t>(p.n))})));
+    net.external_outputs.push_back(full);
+  });
   ValidateNet(net);
   return net;
 }
 
 NetDef BuildShardStageNet(const ParallelPlan& p) {
-  const Replicas& b = p.replicas;
   NetDef net;
   net.name = p.name + "_parallel_shard_stage";
-  for (const auto& param : p.model.params) {
-    AddExternalInput(net, b.BlobName(0, param));
-    for (const auto& st : OptimizerStateBlobs(p.opt, param)) {
-      net.ops.push_back(b.On(0, MakeOperatorDef("ConstantFill", {b.BlobName(0, param)}, {FullStateName(st)},
-                                                {MakeArg("value", 0.0)})));
-      net.external_outputs.push_back(FullStateName(st));
-    }
-  }
+  ForEachShardedState(p, [&](const std::string& param, const std::string& full, const std::vector<std::string>&) {
+    const std::string like = p.replicas.BlobName(0, param);
+    AddExternalInput(net, like);
+    net.ops.push_back(p.replicas.On(0, MakeOperatorDef("ConstantFill", {like}, {full}, {MakeArg("value", 0.0)})));
+    net.external_outputs.push_back(full);
+  });
   ValidateNet(net);
   return net;
 }
 
 NetDef BuildShardScatterNet(const ParallelPlan& p) {
-  const Replicas& b = p.replicas;
   NetDef net;
   net.name = p.name + "_parallel_shard_scatter";
   AddExternalInput(net, kCommBlob);
-  for (const auto& param : p.model.params) {
-    const std::vector<std::string> states = OptimizerStateBlobs(p.opt, param);
-    for (size_t k = 0; k < states.size(); ++k) {
-      std::vector<std::string> shards;
-      for (size_t r = 0; r < p.n; ++r) shards.push_back(OptimizerStateBlobs(p.opt, b.BlobName(r, param))[k]);
-      AddExternalInput(net, FullStateName(states[k]));
-      net.ops.push_back(b.On(0, MakeOperatorDef("ScatterShards", {kCommBlob, FullStateName(states[k])}, shards,
-                                                {MakeArg("num_devices", static_cast<int64_t>(p.n))})));
-      for (const auto& x : shards) net.external_outputs.push_back(x);
-    }
-  }
+  ForEachShardedState(p, [&](const std::string&, const std::string& full, const std::vector<std::string>& shards) {
+    AddExternalInput(net, full);
+    net.ops.push_back(p.replicas.On(0, MakeOperatorDef("ScatterShards", {kCommBlob, full}, shards,
+                                                       {MakeArg("num_devices", static_cast<int64_t>(p.n))})));
+    for (const auto& x : shards) net.external_outputs.push_back(x);
+  });
   ValidateNet(net);
   return net;
 }
