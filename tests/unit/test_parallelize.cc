@@ -730,7 +730,9 @@ TEST_CASE("sharded optimizer state (ZeRO-1) in one process: bitwise the unsharde
             CHECK(full.empty() == (std::string(opt).find("sgd") != std::string::npos));  // SGD keeps no state
             if (full.empty()) continue;
             Net(std::make_shared<const NetDef>(zero.shard_gather), got).Run();
-            for (const auto& [name, blob] : zero.checkpoint) {
+            for (const auto& binding : zero.checkpoint) {
+              const std::string& name = binding.first;
+              const std::string& blob = binding.second;
               CAPTURE(name);
               if (std::find(full.begin(), full.end(), blob) != full.end())
                 CHECK(Floats(*got, blob) == Floats(*want, "cpu_0/" + name));
@@ -745,7 +747,7 @@ TEST_CASE("sharded optimizer state (ZeRO-1) in one process: bitwise the unsharde
                   got->Feed(s + st, Tensor({0}, DType::kFloat32));
                 }
             Net(std::make_shared<const NetDef>(zero.shard_scatter), got).Run();
-            for (const auto& [blob, values] : before) CHECK(Floats(*got, blob) == values);
+            for (const auto& kept : before) CHECK(Floats(*got, kept.first) == kept.second);
             Net(std::make_shared<const NetDef>(zero.shard_stage), got).Run();
             for (const auto& f : full) {
               const auto zeros = Floats(*got, f);
