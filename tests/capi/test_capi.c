@@ -2012,7 +2012,7 @@ static void test_shard_optimizer_state(void) {
   dp_parallel_model* pm[2] = {NULL, NULL};
   dp_net* train[2] = {NULL, NULL};
   float w[2][12], m[12];
-  char path[2][1100];
+  char path[2][1100] = {"", ""};
   int k, step, ok = 1;
   if (!EXPECT_OK(dp_model_from_json(kModelJson, strlen(kModelJson), &model))) return;
   for (k = 0; k < 2 && ok; ++k) { /* k = 1: sharded */
@@ -2078,6 +2078,7 @@ static void test_shard_optimizer_state(void) {
     dp_net_free(train[k]);
     dp_parallel_model_free(pm[k]);
     dp_workspace_free(ws[k]);
+    if (path[k][0] != 0) remove(path[k]);
   }
   dp_model_free(model);
 }
