@@ -2,7 +2,7 @@
 # CUDA as a module (libdp_cuda.so, loaded on demand; see dp_build_info in
 # dp.h). In every build: libdp.so needs no CUDA library (DT_NEEDED) and a
 # process working on the CPU maps none (test_cuda_module). In a CUDA build,
-# also: the module sits beside libdp.so and brings the CUDA libraries, and
+# also: the module sits in dp/ beside libdp.so and brings the CUDA libraries, and
 # without it, with a module whose CUDA libraries are missing, or with
 # another build's module, dp has zero CUDA devices and cuda_state says which.
 #
@@ -73,9 +73,9 @@ else
   echo "FAIL: $module does not link the CUDA runtime"
   fail=1
 fi
-[ "$(dirname "$module")" = "$(dirname "$libdp")" ] || { echo "FAIL: the module is not beside libdp"; fail=1; }
+[ "$(dirname "$module")" = "$(dirname "$libdp")/dp" ] || { echo "FAIL: the module is not in dp/ beside libdp"; fail=1; }
 
-# Found beside libdp: loads (whether a driver and a GPU are there or not).
+# Found in dp/ beside libdp: loads (whether a driver and a GPU are there or not).
 run loaded -u DP_CUDA_MODULE
 # Not there.
 run 2 DP_CUDA_MODULE="$tmp/missing/libdp_cuda.so"

@@ -25,8 +25,8 @@ echo "pkg-config: $flags"
 cc -std=c11 -Wall -Wextra -pedantic -Werror "$src" $flags -o "$stage/consumer"
 LD_LIBRARY_PATH=$(dirname "$lib") "$stage/consumer" | tee "$stage/out"
 # A CUDA build installs its module beside libdp, where libdp finds it.
-if [ -f "$build/capi/libdp_cuda.so" ]; then
-  [ -f "$(dirname "$lib")/libdp_cuda.so" ] || { echo "libdp_cuda.so was not installed beside libdp"; exit 1; }
+if [ -f "$build/capi/dp/libdp_cuda.so" ]; then
+  [ -f "$(dirname "$lib")/dp/libdp_cuda.so" ] || { echo "libdp_cuda.so was not installed in dp/ beside libdp"; exit 1; }
   grep -q '^cuda_state=[156] ' "$stage/out" || { echo "the installed libdp did not load its CUDA module"; exit 1; }
 else
   grep -q '^cuda_state=0 ' "$stage/out" || { echo "a CPU-only build reports a CUDA state"; exit 1; }

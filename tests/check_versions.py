@@ -6,11 +6,13 @@ version agrees with it.
 
 dp.h's DP_VERSION_MAJOR/MINOR/PATCH, the Rust crate (bindings/rust/Cargo.toml),
 the Debian package (debian/changelog's newest entry), the generated pkg-config
-file and CMake version file, and dp_version() of the built library."""
+file and CMake version file, the jar's manifest (where the Java binding is
+built), and dp_version() of the built library."""
 import ctypes
 import pathlib
 import re
 import sys
+import zipfile
 
 version, src, build, lib = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3]), sys.argv[4]
 found = {}
@@ -30,6 +32,12 @@ found["dp.pc"] = pc and pc[1]
 
 cmake = re.search(r'set\(PACKAGE_VERSION "([^"]+)"\)', (build / "meson-private/dpConfigVersion.cmake").read_text())
 found["dpConfigVersion.cmake"] = cmake and cmake[1]
+
+jar = build / "bindings/java/dp.jar"
+if jar.exists():
+    manifest = zipfile.ZipFile(jar).read("META-INF/MANIFEST.MF").decode()
+    m = re.search(r"^Implementation-Version: (\S+)", manifest, re.M)
+    found["dp.jar (Implementation-Version)"] = m and m[1]
 
 dp = ctypes.CDLL(lib)
 dp.dp_version.restype = ctypes.c_char_p

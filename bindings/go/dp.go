@@ -139,7 +139,7 @@ type CUDAState int32
 const (
 	CUDAStateNotBuilt       CUDAState = C.DP_CUDA_STATE_NOT_BUILT        // dp was built without CUDA
 	CUDAStateAvailable      CUDAState = C.DP_CUDA_STATE_AVAILABLE        // at least one CUDA device
-	CUDAStateModuleNotFound CUDAState = C.DP_CUDA_STATE_MODULE_NOT_FOUND // libdp_cuda.so is not beside libdp
+	CUDAStateModuleNotFound CUDAState = C.DP_CUDA_STATE_MODULE_NOT_FOUND // libdp_cuda.so is not in dp/ beside libdp
 	CUDAStateRuntimeMissing CUDAState = C.DP_CUDA_STATE_RUNTIME_MISSING  // a CUDA library the module needs is missing
 	CUDAStateModuleMismatch CUDAState = C.DP_CUDA_STATE_MODULE_MISMATCH  // the module is another build's
 	CUDAStateNoDriver       CUDAState = C.DP_CUDA_STATE_NO_DRIVER        // no CUDA driver (or too old)

@@ -300,13 +300,14 @@ DP_API int32_t dp_cpu_threads(void);
  * the life of the process, never freed; "" when not applicable. Versions are
  * integers as the libraries encode them; 0 when dp was built without CUDA.
  *
- * CUDA is a module of its own. A build with CUDA installs libdp_cuda.so
- * beside libdp.so; libdp.so itself links no CUDA library, so it loads on
- * hosts without the CUDA runtime or a GPU, and a process that never asks for
- * a CUDA device maps none. The first time a CUDA device is counted or asked
- * for (dp_device_count(DP_DEVICE_CUDA), a net or parallel model on CUDA, or
- * this function), libdp loads the module from its own directory (or from
- * the path in the environment variable DP_CUDA_MODULE, when set), which
+ * CUDA is a module of its own. A build with CUDA installs libdp_cuda.so in
+ * dp/ beside libdp.so ($libdir/dp/libdp_cuda.so); libdp.so itself links no
+ * CUDA library, so it loads on hosts without the CUDA runtime or a GPU, and
+ * a process that never asks for a CUDA device maps none. The first time a
+ * CUDA device is counted or asked for (dp_device_count(DP_DEVICE_CUDA), a net
+ * or parallel model on CUDA, or this function), libdp loads the module from
+ * there (or from the path in the environment variable DP_CUDA_MODULE, when
+ * set), which
  * brings the CUDA runtime, cuBLAS and NCCL (CUDA 13: libcudart.so.13,
  * libcublas.so.13, libnccl.so.2). When any of that is missing, dp has zero
  * CUDA devices and cuda_state says why. */
@@ -341,8 +342,8 @@ typedef struct dp_build_info {
 enum {
   DP_CUDA_STATE_NOT_BUILT = 0,        /* dp was built without CUDA */
   DP_CUDA_STATE_AVAILABLE = 1,        /* at least one CUDA device is visible */
-  DP_CUDA_STATE_MODULE_NOT_FOUND = 2, /* built with CUDA, but libdp_cuda.so is not beside libdp.so
-                                         (nor at DP_CUDA_MODULE) */
+  DP_CUDA_STATE_MODULE_NOT_FOUND = 2, /* built with CUDA, but libdp_cuda.so is not in dp/ beside
+                                         libdp.so (nor at DP_CUDA_MODULE) */
   DP_CUDA_STATE_RUNTIME_MISSING = 3,  /* the module is there but does not load: a CUDA library it
                                          needs (runtime, cuBLAS, NCCL) is missing */
   DP_CUDA_STATE_MODULE_MISMATCH = 4,  /* the module belongs to another build of dp */

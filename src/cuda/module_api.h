@@ -28,8 +28,11 @@ namespace dp::cuda {
 
 // Bump whenever the table's meaning changes without its size changing.
 inline constexpr uint32_t kModuleAbi = 1;
-// The file libdp looks for beside itself (cuda/module_loader.cc).
+// Where libdp looks for the module: this path, relative to the directory
+// libdp.so is in (cuda/module_loader.cc). A private directory ($libdir/dp):
+// the module has no soname and is no library to link with.
 inline constexpr const char* kModuleFileName = "libdp_cuda.so";
+inline constexpr const char* kModuleDirectory = "dp";
 // The module's one exported function: returns its table.
 inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
 

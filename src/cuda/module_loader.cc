@@ -14,7 +14,7 @@ namespace dp::cuda {
 namespace {
 
 // The directory of the shared object (or executable) holding this code:
-// libdp.so's, where the module is installed beside it.
+// libdp.so's, whose dp/ holds the module.
 std::string OwnDirectory() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&ModuleSearchPath), &info) == 0 || info.dli_fname == nullptr) return "";
@@ -105,7 +105,7 @@ const Loaded& Once() {
 std::string ModuleSearchPath() {
   if (const char* env = std::getenv("DP_CUDA_MODULE"); env != nullptr && env[0] != '\0') return env;
   const std::string dir = OwnDirectory();
-  return dir.empty() ? std::string(kModuleFileName) : dir + "/" + kModuleFileName;
+  return dir.empty() ? std::string(kModuleFileName) : StrCat(dir, "/", kModuleDirectory, "/", kModuleFileName);
 }
 
 const ModuleApi* Module() { return Once().api; }

@@ -26,8 +26,9 @@ const ModuleLoadReport& LoadReport();
 
 // Where the module is looked for, in order: the DP_CUDA_MODULE environment
 // variable (a path to the file; for tests and unusual installs), then the
-// directory of the object that holds this code (libdp.so: the module is
-// installed beside it). Exposed for tests.
+// subdirectory dp/ of the directory of the object that holds this code
+// (libdp.so: $libdir/dp/libdp_cuda.so, and capi/dp/ in the build tree).
+// Exposed for tests.
 std::string ModuleSearchPath();
 
 }  // namespace dp::cuda

@@ -156,7 +156,7 @@ pub enum CudaState {
     NotBuilt,
     /// At least one CUDA device is visible.
     Available,
-    /// Built with CUDA, but libdp_cuda.so is not beside libdp (nor at DP_CUDA_MODULE).
+    /// Built with CUDA, but libdp_cuda.so is not in dp/ beside libdp (nor at DP_CUDA_MODULE).
     ModuleNotFound,
     /// The module is there but a CUDA library it needs is missing.
     RuntimeMissing,

@@ -6,7 +6,7 @@ public final class BuildInfo {
   public static final int CUDA_STATE_NOT_BUILT = 0;
   /** At least one CUDA device is visible. */
   public static final int CUDA_STATE_AVAILABLE = 1;
-  /** Built with CUDA, but libdp_cuda.so is not beside libdp (nor at DP_CUDA_MODULE). */
+  /** Built with CUDA, but libdp_cuda.so is not in dp/ beside libdp (nor at DP_CUDA_MODULE). */
   public static final int CUDA_STATE_MODULE_NOT_FOUND = 2;
   /** The module is there but a CUDA library it needs is missing. */
   public static final int CUDA_STATE_RUNTIME_MISSING = 3;
