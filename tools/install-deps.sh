@@ -14,6 +14,9 @@ packages=(
   redis-server               # the Redis store of the multi-process tests (tests/multiprocess)
   golang-go rustc cargo      # the Go and Rust bindings (bindings/go, bindings/rust)
   default-jdk-headless junit5  # the Java binding and its JUnit 5 console launcher (bindings/java)
+  cmake                      # the CMake package's consumer test (tests/install)
+  debhelper dpkg-dev fakeroot  # the Debian packages (debian/, tools/check_packages.sh)
+  abigail-tools              # the ABI guard: abidw, abidiff (tools/check_abi.sh)
 )
 
 missing=()

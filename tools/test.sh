@@ -3,10 +3,15 @@
 #   build      default (-Dcuda=auto: CUDA compiled, and the CUDA module linked, when
 #              the toolkit exists; the CUDA, C API, sample and package tests: what
 #              CUDA changes; only their targets are built)
-#   build-cpu  -Dcuda=disabled (CPU only)
+# then the CPU-only build, which is the Debian package build (-Dcuda=disabled,
+# Debian's compiler flags, the test suite built too: tools/check_packages.sh
+# --for-tests), in build-deb/src/obj-<triplet>: the packages are installed in a
+# throw-away root and C (pkg-config), C++ (CMake), Go and Java consumers
+# built and run against them alone; the whole suite runs in its tree,
+# including the ABI guard (tools/check_abi.py against abi/),
 # and compares a CPU process's resident set against the two (cuda_module_rss),
 # then the Go, Rust and Java bindings' suites (bindings/<lang>/test.sh)
-# against build-cpu's libdp,
+# against the CPU-only build's libdp,
 # then the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
 # (clang, recovery off), with the fuzz targets built and each fuzzed for a
 # bounded time (DP_FUZZ_SECONDS, default 30, two targets at a time),
@@ -20,65 +25,67 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-configs=("build:" "build-cpu:-Dcuda=disabled")
 status=0
-for c in "${configs[@]}"; do
-  dir=${c%%:*}
-  opts=${c#*:}
-  # The default (CUDA) build runs what its CUDA parts change: the CUDA unit
-  # tests (zero devices reported gracefully, CUDA ops and collectives
-  # refusing cleanly; their GPU cases skip without a GPU), the C API and
-  # sample tests and the package checks (exports, install). The CPU-only
-  # suites (unit, multiprocess jobs, failure injection) run in build-cpu and
-  # under the sanitizers: the same CPU code, without each of their hundreds
-  # of process starts loading the CUDA libraries.
-  select=()
-  [ "$dir" = build ] && select=(--suite capi --suite samples --suite package --suite gpu)
-  if [ ! -f "$dir/build.ninja" ]; then
-    # shellcheck disable=SC2086
-    meson setup "$dir" $opts >/dev/null
-  fi
-  start=$(date +%s)
-  targets=()
-  # The CUDA build compiles only what its tests run (tools/test_targets.py).
-  [ "$dir" = build ] && read -r -a targets <<<"$(tools/test_targets.py "$dir" "${select[@]}" --test cuda --test cuda_collectives)"
-  ninja -C "$dir" "${targets[@]}" >/dev/null
-  echo "== $dir: built in $(( $(date +%s) - start )) s (options: ${opts:-default})"
-  meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 "${select[@]}" || status=1
-  # (Test names and suites intersect in one `meson test`: the CUDA unit
-  # tests run on their own, logged as testlog-cuda.)
-  if [ "$dir" = build ]; then
-    meson test -C "$dir" --no-rebuild --print-errorlogs --logbase testlog-cuda cuda cuda_collectives || status=1
-  fi
-done
+# The default (CUDA) build runs what its CUDA parts change: the CUDA unit
+# tests (zero devices reported gracefully, CUDA ops and collectives refusing
+# cleanly; their GPU cases skip without a GPU), the C API and sample tests
+# and the package checks (exports, install). The CPU-only suites (unit,
+# multiprocess jobs, failure injection) run in the CPU-only build and under
+# the sanitizers: the same CPU code, without each of their hundreds of
+# process starts loading the CUDA libraries.
+select=(--suite capi --suite samples --suite package --suite gpu)
+[ -f build/build.ninja ] || meson setup build >/dev/null
+start=$(date +%s)
+# The CUDA build compiles only what its tests run (tools/test_targets.py).
+read -r -a targets <<<"$(tools/test_targets.py build "${select[@]}" --test cuda --test cuda_collectives)"
+ninja -C build "${targets[@]}" >/dev/null
+echo "== build: built in $(( $(date +%s) - start )) s (options: default)"
+meson test -C build --no-rebuild --print-errorlogs --num-processes 2 "${select[@]}" || status=1
+# (Test names and suites intersect in one `meson test`: the CUDA unit tests
+# run on their own, logged as testlog-cuda.)
+meson test -C build --no-rebuild --print-errorlogs --logbase testlog-cuda cuda cuda_collectives || status=1
+
+# The CPU-only build: the Debian packages' build, checked installed (a
+# result line of its own), then its tree's whole suite. It is rebuilt from
+# a fresh copy of the checkout every time (as a package build must be).
+results=$PWD/build/test-results.txt
+: >"$results"
+start=$(date +%s)
+if tools/check_packages.sh --for-tests build-deb; then
+  echo "packages: 1 passed, 0 failed, 0 skipped" >>"$results"
+else
+  echo "packages: 0 passed, 1 failed, 0 skipped" >>"$results"
+  status=1
+fi
+cpu_dir=build-deb/src/obj-$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+echo "== $cpu_dir: packages built and checked in $(( $(date +%s) - start )) s"
+meson test -C "$cpu_dir" --no-rebuild --print-errorlogs --num-processes 2 || status=1
 
 # CUDA as a module: a process on the CPU pays nothing for a CUDA build — its
 # resident set after dp_version is the CPU-only build's within 2 MiB
 # (tests/check_cuda_module.sh --rss; only where the default build has CUDA).
 if meson test -C build --list 2>/dev/null | grep -q cuda_module_rss; then
-  DP_CPU_BUILD=$PWD/build-cpu meson test -C build --no-rebuild --print-errorlogs --logbase testlog-rss \
+  DP_CPU_BUILD=$PWD/$cpu_dir meson test -C build --no-rebuild --print-errorlogs --logbase testlog-rss \
     cuda_module_rss || status=1
 fi
 
 # The Go, Rust and Java bindings, each with its own runner (go test, cargo
 # test, the JUnit console launcher), against the CPU-only build's libdp.
 # Each bindings/<lang>/test.sh ends with "bindings-<lang>: N passed, N
-# failed, N skipped"; its whole output is in build-cpu/bindings-<lang>.log.
-bindings_results=build-cpu/bindings-results.txt
-: >"$bindings_results"
+# failed, N skipped"; its whole output is in <the CPU build>/bindings-<lang>.log.
 for lang in go rust java; do
   script=bindings/$lang/test.sh
   [ -f "$script" ] || continue
-  log=build-cpu/bindings-$lang.log
+  log=$cpu_dir/bindings-$lang.log
   start=$(date +%s)
-  if bash "$script" "$PWD/build-cpu" >"$log" 2>&1; then result=ok; else result=failed; status=1; fi
+  if bash "$script" "$PWD/$cpu_dir" >"$log" 2>&1; then result=ok; else result=failed; status=1; fi
   line=$(grep -E "^bindings-$lang: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$" "$log" | tail -n 1 || true)
   echo "== bindings/$lang: $result in $(( $(date +%s) - start )) s: ${line:-no result line}"
   [ "$result" = ok ] || tail -n 60 "$log"
-  echo "${line:-bindings-$lang: 0 passed, 0 failed, 0 skipped}" >>"$bindings_results"
+  echo "${line:-bindings-$lang: 0 passed, 0 failed, 0 skipped}" >>"$results"
   # A suite that failed counts at least one failure, whatever its line says.
   if [ "$result" = failed ] && ! [[ $line =~ [1-9][0-9]*\ failed ]]; then
-    echo "bindings-$lang: 0 passed, 1 failed, 0 skipped" >>"$bindings_results"
+    echo "bindings-$lang: 0 passed, 1 failed, 0 skipped" >>"$results"
   fi
 done
 
@@ -101,8 +108,11 @@ echo "== $san_dir: built in $(( $(date +%s) - start )) s (options: CC=clang $(ec
 export ASAN_OPTIONS="abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # The package checks (exported symbols, install) are the plain builds' job:
-# a sanitizer runtime changes what a shared library imports.
-meson test -C "$san_dir" --no-rebuild --print-errorlogs --num-processes 2 --no-suite package || status=1
+# a sanitizer runtime changes what a shared library imports. The timeouts
+# double: ASan runs the CNN sample ~3x slower (107 s of its 180 s alone on
+# 2 cores), too near the limit beside a second test.
+meson test -C "$san_dir" --no-rebuild --print-errorlogs --num-processes 2 --timeout-multiplier 2 --no-suite package ||
+  status=1
 tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-30}" || status=1
 
 # ThreadSanitizer over the tests that drive threads: the async executor, its
@@ -141,12 +151,12 @@ fi
 meson test -C "$tsan_dir" --no-rebuild "${tsan_wrapper[@]}" --print-errorlogs --num-processes 2 "${tsan_tests[@]}" ||
   status=1
 
-python3 - "$bindings_results" "${configs[@]%%:*}" "$san_dir" "$tsan_dir" <<'PY'
+python3 - "$results" build "$cpu_dir" "$san_dir" "$tsan_dir" <<'PY'
 import glob, json, os, re, sys
 passed = failed = skipped = 0
-# The bindings' suites: "bindings-<lang>: N passed, N failed, N skipped".
+# The packages' check and the bindings' suites: "<name>: N passed, N failed, N skipped".
 for line in open(sys.argv.pop(1)):
-    m = re.match(r"bindings-\w+: (\d+) passed, (\d+) failed, (\d+) skipped", line)
+    m = re.match(r"[\w-]+: (\d+) passed, (\d+) failed, (\d+) skipped", line)
     if m:
         passed += int(m[1])
         failed += int(m[2])
