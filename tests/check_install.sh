@@ -24,7 +24,7 @@ flags=$(PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR="$stage" pkg-con
 echo "pkg-config: $flags"
 cc -std=c11 -Wall -Wextra -pedantic -Werror "$src" $flags -o "$stage/consumer"
 LD_LIBRARY_PATH=$(dirname "$lib") "$stage/consumer" | tee "$stage/out"
-# A CUDA build installs its module beside libdp, where libdp finds it.
+# A CUDA build installs its module in dp/ beside libdp, where libdp finds it.
 if [ -f "$build/capi/dp/libdp_cuda.so" ]; then
   [ -f "$(dirname "$lib")/dp/libdp_cuda.so" ] || { echo "libdp_cuda.so was not installed in dp/ beside libdp"; exit 1; }
   grep -q '^cuda_state=[156] ' "$stage/out" || { echo "the installed libdp did not load its CUDA module"; exit 1; }

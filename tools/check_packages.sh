@@ -53,18 +53,21 @@ export LD_LIBRARY_PATH=$libdir
 work=$root/work
 mkdir -p "$work"
 
-# Which libdp a process mapped: the root's, or the check fails.
-loaded_from_root() {
-  grep -q "$libdir/libdp.so.0" "$1" || { echo "$2 did not load the installed libdp:"; cat "$1"; exit 1; }
+# run_from_root NAME COMMAND...: runs it once (stdout passes through) with the
+# loader's trace on stderr, and fails unless it succeeded having mapped the
+# root's libdp.
+run_from_root() {
+  local name=$1 trace=$work/$1.libs
+  shift
+  LD_DEBUG=libs "$@" 2>"$trace" || { echo "$name failed:"; grep -v '^ *[0-9]*:' "$trace"; exit 1; }
+  grep -q "$libdir/libdp.so.0" "$trace" || { echo "$name did not load the installed libdp:"; cat "$trace"; exit 1; }
 }
 
 # C, through pkg-config.
 # shellcheck disable=SC2046
 cc -std=c11 -Wall -Wextra -pedantic -Werror tests/install/consumer.c $(pkg-config --cflags --libs dp) \
   -o "$work/consumer"
-"$work/consumer" | tee "$work/c.out"
-LD_DEBUG=libs "$work/consumer" 2>"$work/c.libs" >/dev/null
-loaded_from_root "$work/c.libs" "the C consumer"
+run_from_root c-consumer "$work/consumer" | tee "$work/c.out"
 if ls "$out"/libdp0-cuda_*.deb >/dev/null 2>&1; then
   grep -q '^cuda_state=[156] ' "$work/c.out" || { echo "the installed libdp did not load libdp0-cuda's module"; exit 1; }
 else
@@ -75,17 +78,13 @@ fi
 cmake -S tests/install -B "$work/cmake" -DCMAKE_PREFIX_PATH="$root/usr" -DDP_REQUEST=0.5 >"$work/cmake.log" 2>&1 ||
   { cat "$work/cmake.log"; exit 1; }
 cmake --build "$work/cmake" >>"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; exit 1; }
-"$work/cmake/consumer"
-LD_DEBUG=libs "$work/cmake/consumer" 2>"$work/cmake.libs" >/dev/null
-loaded_from_root "$work/cmake.libs" "the CMake consumer"
+run_from_root cmake-consumer "$work/cmake/consumer"
 
 # Go: the binding's sources (not a build tree), cgo through pkg-config.
 cp -r bindings/go "$work/go"
 (cd "$work/go" && GOFLAGS=-mod=mod GOCACHE=$work/gocache GOPATH=$work/gopath \
   go build -o "$work/train" ./examples/train_fashion_mnist)
-"$work/train" --epochs 1 --limit 2000 --nets samples/nets --min-acc 0.5 | tail -n 2
-LD_DEBUG=libs "$work/train" --epochs 1 --limit 64 --nets samples/nets 2>"$work/go.libs" >/dev/null
-loaded_from_root "$work/go.libs" "the Go example"
+run_from_root go-example "$work/train" --epochs 1 --limit 2000 --nets samples/nets --min-acc 0.5 | tail -n 2
 
 # Java: the installed jar and JNI library (on the JVM's library path here).
 if [ -f "$root/usr/share/java/dp.jar" ]; then
@@ -98,6 +97,6 @@ public final class Consumer {
 }
 JAVA
   javac -cp "$root/usr/share/java/dp.jar" -d "$work/java" "$work/java/Consumer.java"
-  java -Djava.library.path="$libdir/jni" -cp "$root/usr/share/java/dp.jar:$work/java" Consumer
+  run_from_root java-consumer java -Djava.library.path="$libdir/jni" -cp "$root/usr/share/java/dp.jar:$work/java" Consumer
 fi
 echo "check_packages: ok"
