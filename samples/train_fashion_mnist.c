@@ -20,7 +20,7 @@
  *
  *   train_fashion_mnist [--model mlp|cnn|PATH.json] [--epochs E] [--batch B]
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
- *                       [--limit N] [--min-acc A] [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]
+ *                       [--limit N] [--test-limit N] [--min-acc A] [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]
  *                       [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16]
  *                       [--zero]
  *
@@ -35,6 +35,9 @@
  * N GPUs from DP_LOCAL_RANK * N); a list names the GPUs, and may name one
  * twice (cuda:0,cuda:0: two replicas on one GPU, through the copy-and-sum
  * tree rather than NCCL, a way to exercise the replica path on one GPU).
+ *
+ * --limit N trains on the first N training images, --test-limit N evaluates
+ * on the first N test images (the smoke tests' quick runs).
  *
  * After training it serves the model as a deployment would: the inference net
  * (dp_model_build_inference: the forward ops from "data" to "softmax", no
@@ -368,7 +371,7 @@ static void write_trace(const char* path) {
 static void usage(const char* argv0) {
   fprintf(stderr,
           "usage: %s [--model mlp|cnn|PATH.json] [--epochs E] [--batch B] [--lr LR] [--seed S]\n"
-          "          [--data DIR] [--nets DIR] [--limit N] [--min-acc A]\n"
+          "          [--data DIR] [--nets DIR] [--limit N] [--test-limit N] [--min-acc A]\n"
           "          [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]\n"
           "          [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16] [--zero]\n",
           argv0);
@@ -495,7 +498,7 @@ int main(int argc, char** argv) {
   const char* model_arg = "mlp";
   const char* data_dir = "/usr/share/datasets/fashion-mnist";
   const char* nets_dir = NULL;
-  long epochs = 3, batch = 64, limit = 0;
+  long epochs = 3, batch = 64, limit = 0, test_limit = 0;
   unsigned long long seed = 1;
   double lr = 0, min_acc = -1;
   int32_t device_type = -1; /* -1: one device, no dp_model_parallelize */
@@ -529,6 +532,8 @@ int main(int argc, char** argv) {
       batch = parse_long(argv[0], a, v, 1, 65536);
     } else if (strcmp(a, "--limit") == 0) {
       limit = parse_long(argv[0], a, v, 1, 1L << 30);
+    } else if (strcmp(a, "--test-limit") == 0) {
+      test_limit = parse_long(argv[0], a, v, 1, 1L << 30);
     } else if (strcmp(a, "--seed") == 0) {
       seed = (unsigned long long)parse_long(argv[0], a, v, 0, 0x7FFFFFFFL);
     } else if (strcmp(a, "--lr") == 0) {
@@ -634,6 +639,7 @@ int main(int argc, char** argv) {
   size_t n_train = load_split(data_dir, "train", 0, &app.train_x, &app.train_y);
   size_t n_test = load_split(data_dir, "t10k", 2, &app.test_x, &app.test_y);
   if (limit > 0 && (size_t)limit < n_train) n_train = (size_t)limit;
+  if (test_limit > 0 && (size_t)test_limit < n_test) n_test = (size_t)test_limit;
   if (n_train < (size_t)batch) {
     fprintf(stderr, "train_fashion_mnist: %zu training samples make no full batch of %ld\n", n_train, batch);
     app_free();

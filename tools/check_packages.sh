@@ -38,6 +38,9 @@ if [ $build = 1 ]; then
     dpkg-buildpackage -us -uc -b) \
     >"$out/dpkg-buildpackage.log" 2>&1 || { tail -n 60 "$out/dpkg-buildpackage.log"; exit 1; }
   echo "== packages built in $(( $(date +%s) - start )) s${profiles:+ (profiles: $profiles)}"
+  # What the build was given, for a second build of the same kind
+  # (tools/check_reproducible.sh --package).
+  printf 'DEB_BUILD_PROFILES=%q\nDEB_BUILD_OPTIONS=%q\n' "$profiles" "$options" >"$out/build-environment"
 fi
 ls "$out"/*.deb >/dev/null 2>&1 || { echo "no .deb in $out"; exit 1; }
 echo "== checking:" "$(cd "$out" && ls ./*.deb | sed 's|^\./||' | tr '\n' ' ')"

@@ -7,7 +7,9 @@
 # Debian's compiler flags, the test suite built too: tools/check_packages.sh
 # --for-tests), in build-deb/src/obj-<triplet>: the packages are installed in a
 # throw-away root and C (pkg-config), C++ (CMake), Go and Java consumers
-# built and run against them alone; the whole suite runs in its tree,
+# built and run against them alone; its libdp.so.0 is built a second time
+# from a copy at another path and must be the same bytes
+# (tools/check_reproducible.sh --package); the whole suite runs in its tree,
 # including the ABI guard (tools/check_abi.py against abi/),
 # and compares a CPU process's resident set against the two (cuda_module_rss),
 # then the Go, Rust and Java bindings' suites (bindings/<lang>/test.sh)
@@ -28,7 +30,8 @@ cd "$(dirname "$0")/.."
 status=0
 # The default (CUDA) build runs what its CUDA parts change: the CUDA unit
 # tests (zero devices reported gracefully, CUDA ops and collectives refusing
-# cleanly; their GPU cases skip without a GPU), the C API and sample tests
+# cleanly; their GPU cases skip without a GPU; every CUDA kernel has a
+# parity case), the C API and sample tests
 # and the package checks (exports, install). The CPU-only suites (unit,
 # multiprocess jobs, failure injection) run in the CPU-only build and under
 # the sanitizers: the same CPU code, without each of their hundreds of
@@ -37,13 +40,16 @@ select=(--suite capi --suite samples --suite package --suite gpu)
 [ -f build/build.ninja ] || meson setup build >/dev/null
 start=$(date +%s)
 # The CUDA build compiles only what its tests run (tools/test_targets.py).
-read -r -a targets <<<"$(tools/test_targets.py build "${select[@]}" --test cuda --test cuda_collectives)"
+read -r -a targets <<<"$(tools/test_targets.py build "${select[@]}" --test cuda --test cuda_collectives \
+  --test device_parity)"
 ninja -C build "${targets[@]}" >/dev/null
 echo "== build: built in $(( $(date +%s) - start )) s (options: default)"
 meson test -C build --no-rebuild --print-errorlogs --num-processes 2 "${select[@]}" || status=1
 # (Test names and suites intersect in one `meson test`: the CUDA unit tests
-# run on their own, logged as testlog-cuda.)
-meson test -C build --no-rebuild --print-errorlogs --logbase testlog-cuda cuda cuda_collectives || status=1
+# run on their own, logged as testlog-cuda; device_parity among them, as only
+# a CUDA build has the CUDA kernels it checks each have a parity case.)
+meson test -C build --no-rebuild --print-errorlogs --logbase testlog-cuda cuda cuda_collectives device_parity ||
+  status=1
 
 # The CPU-only build: the Debian packages' build, checked installed (a
 # result line of its own), then its tree's whole suite. It is rebuilt from
@@ -59,6 +65,15 @@ else
 fi
 cpu_dir=build-deb/src/obj-$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 echo "== $cpu_dir: packages built and checked in $(( $(date +%s) - start )) s"
+# Reproducible: the package build's libdp.so.0 built again from a copy at
+# another path, with the same profiles, flags and SOURCE_DATE_EPOCH, is the
+# same bytes (libdp alone: ~3 min).
+if tools/check_reproducible.sh --package build-deb; then
+  echo "reproducible: 1 passed, 0 failed, 0 skipped" >>"$results"
+else
+  echo "reproducible: 0 passed, 1 failed, 0 skipped" >>"$results"
+  status=1
+fi
 meson test -C "$cpu_dir" --no-rebuild --print-errorlogs --num-processes 2 || status=1
 
 # CUDA as a module: a process on the CPU pays nothing for a CUDA build — its
@@ -109,8 +124,8 @@ export ASAN_OPTIONS="abort_on_error=1:detect_stack_use_after_return=1:strict_str
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # The package checks (exported symbols, install) are the plain builds' job:
 # a sanitizer runtime changes what a shared library imports. The timeouts
-# double: ASan runs the CNN sample ~3x slower (107 s of its 180 s alone on
-# 2 cores), too near the limit beside a second test.
+# double: ASan runs the samples and the threaded tests 2-7x slower, too near
+# their limits on 2 cores beside a second test.
 meson test -C "$san_dir" --no-rebuild --print-errorlogs --num-processes 2 --timeout-multiplier 2 --no-suite package ||
   status=1
 tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-30}" || status=1

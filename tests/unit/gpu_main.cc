@@ -1,6 +1,9 @@
 // The doctest main of the unit-test executables whose every case needs GPUs
-// (test_cuda_gpu, test_cuda_collectives_gpu, test_cuda_multi_gpu). Each is
-// compiled with DP_TEST_NEEDS_GPUS=N. With fewer than N CUDA devices visible
+// (test_cuda_gpu, test_cuda_collectives_gpu, test_cuda_multi_gpu, ...),
+// compiled once into a static library: each executable states the N CUDA
+// devices it needs in unit/gpus_needed.cc, compiled for it with
+// DP_TEST_NEEDS_GPUS=N (doctest's implementation here takes seconds to
+// compile; that file, none). With fewer than N CUDA devices visible
 // to dp (a CPU-only build, no driver or GPU, too few GPUs) the executable
 // runs nothing: it prints one line with the reason and exits 77, which meson
 // reports as SKIP (and tools/test.sh counts as skipped). So a GPU case never
@@ -17,9 +20,7 @@
 #include "core/device.h"
 #include "cuda/cuda_runtime.h"
 
-#ifndef DP_TEST_NEEDS_GPUS
-#error "compile gpu_main.cc with -DDP_TEST_NEEDS_GPUS=<number of CUDA devices the tests need>"
-#endif
+#include "gpus_needed.h"
 
 namespace {
 
@@ -52,7 +53,7 @@ bool QueryOnly(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int needed = DP_TEST_NEEDS_GPUS;
+  const int needed = dp_test::kGpusNeeded;
   const int found = dp::DeviceCount(dp::DeviceType::kCUDA);
   if (found < needed && !QueryOnly(argc, argv)) {
     std::printf("skipped: needs %d CUDA device%s, found %d%s\n", needed, needed == 1 ? "" : "s", found,

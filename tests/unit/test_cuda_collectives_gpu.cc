@@ -1,7 +1,8 @@
 // CUDA collectives on one GPU (built with DP_TEST_NEEDS_GPUS=1: gpu_main.cc
 // skips the whole executable, exit 77, when no CUDA device is visible):
 // single-device communicators (Allreduce is the identity times scale, in NCCL
-// and copy-and-sum tree modes), keeping the communicator, argument errors;
+// and copy-and-sum tree modes), keeping the communicator, argument errors,
+// ZeRO-1's ReduceScatter and Allgather between two replicas on one GPU;
 // NCCL across processes through a store (one process; a peer that reaches
 // the store but never NCCL fails the initialisation in bounded time, named).
 #include <doctest/doctest.h>
@@ -18,6 +19,7 @@
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "comm/cuda_collectives.h"
+#include "comm/shards.h"
 #include "comm/store.h"
 #include "comm/store_address.h"
 #include "cuda_collectives_test_util.h"
@@ -71,6 +73,57 @@ TEST_CASE("GPU: the copy-and-sum tree takes one GPU twice: two replicas' tensors
   ws->Feed("y", OnGpu<float>(0, {3}, {0, 0, 0}));
   RunNet(ws, {Collective("Broadcast", {"x", "y"}, 2, 0)});
   CHECK(HostValues<float>(ws->GetTensor("y")) == std::vector<float>{11, 22, 33});
+}
+
+// ZeRO-1's collectives (comm/cuda_collective_ops.cc) between two replicas on
+// one GPU through the tree: ReduceScatter leaves each replica's part
+// (comm/shards.h: 300 elements are [0,192) and [192,300); 10 are part 0's
+// alone) the scaled sum, the CPU's ReduceScatter's values; Allgather gives
+// every replica each owner's part.
+TEST_CASE("GPU: ReduceScatter and Allgather between two replicas on one GPU: parts summed, owners' parts everywhere") {
+  ShardLayout layout;
+  layout.devices = 2;
+  const std::vector<int64_t> sizes = {300, 10};
+  auto ws = WithComm({0, 0}, false);
+  std::vector<std::string> grads, params;
+  auto name = [](const char* what, int d, size_t j) { return what + std::to_string(d) + "_" + std::to_string(j); };
+  auto grad = [](int d, int64_t i) { return static_cast<float>(1000 * (d + 1) + i); };
+  auto param = [](size_t j, int64_t i) { return static_cast<float>(7 * i) + static_cast<float>(j); };
+  for (int d = 0; d < 2; ++d)
+    for (size_t j = 0; j < sizes.size(); ++j) {
+      const int64_t n = sizes[j];
+      const ElementRange mine = layout.OfDevice(n, d);
+      std::vector<float> g(static_cast<size_t>(n)), w(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        g[static_cast<size_t>(i)] = grad(d, i);
+        w[static_cast<size_t>(i)] = i >= mine.begin && i < mine.end ? param(j, i) : -1.0f;
+      }
+      ws->Feed(name("g", d, j), OnGpu<float>(0, {n}, g));
+      ws->Feed(name("w", d, j), OnGpu<float>(0, {n}, w));
+      grads.push_back(name("g", d, j));
+      params.push_back(name("w", d, j));
+    }
+  RunNet(ws, {Collective("ReduceScatter", grads, 2, 0, {FloatArg("scale", 0.5)}), Collective("Allgather", params, 2, 0)});
+  for (int d = 0; d < 2; ++d)
+    for (size_t j = 0; j < sizes.size(); ++j) {
+      CAPTURE(d);
+      CAPTURE(j);
+      const int64_t n = sizes[j];
+      const ElementRange mine = layout.OfDevice(n, d);
+      const std::vector<float> g = HostValues<float>(ws->GetTensor(name("g", d, j)));
+      std::vector<float> part(g.begin() + mine.begin, g.begin() + mine.end), want_part, want_w;
+      for (int64_t i = mine.begin; i < mine.end; ++i) want_part.push_back(0.5f * (grad(0, i) + grad(1, i)));
+      CHECK(part == want_part);
+      for (int64_t i = 0; i < n; ++i) want_w.push_back(param(j, i));
+      CHECK(HostValues<float>(ws->GetTensor(name("w", d, j))) == want_w);
+    }
+  // One replica (NCCL): ReduceScatter scales its tensor, Allgather keeps it.
+  auto one = WithComm({0}, true);
+  one->Feed("g", OnGpu<float>(0, {3}, {2, 4, 6}));
+  one->Feed("w", OnGpu<float>(0, {3}, {1, 2, 3}));
+  RunNet(one, {Collective("ReduceScatter", {"g"}, 1, 0, {FloatArg("scale", 0.5)}), Collective("Allgather", {"w"}, 1, 0)});
+  CHECK(HostValues<float>(one->GetTensor("g")) == std::vector<float>{1, 2, 3});
+  CHECK(HostValues<float>(one->GetTensor("w")) == std::vector<float>{1, 2, 3});
 }
 
 TEST_CASE("GPU: collective errors with one GPU name what is wrong") {

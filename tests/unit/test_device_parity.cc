@@ -139,6 +139,8 @@ TEST_CASE("every op with a CUDA kernel has a parity case") {
       {"NoOp", "computes nothing"},
       {"Allreduce", "needs a communicator: test_cuda_collectives_gpu"},
       {"Broadcast", "needs a communicator: test_cuda_collectives_gpu"},
+      {"ReduceScatter", "needs a communicator: test_cuda_collectives_gpu"},
+      {"Allgather", "needs a communicator: test_cuda_collectives_gpu"},
       {"CreateCudaCollectives", "creates the communicator: test_cuda_collectives_gpu"},
   };
   std::set<std::string> covered;
