@@ -10,7 +10,10 @@
 #      must be updated; --update accepts them); a new soname accepts a break;
 #   2. on libdp itself (LIB, built with debug info for the C API), a scratch
 #      copy of the real baseline in which one member of dp_net_options had
-#      another type: the guard fails, naming that member.
+#      another type: the guard fails, naming that member; another in which
+#      dp_argdef_name (which abidw does not describe: see prototypes() in
+#      tools/check_abi.py) took another pointer type: the guard fails, naming
+#      it.
 #
 #   tests/check_abi_guard.sh LIB
 set -euo pipefail
@@ -112,6 +115,22 @@ if [ $rc != 0 ] && grep -q "incompatible: struct dp_net_options: member executor
   echo "ok: libdp against a baseline with another type for dp_net_options.executor: incompatible"
 else
   echo "FAIL: the changed dp_net_options.executor went unnoticed (exit $rc):"
+  echo "$out"
+  fail=1
+fi
+# dp_argdef_name's parameter as another handle, in a scratch baseline's
+# prototypes.
+rm -rf scratch
+cp -r "$base" scratch
+grep -q '^const char\* dp_argdef_name(const dp_argdef\* arg)$' scratch/prototypes.txt
+sed -i 's/^const char\* dp_argdef_name(const dp_argdef\* arg)$/const char* dp_argdef_name(const dp_opdef* arg)/' \
+  scratch/prototypes.txt
+rc=0
+out=$($guard --baseline scratch "$lib" 2>&1) || rc=$?
+if [ $rc != 0 ] && grep -q "incompatible: dp_argdef_name changed" <<<"$out"; then
+  echo "ok: libdp against a baseline whose dp_argdef_name took a dp_opdef*: incompatible"
+else
+  echo "FAIL: the changed dp_argdef_name went unnoticed (exit $rc):"
   echo "$out"
   fail=1
 fi

@@ -6,13 +6,16 @@
     options: --baseline DIR (default abi/), --header FILE (default include/dp/dp.h)
 
 LIB must carry debug info for the C API's translation units (meson option
-abi_debuginfo, or any -g build). The ABI is two files:
+abi_debuginfo, or any -g build). The ABI is three files:
   - libdp.abi: abidw's description of the exported functions, their symbol
     versions and every type they reach that dp.h defines (struct layouts,
     typedefs, callbacks);
   - constants.txt: the value of every enumerator and integer macro of dp.h
     (its enums are anonymous, typed int32_t in the structs, so abidw cannot
-    see them), except the DP_VERSION_* of the release.
+    see them), except the DP_VERSION_* of the release;
+  - prototypes.txt: the header's declaration of every dp_* function
+    (compiled after the current header: C refuses an incompatible
+    redeclaration).
 
 Checking: identical to the baseline (abidiff finds nothing, the constants
 agree) passes. Any difference fails, saying whether it is incompatible (a
@@ -75,6 +78,57 @@ def constants(header, cc="cc"):
 
 def read_constants(path):
     return dict(line.split() for line in open(path) if line.strip())
+
+
+# ---- prototypes ------------------------------------------------------------------
+# abidw describes a function from its DWARF, and misses one whose only
+# out-of-line instance is a concrete copy of an inlined abstract one (gcc 12:
+# dp_argdef_name). The header's prototypes cover every function: the
+# baseline's declarations, compiled after the current header, must redeclare
+# each function compatibly (C rejects any other redeclaration).
+
+def prototypes(header_text):
+    """name -> declaration (whitespace normalised, marker macros dropped), for
+    every dp_* function the header declares."""
+    text = re.sub(r"/\*.*?\*/", " ", header_text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    text = re.sub(r"^\s*#(?:[^\n]*\\\n)*[^\n]*", " ", text, flags=re.M)
+    text = re.sub(r'extern\s*"C"\s*\{', " ", text)  # (its closing brace ends the text)
+    decls, depth, start = {}, 0, 0
+    for i, c in enumerate(text):
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif c == ";" and depth == 0:
+            stmt = " ".join(text[start:i].split())
+            start = i + 1
+            if "{" in stmt or "}" in stmt or stmt.startswith("typedef"):
+                continue
+            stmt = re.sub(r"^(?:(?:DP_[A-Z_]+|extern)\s+)+", "", stmt)
+            m = re.match(r"[^()]*?\b(dp_\w+)\s*\(.*\)$", stmt)
+            if m:
+                decls[m[1]] = stmt
+    return decls
+
+
+def read_prototypes(path):
+    return {m[1]: line.strip() for line in open(path) if (m := re.match(r"[^()]*?\b(dp_\w+)\s*\(", line))}
+
+
+def incompatible_prototypes(header, old, cc="cc"):
+    """The baseline declarations (name -> text) the header now declares
+    otherwise: each compiled after the header, on its own, must compile."""
+    with tempfile.TemporaryDirectory() as tmp:
+        def compiles(decls):
+            src = os.path.join(tmp, "prototypes.c")
+            with open(src, "w") as f:
+                f.write('#include "%s"\n' % os.path.abspath(header))
+                f.writelines("%s;\n" % d for d in decls)
+            return subprocess.run([cc, "-std=c11", "-fsyntax-only", src], capture_output=True).returncode == 0
+        if compiles(old.values()):
+            return []
+        return [name for name, decl in sorted(old.items()) if not compiles([decl])]
 
 
 # ---- the abidw description, reduced to what compatibility depends on -------------
@@ -144,9 +198,14 @@ class Abi:
         return "%s %s" % (tag, name)
 
 
-def compare(old, new, old_consts, new_consts):
+def compare(old, new, old_consts, new_consts, old_protos, new_protos, header):
     """(incompatible changes, compatible changes), each a list of lines."""
     bad, good = [], []
+    for name in sorted(set(old_protos) - set(new_protos)):
+        bad.append("%s is no longer declared in %s" % (name, os.path.basename(header)))
+    for name in incompatible_prototypes(header, {n: d for n, d in old_protos.items() if n in new_protos}):
+        bad.append("%s changed: %s -> %s" % (name, old_protos[name], new_protos[name]))
+    good += ["declared %s" % new_protos[n] for n in sorted(set(new_protos) - set(old_protos))]
     for name, version in old.symbols.items():
         if name not in new.symbols:
             bad.append("removed function %s" % name)
@@ -204,18 +263,21 @@ def main():
     args = ap.parse_args()
     base_abi = os.path.join(args.baseline, "libdp.abi")
     base_consts = os.path.join(args.baseline, "constants.txt")
+    base_protos = os.path.join(args.baseline, "prototypes.txt")
     with tempfile.TemporaryDirectory() as tmp:
         cur_abi = os.path.join(tmp, "libdp.abi")
         abidw(args.lib, os.path.dirname(os.path.abspath(args.header)), cur_abi)
         consts = constants(args.header)
+        protos = prototypes(open(args.header).read())
         new = Abi(cur_abi)
         if not new.functions:
             sys.exit("check_abi: %s has no debug info for its exported functions (build it with -g or "
                      "-Dabi_debuginfo=true)" % args.lib)
-        have_base = os.path.exists(base_abi) and os.path.exists(base_consts)
+        have_base = all(os.path.exists(p) for p in (base_abi, base_consts, base_protos))
         if have_base:
             old = Abi(base_abi)
-            bad, good = compare(old, new, read_constants(base_consts), consts)
+            bad, good = compare(old, new, read_constants(base_consts), consts, read_prototypes(base_protos), protos,
+                                args.header)
             # abidiff's own report, for the reader: it exits 0 only when it finds nothing.
             diff = subprocess.run(["abidiff", base_abi, cur_abi], capture_output=True, text=True)
             same = diff.returncode == 0 and not bad and not good
@@ -228,14 +290,18 @@ def main():
             shutil.copyfile(cur_abi, base_abi)
             with open(base_consts, "w") as f:
                 f.writelines("%s %s\n" % kv for kv in sorted(consts.items()))
-            print("check_abi: baseline written to %s (%d functions, %d structs, %d constants, soname %s)" %
-                  (args.baseline, len(new.functions), len(new.structs), len(consts), new.soname))
+            with open(base_protos, "w") as f:
+                f.writelines("%s\n" % d for _, d in sorted(protos.items()))
+            print("check_abi: baseline written to %s (%d functions, %d structs, %d constants, %d prototypes, "
+                  "soname %s)" % (args.baseline, len(new.functions), len(new.structs), len(consts), len(protos),
+                                  new.soname))
             return
         if not have_base:
             sys.exit("check_abi: no baseline in %s (tools/check_abi.py --update LIB writes it)" % args.baseline)
         if same:
-            print("check_abi: ok: %s matches the baseline (%d functions, %d structs, %d constants, soname %s)" %
-                  (args.lib, len(new.functions), len(new.structs), len(consts), new.soname))
+            print("check_abi: ok: %s matches the baseline (%d functions, %d structs, %d constants, %d prototypes, "
+                  "soname %s)" % (args.lib, len(new.functions), len(new.structs), len(consts), len(protos),
+                                  new.soname))
             return
         print(diff.stdout.rstrip())
         for b in bad:
