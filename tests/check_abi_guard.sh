@@ -95,6 +95,19 @@ expect new_soname check incompatible
 expect new_soname update accepted
 expect new_soname check ok
 
+# expect_libdp LINE WHAT: the guard fails libdp against scratch/ (a changed
+# copy of its baseline), with LINE in its report.
+expect_libdp() {
+  local rc=0 out
+  out=$($guard --baseline scratch "$lib" 2>&1) || rc=$?
+  if [ $rc != 0 ] && grep -qF "$1" <<<"$out"; then
+    echo "ok: libdp against a baseline with $2: incompatible"
+  else
+    echo "FAIL: libdp against a baseline with $2 passed or said otherwise (exit $rc):"
+    echo "$out"
+    fail=1
+  fi
+}
 # 2. libdp against a scratch copy of its baseline whose dp_net_options had
 # `executor` as a 64-bit member: the guard must call that incompatible.
 cp -r "$base" scratch
@@ -109,15 +122,7 @@ body = re.sub(r"(<var-decl name='executor' type-id=')[^']+", r"\g<1>" + long_id,
 assert body != struct[0], "dp_net_options has no member executor in the baseline"
 open(path, "w").write(s.replace(struct[0], body))
 PY
-rc=0
-out=$($guard --baseline scratch "$lib" 2>&1) || rc=$?
-if [ $rc != 0 ] && grep -q "incompatible: struct dp_net_options: member executor" <<<"$out"; then
-  echo "ok: libdp against a baseline with another type for dp_net_options.executor: incompatible"
-else
-  echo "FAIL: the changed dp_net_options.executor went unnoticed (exit $rc):"
-  echo "$out"
-  fail=1
-fi
+expect_libdp "incompatible: struct dp_net_options: member executor" "another type for dp_net_options.executor"
 # dp_argdef_name's parameter as another handle, in a scratch baseline's
 # prototypes.
 rm -rf scratch
@@ -125,13 +130,5 @@ cp -r "$base" scratch
 grep -q '^const char\* dp_argdef_name(const dp_argdef\* arg)$' scratch/prototypes.txt
 sed -i 's/^const char\* dp_argdef_name(const dp_argdef\* arg)$/const char* dp_argdef_name(const dp_opdef* arg)/' \
   scratch/prototypes.txt
-rc=0
-out=$($guard --baseline scratch "$lib" 2>&1) || rc=$?
-if [ $rc != 0 ] && grep -q "incompatible: dp_argdef_name changed" <<<"$out"; then
-  echo "ok: libdp against a baseline whose dp_argdef_name took a dp_opdef*: incompatible"
-else
-  echo "FAIL: the changed dp_argdef_name went unnoticed (exit $rc):"
-  echo "$out"
-  fail=1
-fi
+expect_libdp "incompatible: dp_argdef_name changed" "dp_argdef_name taking a dp_opdef*"
 exit $fail
