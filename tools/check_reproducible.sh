@@ -35,11 +35,12 @@ if [ "${1:-}" = --package ]; then
   rm -rf "$pkg-repro"
   copy "$pkg/src" "$second" ||
     { echo "check_reproducible: $pkg/src is not a copy of this checkout's files (build it again: tools/check_packages.sh)"; exit 1; }
+  log=$pkg-repro/build.log
   # shellcheck disable=SC1091
   (cd "$second" && set -a && . "$pkg/build-environment" && set +a &&
-    dpkg-buildpackage -us -uc -d -T override_dh_auto_configure >/dev/null &&
-    SOURCE_DATE_EPOCH=$(dpkg-parsechangelog -STimestamp) ninja -C "$tree" "capi/$(basename "$a")" >/dev/null) ||
-    { echo "check_reproducible: FAIL: the second build failed"; exit 1; }
+    dpkg-buildpackage -us -uc -d -T override_dh_auto_configure &&
+    SOURCE_DATE_EPOCH=$(dpkg-parsechangelog -STimestamp) ninja -C "$tree" "capi/$(basename "$a")") >"$log" 2>&1 ||
+    { tail -n 40 "$log"; echo "check_reproducible: FAIL: the second build failed (its log: $log)"; exit 1; }
   b=$second/$tree/capi/$(basename "$a")
   echo "== the package build's libdp built again in $(( $(date +%s) - start )) s ($(tr '\n' ' ' <"$pkg/build-environment"))"
   cleanup=$pkg-repro
