@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # README's test command: builds and tests both configurations,
-#   build      default (-Dcuda=auto: CUDA compiled, and the CUDA module linked, when
+#   build      default, unity (-Dcuda=auto: CUDA compiled, and the CUDA module linked, when
 #              the toolkit exists; the CUDA, C API, sample and package tests: what
 #              CUDA changes; only their targets are built)
 # then the CPU-only build, which is the Debian package build (-Dcuda=disabled,
-# Debian's compiler flags, the test suite built too: tools/check_packages.sh
+# Debian's compiler flags, a unity build, the test suite built too: tools/check_packages.sh
 # --for-tests), in build-deb/src/obj-<triplet>: the packages are installed in a
 # throw-away root and C (pkg-config), C++ (CMake), Go and Java consumers
 # built and run against them alone; its libdp.so.0 is built a second time
@@ -17,11 +17,11 @@
 # then the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
 # (clang, recovery off), with the fuzz targets built and each fuzzed for a
 # bounded time (DP_FUZZ_SECONDS, default 30, two targets at a time),
-#   build-san  CC=clang -Dcuda=disabled -Db_sanitize=address,undefined -Dfuzz=true
+#   build-san  CC=clang -Dcuda=disabled -Db_sanitize=address,undefined -Dfuzz=true -Dunity=on
 # then the unit tests that drive threads (async, exec, core, data, optimizers, collectives, comm, shm,
 # parallelize, checkpoint, caching allocator) and the C API's workspace threads and inference (serving) tests under
 # ThreadSanitizer,
-#   build-tsan -Dcuda=disabled -Db_sanitize=thread (only those tests' targets are built)
+#   build-tsan -Dcuda=disabled -Db_sanitize=thread -Dunity=on (only those tests' targets are built)
 # and ends with one line "N passed, N failed, N skipped" over all of them
 # (a fuzz finding counts as a failed test).
 set -euo pipefail
@@ -37,13 +37,17 @@ status=0
 # the sanitizers: the same CPU code, without each of their hundreds of
 # process starts loading the CUDA libraries.
 select=(--suite capi --suite samples --suite package --suite gpu)
-[ -f build/build.ninja ] || meson setup build >/dev/null
+# Unity builds, here and in the other builds of this script: Meson compiles
+# each target's sources 8 to a compiler run, so headers are parsed once per
+# group; on two cores that takes a third or more off every build. A plain
+# `meson setup` (a developer's) compiles file by file.
+[ -f build/build.ninja ] || meson setup build -Dunity=on -Dunity_size=8 >/dev/null
 start=$(date +%s)
 # The CUDA build compiles only what its tests run (tools/test_targets.py).
 read -r -a targets <<<"$(tools/test_targets.py build "${select[@]}" --test cuda --test cuda_collectives \
   --test device_parity)"
 ninja -C build "${targets[@]}" >/dev/null
-echo "== build: built in $(( $(date +%s) - start )) s (options: default)"
+echo "== build: built in $(( $(date +%s) - start )) s (options: default, unity)"
 meson test -C build --no-rebuild --print-errorlogs --num-processes 2 "${select[@]}" || status=1
 # (Test names and suites intersect in one `meson test`: the CUDA unit tests
 # run on their own, logged as testlog-cuda; device_parity among them, as only
@@ -111,7 +115,7 @@ san_dir=build-san
 # (-gline-tables-only): reports still name files and lines, and the build
 # takes far less time than at -O2 with full debug info.
 san_opts="-Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false -Ddebug=true -Doptimization=1 -Dfuzz=true
-  -Dbench=false -Dc_args=['-fno-sanitize-recover=all','-gline-tables-only']
+  -Dbench=false -Dunity=on -Dunity_size=8 -Dc_args=['-fno-sanitize-recover=all','-gline-tables-only']
   -Dcpp_args=['-fno-sanitize-recover=all','-gline-tables-only']"
 if [ ! -f "$san_dir/build.ninja" ]; then
   # shellcheck disable=SC2086
@@ -141,7 +145,8 @@ tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-30}" || status=1
 # OpenBLAS is not instrumented, so it runs single-threaded; any report fails
 # the test (halt_on_error). No suppressions are needed.
 tsan_dir=build-tsan
-tsan_opts="-Dcuda=disabled -Db_sanitize=thread -Ddebug=true -Doptimization=1 -Dsamples=false -Dc_args=-g1 -Dcpp_args=-g1"
+tsan_opts="-Dcuda=disabled -Db_sanitize=thread -Ddebug=true -Doptimization=1 -Dsamples=false -Dc_args=-g1 -Dcpp_args=-g1
+  -Dunity=on -Dunity_size=8"
 tsan_tests=(async exec core caching_allocator data optimizers collectives comm shm parallelize memory_plan checkpoint
   workspace_threads inference)
 if [ ! -f "$tsan_dir/build.ninja" ]; then

@@ -28,7 +28,7 @@ static_assert(std::endian::native == std::endian::little, "checkpoint files are 
 
 // "\x89DPCKPT\n": the high byte and the newline catch transfers that mangle
 // binary files as text (PNG's trick).
-constexpr char kMagic[8] = {'\x89', 'D', 'P', 'C', 'K', 'P', 'T', '\n'};
+constexpr char kCheckpointMagic[8] = {'\x89', 'D', 'P', 'C', 'K', 'P', 'T', '\n'};
 constexpr const char* kIdentifier = "DPCK";
 // Far beyond any real header (tens of bytes per tensor), small enough that a
 // corrupted size cannot make the reader allocate without bound.
@@ -81,7 +81,7 @@ std::string BuildHeader(const CheckpointMeta& meta, const std::vector<Checkpoint
 
 Preamble MakePreamble(const std::string& header, uint64_t file_size) {
   Preamble p{};
-  std::memcpy(p.magic, kMagic, sizeof kMagic);
+  std::memcpy(p.magic, kCheckpointMagic, sizeof kCheckpointMagic);
   p.version = kCheckpointFormatVersion;
   p.header_offset = kCheckpointPreambleSize;
   p.header_size = header.size();
@@ -210,7 +210,8 @@ CheckpointReader::CheckpointReader(std::string path) : path_(std::move(path)) {
     // parse error, a short start of a checkpoint a truncation.
     Preamble p{};
     ReadAt(fd_, path_, 0, &p, static_cast<size_t>(std::min<uint64_t>(size_, sizeof p)));
-    DP_ENFORCE_CODE(std::memcmp(p.magic, kMagic, static_cast<size_t>(std::min<uint64_t>(size_, sizeof kMagic))) == 0,
+    const size_t magic_read = static_cast<size_t>(std::min<uint64_t>(size_, sizeof kCheckpointMagic));
+    DP_ENFORCE_CODE(std::memcmp(p.magic, kCheckpointMagic, magic_read) == 0,
                     Code::kParse, FileDesc(path_), " is not a dp checkpoint (bad magic)");
     if (size_ < sizeof p)
       DP_THROW(Code::kDataLoss, FileDesc(path_), " is truncated: ", size_, " bytes, shorter than the ", sizeof p,

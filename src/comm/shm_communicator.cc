@@ -26,7 +26,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint64_t kMagic = 0x647073686d303031ull;  // "dpshm001"
+constexpr uint64_t kShmMagic = 0x647073686d303031ull;  // "dpshm001"
 constexpr uint32_t kAbortWriting = 0xffffffffu;
 constexpr size_t kReasonBytes = 1024;
 constexpr size_t kPage = 4096;
@@ -165,7 +165,7 @@ void ShmCommunicator::Rendezvous() {
     auto* s = reinterpret_cast<Shared*>(control_.data());  // zero-filled
     std::atomic_ref<uint32_t>(s->size).store(static_cast<uint32_t>(o_.size), std::memory_order_relaxed);
     std::atomic_ref<uint64_t>(s->nonce).store(nonce, std::memory_order_relaxed);
-    std::atomic_ref<uint64_t>(s->magic).store(kMagic, std::memory_order_release);
+    std::atomic_ref<uint64_t>(s->magic).store(kShmMagic, std::memory_order_release);
     store_->Set("control", StrCat(control_.name(), " ", nonce));
   } else {
     if (!store_->WaitFor({"control"}, o_.timeout))
@@ -175,7 +175,7 @@ void ShmCommunicator::Rendezvous() {
     in >> name >> nonce;
     control_ = ShmSegment::Open(name, bytes);
     auto* s = reinterpret_cast<Shared*>(control_.data());
-    const bool same = std::atomic_ref<uint64_t>(s->magic).load(std::memory_order_acquire) == kMagic &&
+    const bool same = std::atomic_ref<uint64_t>(s->magic).load(std::memory_order_acquire) == kShmMagic &&
                       std::atomic_ref<uint64_t>(s->nonce).load(std::memory_order_relaxed) == nonce &&
                       std::atomic_ref<uint32_t>(s->size).load(std::memory_order_relaxed) ==
                           static_cast<uint32_t>(o_.size);

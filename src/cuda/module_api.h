@@ -77,6 +77,17 @@ inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
   X(cudaError_t, cudaEventRecord, (cudaEvent_t event, cudaStream_t stream), (event, stream))                  \
   X(cudaError_t, cudaEventQuery, (cudaEvent_t event), (event))                                                \
   X(cudaError_t, cudaEventSynchronize, (cudaEvent_t event), (event))                                          \
+  X(cudaError_t, cudaStreamBeginCapture, (cudaStream_t stream, cudaStreamCaptureMode mode), (stream, mode))   \
+  X(cudaError_t, cudaStreamEndCapture, (cudaStream_t stream, cudaGraph_t * graph), (stream, graph))           \
+  X(cudaError_t, cudaStreamIsCapturing, (cudaStream_t stream, cudaStreamCaptureStatus * status),              \
+    (stream, status))                                                                                         \
+  X(cudaError_t, cudaGraphInstantiate, (cudaGraphExec_t * exec, cudaGraph_t graph, unsigned long long flags), \
+    (exec, graph, flags))                                                                                     \
+  X(cudaError_t, cudaGraphGetNodes, (cudaGraph_t graph, cudaGraphNode_t * nodes, size_t * count),             \
+    (graph, nodes, count))                                                                                    \
+  X(cudaError_t, cudaGraphLaunch, (cudaGraphExec_t exec, cudaStream_t stream), (exec, stream))                \
+  X(cudaError_t, cudaGraphExecDestroy, (cudaGraphExec_t exec), (exec))                                        \
+  X(cudaError_t, cudaGraphDestroy, (cudaGraph_t graph), (graph))                                              \
   X(cublasStatus_t, cublasCreate, (cublasHandle_t * handle), (handle))                                        \
   X(cublasStatus_t, cublasDestroy, (cublasHandle_t handle), (handle))                                         \
   X(cublasStatus_t, cublasSetStream, (cublasHandle_t handle, cudaStream_t stream), (handle, stream))          \

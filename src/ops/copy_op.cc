@@ -10,6 +10,12 @@ class CopyOp final : public Operator {
  public:
   using Operator::Operator;
 
+  // Feeds and fetches cross between the host and a GPU outside a graph: a
+  // captured copy would read or write pageable host memory.
+  const char* GraphCaptureObstacle() const override {
+    return "it copies between devices; a CUDA graph takes copies only from the host ops before it";
+  }
+
  private:
   void RunOnDevice() override {
     const Tensor& x = Input(0);

@@ -17,6 +17,11 @@ void CheckSameDtype(const Tensor& x, const std::string& xd, const Tensor& other,
                   DTypeName(x.dtype()), "; they must share a dtype");
 }
 
+void CheckIterationCounter(const Dims& dims, DType dtype, const std::string& what) {
+  DP_ENFORCE_CODE(dtype == DType::kInt64, Code::kDType, what, " must be int64, got ", DTypeName(dtype));
+  DP_ENFORCE_CODE(NumElements(dims) == 1, Code::kShape, what, " must hold one value, got shape ", DimsString(dims));
+}
+
 int64_t DimProduct(const Dims& dims, int begin, int end) {
   int64_t p = 1;
   // Checked: a shape with a zero dim is valid however large its other dims,

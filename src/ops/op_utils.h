@@ -38,6 +38,14 @@ auto DispatchNumeric(DType dtype, const std::string& what, Fn&& fn) {
 // kDType naming both tensors unless `other` (described by od) has x's dtype.
 void CheckSameDtype(const Tensor& x, const std::string& xd, const Tensor& other, const std::string& od);
 
+// Elements per part when an elementwise CPU op splits its elements across
+// the op's threads: ~20 microseconds of one core's memory traffic.
+inline constexpr int64_t kElementwiseGrain = int64_t{1} << 16;
+
+// An iteration counter (Iter's blob, read by LearningRate and the optimizers):
+// int64 holding one value, else kDType / kShape naming it as `what`.
+void CheckIterationCounter(const Dims& dims, DType dtype, const std::string& what);
+
 // Normalises a possibly negative axis for a tensor of rank `ndim`;
 // `allow_end` admits axis == ndim (as for "flatten from here").
 int CanonicalAxis(int64_t axis, int ndim, const std::string& what, bool allow_end = false);

@@ -72,6 +72,14 @@ class Operator {
   // bytes of scratch it holds now.
   void set_scratch_slot(std::shared_ptr<StorageSlot> slot);
   size_t scratch_bytes() const { return scratch_.storage() ? scratch_.storage()->nbytes() : 0; }
+  const void* scratch_data() const { return scratch_.raw_data(); }
+
+  // Why this op's kernel may not be recorded into a CUDA graph
+  // (exec/graph_capture.h), or nullptr when it may: it only queues work on
+  // its context's stream (no host synchronisation, no value read on the
+  // host, no host-side state that changes from run to run, no allocation
+  // once its outputs have their sizes). Kernels say so once checked.
+  virtual const char* GraphCaptureObstacle() const { return "its kernel is not known to be safe to capture"; }
 
  protected:
   virtual void RunOnDevice() = 0;

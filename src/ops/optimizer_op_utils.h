@@ -84,10 +84,7 @@ void CheckUpdateInputs(const UpdateLayout& layout, int inputs, Info info, Name n
                   DimsString(lr.dims));
   if (layout.has_iter) {
     const TensorInfo it = info(layout.iter());
-    DP_ENFORCE_CODE(it.dtype == DType::kInt64, Code::kDType, name(layout.iter()), " must be int64, got ",
-                    DTypeName(it.dtype));
-    DP_ENFORCE_CODE(NumElements(it.dims) == 1, Code::kShape, name(layout.iter()), " must hold one value, got shape ",
-                    DimsString(it.dims));
+    CheckIterationCounter(it.dims, it.dtype, name(layout.iter()));
   }
 }
 

@@ -82,6 +82,19 @@ inline CaseList AllCases() {
   return all;
 }
 
+// The case with its op's gradient maker checked by finite differences (over
+// `inputs`, or every float input when empty).
+inline Case WithGradCheck(Case c, std::vector<int> inputs = {}) {
+  c.grad_check = true;
+  c.grad_inputs = std::move(inputs);
+  return c;
+}
+
+// Every element `value`.
+inline InputSpec Constant(Dims dims, double value, DType dtype = DType::kFloat32) {
+  return {std::move(dims), dtype, Init::kConstant, value, value};
+}
+
 // A case of one op: MakeCase("FC/relu", MakeOperatorDef("FC", {...}, {...}, {...}), {{...}, ...}).
 inline Case MakeCase(std::string name, OperatorDef op, std::vector<InputSpec> inputs, double tolerance = 1e-5) {
   Case c;

@@ -22,7 +22,7 @@ Case InPlace(Case c) {
   return c;
 }
 
-void AddFillCases(CaseList& cases) {
+void AddConstantFillCases(CaseList& cases) {
   cases.push_back(MakeCase("ConstantFill/shape", MakeOperatorDef("ConstantFill", {}, {"Y"},
                                                                  {MakeArg("shape", Ints{3, 5}), MakeArg("value", 2.5)}),
                            {}));
@@ -181,7 +181,7 @@ void AddConcatCases(CaseList& cases) {
 
 DP_PARITY_CASES(ElementwiseCases) {
   CaseList cases;
-  AddFillCases(cases);
+  AddConstantFillCases(cases);
   AddActivationCases(cases);
   AddArithmeticCases(cases);
   AddShapeCases(cases);

@@ -25,12 +25,6 @@ InputSpec Uniform(Dims dims, double lo, double hi) {
 // C + c over a count of 2C, a valid mean and positive variance per channel.
 InputSpec Stats(int64_t channels) { return {{2 * channels + 1}, DType::kFloat64, Init::kIota}; }
 
-Case WithGradCheck(Case c, std::vector<int> inputs = {}) {
-  c.grad_check = true;
-  c.grad_inputs = std::move(inputs);
-  return c;
-}
-
 void AddSoftmaxCases(CaseList& cases) {
   cases.push_back(WithGradCheck(MakeCase("Softmax/odd rows", MakeOperatorDef("Softmax", {"X"}, {"Y"}),
                                          {Uniform({7, 13}, -3, 3)})));

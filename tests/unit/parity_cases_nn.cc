@@ -20,11 +20,6 @@ namespace {
 
 using Args = std::vector<Argument>;
 
-Case WithGradCheck(Case c) {
-  c.grad_check = true;
-  return c;
-}
-
 // Distinct inputs (0, 1, 2, ...): no max ties, so finite differences of
 // steps below 0.5 (the CUDA check's 1e-2) keep each window's winner. The
 // cases stay under 2048 elements, where float32 rounds x +- 1e-2 by under 1%
@@ -35,13 +30,6 @@ InputSpec Distinct(Dims dims) {
   return s;
 }
 
-// Every element `v`: every window of a max pooling is one tie.
-InputSpec Constant(Dims dims, double v) {
-  InputSpec s{std::move(dims)};
-  s.init = Init::kConstant;
-  s.lo = v;
-  return s;
-}
 
 void AddFcCases(CaseList& cases) {
   cases.push_back(WithGradCheck(

@@ -18,17 +18,12 @@ namespace {
 constexpr double kExact = 0;
 constexpr double kUpdateTolerance = 1e-6;
 
-InputSpec Constant(Dims dims, double value, DType dtype = DType::kFloat32) {
-  InputSpec s{std::move(dims), dtype, Init::kConstant, value, value};
-  return s;
-}
-
 // The learning rate and the iteration: [1] tensors on the op's device.
 InputSpec Lr(double value) { return Constant({1}, value); }
 InputSpec Iter(int64_t value) { return Constant({1}, static_cast<double>(value), DType::kInt64); }
 InputSpec Positive(Dims dims) { return InputSpec{std::move(dims), DType::kFloat32, Init::kUniform, 0.0, 1.0}; }
 
-void AddFillCases(CaseList& cases) {
+void AddRandomFillCases(CaseList& cases) {
   using V = std::vector<int64_t>;
   cases.push_back(MakeCase("UniformFill/shape",
                            MakeOperatorDef("UniformFill", {}, {"Y"},
@@ -140,7 +135,7 @@ void AddOptimizerCases(CaseList& cases) {
 
 DP_PARITY_CASES(RandomOptimizerCases) {
   CaseList cases;
-  AddFillCases(cases);
+  AddRandomFillCases(cases);
   AddDropoutCases(cases);
   AddOptimizerCases(cases);
   return cases;

@@ -24,6 +24,7 @@
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "cuda/cuda_context.h"
+#include "cuda/cuda_graph.h"
 #include "cuda/op_launchers.h"
 #include "exec/net.h"
 #include "graph/net_def.h"
@@ -386,6 +387,75 @@ TEST_CASE("GPU: a workspace's max_bytes is a budget per device") {
      "args":[{"name":"shape","ints":[100000]}]}]})"));
   dp::Net net(more, ws);
   ExpectError([&] { net.Run(); }, Code::kOutOfMemory, {"'g2'", "1048576 bytes on cuda:0", "400000 bytes asked"});
+}
+
+// The CUDA half of graph capture (cuda/cuda_graph.h): work on two streams,
+// forked from and joined back into the origin by events, recorded into one
+// graph that runs nothing until launched and reads its buffers as they are
+// at each launch.
+TEST_CASE("GPU: a stream capture across two streams replays as one graph") {
+  dp::CudaContext origin(kGpu0), side(kGpu0);
+  origin.SwitchToDevice();
+  const int64_t n = int64_t{1} << 20;
+  Tensor x({n}, DType::kFloat32, kGpu0), a({n}, DType::kFloat32, kGpu0), b({n}, DType::kFloat32, kGpu0);
+  float* xp = x.mutable_data<float>();
+  float* ap = a.mutable_data<float>();
+  float* bp = b.mutable_data<float>();
+  cudaEvent_t fork = nullptr, join = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaEventCreateWithFlags(&join, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(dp::cuda::LaunchFill(xp, n, 1.0f, origin.stream()) == cudaSuccess);
+  REQUIRE(dp::cuda::LaunchFill(ap, n, 0.0f, origin.stream()) == cudaSuccess);
+  origin.FinishDeviceComputation();
+
+  std::unique_ptr<dp::cuda::CudaGraphExec> graph;
+  {
+    dp::cuda::StreamCapture capture(origin.stream());
+    REQUIRE(cudaEventRecord(fork, origin.stream()) == cudaSuccess);
+    REQUIRE(cudaStreamWaitEvent(side.stream(), fork, 0) == cudaSuccess);
+    REQUIRE(dp::cuda::LaunchScale(xp, 2.0f, ap, n, side.stream()) == cudaSuccess);    // a = 2x
+    REQUIRE(dp::cuda::LaunchScale(xp, 3.0f, bp, n, origin.stream()) == cudaSuccess);  // b = 3x, beside it
+    REQUIRE(cudaEventRecord(join, side.stream()) == cudaSuccess);
+    REQUIRE(cudaStreamWaitEvent(origin.stream(), join, 0) == cudaSuccess);
+    REQUIRE(dp::cuda::LaunchAdd(ap, bp, ap, n, origin.stream()) == cudaSuccess);  // a = 5x
+    graph = capture.Finish();
+  }
+  CHECK(graph->nodes() >= 3);
+  origin.FinishDeviceComputation();
+  CHECK(ToHost(a).data<float>()[0] == 0.0f);  // recording ran nothing
+
+  for (float value : {2.0f, 4.0f}) {
+    REQUIRE(dp::cuda::LaunchFill(xp, n, value, origin.stream()) == cudaSuccess);
+    graph->Launch(origin.stream());
+    origin.FinishDeviceComputation();
+    Tensor host = ToHost(a);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) wrong += host.data<float>()[i] != 5.0f * value;
+    CHECK(wrong == 0);
+  }
+
+  SUBCASE("a synchronisation while recording fails the capture; the stream stays usable") {
+    dp::cuda::StreamCapture capture(origin.stream());
+    REQUIRE(dp::cuda::LaunchFill(ap, n, 7.0f, origin.stream()) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(origin.stream()) != cudaSuccess);
+    ExpectError([&] { capture.Finish(); }, Code::kInternal);
+    cudaGetLastError();
+    REQUIRE(dp::cuda::LaunchFill(ap, n, 8.0f, origin.stream()) == cudaSuccess);
+    origin.FinishDeviceComputation();
+    CHECK(ToHost(a).data<float>()[0] == 8.0f);
+  }
+  SUBCASE("a capture abandoned unfinished leaves the stream usable") {
+    {
+      dp::cuda::StreamCapture capture(origin.stream());
+      REQUIRE(dp::cuda::LaunchFill(ap, n, 7.0f, origin.stream()) == cudaSuccess);
+    }
+    REQUIRE(dp::cuda::LaunchFill(ap, n, 9.0f, origin.stream()) == cudaSuccess);
+    origin.FinishDeviceComputation();
+    CHECK(ToHost(a).data<float>()[0] == 9.0f);
+  }
+  graph.reset();
+  cudaEventDestroy(fork);
+  cudaEventDestroy(join);
 }
 
 #endif  // DP_WITH_CUDA

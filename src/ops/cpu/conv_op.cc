@@ -321,14 +321,6 @@ struct ConvGradientMaker final : GradientMaker {
   }
 };
 
-void CheckInferDtypes(const OperatorDef& op, const std::vector<TensorInfo>& in) {
-  for (size_t i = 1; i < in.size(); ++i)
-    DP_ENFORCE_CODE(in[i].dtype == in[0].dtype, Code::kDType, "input '", op.inputs[i], "' is ",
-                    DTypeName(in[i].dtype), " but X '", op.inputs[0], "' is ", DTypeName(in[0].dtype),
-                    "; they must share a dtype");
-  DispatchFloat(in[0].dtype, StrCat("X '", op.inputs[0], "'"), [](auto) {});
-}
-
 DP_OPERATOR_SCHEMA(Conv)
     .NumInputs(2, 3)
     .NumOutputs(1)
@@ -342,7 +334,7 @@ DP_OPERATOR_SCHEMA(Conv)
     .Arg("dilation_w", ArgKind::kInt, ArgDefault::Described("dilation, else 1"), "horizontal dilation")
     .Arg("group", ArgKind::kInt, 1, "channel groups: C and M must be divisible by it")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
-      CheckInferDtypes(op, in);
+      conv::CheckInferDtypes(op, in);
       ConvShape s = conv::ComputeConvShape(op, args, in[0].dims, in[1].dims, in.size() > 2 ? &in[2].dims : nullptr);
       return std::vector<TensorInfo>{{s.y, in[0].dtype}};
     })
@@ -361,7 +353,7 @@ DP_OPERATOR_SCHEMA(ConvGradient)
     .Arg("group", ArgKind::kInt, 1, "as Conv")
     .Arg("no_bias", ArgKind::kInt, 0, "1: the forward op had no bias, so there is no db output")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
-      CheckInferDtypes(op, in);
+      conv::CheckInferDtypes(op, in);
       conv::ConvGradOutputs o = conv::GradOutputs(op, args);
       ConvShape s = conv::GradShape(op, args, in[0].dims, in[1].dims, in[2].dims);
       std::vector<TensorInfo> out{{in[1].dims, in[0].dtype}};

@@ -12,12 +12,14 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/tensor.h"
 #include "graph/net_def.h"
 #include "ops/math/conv_geometry.h"
 #include "ops/math/pool_geometry.h"
+#include "ops/op_schema.h"
 #include "ops/op_utils.h"
 
 // Schema documentation of the window arguments common to Conv and pooling,
@@ -327,6 +329,15 @@ inline void CheckLikeY(const OperatorDef& op, size_t i, const char* role, const 
                        const Dims& x) {
   DP_ENFORCE_CODE(d == s.y, Code::kShape, BlobDesc(role, op, i, d), " must be ", DimsString(s.y),
                   ", the pooled shape of ", PoolXDesc(op, x));
+}
+
+// Shape inference of Conv and the pools: every input has X's dtype, a float.
+inline void CheckInferDtypes(const OperatorDef& op, const std::vector<TensorInfo>& in) {
+  for (size_t i = 1; i < in.size(); ++i)
+    DP_ENFORCE_CODE(in[i].dtype == in[0].dtype, Code::kDType, "input '", op.inputs[i], "' is ",
+                    DTypeName(in[i].dtype), " but X '", op.inputs[0], "' is ", DTypeName(in[0].dtype),
+                    "; they must share a dtype");
+  DispatchFloat(in[0].dtype, StrCat("X '", op.inputs[0], "'"), [](auto) {});
 }
 
 }  // namespace dp::conv

@@ -16,15 +16,11 @@
 namespace dp {
 namespace {
 
-// Elements per part when an op splits its elements across the op's threads:
-// ~20 microseconds of one core's memory traffic (as Relu's).
-constexpr int64_t kGrain = int64_t{1} << 16;
-
 // fn(lo, hi) over parts of [0, n) on the op's threads; parts start at
 // multiples of 16 elements (whole cache lines of floats).
 template <typename F>
 void ForElements(int64_t n, F&& fn) {
-  ParallelForChunks(n, ParallelChunks(n, kGrain), 16, [&](int, int64_t lo, int64_t hi) { fn(lo, hi); });
+  ParallelForChunks(n, ParallelChunks(n, kElementwiseGrain), 16, [&](int, int64_t lo, int64_t hi) { fn(lo, hi); });
 }
 
 template <typename T, typename F>
@@ -60,7 +56,7 @@ void BinaryBroadcast(const T* a, const Dims& ad, const T* b, const Dims& bd, T* 
   const int64_t ia = sa[r - 1], ib = sb[r - 1];
   const int64_t rows = inner > 0 ? n / inner : 0;
   // Parts of whole inner rows, each starting its multi-index at its first row.
-  const int parts = ParallelChunks(n, kGrain);
+  const int parts = ParallelChunks(n, kElementwiseGrain);
   ParallelForChunks(rows, parts, 1, [&](int, int64_t lo, int64_t hi) {
     std::vector<int64_t> idx(r, 0);
     int64_t oa = 0, ob = 0;

@@ -13,11 +13,6 @@
 namespace dp {
 namespace {
 
-void CheckIter(const Dims& dims, DType dtype, const std::string& what) {
-  DP_ENFORCE_CODE(dtype == DType::kInt64, Code::kDType, what, " must be int64, got ", DTypeName(dtype));
-  DP_ENFORCE_CODE(NumElements(dims) == 1, Code::kShape, what, " must hold one value, got shape ", DimsString(dims));
-}
-
 class IterOp final : public Operator {
  public:
   using Operator::Operator;
@@ -25,7 +20,7 @@ class IterOp final : public Operator {
  private:
   void RunOnDevice() override {
     const Tensor& iter = Input(0);  // kNotFound when the init net did not create it
-    CheckIter(iter.dims(), iter.dtype(), InputDesc(0));
+    CheckIterationCounter(iter.dims(), iter.dtype(), InputDesc(0));
     const int64_t value = iter.data<int64_t>()[0];
     DP_ENFORCE_CODE(value < std::numeric_limits<int64_t>::max(), Code::kOutOfRange, InputDesc(0), " is ", value,
                     " and cannot be incremented");
@@ -43,7 +38,7 @@ DP_OPERATOR_SCHEMA(Iter)
     .Inputs({"iter"})
     .Outputs({"iter"})
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
-      CheckIter(in[0].dims, in[0].dtype, StrCat("iter '", op.inputs[0], "'"));
+      CheckIterationCounter(in[0].dims, in[0].dtype, StrCat("iter '", op.inputs[0], "'"));
       return std::vector<TensorInfo>{in[0]};
     })
     .Doc("Adds 1 to the int64 [1] step counter, in place.");

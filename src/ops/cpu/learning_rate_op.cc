@@ -94,11 +94,6 @@ double LearningRateAt(const LrConfig& c, int64_t it) {
   return lr;
 }
 
-void CheckIter(const Dims& dims, DType dtype, const std::string& what) {
-  DP_ENFORCE_CODE(dtype == DType::kInt64, Code::kDType, what, " must be int64, got ", DTypeName(dtype));
-  DP_ENFORCE_CODE(NumElements(dims) == 1, Code::kShape, what, " must hold one value, got shape ", DimsString(dims));
-}
-
 class LearningRateOp final : public Operator {
  public:
   explicit LearningRateOp(const OpInit& init) : Operator(init), config_(ParseLrConfig(args())) {}
@@ -106,7 +101,7 @@ class LearningRateOp final : public Operator {
  private:
   void RunOnDevice() override {
     const Tensor& iter = Input(0);
-    CheckIter(iter.dims(), iter.dtype(), InputDesc(0));
+    CheckIterationCounter(iter.dims(), iter.dtype(), InputDesc(0));
     const int64_t value = iter.data<int64_t>()[0];
     DP_ENFORCE_CODE(value >= 1, Code::kOutOfRange, InputDesc(0), " is ", value,
                     " but must be >= 1 (run Iter before LearningRate)");
@@ -137,7 +132,7 @@ DP_OPERATOR_SCHEMA(LearningRate)
     .Arg("warmup_start_factor", ArgKind::kFloat, 0.1, "warmup factor at the first iteration")
     .Arg("dtype", ArgKind::kInt, 1, "1 (float32) or 4 (float64)")
     .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
-      CheckIter(in[0].dims, in[0].dtype, StrCat("iter '", op.inputs[0], "'"));
+      CheckIterationCounter(in[0].dims, in[0].dtype, StrCat("iter '", op.inputs[0], "'"));
       return std::vector<TensorInfo>{{Dims{1}, ParseLrConfig(args).dtype}};
     })
     .Doc("The learning rate for the current step (iter = 1 on the first step) as a [1] tensor.");

@@ -186,16 +186,8 @@ class AveragePoolGradientOp final : public Operator {
 };
 
 // Shape inference: every input shares X's dtype; Y / dY inputs have the pooled dims.
-void CheckInferDtypes(const OperatorDef& op, const std::vector<TensorInfo>& in) {
-  for (size_t i = 1; i < in.size(); ++i)
-    DP_ENFORCE_CODE(in[i].dtype == in[0].dtype, Code::kDType, "input '", op.inputs[i], "' is ",
-                    DTypeName(in[i].dtype), " but X '", op.inputs[0], "' is ", DTypeName(in[0].dtype),
-                    "; they must share a dtype");
-  DispatchFloat(in[0].dtype, StrCat("X '", op.inputs[0], "'"), [](auto) {});
-}
-
 std::vector<TensorInfo> InferPool(const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
-  CheckInferDtypes(op, in);
+  conv::CheckInferDtypes(op, in);
   PoolShape s = conv::ComputePoolShape(op, args, in[0].dims);
   return {{s.y, in[0].dtype}};
 }
@@ -203,7 +195,7 @@ std::vector<TensorInfo> InferPool(const OperatorDef& op, const ArgReader& args, 
 // Gradient ops: inputs after X are Y-shaped (Y, dY); dX is X-shaped.
 std::vector<TensorInfo> InferPoolGrad(const OperatorDef& op, const ArgReader& args,
                                       const std::vector<TensorInfo>& in) {
-  CheckInferDtypes(op, in);
+  conv::CheckInferDtypes(op, in);
   PoolShape s = conv::ComputePoolShape(op, args, in[0].dims);
   for (size_t i = 1; i < in.size(); ++i)
     conv::CheckLikeY(op, i, i + 1 == in.size() ? "dY" : "Y", in[i].dims, s, in[0].dims);

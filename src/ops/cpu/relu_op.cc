@@ -11,9 +11,6 @@
 namespace dp {
 namespace {
 
-// Elements per part: ~20 microseconds of one core's memory traffic.
-constexpr int64_t kGrain = int64_t{1} << 16;
-
 class ReluOp final : public Operator {
  public:
   using Operator::Operator;
@@ -26,7 +23,7 @@ class ReluOp final : public Operator {
       const T* xp = x.data<T>();
       T* yp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
       const int64_t n = x.numel();
-      ParallelFor(n, kGrain, [&](int64_t lo, int64_t hi) {
+      ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) yp[i] = math::Relu(xp[i]);
       });
     });
@@ -53,7 +50,7 @@ class ReluGradientOp final : public Operator {
       // compiled to a branchy scalar loop: 5 ns per element on random signs).
       // dX may alias dY (in place), always at the same index: no loop-carried
       // dependence.
-      ParallelFor(n, kGrain, [&](int64_t lo, int64_t hi) {
+      ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
 #pragma GCC ivdep
         for (int64_t i = lo; i < hi; ++i) {
           const T g = dyp[i];

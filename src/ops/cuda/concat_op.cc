@@ -28,6 +28,10 @@ class ConcatOp final : public CudaOperator {
  public:
   using CudaOperator::CudaOperator;
 
+  const char* GraphCaptureObstacle() const override {
+    return OutputSize() > 1 ? "its split_info output is written on the host" : nullptr;
+  }
+
  private:
   void RunOnDevice() override {
     std::vector<const void*> src;

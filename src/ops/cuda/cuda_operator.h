@@ -18,6 +18,10 @@ class CudaOperator : public Operator {
  public:
   using Operator::Operator;
 
+  // A CUDA kernel only queues work on its stream (above), which is what a
+  // CUDA graph records; the kernels that also act on the host say so.
+  const char* GraphCaptureObstacle() const override { return nullptr; }
+
  protected:
   CudaContext& cuda_context() const { return static_cast<CudaContext&>(context()); }
   cudaStream_t stream() const { return cuda_context().stream(); }

@@ -18,6 +18,13 @@ class DropoutOp final : public CudaOperator {
   explicit DropoutOp(const OpInit& init)
       : CudaOperator(init), seed_(RandomOpSeed(init.def, ArgReader(init.def, OpLabel(init.def, init.index)))) {}
 
+  const char* GraphCaptureObstacle() const override {
+    return InputSize() > 1 || DropoutIsTest(args())
+               ? nullptr
+               : "without a counter input it counts its runs on the host, and a replayed graph would draw the same "
+                 "mask every run";
+  }
+
  private:
   void RunOnDevice() override {
     const Tensor& x = FloatInput(0);

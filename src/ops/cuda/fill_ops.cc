@@ -17,6 +17,11 @@ class CudaFillOp : public CudaOperator {
  public:
   using CudaOperator::CudaOperator;
 
+  const char* GraphCaptureObstacle() const override {
+    const bool shape_on_host = InputSize() > 0 && args().Int("input_as_shape", 0) != 0;
+    return shape_on_host ? "with input_as_shape=1 it reads its shape on the host" : nullptr;
+  }
+
  protected:
   virtual void Fill(Tensor* out) = 0;
 
