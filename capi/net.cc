@@ -113,6 +113,11 @@ dp_status* dp_net_create(dp_workspace* workspace, const dp_netdef* netdef, const
     if (DP_OPTIONS_HAVE(options, unread_feed_error)) opts.unread_feed_error = options->unread_feed_error != 0;
     if (DP_OPTIONS_HAVE(options, memory))
       opts.memory = dp::capi::CheckedMemoryMode(options->memory, dp::MemoryMode::kDefault, "options->memory", __func__);
+    if (DP_OPTIONS_HAVE(options, cuda_graphs)) {
+      DP_CHECK_ARG(options->cuda_graphs >= DP_CUDA_GRAPHS_DEFAULT && options->cuda_graphs <= DP_CUDA_GRAPHS_OFF,
+                   "options->cuda_graphs ", options->cuda_graphs, " is not a DP_CUDA_GRAPHS_* value");
+      opts.cuda_graphs = static_cast<dp::CudaGraphs>(options->cuda_graphs);
+    }
   }
   auto net = std::make_unique<dp::Net>(netdef->def, workspace->ws, opts);
   *out = new dp_net{std::move(net)};

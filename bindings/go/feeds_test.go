@@ -62,3 +62,31 @@ func TestUnreadFeed(t *testing.T) {
 		t.Fatalf("warnings: %q", warnings)
 	}
 }
+
+// TestCUDAGraphsOption: the option reaches dp_net_create (a value outside
+// DP_CUDA_GRAPHS_* is refused); on a CPU net, which never runs as a graph,
+// either setting runs the same.
+func TestCUDAGraphsOption(t *testing.T) {
+	ws, err := dp.NewWorkspace(nil)
+	must(t, err)
+	defer ws.Close()
+	idef := netdef(t, initJSON)
+	defer idef.Close()
+	mdef := netdef(t, mlpJSON)
+	defer mdef.Close()
+	in, err := dp.NewNet(ws, idef, nil)
+	must(t, err)
+	defer in.Close()
+	must(t, in.Run())
+	must(t, dp.FeedValues(ws, "data", []int64{2, 4}, make([]float32, 8)))
+	for _, g := range []dp.CUDAGraphs{dp.CUDAGraphsDefault, dp.CUDAGraphsOn, dp.CUDAGraphsOff} {
+		n, err := dp.NewNet(ws, mdef, &dp.NetOptions{CUDAGraphs: g})
+		must(t, err)
+		must(t, n.Run())
+		n.Close()
+	}
+	if _, err := dp.NewNet(ws, mdef, &dp.NetOptions{CUDAGraphs: 7}); !errors.Is(err, dp.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "cuda_graphs") {
+		t.Fatalf("CUDAGraphs 7: %v", err)
+	}
+}

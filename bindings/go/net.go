@@ -34,6 +34,17 @@ const (
 	MemoryFree    Memory = C.DP_MEMORY_FREE
 )
 
+// CUDAGraphs is whether a net on one GPU runs as a CUDA graph, recorded on
+// its second run and replayed after that (dp.h's DP_CUDA_GRAPHS_*): Default
+// and On do, Off runs op by op (a profiled run then times every op). Since 0.6.
+type CUDAGraphs int32
+
+const (
+	CUDAGraphsDefault CUDAGraphs = C.DP_CUDA_GRAPHS_DEFAULT // on
+	CUDAGraphsOn      CUDAGraphs = C.DP_CUDA_GRAPHS_ON
+	CUDAGraphsOff     CUDAGraphs = C.DP_CUDA_GRAPHS_OFF
+)
+
 // NetOptions: the zero value asks for every default.
 type NetOptions struct {
 	Executor      Executor // default: the definition's, else async across devices, simple otherwise
@@ -44,7 +55,8 @@ type NetOptions struct {
 	// misspelt name) fails the run with ErrNotFound before any op runs;
 	// false: a warning through the log callback, once per blob. Since 0.6.
 	UnreadFeedError bool
-	Memory          Memory // MemoryDefault: the definition's. Since 0.6.
+	Memory          Memory     // MemoryDefault: the definition's. Since 0.6.
+	CUDAGraphs      CUDAGraphs // CUDAGraphsDefault: on. Since 0.6.
 }
 
 // Net is a definition instantiated in a workspace. Runs of one net never
@@ -97,6 +109,7 @@ func NewNet(ws *Workspace, def *NetDef, opts *NetOptions) (*Net, error) {
 			c.unread_feed_error = 1
 		}
 		c.memory = C.int32_t(opts.Memory)
+		c.cuda_graphs = C.int32_t(opts.CUDAGraphs)
 		cp = &c
 	}
 	var out *C.dp_net

@@ -847,6 +847,23 @@ enum { DP_EXECUTOR_DEFAULT = 0, DP_EXECUTOR_SIMPLE = 1, DP_EXECUTOR_ASYNC = 2 };
  * make SHARE nets unless their options say otherwise. */
 enum { DP_MEMORY_DEFAULT = 0, DP_MEMORY_KEEP = 1, DP_MEMORY_SHARE = 2, DP_MEMORY_FREE = 3 };
 
+/* CUDA graphs (dp_net_options.cuda_graphs; since 0.6). A net whose ops all
+ * run on one GPU, with host ops only before and after them, whose kernels
+ * are all safe to capture and whose memory mode is KEEP (or DEFAULT for a
+ * definition) runs its second run's GPU work as one CUDA graph, recorded
+ * from its streams, and later runs replay it with one launch. A blob the
+ * net only reads may be fed again with a tensor of the same shape, dtype and
+ * device between runs (copied into the buffer the graph reads); any change
+ * that would make the graph wrong (another shape, a blob the net writes
+ * replaced, memory that moved, a fetched tensor that still shares a written
+ * blob) makes that run go op by op on the streams, and the next one record
+ * the graph again; a net whose bindings keep changing stays on the streams.
+ * A profiled run of a graph (dp_net_options.profile) shows the graph as one
+ * span in dp_net_trace_json; OFF profiles op by op.
+ * - DEFAULT, ON: as above.
+ * - OFF: ops run one by one on the streams on every run. */
+enum { DP_CUDA_GRAPHS_DEFAULT = 0, DP_CUDA_GRAPHS_ON = 1, DP_CUDA_GRAPHS_OFF = 2 };
+
 /* Zero means default for every field; struct_size must reach at least
  * `executor`. */
 typedef struct dp_net_options {
@@ -860,6 +877,8 @@ typedef struct dp_net_options {
   int32_t unread_feed_error; /* 1: a fed blob that no net reads fails the run (see dp_net_run);
                                 0: a warning. Since 0.6. */
   int32_t memory;          /* DP_MEMORY_*; DEFAULT (0) takes the definition's. Since 0.6. */
+  int32_t cuda_graphs;     /* DP_CUDA_GRAPHS_*: whether a net on one GPU runs as a CUDA graph;
+                              DEFAULT (0) is ON. Since 0.6. */
 } dp_net_options;
 
 #define DP_NET_OPTIONS_INIT DP_OPTIONS_INIT_(dp_net_options)

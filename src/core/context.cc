@@ -16,6 +16,10 @@ std::array<std::atomic<ContextFactory>, kNumDeviceTypes> g_factories{&MakeCpuCon
 
 }  // namespace
 
+std::unique_ptr<GraphRecording> DeviceContext::BeginGraphCapture() {
+  DP_THROW(Code::kUnimplemented, DeviceName(device()), " cannot record its work into a graph");
+}
+
 std::unique_ptr<Event> CpuContext::CreateEvent() { return std::make_unique<CpuEvent>(device_); }
 
 void RegisterContextFactory(DeviceType type, ContextFactory factory) {

@@ -4,6 +4,7 @@
 // (Caffe2's Context, as a runtime interface rather than a template parameter.)
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "core/current_stream.h"
@@ -11,6 +12,27 @@
 #include "core/event.h"
 
 namespace dp {
+
+// Device work recorded once and launched again as one unit (a CUDA graph):
+// every launch repeats the recorded work on the same memory.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  // Queues the whole graph on ctx's stream (asynchronous, like one kernel).
+  virtual void Launch(DeviceContext& ctx) = 0;
+  // Its nodes: kernels, copies, event records and waits.
+  virtual size_t nodes() const = 0;
+};
+
+// A recording in progress (DeviceContext::BeginGraphCapture). Destroyed
+// unfinished, it discards what was recorded and leaves the streams usable.
+class GraphRecording {
+ public:
+  virtual ~GraphRecording() = default;
+  // Ends the recording; throws when it was invalidated (a synchronisation
+  // or an allocation by the recording thread, a stream not joined back).
+  virtual std::unique_ptr<DeviceGraph> Finish() = 0;
+};
 
 class DeviceContext {
  public:
@@ -28,6 +50,13 @@ class DeviceContext {
   virtual StreamId stream_id() const { return kNoStream; }
   // An event that this context can record.
   virtual std::unique_ptr<Event> CreateEvent() = 0;
+  // Starts recording the work queued on this context, and on every context
+  // that waits on an event recorded in the recording, into a graph instead
+  // of running it; those contexts must be joined back (this one waits on an
+  // event each of them records last) before Finish. Only the calling thread
+  // may queue work while it records. kUnimplemented where the device has no
+  // graphs (the CPU).
+  virtual std::unique_ptr<GraphRecording> BeginGraphCapture();
 };
 
 class CpuContext final : public DeviceContext {

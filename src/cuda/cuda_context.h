@@ -90,6 +90,8 @@ class CudaContext final : public DeviceContext {
   void FinishDeviceComputation() override;
   bool IsAsync() const override { return true; }
   std::unique_ptr<Event> CreateEvent() override;
+  // A stream capture (cuda/cuda_graph.cc).
+  std::unique_ptr<GraphRecording> BeginGraphCapture() override;
 
   StreamId stream_id() const override { return reinterpret_cast<StreamId>(stream_); }
 

@@ -45,4 +45,41 @@ std::unique_ptr<CudaGraphExec> StreamCapture::Finish() {
   }
 }
 
+namespace {
+
+// The graphs of the device-independent interface (core/context.h).
+class CudaDeviceGraph final : public DeviceGraph {
+ public:
+  explicit CudaDeviceGraph(std::unique_ptr<CudaGraphExec> exec) : exec_(std::move(exec)) {}
+  void Launch(DeviceContext& ctx) override {
+    auto* cuda_ctx = dynamic_cast<CudaContext*>(&ctx);
+    DP_ENFORCE_CODE(cuda_ctx != nullptr, Code::kInternal, "a CUDA graph cannot be launched on ",
+                    DeviceName(ctx.device()));
+    exec_->Launch(cuda_ctx->stream());
+  }
+  size_t nodes() const override { return exec_->nodes(); }
+
+ private:
+  std::unique_ptr<CudaGraphExec> exec_;
+};
+
+class CudaGraphRecording final : public GraphRecording {
+ public:
+  explicit CudaGraphRecording(cudaStream_t origin) : capture_(origin) {}
+  std::unique_ptr<DeviceGraph> Finish() override { return std::make_unique<CudaDeviceGraph>(capture_.Finish()); }
+
+ private:
+  StreamCapture capture_;
+};
+
+}  // namespace
 }  // namespace dp::cuda
+
+namespace dp {
+
+std::unique_ptr<GraphRecording> CudaContext::BeginGraphCapture() {
+  SwitchToDevice();
+  return std::make_unique<cuda::CudaGraphRecording>(stream_);
+}
+
+}  // namespace dp

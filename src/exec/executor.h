@@ -32,6 +32,11 @@ struct RunControl {
   std::vector<OpTiming>* timings = nullptr;  // per op when profiling, else nullptr
   const MemoryBudget* budget = nullptr;      // the workspace's, for the timings' bytes
   std::chrono::steady_clock::time_point start;
+  // When profiling a run that replayed (or captured) a CUDA graph: the
+  // graph's span, from its launch until the host saw it done, in place of
+  // the timings of its ops (exec/captured_executor.h).
+  OpTiming graph;
+  uint64_t graph_ops = 0;
 };
 
 // The first error of a run (first by time); later ones are dropped.

@@ -197,8 +197,11 @@ BindingCheck CheckBindings(const CapturedBindings& graph, const CaptureBindings&
   return Compare(graph.bindings, &graph.inputs, now);
 }
 
-void CopyRefedInputs(const CapturedBindings& graph, const BindingCheck& check, DeviceContext& ctx) {
+std::vector<std::shared_ptr<const Tensor>> CopyRefedInputs(const CapturedBindings& graph, const BindingCheck& check,
+                                                          DeviceContext& ctx) {
   const auto& then = graph.bindings.entries();
+  std::vector<std::shared_ptr<const Tensor>> sources;
+  sources.reserve(check.refed.size());
   for (size_t i : check.refed) {
     const CaptureBindings::Entry& e = then[i];
     DP_ENFORCE_CODE(graph.inputs[i] != nullptr, Code::kInternal, EntryName(e), ": the graph holds no buffer for it");
@@ -207,7 +210,9 @@ void CopyRefedInputs(const CapturedBindings& graph, const BindingCheck& check, D
     // with the graph and copy into fresh memory instead).
     CopyBytes(fed->nbytes(), fed->raw_data(), fed->device(), graph.inputs[i]->data(), e.device, &ctx);
     e.blob->Publish(std::make_shared<Tensor>(Tensor::FromStorage(e.dims, e.dtype, graph.inputs[i])));
+    sources.push_back(std::move(fed));
   }
+  return sources;
 }
 
 CapturePolicy::CapturePolicy(std::string refusal) : refusal_(std::move(refusal)) { reason_ = refusal_; }
@@ -275,6 +280,11 @@ CapturePolicy::Decision CapturePolicy::BeforeRun(const CaptureBindings& now, boo
   d.action = Action::kCapture;
   capturing_ = now;
   return d;
+}
+
+void CapturePolicy::Discard(const std::string& error) {
+  Drop(StrCat("the graph failed on the device: ", error));
+  warm_ = false;
 }
 
 void CapturePolicy::AfterRun(const Decision& decision, bool ok, CaptureBindings after, const std::string& error) {

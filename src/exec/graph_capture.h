@@ -108,8 +108,10 @@ BindingCheck CheckBindings(const CapturedBindings& graph, const CaptureBindings&
 
 // Copies each refed entry's new tensor into the buffer the graph reads (on
 // ctx, asynchronous on a CUDA stream) and makes the blob hold that buffer
-// again. Call between runs.
-void CopyRefedInputs(const CapturedBindings& graph, const BindingCheck& check, DeviceContext& ctx);
+// again. Call between runs. Returns the fed tensors, which the copies read:
+// hold them until ctx's work is done.
+std::vector<std::shared_ptr<const Tensor>> CopyRefedInputs(const CapturedBindings& graph, const BindingCheck& check,
+                                                          DeviceContext& ctx);
 
 // The choice before every run of a net, and what it learns from each run.
 class CapturePolicy {
@@ -136,6 +138,9 @@ class CapturePolicy {
   // After the run that `decision` chose: whether it succeeded, the bindings
   // of the graph's ops now, and its error message if not.
   void AfterRun(const Decision& decision, bool ok, CaptureBindings after, const std::string& error = {});
+
+  // Drops the graph after a run that launched it failed on the device.
+  void Discard(const std::string& error);
 
   bool has_graph() const { return has_graph_; }
   const CapturedBindings& graph() const { return graph_; }

@@ -75,13 +75,25 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
   kind_ = options.executor != ExecutorKind::kDefault ? options.executor : def_->executor;
   if (kind_ == ExecutorKind::kDefault)  // multi-device nets need overlap; single-device ones rarely gain
     kind_ = distinct_devices.size() > 1 ? ExecutorKind::kAsync : ExecutorKind::kSimple;
-  if (kind_ == ExecutorKind::kAsync) {
-    AsyncOptions ao;
-    ao.cpu_workers = options.num_workers > 0 ? options.num_workers : def_->num_workers;
-    ao.streams_per_gpu = options.streams_per_gpu;
-    executor_ = MakeAsyncExecutor(ops_, graph_, ao);
+  AsyncOptions ao;
+  ao.cpu_workers = options.num_workers > 0 ? options.num_workers : def_->num_workers;
+  ao.streams_per_gpu = options.streams_per_gpu;
+  auto make_executor = [this, ao]() -> std::unique_ptr<Executor> {
+    if (kind_ == ExecutorKind::kAsync) return MakeAsyncExecutor(ops_, graph_, ao);
+    return MakeSimpleExecutor(ops_);
+  };
+  CapturePlan capture = options.cuda_graphs == CudaGraphs::kOff
+                            ? CapturePlan{"NetOptions::cuda_graphs is off", {}, {}, {}}
+                            : PlanCapture(ops_, graph_, def_->memory);
+  if (capture.refusal.empty()) {
+    // The ordinary executor is made if the graph's policy gives up on it.
+    auto graphs = std::make_unique<CapturingExecutor>(ops_, graph_, capture, make_executor,
+                                                      CaptureOptions{options.streams_per_gpu});
+    capturing_ = graphs.get();
+    executor_ = std::move(graphs);
   } else {
-    executor_ = MakeSimpleExecutor(ops_);
+    capture_refusal_ = std::move(capture.refusal);
+    executor_ = make_executor();
   }
   if (def_->memory == MemoryMode::kShare || def_->memory == MemoryMode::kFree) {
     // Planned against the orders this net's executor may run the ops in.
@@ -94,7 +106,7 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
     }
   }
   DP_LOG(kInfo, label_, ": created with ", ops_.size(), " ops in ", graph_.chains.size(), " chains on the ",
-         KindName(kind_), " executor");
+         KindName(kind_), " executor", capturing_ != nullptr ? ", captured as a CUDA graph from its second run" : "");
   // Last: nothing below throws, so the destructor always unregisters. A
   // validated net reads nothing but its external inputs from the workspace
   // (every other input is written by an earlier op).
@@ -165,6 +177,8 @@ void Net::BeginRun() {
   } else {
     control_.timings = nullptr;
   }
+  control_.graph = OpTiming{};
+  control_.graph_ops = 0;
   control_.start = std::chrono::steady_clock::now();
 }
 
@@ -239,9 +253,25 @@ std::string Net::TraceJson() const {
     os << ",\n{\"name\":\"memory\",\"cat\":\"memory\",\"ph\":\"C\",\"ts\":"
        << static_cast<double>(timings_[i].end_ns) / 1000.0 << ",\"pid\":0,\"args\":{\"MiB\":"
        << static_cast<double>(timings_[i].bytes) / (1024.0 * 1024.0) << "}}";
+  // A launched graph: one span on its first stream's track.
+  if (control_.graph.start_ns >= 0) {
+    const OpTiming& g = control_.graph;
+    os << (first ? "" : ",") << "\n{\"name\":\"CUDA graph (" << control_.graph_ops
+       << " ops)\",\"cat\":\"graph\",\"ph\":\"X\",\"ts\":" << static_cast<double>(g.start_ns) / 1000.0
+       << ",\"dur\":" << static_cast<double>(g.end_ns - g.start_ns) / 1000.0 << ",\"pid\":0,\"tid\":" << g.thread
+       << ",\"args\":{\"ops\":" << control_.graph_ops << "}}";
+    first = false;
+  }
   os << "\n],\"otherData\":{\"net\":\"" << JsonEscape(def_->name) << "\",\"executor\":\"" << KindName(kind_)
      << "\"}}\n";
   return os.str();
+}
+
+std::optional<CaptureStats> Net::capture_stats() const {
+  if (capturing_ == nullptr) return std::nullopt;
+  if (running_.load())
+    DP_THROW(Code::kFailedPrecondition, label_, ": graph statistics are available once the run in progress ends");
+  return capturing_->stats();
 }
 
 std::string Net::Dot() const { return TaskGraphToDot(*def_, graph_, devices_); }

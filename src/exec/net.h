@@ -6,10 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/workspace.h"
+#include "exec/captured_executor.h"
 #include "exec/executor.h"
 #include "exec/net_memory.h"
 #include "graph/task_graph.h"
@@ -17,6 +19,9 @@
 #include "ops/operator.h"
 
 namespace dp {
+
+// Whether a net on one GPU runs as a CUDA graph (exec/captured_executor.h).
+enum class CudaGraphs : int32_t { kDefault = 0, kOn = 1, kOff = 2 };  // kDefault: on
 
 struct NetOptions {
   ExecutorKind executor = ExecutorKind::kDefault;  // kDefault: the NetDef's choice, else by devices
@@ -28,6 +33,9 @@ struct NetOptions {
   bool unread_feed_error = false;
   // kDefault: the NetDef's memory mode (graph/memory_plan.h); else this one.
   MemoryMode memory = MemoryMode::kDefault;
+  // kOff: run op by op on the streams even where the net could be captured
+  // (a profiled run then times every op rather than the graph as one span).
+  CudaGraphs cuda_graphs = CudaGraphs::kDefault;
 };
 
 // What a net's last run held (Net::memory_stats).
@@ -82,6 +90,11 @@ class Net {
   // during the last run are workspace().budget()->peak(device): a run
   // resets them when it begins.
   NetMemoryStats memory_stats() const;
+  // Whether the net runs as a CUDA graph, and how that went (between runs);
+  // nullopt when it does not (a CPU net, a net PlanCapture refuses, or
+  // NetOptions::cuda_graphs kOff): capture_refusal() says why.
+  std::optional<CaptureStats> capture_stats() const;
+  const std::string& capture_refusal() const { return capture_refusal_; }
 
  private:
   void BeginRun();
@@ -104,6 +117,8 @@ class Net {
   std::unique_ptr<NetMemory> memory_;  // after ops_: it detaches from them first
   RunControl control_;  // declared before executor_: it outlives the executor
   std::unique_ptr<Executor> executor_;
+  CapturingExecutor* capturing_ = nullptr;  // executor_, when the net runs as a CUDA graph
+  std::string capture_refusal_;
   std::atomic<bool> running_{false};
 };
 

@@ -1864,6 +1864,15 @@ static void test_memory_modes(void) {
       nopt.memory = -1;
       EXPECT_ERR(dp_net_create(ws, out, &nopt, &net), DP_ERR_INVALID_ARGUMENT, "options->memory");
       CHECK(net == SENTINEL);
+      nopt.memory = DP_MEMORY_DEFAULT;
+      nopt.cuda_graphs = DP_CUDA_GRAPHS_OFF + 1;
+      EXPECT_ERR(dp_net_create(ws, out, &nopt, &net), DP_ERR_INVALID_ARGUMENT, "options->cuda_graphs");
+      CHECK(net == SENTINEL);
+      nopt.cuda_graphs = DP_CUDA_GRAPHS_OFF; /* a CPU net runs the same either way */
+      if (EXPECT_OK(dp_net_create(ws, out, &nopt, &net))) {
+        dp_net_free(net);
+        net = SENTINEL;
+      }
       if (EXPECT_OK(dp_net_create(ws, out, NULL, &net))) {
         untouched.struct_size = 0;
         EXPECT_ERR(dp_net_memory_stats(net, DP_DEVICE_CPU, 0, &untouched), DP_ERR_INVALID_ARGUMENT, "struct_size");

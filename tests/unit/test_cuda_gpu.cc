@@ -458,4 +458,56 @@ TEST_CASE("GPU: a stream capture across two streams replays as one graph") {
   cudaEventDestroy(join);
 }
 
+TEST_CASE("GPU: a net on one GPU runs as a CUDA graph from its second run, equal to it op by op") {
+  auto def = std::make_shared<const dp::NetDef>(dp::NetDefFromJson(R"({"name":"graphed","device":{"type":"CUDA","id":0},
+    "external_inputs":["x","w","b"],"ops":[
+    {"type":"FC","inputs":["x","w","b"],"outputs":["h"]},
+    {"type":"Relu","inputs":["h"],"outputs":["r"]},
+    {"type":"Sigmoid","inputs":["h"],"outputs":["s"]},
+    {"type":"Add","inputs":["r","s"],"outputs":["y"]}]})"));
+  auto on_gpu = [](const Tensor& host) {
+    Tensor dev(host.dims(), DType::kFloat32, kGpu0);
+    dev.CopyFrom(host);
+    return dev;
+  };
+  std::vector<std::vector<float>> results[2];
+  for (int mode = 0; mode < 2; ++mode) {
+    CAPTURE(mode);
+    auto ws = std::make_shared<dp::Workspace>();
+    ws->Feed("w", on_gpu(RandomTensor({200, 300}, 7)));
+    ws->Feed("b", on_gpu(RandomTensor({200}, 8)));
+    dp::NetOptions options;
+    options.streams_per_gpu = 2;  // Relu and Sigmoid fork onto two streams
+    options.cuda_graphs = mode == 0 ? dp::CudaGraphs::kDefault : dp::CudaGraphs::kOff;
+    dp::Net net(def, ws, options);
+    CHECK(net.capture_stats().has_value() == (mode == 0));
+    for (int step = 0; step < 6; ++step) {
+      ws->Feed("x", on_gpu(RandomTensor({64, 300}, 10 + step)));  // a new batch: copied into the graph's buffer
+      const dp::DeviceMemoryStats before = dp::GetDeviceMemoryStats(kGpu0);
+      net.Run();
+      const dp::DeviceMemoryStats after = dp::GetDeviceMemoryStats(kGpu0);
+      if (step >= 2) CHECK_MESSAGE(after.raw_allocs == before.raw_allocs, "step ", step, " called cudaMalloc");
+      Tensor y = ToHost(ws->GetTensor("y"));
+      results[mode].emplace_back(y.data<float>(), y.data<float>() + y.numel());
+    }
+    if (mode == 0) {
+      std::optional<dp::CaptureStats> stats = net.capture_stats();
+      REQUIRE(stats.has_value());
+      CHECK_MESSAGE(stats->runs.captures == 1, stats->reason);
+      CHECK(stats->runs.replays == 4);
+      CHECK(stats->graph_nodes >= 4);
+      CHECK(stats->reason.empty());
+    }
+  }
+  for (size_t step = 0; step < results[0].size(); ++step) {
+    CAPTURE(step);
+    REQUIRE(results[0][step].size() == results[1][step].size());
+    size_t bad = 0;
+    for (size_t i = 0; i < results[0][step].size(); ++i)
+      if (std::abs(results[0][step][i] - results[1][step][i]) > 1e-6f * std::max(1.0f, std::abs(results[1][step][i])))
+        ++bad;
+    CHECK(bad == 0);
+  }
+}
+
 #endif  // DP_WITH_CUDA

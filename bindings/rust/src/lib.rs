@@ -55,7 +55,7 @@ pub use net::{AsyncRun, Canceller, Net, NetMemoryStats};
 pub use netdef::{ArgDef, ArgKind, NetDef, OpDef};
 pub use opschema::{op_types, ArgValue, GradientKind, InplacePair, InplaceRule, OpArg, OpSchema};
 pub use options::{
-    ComputedParams, CudaCollectives, DeviceType, Executor, GradientCompression, GradientOptions, InferenceOptions, LoadOptions,
+    ComputedParams, CudaCollectives, CudaGraphs, DeviceType, Executor, GradientCompression, GradientOptions, InferenceOptions, LoadOptions,
     LoaderOptions, Memory, NetOptions, ParallelOptions, SaveOptions, TrainingOptions, WorkspaceOptions,
 };
 pub use tensor::{dtype_name, dtype_size, DType, Element, Tensor};

@@ -62,6 +62,33 @@ impl Memory {
     }
 }
 
+/// Whether a net on one GPU runs as a CUDA graph, recorded on its second run
+/// and replayed after that (DP_CUDA_GRAPHS_*): `Default` and `On` do, `Off`
+/// runs op by op (a profiled run then times every op). Since 0.6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CudaGraphs {
+    Default,
+    On,
+    Off,
+}
+
+impl CudaGraphs {
+    pub(crate) fn value(self) -> i32 {
+        match self {
+            CudaGraphs::Default => sys::DP_CUDA_GRAPHS_DEFAULT,
+            CudaGraphs::On => sys::DP_CUDA_GRAPHS_ON,
+            CudaGraphs::Off => sys::DP_CUDA_GRAPHS_OFF,
+        }
+    }
+    pub(crate) fn from_value(v: i32) -> CudaGraphs {
+        match v {
+            sys::DP_CUDA_GRAPHS_ON => CudaGraphs::On,
+            sys::DP_CUDA_GRAPHS_OFF => CudaGraphs::Off,
+            _ => CudaGraphs::Default,
+        }
+    }
+}
+
 /// dp_workspace_options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspaceOptions {
@@ -101,6 +128,8 @@ pub struct NetOptions {
     pub unread_feed_error: bool,
     /// `Memory::Default`: the definition's. Since 0.6.
     pub memory: Memory,
+    /// `CudaGraphs::Default`: on. Since 0.6.
+    pub cuda_graphs: CudaGraphs,
 }
 
 impl Default for NetOptions {
@@ -117,6 +146,7 @@ impl Default for NetOptions {
             profile: c.profile != 0,
             unread_feed_error: c.unread_feed_error != 0,
             memory: Memory::from_value(c.memory),
+            cuda_graphs: CudaGraphs::from_value(c.cuda_graphs),
         }
     }
 }
@@ -134,6 +164,7 @@ impl NetOptions {
         c.profile = self.profile as i32;
         c.unread_feed_error = self.unread_feed_error as i32;
         c.memory = self.memory.value();
+        c.cuda_graphs = self.cuda_graphs.value();
         c
     }
 }

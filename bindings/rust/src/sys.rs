@@ -102,6 +102,9 @@ pub const DP_MEMORY_DEFAULT: i32 = 0;
 pub const DP_MEMORY_KEEP: i32 = 1;
 pub const DP_MEMORY_SHARE: i32 = 2;
 pub const DP_MEMORY_FREE: i32 = 3;
+pub const DP_CUDA_GRAPHS_DEFAULT: i32 = 0;
+pub const DP_CUDA_GRAPHS_ON: i32 = 1;
+pub const DP_CUDA_GRAPHS_OFF: i32 = 2;
 pub const DP_GRADIENT_COMPRESSION_NONE: i32 = 0;
 pub const DP_GRADIENT_COMPRESSION_BF16: i32 = 1;
 pub const DP_GRADIENT_COMPRESSION_FP16: i32 = 2;
@@ -188,6 +191,7 @@ pub struct dp_net_options {
     pub unread_feed_error: i32,
     // Since 0.6.
     pub memory: i32,
+    pub cuda_graphs: i32,
 }
 
 #[repr(C)]

@@ -45,3 +45,21 @@ fn unread_feeds_warn_or_fail() {
     assert!(w[0].contains("fed blob 'X'") && w[0].contains("did you mean 'x'?"), "{}", w[0]);
     log::reset(Level::Warning).unwrap();
 }
+
+/// The CUDA graphs option reaches dp_net_create; on a CPU net, which never
+/// runs as a graph, every setting runs the same.
+#[test]
+fn cuda_graphs_option() {
+    use dp::CudaGraphs;
+    assert_eq!(NetOptions::default().cuda_graphs, CudaGraphs::Default);
+    let ws = Workspace::new().unwrap();
+    let def = NetDef::from_json(RELU).unwrap();
+    let t = Tensor::new(&[2], &[1.0f32, -1.0]).unwrap();
+    for g in [CudaGraphs::Default, CudaGraphs::On, CudaGraphs::Off] {
+        let net = Net::new(&ws, &def, Some(&NetOptions { cuda_graphs: g, ..Default::default() })).unwrap();
+        ws.feed("x", &t).unwrap();
+        net.run().unwrap();
+        let y = ws.fetch("y").unwrap();
+        assert_eq!(y.to_vec::<f32>().unwrap(), vec![1.0, 0.0]);
+    }
+}

@@ -15,6 +15,14 @@ public final class NetOptions {
   public static final int MEMORY_KEEP = 1;
   public static final int MEMORY_SHARE = 2;
   public static final int MEMORY_FREE = 3;
+  /**
+   * Whether a net on one GPU runs as a CUDA graph, recorded on its second run and replayed after
+   * that (DP_CUDA_GRAPHS_*): DEFAULT and ON do, OFF runs op by op (a profiled run then times every
+   * op). Since 0.6.
+   */
+  public static final int CUDA_GRAPHS_DEFAULT = 0;
+  public static final int CUDA_GRAPHS_ON = 1;
+  public static final int CUDA_GRAPHS_OFF = 2;
 
   /** EXECUTOR_*; DEFAULT takes the definition's, else ASYNC for multi-device nets, SIMPLE otherwise. */
   public int executor;
@@ -32,6 +40,8 @@ public final class NetOptions {
   public boolean unreadFeedError;
   /** MEMORY_*; DEFAULT takes the definition's. Since 0.6. */
   public int memory;
+  /** CUDA_GRAPHS_*; DEFAULT is ON. Since 0.6. */
+  public int cudaGraphs;
 
   public NetOptions executor(int v) {
     executor = v;
@@ -60,6 +70,11 @@ public final class NetOptions {
 
   public NetOptions memory(int v) {
     memory = v;
+    return this;
+  }
+
+  public NetOptions cudaGraphs(int v) {
+    cudaGraphs = v;
     return this;
   }
 }

@@ -47,4 +47,30 @@ class FeedTest {
       Log.setCallback(null, Log.WARNING);
     }
   }
+
+  /**
+   * The CUDA graphs option reaches dp_net_create (a value outside DP_CUDA_GRAPHS_* is refused); on
+   * a CPU net, which never runs as a graph, every setting runs the same.
+   */
+  @Test
+  void cudaGraphsOption() {
+    assertEquals(NetOptions.CUDA_GRAPHS_DEFAULT, new NetOptions().cudaGraphs);
+    try (NetDef def = NetDef.fromJson(TestSupport.FC_RELU_NET); Workspace ws = Workspace.create()) {
+      ws.feed("x", ForwardTest.X, 2, 3);
+      ws.feed("w", ForwardTest.W, 2, 3);
+      ws.feed("b", ForwardTest.B, 2);
+      float[] first = null;
+      for (int g : new int[] {NetOptions.CUDA_GRAPHS_DEFAULT, NetOptions.CUDA_GRAPHS_ON, NetOptions.CUDA_GRAPHS_OFF}) {
+        try (Net net = Net.create(ws, def, new NetOptions().cudaGraphs(g))) {
+          net.run();
+          float[] y = ws.fetchFloats("y");
+          if (first == null) first = y;
+          assertArrayEquals(first, y);
+        }
+      }
+      DpInvalidArgumentException e =
+          assertThrows(DpInvalidArgumentException.class, () -> Net.create(ws, def, new NetOptions().cudaGraphs(7)));
+      assertTrue(e.getMessage().contains("cuda_graphs"), e.getMessage());
+    }
+  }
 }
