@@ -1,6 +1,7 @@
 // dp_build_info_get: how libdp was built (versions of the libraries it was
 // compiled against, SM architectures, BLAS, compiler) and what it found of
-// CUDA at run time (module, runtime, driver, devices: cuda/cuda_runtime.h).
+// CUDA at run time (module, runtime, driver, devices: cuda/cuda_runtime.h),
+// and whether it has ONNX.
 #include <string>
 
 #include <cblas.h>
@@ -8,6 +9,7 @@
 #include "capi/handles.h"
 #include "cuda/cuda_runtime.h"
 #include "dp_config.h"
+#include "onnx_io/onnx_model.h"
 
 #if defined(DP_WITH_CUDA)
 #include <cublas_api.h>
@@ -72,6 +74,8 @@ dp_status* dp_build_info_get(dp_build_info* out) {
   if (DP_OPTIONS_HAVE(out, cuda_loaded_runtime_version)) out->cuda_loaded_runtime_version = probe.runtime_version;
   if (DP_OPTIONS_HAVE(out, cuda_state_detail)) out->cuda_state_detail = probe.detail.c_str();
   if (DP_OPTIONS_HAVE(out, cuda_module)) out->cuda_module = probe.module_path.c_str();
+  if (DP_OPTIONS_HAVE(out, onnx)) out->onnx = dp::OnnxBuilt() ? 1 : 0;
+  if (DP_OPTIONS_HAVE(out, onnx_version)) out->onnx_version = dp::OnnxLibraryVersion();
   DP_API_END
 }
 

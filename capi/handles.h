@@ -96,6 +96,8 @@ inline const char* OptionsName(const dp_parallel_options*) { return "dp_parallel
 inline const char* OptionsName(const dp_checkpoint_save_options*) { return "dp_checkpoint_save_options"; }
 inline const char* OptionsName(const dp_checkpoint_load_options*) { return "dp_checkpoint_load_options"; }
 inline const char* OptionsName(const dp_loader_options*) { return "dp_loader_options"; }
+inline const char* OptionsName(const dp_onnx_import_options*) { return "dp_onnx_import_options"; }
+inline const char* OptionsName(const dp_onnx_export_options*) { return "dp_onnx_export_options"; }
 
 // Checks the caller's struct_size: at least `min_size` (the struct's leading,
 // required fields; kInvalidArgument otherwise), and when it is larger than

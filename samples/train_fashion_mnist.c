@@ -22,7 +22,7 @@
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
  *                       [--limit N] [--test-limit N] [--min-acc A] [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]
  *                       [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16]
- *                       [--zero]
+ *                       [--zero] [--export MODEL.onnx]
  *
  * Several processes: `dp-run -n 2 -- train_fashion_mnist` (or with --devices
  * cpu:N, N devices in each) starts two processes that train one model: each
@@ -60,6 +60,11 @@
  * every process (ZeRO-1, dp_parallel_options.shard_optimizer_state): each
  * keeps 1 / replicas of Adam's moments; the training is the same, bit for
  * bit within a host, and checkpoints resume with or without it.
+ * --export MODEL.onnx writes the trained model as ONNX after serving it
+ * (dp_model_save_onnx: the inference net from "data" to "logits" and
+ * "softmax" with the trained params, the batch dim of its input "data" [N, 1,
+ * 28, 28] left free), for ONNX Runtime, TensorRT or samples/onnx_infer; rank
+ * 0 writes it when several processes train.
  * --trace FILE writes the per-op timings of the last training step as Chrome
  * trace JSON (chrome://tracing, Perfetto), with the workspace's memory over
  * the step as a "memory" counter track (the train net plans its temporaries'
@@ -352,6 +357,16 @@ static double infer_test_set(size_t n, int32_t* predicted) {
   return n ? (double)correct / (double)n : 0.0;
 }
 
+/* The trained model as ONNX: the serving workspace holds the params under
+ * the model's names and the last test batch, the example whose dims (the
+ * batch dim left free) the graph's input "data" takes. */
+static void export_onnx(const char* path) {
+  char what[4200];
+  snprintf(what, sizeof what, "exporting the model as ONNX to '%s'", path);
+  check(dp_model_save_onnx(app.model, app.serve_ws, NULL, path), what);
+  printf("exported ONNX model: %s\n", path);
+}
+
 /* The last training step's per-op timings (the train net was created with
  * profiling on). */
 static void write_trace(const char* path) {
@@ -373,7 +388,8 @@ static void usage(const char* argv0) {
           "usage: %s [--model mlp|cnn|PATH.json] [--epochs E] [--batch B] [--lr LR] [--seed S]\n"
           "          [--data DIR] [--nets DIR] [--limit N] [--test-limit N] [--min-acc A]\n"
           "          [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]\n"
-          "          [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16] [--zero]\n",
+          "          [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16] [--zero]\n"
+          "          [--export MODEL.onnx]\n",
           argv0);
   exit(2);
 }
@@ -510,6 +526,7 @@ int main(int argc, char** argv) {
   int listed_ids = 0; /* --devices named each device (cuda:0,cuda:1) */
   const char* checkpoint_dir = NULL;
   const char* trace_path = NULL;
+  const char* export_path = NULL;
   int resume = 0;
   long keep = 3;
   for (int i = 1; i < argc; ++i) {
@@ -568,6 +585,8 @@ int main(int argc, char** argv) {
       checkpoint_dir = v;
     } else if (strcmp(a, "--trace") == 0) {
       trace_path = v;
+    } else if (strcmp(a, "--export") == 0) {
+      export_path = v;
     } else if (strcmp(a, "--keep") == 0) {
       keep = parse_long(argv[0], a, v, 0, 1000000);
     } else if (strcmp(a, "--data") == 0) {
@@ -791,6 +810,7 @@ int main(int argc, char** argv) {
     app_free();
     return 1;
   }
+  if (export_path != NULL && shard == 0) export_onnx(export_path);
   printf("final test_acc=%.4f train_loss=%.4f samples_per_s=%.1f\n", last_acc, last_loss,
          trained > 0 ? (double)(steps * (size_t)batch) * (double)trained / total_time : 0.0);
   if (trace_path != NULL) write_trace(trace_path);

@@ -25,6 +25,7 @@ FLOORS = [
     "exec",      # nets and executors
     "autodiff",  # gradient nets
     "model",     # models and their training nets
+    "onnx_io",   # ONNX models in and out of dp models
     "parallel",  # data-parallel rewriting of models
 ]
 RANK = {name: i for i, name in enumerate(FLOORS)}

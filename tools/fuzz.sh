@@ -15,7 +15,10 @@ dir=$1
 seconds=$2
 shift 2
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(net_binary net_json model_binary model_json idx checkpoint store_address)
+if [ ${#targets[@]} -eq 0 ]; then
+  targets=(net_binary net_json model_binary model_json idx checkpoint store_address)
+  [ -x "$dir/tests/fuzz/fuzz_onnx" ] && targets+=(onnx)  # in builds with ONNX
+fi
 
 results="$dir/fuzz-results.txt"
 : >"$results"

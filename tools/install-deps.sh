@@ -17,6 +17,8 @@ packages=(
   cmake                      # the CMake package's consumer test (tests/install)
   debhelper dpkg-dev fakeroot  # the Debian packages (debian/, tools/check_packages.sh)
   abigail-tools              # the ABI guard: abidw, abidiff (tools/check_abi.sh)
+  libonnx-dev libprotobuf-dev  # ONNX import and export (-Donnx=auto: src/onnx_io)
+  python3-torch python3-torchvision python3-onnx  # the ONNX tests' reference models and runs (tests/onnx)
 )
 
 missing=()

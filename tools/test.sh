@@ -20,8 +20,8 @@
 #   build-san  CC=clang -Dcuda=disabled -Db_sanitize=address,undefined -Dfuzz=true -Dunity=on
 # then the unit tests that drive threads (async, exec, core, data, optimizers, collectives, comm, shm,
 # parallelize, checkpoint, caching allocator) and the C API's workspace threads and inference (serving) tests under
-# ThreadSanitizer,
-#   build-tsan -Dcuda=disabled -Db_sanitize=thread -Dunity=on (only those tests' targets are built)
+# ThreadSanitizer, in the one build without ONNX, whose refusals the C API's onnx_api test checks there,
+#   build-tsan -Dcuda=disabled -Donnx=disabled -Db_sanitize=thread -Dunity=on (only those tests' targets are built)
 # and ends with one line "N passed, N failed, N skipped" over all of them
 # (a fuzz finding counts as a failed test).
 set -euo pipefail
@@ -145,10 +145,12 @@ tools/fuzz.sh "$san_dir" "${DP_FUZZ_SECONDS:-30}" || status=1
 # OpenBLAS is not instrumented, so it runs single-threaded; any report fails
 # the test (halt_on_error). No suppressions are needed.
 tsan_dir=build-tsan
-tsan_opts="-Dcuda=disabled -Db_sanitize=thread -Ddebug=true -Doptimization=1 -Dsamples=false -Dc_args=-g1 -Dcpp_args=-g1
-  -Dunity=on -Dunity_size=8"
+# It is also the build without ONNX (-Donnx=disabled; every other build has
+# it): onnx_api checks there that dp's ONNX functions say they are missing.
+tsan_opts="-Dcuda=disabled -Donnx=disabled -Db_sanitize=thread -Ddebug=true -Doptimization=1 -Dsamples=false
+  -Dc_args=-g1 -Dcpp_args=-g1 -Dunity=on -Dunity_size=8"
 tsan_tests=(async exec core caching_allocator data optimizers collectives comm shm parallelize memory_plan checkpoint
-  workspace_threads inference)
+  workspace_threads inference onnx_api)
 if [ ! -f "$tsan_dir/build.ninja" ]; then
   # shellcheck disable=SC2086
   meson setup "$tsan_dir" $tsan_opts >/dev/null

@@ -34,6 +34,10 @@ func TestVersionAndBuildInfo(t *testing.T) {
 		(bi.CUDA && (bi.CUDAState == dp.CUDAStateNotBuilt || bi.CUDAModule == "")) {
 		t.Fatalf("cuda state %d (%q), module %q", bi.CUDAState, bi.CUDAStateDetail, bi.CUDAModule)
 	}
+	// ONNX (since 0.6): a version exactly when built with it.
+	if bi.ONNX != (bi.ONNXVersion != "") {
+		t.Fatalf("onnx %v, version %q", bi.ONNX, bi.ONNXVersion)
+	}
 	if dp.CodeNotFound.String() != "NOT_FOUND" || dp.Code(1000).String() != "UNKNOWN" {
 		t.Fatal("code names")
 	}

@@ -168,6 +168,11 @@ type BuildInfo struct {
 	CUDALoadedRuntimeVersion int32
 	CUDAStateDetail          string
 	CUDAModule               string
+	// Since 0.6: whether dp was built with ONNX import and export
+	// (ModelFromONNX and the rest; without it they return ErrUnimplemented),
+	// and the ONNX library's version ("1.12.0"; "" without ONNX).
+	ONNX        bool
+	ONNXVersion string
 }
 
 // GetBuildInfo reads the build information of the loaded library.
@@ -194,5 +199,8 @@ func GetBuildInfo() (BuildInfo, error) {
 		CUDALoadedRuntimeVersion: int32(c.cuda_loaded_runtime_version),
 		CUDAStateDetail:          C.GoString(c.cuda_state_detail),
 		CUDAModule:               C.GoString(c.cuda_module),
+
+		ONNX:        c.onnx != 0,
+		ONNXVersion: C.GoString(c.onnx_version),
 	}, nil
 }

@@ -336,6 +336,9 @@ typedef struct dp_build_info {
                                    module was not found: ..." or "1 CUDA device, driver CUDA 13.0,
                                    runtime 13.0"; "built without CUDA" without CUDA */
   const char* cuda_module;      /* the module's path, loaded or looked for; "" without CUDA */
+  int32_t onnx;                 /* 1: built with ONNX import and export (dp_model_from_onnx_file and
+                                   the rest); 0: those functions return DP_ERR_UNIMPLEMENTED */
+  const char* onnx_version;     /* the ONNX library's version ("1.12.0"); "" without ONNX */
 } dp_build_info;
 
 /* dp_build_info.cuda_state. Since 0.6. */
@@ -1150,7 +1153,9 @@ DP_API void dp_inference_options_init(dp_inference_options* options, size_t stru
  * of the ops that write a loss or metric, where the forward net writes
  * them: "logits" and "softmax" for SoftmaxWithLoss + Accuracy), in the
  * order the net writes them; for a model without losses or metrics, the
- * blobs its forward net writes and no op reads. Name the outputs when a loss
+ * forward net's external outputs that it writes (those of an imported ONNX
+ * graph), or when it lists none the blobs it writes and no op reads
+ * (since 0.6; before, always those). Name the outputs when a loss
  * is computed in several steps (a default would then need the labels).
  *
  * The net's external inputs are what its ops read: the params and computed
@@ -1182,6 +1187,127 @@ DP_API void dp_inference_options_init(dp_inference_options* options, size_t stru
 DP_API DP_MUST_USE dp_status* dp_model_build_inference(const dp_model* model, const char* const* outputs,
                                                        size_t num_outputs, const dp_inference_options* options,
                                                        dp_netdef** out);
+
+/* ------------------------------------------------------------------------ */
+/* ONNX                                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* ONNX models in and out of dp (docs/ONNX.md), with no Python at run time.
+ * In a build without ONNX (dp_build_info.onnx == 0) every function below
+ * returns DP_ERR_UNIMPLEMENTED saying so. Since 0.6. */
+
+/* dp_onnx_import_options.head. */
+enum {
+  DP_ONNX_HEAD_NONE = 0,                  /* the graph as it is: a model that serves (no loss) */
+  DP_ONNX_HEAD_SOFTMAX_CROSS_ENTROPY = 1  /* the graph's first output is logits [N, classes]: adds
+                                             SoftmaxWithLoss against int32 labels (a new model
+                                             input, `labels`) writing "softmax" and the loss
+                                             "loss", and Accuracy writing the metric "accuracy"
+                                             (each name suffixed "_1", ... if the graph has it) */
+};
+
+/* Zero means default for every field; struct_size must reach at least
+ * head. */
+typedef struct dp_onnx_import_options {
+  uint32_t struct_size;     /* sizeof(dp_onnx_import_options) */
+  int32_t head;             /* DP_ONNX_HEAD_* */
+  const char* labels;       /* the head's labels input; NULL or "": "label" */
+  /* The model's optimizer, read during the call, its fields as
+   * dp_model_get_optimizer writes them: type is required ("sgd",
+   * "momentum", "adam", "adagrad"); as in option structs, any other field
+   * that is zero (NULL, "") or past its struct_size takes the model format's
+   * default (lr 0.01, momentum 0.9, beta1 0.9, beta2 0.999, epsilon 1e-8,
+   * lr_policy "fixed", ...: schemas/model.fbs). NULL: no optimizer, so the
+   * model serves but dp_model_build_training refuses it. */
+  const dp_optimizer_info* optimizer;
+} dp_onnx_import_options;
+
+#define DP_ONNX_IMPORT_OPTIONS_INIT DP_OPTIONS_INIT_(dp_onnx_import_options)
+
+/* See dp_workspace_options_init. */
+DP_API void dp_onnx_import_options_init(dp_onnx_import_options* options, size_t struct_size);
+
+/* A dp model from an ONNX model (a serialised ModelProto of `size` bytes, or
+ * a file holding one), opsets 9 to 17 of the default domain. The graph's
+ * initializers become the init net (one GivenTensorFill each, holding the
+ * values): those a node trains (Conv and Gemm weights and biases, MatMul's B,
+ * BatchNormalization's scale and bias) are the model's params, the others it
+ * reads (BatchNormalization's running statistics, constants) its computed
+ * params; its nodes become the forward net, its inputs that are not
+ * initializers the model's inputs and its outputs the forward net's
+ * external outputs, all named as in the graph (the defaults of
+ * dp_model_build_inference). Constant nodes, shapes and bounds are folded
+ * in. The model trains like any other once it has a loss and an optimizer
+ * (options->head, options->optimizer): dp_model_build_training,
+ * dp_model_parallelize.
+ *
+ * The ONNX ops dp imports (docs/ONNX.md says how each maps): Gemm, MatMul
+ * with a 2-D initializer as B, Conv (2-D, any padding, strides, dilations
+ * and groups), MaxPool, AveragePool (ceil_mode, count_include_pad),
+ * GlobalAveragePool, GlobalMaxPool, BatchNormalization, Relu, Sigmoid, Tanh,
+ * Clip, Softmax, LogSoftmax, Add, Sub, Mul, Div, Sum (broadcasting), Concat,
+ * Flatten, Reshape with a constant shape, Transpose, Dropout (dropping in
+ * training nets, the identity in inference ones), Identity and Constant.
+ *
+ * Errors (the model is all or nothing): DP_ERR_PARSE for bytes that are not
+ * an ONNX model (empty ones included); DP_ERR_UNIMPLEMENTED for an opset
+ * outside 9..17, a tensor whose data is in an external file, and, in one
+ * status that lists each (op type, name, node index, opset, why), every node
+ * dp cannot import; DP_ERR_INVALID_NET for a graph that breaks ONNX's rules
+ * (a name read that nothing defines, a cycle, a value written twice, a
+ * tensor whose data disagrees with its dims); DP_ERR_INVALID_ARGUMENT for
+ * bad options (a labels name the graph already has); DP_ERR_NOT_FOUND and
+ * DP_ERR_IO for a file that is missing or unreadable. Nothing is allocated
+ * for what a tensor's dims claim before its data is there. `options` may be
+ * NULL (defaults). Any thread. */
+DP_API DP_MUST_USE dp_status* dp_model_from_onnx_buffer(const void* data, size_t size,
+                                                        const dp_onnx_import_options* options, dp_model** out);
+DP_API DP_MUST_USE dp_status* dp_model_from_onnx_file(const char* path, const dp_onnx_import_options* options,
+                                                      dp_model** out);
+
+/* Zero means default for every field; struct_size must reach at least
+ * opset. */
+typedef struct dp_onnx_export_options {
+  uint32_t struct_size;        /* sizeof(dp_onnx_export_options) */
+  int32_t opset;               /* the default domain's opset written, 11 to 17; 0: 13 */
+  const char* const* outputs;  /* the graph's outputs, as dp_model_build_inference's (read during
+                                  the call); NULL with num_outputs 0: its defaults */
+  size_t num_outputs;
+  const char* param_prefix;    /* where the params are in the workspace: blob param_prefix + name
+                                  ("cpu_0/" for replica 0 of a parallel model); NULL or "": the
+                                  model's names */
+} dp_onnx_export_options;
+
+#define DP_ONNX_EXPORT_OPTIONS_INIT DP_OPTIONS_INIT_(dp_onnx_export_options)
+
+/* See dp_workspace_options_init. */
+DP_API void dp_onnx_export_options_init(dp_onnx_export_options* options, size_t struct_size);
+
+/* The ONNX model (a serialised ModelProto) of the model's inference net
+ * (dp_model_build_inference with options->outputs and no_fuse) with the
+ * params and computed params it reads as initializers, read from `workspace`
+ * (on any device, as they are when called: not while a net that writes
+ * them runs). Names are the model's. The graph's inputs are the model inputs
+ * the net reads, and the workspace must hold an example batch of each (like
+ * the example input of torch.onnx.export): the input takes its dtype and
+ * dims, the first dim named "N" (any batch size); the outputs' dims follow
+ * (a dim that grows with the batch is "N" too). The result passes ONNX's
+ * checker (onnx.checker.check_model). To export a model as its init net
+ * makes it, run the init net in a workspace first.
+ *
+ * Errors: DP_ERR_UNIMPLEMENTED listing every op of the net that has no ONNX
+ * form (docs/ONNX.md lists the ops dp exports); DP_ERR_NOT_FOUND for a param
+ * or an input the workspace does not hold (or an output the net does not
+ * write, as in dp_model_build_inference); DP_ERR_INVALID_ARGUMENT for NULL
+ * model or workspace, an opset outside 11..17 or bad outputs. `options` may
+ * be NULL (defaults). Any thread. */
+DP_API DP_MUST_USE dp_status* dp_model_to_onnx(const dp_model* model, const dp_workspace* workspace,
+                                               const dp_onnx_export_options* options, dp_buffer** out);
+/* The same, written to `path` atomically (a temporary file beside it,
+ * fsynced, renamed over it): DP_ERR_IO naming the file when it cannot be
+ * written, and then nothing is left at `path` that was not there before. */
+DP_API DP_MUST_USE dp_status* dp_model_save_onnx(const dp_model* model, const dp_workspace* workspace,
+                                                 const dp_onnx_export_options* options, const char* path);
 
 /* ------------------------------------------------------------------------ */
 /* Data parallelism                                                          */

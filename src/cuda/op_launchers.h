@@ -41,6 +41,11 @@ namespace dp::cuda {
   X(LaunchTanh, (const float* x, float* y, int64_t n, cudaStream_t stream), (x, y, n, stream))                \
   X(LaunchTanhGradient, (const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream),         \
     (y, dy, dx, n, stream))                                                                                   \
+  X(LaunchClip, (const float* x, float* y, int64_t n, float lo, float hi, cudaStream_t stream),               \
+    (x, y, n, lo, hi, stream))                                                                                \
+  X(LaunchClipGradient,                                                                                       \
+    (const float* y, const float* dy, float* dx, int64_t n, float lo, float hi, cudaStream_t stream),         \
+    (y, dy, dx, n, lo, hi, stream))                                                                           \
   X(LaunchAdd, (const float* a, const float* b, float* y, int64_t n, cudaStream_t stream), (a, b, y, n, stream)) \
   X(LaunchBinary,                                                                                             \
     (::dp::math::BinaryOp op, const float* a, const float* b, float* y, ::dp::math::BroadcastIndex index,     \
@@ -101,6 +106,11 @@ namespace dp::cuda {
     (x, y, rows, cols, stream))                                                                               \
   X(LaunchSoftmaxGradient,                                                                                    \
     (const float* y, const float* dy, float* dx, int64_t rows, int64_t cols, cudaStream_t stream),              \
+    (y, dy, dx, rows, cols, stream))                                                                          \
+  X(LaunchLogSoftmax, (const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream),            \
+    (x, y, rows, cols, stream))                                                                               \
+  X(LaunchLogSoftmaxGradient,                                                                                 \
+    (const float* y, const float* dy, float* dx, int64_t rows, int64_t cols, cudaStream_t stream),            \
     (y, dy, dx, rows, cols, stream))                                                                          \
   X(LaunchSoftmaxWithLoss,                                                                                    \
     (const float* x, const int32_t* labels, const float* weights, double scale, float* p, float* loss,          \

@@ -1,13 +1,8 @@
 #include "graph/flatbuffer_io.h"
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include <flatbuffers/idl.h>
 
+#include "core/file_bytes.h"
 #include "graph/json_printer.h"
 
 namespace dp {
@@ -71,19 +66,7 @@ std::string FlatBufferToJson(const FlatBufferFormat& format, const std::string& 
 }
 
 std::string ReadFormatFile(const FlatBufferFormat& format, const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    DP_THROW(Code::kIo, "cannot read ", format.what, " file '", path, "': it is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    DP_THROW(err == ENOENT ? Code::kNotFound : Code::kIo, "cannot open ", format.what, " file '", path, "': ",
-             std::strerror(err));
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) DP_THROW(Code::kIo, "cannot read ", format.what, " file '", path, "'");
-  return ss.str();
+  return ReadFileBytes(path, format.what);
 }
 
 }  // namespace dp

@@ -60,7 +60,9 @@ std::vector<std::string> DefaultOutputs(const ModelDef& model, const NetDef& fwd
     for (const auto& x : op.inputs) add(x);
     for (const auto& y : op.outputs) add(y);
   }
-  if (outputs.empty()) {  // no losses or metrics (or none computed from written blobs): the net's ends
+  if (outputs.empty())  // no losses or metrics: the outputs the forward net names (an imported graph's)
+    for (const auto& y : fwd.external_outputs) add(y);
+  if (outputs.empty()) {  // nor those: the net's ends
     std::set<std::string> read;
     for (const auto& op : fwd.ops) {
       read.insert(op.inputs.begin(), op.inputs.end());

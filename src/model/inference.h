@@ -20,8 +20,10 @@ struct InferenceOptions {
 // model's losses and metrics are computed from, i.e. the inputs and the other
 // outputs of the ops that write a loss or metric, where the forward net
 // writes them (SoftmaxWithLoss + Accuracy: the logits and the softmax); when
-// there are none (a model without losses or metrics), the blobs its forward
-// net writes and no op reads. In the order the forward net writes them.
+// there are none (a model without losses or metrics), the forward net's
+// external outputs that it writes (an imported ONNX graph's outputs), else
+// the blobs it writes and no op reads. In the order the forward net writes
+// them.
 std::vector<std::string> DefaultInferenceOutputs(const ModelDef& model, const InferenceOptions& options = {});
 
 // The net computing `outputs` (empty: DefaultInferenceOutputs) from the

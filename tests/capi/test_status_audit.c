@@ -143,6 +143,9 @@ static dp_loader_options o_lo;
 static dp_build_info o_bi;
 static dp_optimizer_info o_opt;
 static dp_inference_options o_info_opts;
+static dp_onnx_import_options o_onnx_in;
+static dp_onnx_export_options o_onnx_out;
+static dp_optimizer_info o_onnx_opt;
 /* A caller from a newer header: one byte past dp_net_options set. */
 static struct {
   dp_net_options o;
@@ -224,6 +227,10 @@ static void reset_options(void) {
   dp_loader_options_init(&o_lo, sizeof o_lo);
   o_lo.batch_size = 2;
   dp_inference_options_init(&o_info_opts, sizeof o_info_opts);
+  dp_onnx_import_options_init(&o_onnx_in, sizeof o_onnx_in);
+  dp_onnx_export_options_init(&o_onnx_out, sizeof o_onnx_out);
+  memset(&o_onnx_opt, 0, sizeof o_onnx_opt);
+  o_onnx_opt.struct_size = sizeof o_onnx_opt;
   memset(&o_bi, 0, sizeof o_bi);
   o_bi.struct_size = sizeof o_bi;
   memset(&o_opt, 0, sizeof o_opt);
@@ -535,6 +542,34 @@ static dp_status* wait_of_async_save(const char* path) {
     "'logist'", "did you mean 'logits'?")                                                                            \
   X(inference_param_output, dp_model_build_inference(g_model, kParamOut, 1, NULL, &o_def), DP_ERR_NOT_FOUND, "'w'",  \
     "param")                                                                                                         \
+  /* ONNX (since 0.6): the argument checks, which builds without ONNX make too. */                                   \
+  X(onnx_buffer_null_empty, dp_model_from_onnx_buffer(NULL, 0, NULL, &o_model), DP_ERR_PARSE,                         \
+    "dp_model_from_onnx_buffer: ", "empty")                                                                          \
+  X(onnx_buffer_null_sized, dp_model_from_onnx_buffer(NULL, 10, NULL, &o_model), DP_ERR_INVALID_ARGUMENT,             \
+    "dp_model_from_onnx_buffer: ", "data")                                                                           \
+  X(onnx_buffer_out_null, dp_model_from_onnx_buffer("0123", 4, NULL, NULL), DP_ERR_INVALID_ARGUMENT,                  \
+    "dp_model_from_onnx_buffer: ", "out")                                                                            \
+  X(onnx_import_options_small, (o_onnx_in.struct_size = 2, dp_model_from_onnx_buffer("0123", 4, &o_onnx_in, &o_model)), \
+    DP_ERR_INVALID_ARGUMENT, "dp_model_from_onnx_buffer: ", "options->struct_size")                                  \
+  X(onnx_import_head, (o_onnx_in.head = 7, dp_model_from_onnx_file(p_missing, &o_onnx_in, &o_model)),                 \
+    DP_ERR_INVALID_ARGUMENT, "dp_model_from_onnx_file: ", "options->head")                                           \
+  X(onnx_import_optimizer_type,                                                                                      \
+    (o_onnx_in.optimizer = &o_onnx_opt, dp_model_from_onnx_file(p_missing, &o_onnx_in, &o_model)),                   \
+    DP_ERR_INVALID_ARGUMENT, "dp_model_from_onnx_file: ", "options->optimizer->type")                                \
+  X(onnx_file_null, dp_model_from_onnx_file(NULL, NULL, &o_model), DP_ERR_INVALID_ARGUMENT,                           \
+    "dp_model_from_onnx_file: ", "path")                                                                             \
+  X(onnx_to_model_null, dp_model_to_onnx(NULL, g_ws, NULL, &o_buf), DP_ERR_INVALID_ARGUMENT, "dp_model_to_onnx: ",    \
+    "model")                                                                                                         \
+  X(onnx_to_workspace_null, dp_model_to_onnx(g_model, NULL, NULL, &o_buf), DP_ERR_INVALID_ARGUMENT,                   \
+    "dp_model_to_onnx: ", "workspace")                                                                               \
+  X(onnx_to_out_null, dp_model_to_onnx(g_model, g_ws, NULL, NULL), DP_ERR_INVALID_ARGUMENT, "dp_model_to_onnx: ",     \
+    "out")                                                                                                           \
+  X(onnx_export_options_small, (o_onnx_out.struct_size = 3, dp_model_to_onnx(g_model, g_ws, &o_onnx_out, &o_buf)),   \
+    DP_ERR_INVALID_ARGUMENT, "dp_model_to_onnx: ", "options->struct_size")                                           \
+  X(onnx_export_outputs_null, (o_onnx_out.num_outputs = 1, dp_model_to_onnx(g_model, g_ws, &o_onnx_out, &o_buf)),    \
+    DP_ERR_INVALID_ARGUMENT, "dp_model_to_onnx: ", "options->outputs")                                               \
+  X(onnx_save_path_null, dp_model_save_onnx(g_model, g_ws, NULL, NULL), DP_ERR_INVALID_ARGUMENT,                      \
+    "dp_model_save_onnx: ", "path")                                                                                  \
   /* The op catalogue (since 0.6). */                                                                                \
   X(opschema_list_out_null, dp_opschema_list_types(NULL), DP_ERR_INVALID_ARGUMENT, "dp_opschema_list_types: ", "out") \
   X(opschema_type_null, dp_opschema_from_type(NULL, &o_schema), DP_ERR_INVALID_ARGUMENT, "dp_opschema_from_type: ",  \

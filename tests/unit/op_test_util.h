@@ -38,6 +38,9 @@ inline Argument StringArg(std::string name, std::string v) {
 inline Argument IntsArg(std::string name, std::vector<int64_t> v) {
   return Argument{std::move(name), Argument::Value{std::move(v)}};
 }
+inline Argument FloatsArg(std::string name, std::vector<double> v) {
+  return Argument{std::move(name), Argument::Value{std::move(v)}};
+}
 
 inline OperatorDef Op(std::string type, std::vector<std::string> inputs, std::vector<std::string> outputs,
                       std::vector<Argument> args = {}) {

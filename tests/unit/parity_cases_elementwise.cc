@@ -30,6 +30,28 @@ void AddConstantFillCases(CaseList& cases) {
                            {{{4, 7}}}));
 }
 
+// GivenTensorFill's elements reach the device as they are: tolerance 0.
+void AddGivenTensorFillCases(CaseList& cases) {
+  auto given = [](Ints shape, DType dtype, Argument elements) {
+    return MakeOperatorDef("GivenTensorFill", {}, {"Y"},
+                           {MakeArg("shape", std::move(shape)), MakeArg("dtype", static_cast<int64_t>(dtype)),
+                            std::move(elements)});
+  };
+  std::vector<double> floats(3 * 37);
+  for (size_t i = 0; i < floats.size(); ++i) floats[i] = std::sin(static_cast<double>(i)) * 1e3;
+  const Argument values{"values", Argument::Value{floats}};
+  const Argument int_values{"int_values",
+                            Argument::Value{Ints{int64_t{1} << 40, -7, 0, INT32_MAX, -(int64_t{1} << 62), 3}}};
+  cases.push_back(MakeCase("GivenTensorFill/float32", given({3, 37}, DType::kFloat32, values), {}, 0));
+  cases.push_back(MakeCase("GivenTensorFill/float64", given({37, 3}, DType::kFloat64, values), {}, 0));
+  cases.push_back(MakeCase("GivenTensorFill/int64", given({2, 3}, DType::kInt64, int_values), {}, 0));
+  cases.push_back(MakeCase("GivenTensorFill/int32 scalar",
+                           given({}, DType::kInt32, Argument{"int_values", Argument::Value{Ints{INT32_MIN}}}), {}, 0));
+  cases.push_back(MakeCase("GivenTensorFill/empty",
+                           given({0, 5}, DType::kFloat32, Argument{"values", Argument::Value{std::vector<double>{}}}),
+                           {}, 0));
+}
+
 void AddActivationCases(CaseList& cases) {
   cases.push_back(MakeCase("Relu", MakeOperatorDef("Relu", {"X"}, {"Y"}), {{{13, 17}}}));
   cases.push_back(MakeCase("Relu/in place", MakeOperatorDef("Relu", {"X"}, {"X"}), {{{1000}}}));
@@ -61,6 +83,33 @@ void AddActivationCases(CaseList& cases) {
     gradient_in_place.op.outputs[0] = "dY";
     cases.push_back(gradient_in_place);
   }
+}
+
+void AddClipCases(CaseList& cases) {
+  // ReLU6 over values on both sides of both bounds. No grad_check: elements
+  // within the device check's step (1e-2) of a bound would meet the kinks;
+  // test_grad_ops checks the maker away from them.
+  const std::vector<Argument> relu6 = {MakeArg("min", 0.0), MakeArg("max", 6.0)};
+  cases.push_back(MakeCase("Clip/relu6", MakeOperatorDef("Clip", {"X"}, {"Y"}, relu6),
+                           {{{11, 23}, DType::kFloat32, Init::kUniform, -3, 9}}));
+  cases.push_back(InPlace(MakeCase("Clip/relu6", MakeOperatorDef("Clip", {"X"}, {"Y"}, relu6),
+                                   {{{1000}, DType::kFloat32, Init::kUniform, -3, 9}})));
+  cases.push_back(MakeCase("Clip/min only", MakeOperatorDef("Clip", {"X"}, {"Y"}, {MakeArg("min", -0.25)}), {{{257}}}));
+  cases.push_back(MakeCase("Clip/max only", MakeOperatorDef("Clip", {"X"}, {"Y"}, {MakeArg("max", 0.1)}), {{{257}}}));
+  cases.push_back(MakeCase("Clip/no bounds", MakeOperatorDef("Clip", {"X"}, {"Y"}), {{{5, 9}}}));
+  // Y inside and outside (-0.5, 0.5), then every Y exactly at a bound.
+  const Case gradient = MakeCase(
+      "ClipGradient",
+      MakeOperatorDef("ClipGradient", {"Y", "dY"}, {"dX"}, {MakeArg("min", -0.5), MakeArg("max", 0.5)}),
+      {{{7, 33}}, {{7, 33}}});
+  cases.push_back(gradient);
+  Case in_place = gradient;
+  in_place.name += "/in place";
+  in_place.op.outputs[0] = "dY";
+  cases.push_back(in_place);
+  cases.push_back(MakeCase("ClipGradient/at the bound",
+                           MakeOperatorDef("ClipGradient", {"Y", "dY"}, {"dX"}, {MakeArg("max", 0.5)}),
+                           {Constant({65}, 0.5), {{65}}}));
 }
 
 void AddArithmeticCases(CaseList& cases) {
@@ -182,7 +231,9 @@ void AddConcatCases(CaseList& cases) {
 DP_PARITY_CASES(ElementwiseCases) {
   CaseList cases;
   AddConstantFillCases(cases);
+  AddGivenTensorFillCases(cases);
   AddActivationCases(cases);
+  AddClipCases(cases);
   AddArithmeticCases(cases);
   AddShapeCases(cases);
   AddConcatCases(cases);

@@ -1,8 +1,8 @@
 // Device parity cases of the loss_norm family (device_parity.h): softmax,
-// losses, accuracy, batch norm and the synchronised BN ops' per-replica
-// parts. Shapes cover odd row lengths, rows wider than a block (1024
-// threads), 1x1 spatial BN, channels whose values span several partial sums,
-// and in-place use.
+// log-softmax, losses, accuracy, batch norm and the synchronised BN ops'
+// per-replica parts. Shapes cover odd row lengths, rows wider than a block
+// (1024 threads), 1x1 spatial BN, channels whose values span several
+// partial sums, and in-place use.
 //
 // Tolerances: 1e-5 where the CUDA kernel computes what the CPU does and only
 // the order of double sums (or expf's last bit) differs; SoftmaxGradient's
@@ -42,6 +42,29 @@ void AddSoftmaxCases(CaseList& cases) {
   cases.push_back(MakeCase("SoftmaxGradient/in place",
                            MakeOperatorDef("SoftmaxGradient", {"Y", "dY"}, {"dY"}, {MakeArg("axis", int64_t{-1})}),
                            {Uniform({3, 4, 9}, 0, 0.2), Uniform({3, 4, 9}, -1, 1)}));
+
+  // LogSoftmax: CUDA's row sum adds the exps in another order, so log(sum)
+  // may differ in its last bit; the outputs (x - max - log(sum)) carry that
+  // absolute error, ~1e-7 against a tolerance of 1e-5 relative to max(1, |y|).
+  cases.push_back(WithGradCheck(MakeCase("LogSoftmax/odd rows", MakeOperatorDef("LogSoftmax", {"X"}, {"Y"}),
+                                         {Uniform({7, 13}, -3, 3)})));
+  cases.push_back(MakeCase("LogSoftmax/rows wider than a block", MakeOperatorDef("LogSoftmax", {"X"}, {"Y"}),
+                           {Uniform({3, 2049}, -5, 5)}));
+  cases.push_back(MakeCase("LogSoftmax/axis 2 in place",
+                           MakeOperatorDef("LogSoftmax", {"X"}, {"X"}, {MakeArg("axis", int64_t{2})}),
+                           {Uniform({2, 3, 5, 3}, -2, 2)}));
+  cases.push_back(
+      MakeCase("LogSoftmax/one column", MakeOperatorDef("LogSoftmax", {"X"}, {"Y"}), {Uniform({5, 1}, -1, 1)}));
+  // Logits far apart: every softmax but the max's underflows; the log stays finite.
+  cases.push_back(MakeCase("LogSoftmax/large logits",
+                           MakeOperatorDef("LogSoftmax", {"X"}, {"Y"}, {MakeArg("axis", int64_t{-1})}),
+                           {Uniform({4, 3, 17}, -1e4, 1e4)}));
+  // Y as log-probabilities (<= 0); the sum of dY is in double on both devices.
+  cases.push_back(MakeCase("LogSoftmaxGradient/wide rows", MakeOperatorDef("LogSoftmaxGradient", {"Y", "dY"}, {"dX"}),
+                           {Uniform({6, 1500}, -12, -5), Uniform({6, 1500}, -1, 1)}));
+  cases.push_back(MakeCase("LogSoftmaxGradient/in place",
+                           MakeOperatorDef("LogSoftmaxGradient", {"Y", "dY"}, {"dY"}, {MakeArg("axis", int64_t{-1})}),
+                           {Uniform({3, 4, 9}, -4, 0), Uniform({3, 4, 9}, -1, 1)}));
 
   cases.push_back(MakeCase("SoftmaxWithLoss/odd rows", MakeOperatorDef("SoftmaxWithLoss", {"X", "L"}, {"P", "loss"}),
                            {Uniform({9, 11}, -4, 4), Labels({9}, 11)}));

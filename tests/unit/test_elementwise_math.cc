@@ -6,7 +6,9 @@
 // collapsing (Collapse) themselves; these tests cover the per-element half.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -159,6 +161,28 @@ TEST_CASE("the stable logistic saturates without overflow in float and double") 
   CHECK(math::ReluGradient(0.0f, 2.0f) == 0.0f);
   CHECK(math::TanhGradient(0.5, 2.0) == doctest::Approx(1.5));
   CHECK(math::SigmoidGradient(0.25, 2.0) == doctest::Approx(0.375));
+}
+
+TEST_CASE("Clip keeps NaN and its gradient passes dY strictly between the bounds") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(math::Clip(-7.0f, 0.0f, 6.0f) == 0.0f);
+  CHECK(math::Clip(7.0f, 0.0f, 6.0f) == 6.0f);
+  CHECK(math::Clip(2.5f, 0.0f, 6.0f) == 2.5f);
+  CHECK(std::isnan(math::Clip(nan, 0.0f, 6.0f)));
+  CHECK(std::signbit(math::Clip(-0.0f, 0.0f, 6.0f)));  // -0 == 0 is not below the bound: kept
+  CHECK(math::Clip(inf, -inf, inf) == inf);               // no bounds: the identity
+  const double dinf = std::numeric_limits<double>::infinity();
+  CHECK(math::Clip(-dinf, -1.0, 1.0) == -1.0);
+  CHECK(math::Clip(5.0, 2.0, 2.0) == 2.0);
+  // The gradient from Y = Clip(X): the clipped elements sit at a bound.
+  for (float x : {-7.0f, 0.0f, 1e-7f, 2.5f, 5.9999f, 6.0f, 7.0f}) {
+    CAPTURE(x);
+    const bool inside = x > 0.0f && x < 6.0f;
+    CHECK(math::ClipGradient(math::Clip(x, 0.0f, 6.0f), 3.0f, 0.0f, 6.0f) == (inside ? 3.0f : 0.0f));
+  }
+  CHECK(math::ClipGradient(nan, 3.0f, 0.0f, 6.0f) == 0.0f);
+  CHECK(math::ClipGradient(1e300, 2.0, -dinf, dinf) == 2.0);
+  CHECK(math::ClipGradient(-dinf, 2.0, -dinf, dinf) == 0.0);  // an infinite Y is no interior point
 }
 
 }  // namespace

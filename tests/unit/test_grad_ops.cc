@@ -1,6 +1,7 @@
-// Gradient kernels of the basic CPU operators (FC, Relu, Softmax,
-// SoftmaxWithLoss, AveragedLoss, Add, Mul, Sum, Scale, Reshape, Flatten,
-// Alias): finite differences in float64 against the registered makers.
+// Gradient kernels of the basic CPU operators (FC, Relu, Clip, Softmax,
+// LogSoftmax, SoftmaxWithLoss, AveragedLoss, Add, Mul, Sum, Scale, Reshape,
+// Flatten, Alias): finite differences in float64 against the registered
+// makers.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -74,6 +75,34 @@ TEST_CASE("Relu, Softmax, Scale, AveragedLoss gradients") {
   CheckGradient(Op("Softmax", {"x"}, {"y"}, {MakeArg("axis", 2)}), {{"x", RandomT({2, 3, 4}, 13)}});
   CheckGradient(Op("Scale", {"x"}, {"y"}, {MakeArg("scale", 0.37)}), {{"x", RandomT({7}, 14)}});
   CheckGradient(Op("AveragedLoss", {"x"}, {"l"}), {{"x", RandomT({3, 4}, 15)}});
+}
+
+TEST_CASE("LogSoftmax gradient at several axes, through large logits too") {
+  CHECK(CheckGradient(Op("LogSoftmax", {"x"}, {"y"}), {{"x", RandomT({3, 5}, 111, -3, 3)}}) == 15);
+  CHECK(CheckGradient(Op("LogSoftmax", {"x"}, {"y"}, {MakeArg("axis", 2)}), {{"x", RandomT({2, 3, 4}, 112)}}) == 24);
+  CHECK(CheckGradient(Op("LogSoftmax", {"x"}, {"y"}, {MakeArg("axis", -2)}), {{"x", RandomT({2, 3, 4}, 113)}}) == 24);
+  CHECK(CheckGradient(Op("LogSoftmax", {"x"}, {"y"}, {MakeArg("axis", 0)}), {{"x", RandomT({2, 3}, 114)}}) == 6);
+  // Logits up to 800 apart, where some softmax values underflow in double:
+  // log(softmax) stays smooth there.
+  CHECK(CheckGradient(Op("LogSoftmax", {"x"}, {"y"}), {{"x", RandomT({2, 4}, 115, -400, 400)}}) == 8);
+}
+
+TEST_CASE("Clip gradient: dX is dY inside the bounds and 0 where X was clipped") {
+  // Elements below, inside and above [-0.5, 0.7], none within the
+  // differences' step of a bound (where Clip has its kinks).
+  const Tensor x = Make<double>({3, 4}, {-2.0, -0.9, -0.4, 0.0, 0.3, 0.69, 0.71, 1.4, -0.51, -0.49, 2.5, 0.1});
+  CHECK(CheckGradient(Op("Clip", {"x"}, {"y"}, {MakeArg("min", -0.5), MakeArg("max", 0.7)}), {{"x", x}}) == 12);
+  CHECK(CheckGradient(Op("Clip", {"x"}, {"y"}, {MakeArg("max", -0.2)}), {{"x", x}}) == 12);
+  CHECK(CheckGradient(Op("Clip", {"x"}, {"y"}, {MakeArg("min", 0.05)}), {{"x", x}}) == 12);
+  CHECK(CheckGradient(Op("Clip", {"x"}, {"y"}), {{"x", x}}) == 12);  // no bounds: the identity
+  CHECK(CheckGradient(Op("Clip", {"x"}, {"y"}, {MakeArg("min", 0.0), MakeArg("max", 6.0)}),
+                      {{"x", RandomT({4, 6}, 116, -3, 9)}}) == 24);  // ReLU6
+}
+
+TEST_CASE("GivenTensorFill stops gradients like the other fills") {
+  CHECK(GradientRegistry::Kind("GivenTensorFill") == GradientKind::kStop);
+  CHECK(GradientRegistry::Kind("LogSoftmax") == GradientKind::kMaker);
+  CHECK(GradientRegistry::Kind("Clip") == GradientKind::kMaker);
 }
 
 TEST_CASE("SoftmaxWithLoss gradient: plain, scaled, weighted") {

@@ -4,7 +4,9 @@
 // per-group GEMMs in the column layout, col2im and the pooling gradients as
 // gathers per input element, the block reduction of a large window's
 // winner), written out on the host from that math, against the CPU ops. A GPU
-// then only has to run the same functions (test_device_parity_gpu).
+// then only has to run the same functions (test_device_parity_gpu). So is
+// LogSoftmax's row algorithm (ops/math/softmax.h), which its CUDA kernels
+// share with the loss_norm family's softmax.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -17,6 +19,7 @@
 #include "ops/gradient_registry.h"
 #include "ops/math/conv_geometry.h"
 #include "ops/math/pool_geometry.h"
+#include "ops/math/softmax.h"
 #include "op_test_util.h"
 
 using namespace dp;
@@ -339,6 +342,105 @@ TEST_CASE("the block reduction of a window's winner picks PoolWindowArgMax's (ti
         CAPTURE(threads);
         CHECK(BlockArgMax(plane.data(), w, win, threads) == math::PoolWindowArgMax(plane.data(), w, win));
       }
+  }
+}
+
+// ---- LogSoftmax, as the CUDA kernels compute it ----
+
+// Threads of a reducing block (reduce::kThreads in ops/cuda/block_reduce.cuh).
+constexpr int64_t kBlockThreads = 256;
+
+// The per-thread partial sums in double of a row's f(c), as a block's
+// threads stride over the row, added up in thread order: another order than
+// the CPU's loop, as the block reduction's.
+template <typename F>
+double BlockStyleSum(int64_t cols, F f) {
+  std::vector<double> partial(kBlockThreads, 0.0);
+  for (int64_t t = 0; t < kBlockThreads; ++t)
+    for (int64_t c = t; c < cols; c += kBlockThreads) partial[static_cast<size_t>(t)] += f(c);
+  double sum = 0;
+  for (double p : partial) sum += p;
+  return sum;
+}
+
+// LogSoftmaxKernel's rows: the row's max, its sum of SoftmaxExp, then each
+// element from the shared formulas.
+std::vector<float> CudaStyleLogSoftmax(const std::vector<float>& x, int64_t rows, int64_t cols) {
+  std::vector<float> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data() + r * cols;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t c = 0; c < cols; ++c) mx = mx < xr[c] ? xr[c] : mx;
+    const double sum = BlockStyleSum(cols, [&](int64_t c) { return static_cast<double>(math::SoftmaxExp(xr[c], mx)); });
+    const float log_sum = math::LogSoftmaxLogSum<float>(sum);
+    for (int64_t c = 0; c < cols; ++c) y[static_cast<size_t>(r * cols + c)] = math::LogSoftmax(xr[c], mx, log_sum);
+  }
+  return y;
+}
+
+// LogSoftmaxGradientKernel's rows: dY's sum in double, rounded to float.
+std::vector<float> CudaStyleLogSoftmaxGradient(const std::vector<float>& y, const std::vector<float>& dy, int64_t rows,
+                                               int64_t cols) {
+  std::vector<float> dx(y.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* yr = y.data() + r * cols;
+    const float* gr = dy.data() + r * cols;
+    const float sum = static_cast<float>(BlockStyleSum(cols, [&](int64_t c) { return static_cast<double>(gr[c]); }));
+    for (int64_t c = 0; c < cols; ++c)
+      dx[static_cast<size_t>(r * cols + c)] = math::LogSoftmaxGradient(yr[c], gr[c], sum);
+  }
+  return dx;
+}
+
+// Equal within a few float roundings of max(1, |expected|): the sums' order
+// may move log(sum) or sum(dY) by its last bit.
+void CheckFloatsNear(const std::string& what, const std::vector<float>& actual, const Tensor& expected) {
+  CAPTURE(what);
+  REQUIRE(static_cast<int64_t>(actual.size()) == expected.numel());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double e = expected.data<float>()[i];
+    if (std::abs(actual[i] - e) > 4 * std::numeric_limits<float>::epsilon() * std::max(1.0, std::abs(e))) {
+      FAIL_CHECK("element ", i, ": ", actual[i], " vs the CPU op's ", e);
+      return;
+    }
+  }
+}
+
+TEST_CASE("LogSoftmax's formulas: an exact shift, finite where softmax underflows, exp(y) is the softmax") {
+  CHECK(math::LogSoftmaxLogSum<float>(1.0) == 0.0f);
+  CHECK(math::LogSoftmax(0.0f, 0.0f, 0.0f) == 0.0f);  // the row's max, alone in its row
+  CHECK(math::LogSoftmax(-1000.0f, 1000.0f, 0.0f) == -2000.0f);  // exp would underflow; the log does not
+  CHECK(math::LogSoftmax(3.0, 5.0, std::log(2.0)) == doctest::Approx(-2.0 - std::log(2.0)).epsilon(1e-15));
+  // With y = log(p): dy - p * sum(dy), the softmax gradient through a log.
+  const double p = 0.25, dy = 0.7, sum = -1.5;
+  CHECK(math::LogSoftmaxGradient(std::log(p), dy, sum) == doctest::Approx(dy - p * sum).epsilon(1e-15));
+  // exp(LogSoftmax) against Softmax's own formulas over one row.
+  const std::vector<double> row = {0.3, -2.0, 4.5, 1.25};
+  const double mx = 4.5;
+  double s = 0;
+  for (double v : row) s += math::SoftmaxExp(v, mx);
+  for (double v : row)
+    CHECK(std::exp(math::LogSoftmax(v, mx, math::LogSoftmaxLogSum<double>(s))) ==
+          doctest::Approx(math::SoftmaxExp(v, mx) * math::SoftmaxInverse<double>(s)).epsilon(1e-14));
+}
+
+TEST_CASE("LogSoftmax and its gradient as the CUDA kernels compute them (strided block sums) equal the CPU ops") {
+  struct Case {
+    int64_t rows, cols;
+    double lo, hi;
+  };
+  uint32_t seed = 200;
+  for (const Case& c : {Case{7, 13, -3, 3}, Case{3, 2049, -5, 5}, Case{5, 1, -1, 1}, Case{2, 300, -1e4, 1e4}}) {
+    CAPTURE(c.rows);
+    CAPTURE(c.cols);
+    const Dims dims{c.rows, c.cols};
+    const std::vector<float> x = Random<float>(c.rows * c.cols, seed++, c.lo, c.hi);
+    const std::vector<float> dy = Random<float>(c.rows * c.cols, seed++);
+    auto ws = RunOps({Op("LogSoftmax", {"x"}, {"y"}), Op("LogSoftmaxGradient", {"y", "dy"}, {"dx"})},
+                     {{"x", Make<float>(dims, x)}, {"dy", Make<float>(dims, dy)}});
+    const Tensor& y = ws->GetTensor("y");
+    CheckFloatsNear("Y", CudaStyleLogSoftmax(x, c.rows, c.cols), y);
+    CheckFloatsNear("dX", CudaStyleLogSoftmaxGradient(Values<float>(y), dy, c.rows, c.cols), ws->GetTensor("dx"));
   }
 }
 

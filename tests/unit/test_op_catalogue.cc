@@ -125,6 +125,8 @@ std::vector<DefaultCase> DefaultCases() {
   c.push_back(One(Op("UniformFill", {}, {"y"}, {IntsArg("shape", {16}), IntArg("seed", 3)}), {}));
   c.push_back(One(Op("GaussianFill", {}, {"y"}, {IntsArg("shape", {16}), IntArg("seed", 3)}), {}));
   c.push_back(One(Op("XavierFill", {}, {"y"}, {IntsArg("shape", {4, 4}), IntArg("seed", 3)}), {}));
+  c.push_back(One(Op("GivenTensorFill", {}, {"y"}, {IntsArg("shape", {2, 2}), FloatsArg("values", {0.1, -2, 3, 1e-9})}),
+                  {}));
   // Without shape: a scalar (the random fills), or the like-input's shape.
   c.push_back(One(Op("UniformFill", {}, {"y"}, {IntArg("seed", 4)}), {}));
   c.push_back(One(Op("GaussianFill", {}, {"y"}, {IntArg("seed", 4)}), {}));
@@ -133,6 +135,9 @@ std::vector<DefaultCase> DefaultCases() {
   c.push_back(One(Op("Flatten", {"x"}, {"y"}), {{"x", F64({2, 3, 4}, 5)}}));
   c.push_back(One(Op("Softmax", {"x"}, {"y"}), {{"x", F64({2, 3, 4}, 6)}}));
   c.push_back(One(Op("SoftmaxGradient", {"y", "dy"}, {"dx"}), {{"y", F64({3, 4}, 7, 0, 1)}, {"dy", F64({3, 4}, 8)}}));
+  c.push_back(One(Op("LogSoftmax", {"x"}, {"y"}), {{"x", F64({2, 3, 4}, 54)}}));
+  c.push_back(
+      One(Op("LogSoftmaxGradient", {"y", "dy"}, {"dx"}), {{"y", F64({3, 4}, 55, -3, 0)}, {"dy", F64({3, 4}, 56)}}));
   c.push_back(One(Op("SoftmaxWithLoss", {"x", "l"}, {"p", "loss"}), {{"x", F64({3, 4}, 9)}, {"l", Labels({0, 3, 1})}}));
   c.push_back(One(Op("SoftmaxWithLossGradient", {"p", "l", "dl"}, {"dx"}),
                   {{"p", F64({3, 4}, 10, 0, 1)}, {"l", Labels({0, 3, 1})}, {"dl", Make<double>({}, {0.7})}}));

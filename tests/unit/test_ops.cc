@@ -80,6 +80,28 @@ std::vector<double> RefSoftmax(const std::vector<T>& x, int64_t rows, int64_t co
   return p;
 }
 
+// x - max - log(sum(exp(x - max))) per row, in long double.
+template <typename T>
+std::vector<double> RefLogSoftmax(const std::vector<T>& x, int64_t rows, int64_t cols) {
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x.data() + r * cols;
+    long double mx = -std::numeric_limits<long double>::infinity();
+    for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, static_cast<long double>(xr[c]));
+    long double sum = 0;
+    for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<long double>(xr[c]) - mx);
+    for (int64_t c = 0; c < cols; ++c)
+      y[static_cast<size_t>(r * cols + c)] = static_cast<double>(static_cast<long double>(xr[c]) - mx - std::log(sum));
+  }
+  return y;
+}
+
+// Whether a and b hold the same bits (NaNs included).
+template <typename T>
+bool SameBits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
 // Offset of output multi-index `idx` (of rank yd.size()) in an operand of
 // dims `d`, aligned to the right, with size-1 dims broadcast.
 int64_t BroadcastOffset(const std::vector<int64_t>& idx, const Dims& d) {
@@ -154,8 +176,9 @@ std::map<std::string, std::vector<float>> SameBitsOnThreads(const std::vector<Op
   return first;
 }
 
-const char* const kCpuOps[] = {"ConstantFill", "UniformFill", "GaussianFill", "XavierFill", "Copy", "FC",
-                               "Relu",         "Softmax",     "SoftmaxWithLoss", "AveragedLoss", "Add", "Mul",
+const char* const kCpuOps[] = {"ConstantFill", "UniformFill", "GaussianFill", "XavierFill", "GivenTensorFill",
+                               "Copy",         "FC",          "Relu",         "Clip",       "Softmax",
+                               "LogSoftmax",   "SoftmaxWithLoss", "AveragedLoss", "Add",     "Mul",
                                "Sub",          "Div",         "SquaredL2Distance",
                                "Sum",          "Scale",       "Accuracy",    "Reshape",    "Flatten", "Print"};
 
@@ -314,6 +337,85 @@ TEST_CASE("Relu rejects integer tensors") {
 }
 
 // ============================================================================
+// Clip
+// ============================================================================
+
+TEST_CASE_TEMPLATE("Clip limits X to [min, max], keeps NaN, and gives the same bits in place", T, float, double) {
+  const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+  const std::vector<T> x = {T(-7),  T(-0.5), T(0),  T(-0.0), T(0.25), T(5.999), T(6),
+                            T(6.5), T(1e30), -inf, inf,      nan,     T(-1e-30), T(3)};
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  struct Bounds {
+    std::optional<double> lo, hi;
+  };
+  // ReLU6, one bound alone, neither (identity), and a point interval.
+  for (const Bounds& b : {Bounds{0.0, 6.0}, Bounds{-1.0, std::nullopt}, Bounds{std::nullopt, 0.5},
+                          Bounds{std::nullopt, std::nullopt}, Bounds{2.0, 2.0}}) {
+    CAPTURE(b.lo.value_or(-kInf));
+    CAPTURE(b.hi.value_or(kInf));
+    std::vector<Argument> args;
+    if (b.lo) args.push_back(FloatArg("min", *b.lo));
+    if (b.hi) args.push_back(FloatArg("max", *b.hi));
+    const T lo = static_cast<T>(b.lo.value_or(-kInf)), hi = static_cast<T>(b.hi.value_or(kInf));
+    std::vector<T> want;
+    for (T v : x) want.push_back(std::isnan(v) ? v : std::min(std::max(v, lo), hi));
+    auto ws = RunOp(Op("Clip", {"x"}, {"y"}, args), {{"x", Make<T>({2, 7}, x)}});
+    CHECK(ws->GetTensor("y").dims() == Dims{2, 7});
+    const std::vector<T> y = Values<T>(ws->GetTensor("y"));
+    CHECK(SameBits(y, want));
+    CHECK(std::isnan(y[11]));
+    CHECK(SameBits(Values<T>(ws->GetTensor("x")), x));  // input untouched
+    auto wi = RunOp(Op("Clip", {"x"}, {"x"}, args), {{"x", Make<T>({2, 7}, x)}});
+    CHECK(SameBits(Values<T>(wi->GetTensor("x")), y));
+  }
+}
+
+TEST_CASE_TEMPLATE("ClipGradient passes dY strictly inside (min, max), also after an in-place Clip", T, float, double) {
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  // Y as Clip(min 0, max 6) leaves it: at the bounds, inside, and NaN.
+  const std::vector<T> y = {T(0), T(6), T(0.5), T(5.5), T(1e-7), nan};
+  const std::vector<T> dy = {T(1), T(2), T(3), T(4), T(5), T(6)};
+  const std::vector<double> want = {0, 0, 3, 4, 5, 0};
+  const std::vector<Argument> relu6 = {FloatArg("min", 0), FloatArg("max", 6)};
+  const Feeds f = {{"y", Make<T>({3, 2}, y)}, {"dy", Make<T>({3, 2}, dy)}};
+  auto ws = RunOp(Op("ClipGradient", {"y", "dy"}, {"dx"}, relu6), f);
+  CheckClose(Values<T>(ws->GetTensor("dx")), want, 0);
+  auto wi = RunOp(Op("ClipGradient", {"y", "dy"}, {"dy"}, relu6), f);
+  CheckClose(Values<T>(wi->GetTensor("dy")), want, 0);
+  // Without bounds every finite Y passes its gradient.
+  auto wn = RunOp(Op("ClipGradient", {"y", "dy"}, {"dx"}), f);
+  CheckClose(Values<T>(wn->GetTensor("dx")), {1, 2, 3, 4, 5, 0}, 0);
+
+  // Clip in place over X, then its gradient from the clipped blob: the
+  // clipped elements (and those exactly at a bound) get 0.
+  const std::vector<T> x = {T(-3), T(0), T(2), T(6), T(7.5), T(5.25)};
+  auto wc = RunOps({Op("Clip", {"x"}, {"x"}, relu6), Op("ClipGradient", {"x", "dy"}, {"dx"}, relu6)},
+                   {{"x", Make<T>({6}, x)}, {"dy", Make<T>({6}, dy)}});
+  CheckClose(Values<T>(wc->GetTensor("dx")), {0, 0, 3, 0, 0, 6}, 0);
+}
+
+TEST_CASE("Clip and ClipGradient errors name the op and the bounds") {
+  const Feeds x = {{"x", Make<float>({2}, {1, 2})}};
+  // The bounds are read when the net is made, and by shape inference.
+  for (const char* type : {"Clip", "ClipGradient"}) {
+    CAPTURE(type);
+    const std::vector<std::string> in = std::string(type) == "Clip" ? std::vector<std::string>{"x"}
+                                                                     : std::vector<std::string>{"x", "x"};
+    const OperatorDef op = Op(type, in, {"y"}, {FloatArg("min", 3), FloatArg("max", 1)});
+    ExpectBuildError({op}, x, Code::kInvalidArgument, {StrCat("op 0 (", type), "'min' (3)", "'max' (1)"});
+    ExpectInferError({op}, x, Code::kInvalidArgument, {StrCat("op 0 (", type), "'min' (3)", "'max' (1)"});
+    // A NaN bound satisfies no order.
+    ExpectBuildError({Op(type, in, {"y"}, {FloatArg("max", std::nan(""))})}, x, Code::kInvalidArgument,
+                     {StrCat("op 0 (", type), "'max' (nan)"});
+  }
+  ExpectRunError({Op("Clip", {"x"}, {"y"}, {FloatArg("min", 0)})}, {{"x", Make<int32_t>({2}, {1, -1})}}, Code::kDType,
+                 {"op 0 (Clip", "'x'", "int32"});
+  const Feeds g = {{"y", Make<float>({2, 3}, Random<float>(6, 1))}, {"dy", Make<float>({3, 2}, Random<float>(6, 2))}};
+  ExpectRunAndInferError({Op("ClipGradient", {"y", "dy"}, {"dx"})}, g, Code::kShape,
+                         {"op 0 (ClipGradient", "'dy'", "[3, 2]", "'y'", "[2, 3]"});
+}
+
+// ============================================================================
 // Softmax
 // ============================================================================
 
@@ -373,6 +475,114 @@ TEST_CASE("Softmax errors") {
   const Feeds v = {{"x", Make<float>({3}, Random<float>(3, 1))}};
   ExpectRunError({Op("Softmax", {"x"}, {"p"})}, v, Code::kOutOfRange, {"op 0 (Softmax", "'x'"});
   ExpectInferError({Op("Softmax", {"x"}, {"p"})}, v, Code::kOutOfRange, {"op 0 (Softmax", "'x'"});
+}
+
+// ============================================================================
+// LogSoftmax
+// ============================================================================
+
+TEST_CASE_TEMPLATE("LogSoftmax is log(Softmax) over dims [axis:], out of place and in place", T, float, double) {
+  struct Case {
+    Dims dims;
+    std::optional<int64_t> axis;
+  };
+  const Case cases[] = {{{3, 5}, std::nullopt}, {{2, 3, 4}, 1}, {{2, 3, 4}, 2}, {{2, 3, 4}, -1},
+                        {{2, 3, 4}, -3},        {{2, 3, 4}, 0}, {{1, 1}, 1},    {{4, 1000}, 1},
+                        {{2, 3, 4, 5}, 3},      {{0, 3}, 1}};
+  uint32_t seed = 41;
+  for (const Case& c : cases) {
+    CAPTURE(DimsString(c.dims));
+    CAPTURE(c.axis.value_or(1));
+    int axis = static_cast<int>(c.axis.value_or(1));
+    if (axis < 0) axis += static_cast<int>(c.dims.size());
+    const int64_t rows = Prod(c.dims, 0, static_cast<size_t>(axis)),
+                  cols = Prod(c.dims, static_cast<size_t>(axis), c.dims.size());
+    const auto x = Random<T>(Prod(c.dims), seed++, -6, 6);
+    std::vector<Argument> args;
+    if (c.axis) args.push_back(IntArg("axis", *c.axis));
+    auto ws = RunOp(Op("LogSoftmax", {"x"}, {"y"}, args), {{"x", Make<T>(c.dims, x)}});
+    CHECK(ws->GetTensor("y").dims() == c.dims);
+    const auto y = Values<T>(ws->GetTensor("y"));
+    CheckClose(y, RefLogSoftmax(x, rows, cols), Tol<T>());
+    // exp(Y) is the op Softmax's output.
+    auto wp = RunOp(Op("Softmax", {"x"}, {"p"}, args), {{"x", Make<T>(c.dims, x)}});
+    const auto p = Values<T>(wp->GetTensor("p"));
+    std::vector<double> ey;
+    for (T v : y) ey.push_back(std::exp(static_cast<double>(v)));
+    CheckClose(p, ey, Tol<T>() * 5);
+    auto wi = RunOp(Op("LogSoftmax", {"x"}, {"x"}, args), {{"x", Make<T>(c.dims, x)}});
+    CHECK(Values<T>(wi->GetTensor("x")) == y);
+  }
+}
+
+TEST_CASE_TEMPLATE("LogSoftmax stays exact where Softmax underflows; a NaN makes only its row NaN", T, float, double) {
+  // Rows whose other elements' softmax underflows to 0 (log 0 = -inf).
+  const std::vector<T> x = {T(1000), T(0), T(-1000), T(-5000), T(-5000), T(-5000)};
+  auto ws = RunOp(Op("LogSoftmax", {"x"}, {"y"}), {{"x", Make<T>({2, 3}, x)}});
+  const auto y = Values<T>(ws->GetTensor("y"));
+  for (T v : y) CHECK(std::isfinite(static_cast<double>(v)));
+  CHECK(y[0] == T(0));
+  CHECK(y[1] == T(-1000));
+  CHECK(y[2] == T(-2000));
+  CheckClose(y, RefLogSoftmax(x, 2, 3), Tol<T>());
+  CHECK(y[3] == doctest::Approx(-std::log(3.0)).epsilon(Tol<T>()));
+
+  // A NaN first in its row (where it becomes the row's max) or later.
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const std::vector<T> xn = {nan, T(1), T(2), T(1), T(2), T(3), T(1), nan, T(2)};
+  auto wn = RunOp(Op("LogSoftmax", {"x"}, {"y"}), {{"x", Make<T>({3, 3}, xn)}});
+  const auto yn = Values<T>(wn->GetTensor("y"));
+  for (int i : {0, 1, 2, 6, 7, 8}) CHECK(std::isnan(static_cast<double>(yn[static_cast<size_t>(i)])));
+  CheckClose(std::vector<T>(yn.begin() + 3, yn.begin() + 6), RefLogSoftmax(std::vector<T>{1, 2, 3}, 1, 3), Tol<T>());
+}
+
+TEST_CASE_TEMPLATE("LogSoftmaxGradient is dY - exp(Y) * sum(dY) per row, also in place of dY", T, float, double) {
+  struct Case {
+    Dims dims;
+    int64_t axis;
+    int64_t rows, cols;
+  };
+  for (const Case& c : {Case{{4, 7}, 1, 4, 7}, Case{{2, 3, 5}, -1, 6, 5}, Case{{2, 3, 5}, 0, 1, 30}}) {
+    CAPTURE(DimsString(c.dims));
+    CAPTURE(c.axis);
+    const auto x = Random<T>(c.rows * c.cols, 51, -3, 3);
+    const auto dy = Random<T>(c.rows * c.cols, 52);
+    const std::vector<Argument> axis = {IntArg("axis", c.axis)};
+    // Y from the forward op, so that exp(Y) sums to 1 per row as in training.
+    const Feeds f = {{"x", Make<T>(c.dims, x)}, {"dy", Make<T>(c.dims, dy)}};
+    auto ws = RunOps({Op("LogSoftmax", {"x"}, {"y"}, axis), Op("LogSoftmaxGradient", {"y", "dy"}, {"dx"}, axis)}, f);
+    const auto y = Values<T>(ws->GetTensor("y"));
+    std::vector<double> want(y.size());
+    for (int64_t r = 0; r < c.rows; ++r) {
+      double sum = 0;
+      for (int64_t k = 0; k < c.cols; ++k) sum += static_cast<double>(dy[static_cast<size_t>(r * c.cols + k)]);
+      for (int64_t k = 0; k < c.cols; ++k) {
+        const size_t i = static_cast<size_t>(r * c.cols + k);
+        want[i] = static_cast<double>(dy[i]) - std::exp(static_cast<double>(y[i])) * sum;
+      }
+    }
+    const auto dx = Values<T>(ws->GetTensor("dx"));
+    CheckClose(dx, want, Tol<T>() * 5);
+    auto wi = RunOps({Op("LogSoftmax", {"x"}, {"y"}, axis), Op("LogSoftmaxGradient", {"y", "dy"}, {"dy"}, axis)}, f);
+    CHECK(Values<T>(wi->GetTensor("dy")) == dx);
+  }
+}
+
+TEST_CASE("LogSoftmax and LogSoftmaxGradient errors") {
+  ExpectRunError({Op("LogSoftmax", {"x"}, {"y"})}, {{"x", Make<int64_t>({1, 2}, {1, 2})}}, Code::kDType,
+                 {"op 0 (LogSoftmax", "'x'"});
+  const Feeds f = {{"x", Make<float>({2, 3}, Random<float>(6, 1))}};
+  for (int64_t axis : {2, -3}) {
+    CAPTURE(axis);
+    ExpectRunAndInferError({Op("LogSoftmax", {"x"}, {"y"}, {IntArg("axis", axis)})}, f, Code::kOutOfRange,
+                           {"op 0 (LogSoftmax", "'x'", StrCat("axis ", axis)});
+  }
+  const Feeds g = {{"y", Make<float>({2, 3}, Random<float>(6, 1))}, {"dy", Make<float>({3, 2}, Random<float>(6, 2))}};
+  ExpectRunError({Op("LogSoftmaxGradient", {"y", "dy"}, {"dx"})}, g, Code::kShape,
+                 {"op 0 (LogSoftmaxGradient", "'dy'", "'y'"});
+  const Feeds h = {{"y", Make<float>({2, 3}, Random<float>(6, 1))}, {"dy", Make<double>({2, 3}, Random<double>(6, 2))}};
+  ExpectRunError({Op("LogSoftmaxGradient", {"y", "dy"}, {"dx"})}, h, Code::kShape,
+                 {"op 0 (LogSoftmaxGradient", "'dy'", "float64"});
 }
 
 // ============================================================================
@@ -872,7 +1082,7 @@ TEST_CASE("Accuracy errors") {
 }
 
 TEST_CASE("elementwise ops split across threads: the same bits on 1 and 2 threads, the references' values") {
-  // Past the parts' size (2^16 elements; 2^14 for Sigmoid and Tanh), with
+  // Past the parts' size (2^16 elements; 2^14 for Sigmoid, Tanh and Clip), with
   // every broadcast path: same shapes, a scalar, and the general walk whose
   // parts start mid-tensor.
   const Dims big = {3, 257, 181};
@@ -893,9 +1103,12 @@ TEST_CASE("elementwise ops split across threads: the same bits on 1 and 2 thread
       Op("SigmoidGradient", {"sig", "b"}, {"dsig"}),
       Op("Tanh", {"a"}, {"tanh"}),
       Op("TanhGradient", {"tanh", "b"}, {"dtanh"}),
+      Op("Clip", {"a"}, {"clip"}, {FloatArg("min", -1), FloatArg("max", 0.5)}),
+      Op("ClipGradient", {"clip", "b"}, {"dclip"}, {FloatArg("min", -1), FloatArg("max", 0.5)}),
   };
   auto one = SameBitsOnThreads(
-      ops, feeds, {"same", "scalar", "rows", "cols", "sum3", "scaled", "sig", "dsig", "tanh", "dtanh"}, {1, 2});
+      ops, feeds,
+      {"same", "scalar", "rows", "cols", "sum3", "scaled", "sig", "dsig", "tanh", "dtanh", "clip", "dclip"}, {1, 2});
   CHECK(one["same"] == RefBinary(a, big, b, big, big, [](float x, float y) { return x + y; }));
   CHECK(one["scalar"] == RefBinary(a, big, std::vector<float>{1.5f}, Dims{1}, big, [](float x, float y) { return x * y; }));
   CHECK(one["rows"] == RefBinary(a, big, row, Dims{181}, big, [](float x, float y) { return x - y; }));
@@ -906,12 +1119,14 @@ TEST_CASE("elementwise ops split across threads: the same bits on 1 and 2 thread
     CHECK(one["scaled"][k] == a[k] * 0.25f);
     CHECK(one["sig"][k] == doctest::Approx(1 / (1 + std::exp(-static_cast<double>(a[k])))).epsilon(1e-6));
     CHECK(one["tanh"][k] == doctest::Approx(std::tanh(static_cast<double>(a[k]))).epsilon(1e-6));
+    CHECK(one["clip"][k] == std::min(std::max(a[k], -1.0f), 0.5f));
+    CHECK(one["dclip"][k] == (a[k] > -1.0f && a[k] < 0.5f ? b[k] : 0.0f));
   }
 }
 
 TEST_CASE("row-wise ops split across threads give the bits of one thread, and agree with the references") {
-  // Enough rows of 10 classes for several parts (SoftmaxWithLoss and Softmax
-  // take ~51 rows a part, their gradients ~102, Accuracy ~204).
+  // Enough rows of 10 classes for several parts (SoftmaxWithLoss, Softmax and
+  // LogSoftmax take ~51 rows a part, their gradients ~102, Accuracy ~204).
   const int64_t rows = 1000, cols = 10;
   const auto x = Random<float>(rows * cols, 21, -4, 4);
   const auto dy = Random<float>(rows * cols, 22, -1, 1);
@@ -929,9 +1144,12 @@ TEST_CASE("row-wise ops split across threads give the bits of one thread, and ag
       Op("SoftmaxWithLoss", {"x", "label", "w"}, {"pl", "loss"}),
       Op("SoftmaxWithLossGradient", {"pl", "label", "dl", "w"}, {"dxl"}),
       Op("Accuracy", {"x", "label"}, {"acc"}, {IntArg("top_k", 2)}),
+      Op("LogSoftmax", {"x"}, {"lp"}),
+      Op("LogSoftmaxGradient", {"lp", "dy"}, {"dlx"}),
   };
-  auto one = SameBitsOnThreads(ops, feeds, {"p", "dx", "pl", "loss", "dxl", "acc"}, {1, 2, 3, 8});
+  auto one = SameBitsOnThreads(ops, feeds, {"p", "dx", "pl", "loss", "dxl", "acc", "lp", "dlx"}, {1, 2, 3, 8});
   CheckClose(AsDoubles(one["p"]), RefSoftmax(x, rows, cols), 1e-6);
+  CheckClose(AsDoubles(one["lp"]), RefLogSoftmax(x, rows, cols), 1e-6);
   CHECK(one["pl"] == one["p"]);  // one routine for both softmaxes
   double total = 0, wsum = 0;
   const auto ref = RefSoftmax(x, rows, cols);
@@ -1350,6 +1568,113 @@ TEST_CASE("XavierFill: uniform within sqrt(3 / fan_in), fan_in = numel / dim 0")
   CHECK(wd->GetTensor("w").dtype() == DType::kFloat64);
 }
 
+TEST_CASE("GivenTensorFill: its elements in float32, float64, int32 and int64; scalars and empty shapes") {
+  SUBCASE("float32 by default, rounded once from the doubles") {
+    auto ws = RunOp(
+        Op("GivenTensorFill", {}, {"y"}, {IntsArg("shape", {2, 3}), FloatsArg("values", {0.1, -2, 3.5, 1e-3, 0, 7})}),
+        {});
+    CHECK(ws->GetTensor("y").dims() == Dims{2, 3});
+    CHECK(Values<float>(ws->GetTensor("y")) == std::vector<float>{0.1f, -2.0f, 3.5f, 1e-3f, 0.0f, 7.0f});
+  }
+  SUBCASE("float64, exactly the doubles; a float list may hold ints") {
+    auto ws = RunOp(Op("GivenTensorFill", {}, {"y"},
+                       {IntsArg("shape", {3}), IntArg("dtype", int64_t(DType::kFloat64)),
+                        FloatsArg("values", {0.1, -1e300, 2})}),
+                    {});
+    CHECK(Values<double>(ws->GetTensor("y")) == std::vector<double>{0.1, -1e300, 2});
+    auto wi = RunOp(Op("GivenTensorFill", {}, {"y"}, {IntsArg("shape", {2}), IntsArg("values", {-4, 9})}), {});
+    CHECK(Values<float>(wi->GetTensor("y")) == std::vector<float>{-4.0f, 9.0f});
+  }
+  SUBCASE("int32 and int64 from int_values, int64 exact beyond 2^53") {
+    const int64_t big = (int64_t{1} << 53) + 1;
+    auto w32 = RunOp(Op("GivenTensorFill", {}, {"y"},
+                        {IntsArg("shape", {2, 2}), IntArg("dtype", int64_t(DType::kInt32)),
+                         IntsArg("int_values", {INT32_MIN, -1, 0, INT32_MAX})}),
+                     {});
+    CHECK(w32->GetTensor("y").dtype() == DType::kInt32);
+    CHECK(Values<int32_t>(w32->GetTensor("y")) == std::vector<int32_t>{INT32_MIN, -1, 0, INT32_MAX});
+    auto w64 = RunOp(Op("GivenTensorFill", {}, {"y"},
+                        {IntsArg("shape", {3}), IntArg("dtype", int64_t(DType::kInt64)),
+                         IntsArg("int_values", {big, -big, 5})}),
+                     {});
+    CHECK(Values<int64_t>(w64->GetTensor("y")) == std::vector<int64_t>{big, -big, 5});
+  }
+  SUBCASE("a scalar takes one element, an empty shape none") {
+    auto ws = RunOp(Op("GivenTensorFill", {}, {"y"}, {IntsArg("shape", {}), FloatsArg("values", {2.5})}), {});
+    CHECK(ws->GetTensor("y").dims() == Dims{});
+    CHECK(Values<float>(ws->GetTensor("y")) == std::vector<float>{2.5f});
+    auto we = RunOp(Op("GivenTensorFill", {}, {"y"}, {IntsArg("shape", {0, 3}), FloatsArg("values", {})}), {});
+    CHECK(we->GetTensor("y").dims() == Dims{0, 3});
+    auto wn = RunOp(Op("GivenTensorFill", {}, {"y"},
+                       {IntsArg("shape", {4, 0}), IntArg("dtype", int64_t(DType::kInt64)), IntsArg("int_values", {})}),
+                    {});
+    CHECK(wn->GetTensor("y").dims() == Dims{4, 0});
+  }
+}
+
+TEST_CASE("GivenTensorFill copies its elements afresh every run: an in-place op on Y never reaches them") {
+  NetDef def = MakeNet({Op("GivenTensorFill", {}, {"w"}, {IntsArg("shape", {3}), FloatsArg("values", {1, -2, 4})}),
+                        Op("Scale", {"w"}, {"w"}, {FloatArg("scale", 3)})},
+                       {});
+  Net net(std::make_shared<const NetDef>(def), std::make_shared<Workspace>());
+  for (int run = 0; run < 3; ++run) {
+    CAPTURE(run);
+    net.Run();
+    CHECK(Values<float>(net.workspace().GetTensor("w")) == std::vector<float>{3, -6, 12});
+  }
+}
+
+TEST_CASE("GivenTensorFill errors: counts, lists and dtypes when the net is made, before any allocation") {
+  auto given = [](std::vector<Argument> args) { return Op("GivenTensorFill", {}, {"y"}, std::move(args)); };
+  const int64_t i32 = int64_t(DType::kInt32), i64 = int64_t(DType::kInt64), f64 = int64_t(DType::kFloat64);
+  auto both = [](const OperatorDef& op, Code code, std::initializer_list<std::string> needles) {
+    {
+      INFO("making the net");
+      ExpectBuildError({op}, {}, code, needles);
+    }
+    INFO("shape inference");
+    ExpectInferError({op}, {}, code, needles);
+  };
+  both(given({IntsArg("shape", {2, 3}), FloatsArg("values", {1, 2, 3, 4, 5})}), Code::kInvalidArgument,
+       {"op 0 (GivenTensorFill", "'values' holds 5 elements", "[2, 3] has 6"});
+  both(given({IntsArg("shape", {}), FloatsArg("values", {1, 2})}), Code::kInvalidArgument,
+       {"op 0 (GivenTensorFill", "'values' holds 2 elements", "[] has 1"});
+  both(given({IntsArg("shape", {2}), IntArg("dtype", i64), IntsArg("int_values", {1, 2, 3})}), Code::kInvalidArgument,
+       {"op 0 (GivenTensorFill", "'int_values' holds 3 elements"});
+  // A shape of 2^60 elements with two values: refused by the count, not by
+  // an allocation of what the shape claims.
+  both(given({IntsArg("shape", {int64_t{1} << 40, int64_t{1} << 20}), FloatsArg("values", {1, 2})}),
+       Code::kInvalidArgument, {"op 0 (GivenTensorFill", "holds 2 elements"});
+  both(given({IntsArg("shape", {int64_t{1} << 40, int64_t{1} << 40}), FloatsArg("values", {1})}), Code::kShape,
+       {"op 0 (GivenTensorFill", "too many elements"});
+  both(given({IntsArg("shape", {2, -1}), FloatsArg("values", {1, 2})}), Code::kShape,
+       {"op 0 (GivenTensorFill", "[2, -1]"});
+  // The list of the dtype's kind, and only it.
+  both(given({IntsArg("shape", {2}), IntArg("dtype", i32), FloatsArg("values", {1, 2})}), Code::kInvalidArgument,
+       {"op 0 (GivenTensorFill", "int32 output takes its elements from 'int_values', not 'values'"});
+  both(given({IntsArg("shape", {2}), IntArg("dtype", f64), IntsArg("int_values", {1, 2})}), Code::kInvalidArgument,
+       {"op 0 (GivenTensorFill", "float64 output takes its elements from 'values', not 'int_values'"});
+  both(given({IntsArg("shape", {2}), FloatsArg("values", {1, 2}), IntsArg("int_values", {1, 2})}),
+       Code::kInvalidArgument, {"op 0 (GivenTensorFill", "not 'int_values'"});
+  both(given({IntsArg("shape", {2})}), Code::kInvalidArgument, {"op 0 (GivenTensorFill", "needs argument 'values'"});
+  both(given({IntsArg("shape", {2}), IntArg("dtype", int64_t(DType::kBool)), IntsArg("int_values", {1, 0})}),
+       Code::kDType, {"op 0 (GivenTensorFill", "bool"});
+  both(given({IntsArg("shape", {2}), IntArg("dtype", 99), FloatsArg("values", {1, 2})}), Code::kDType,
+       {"op 0 (GivenTensorFill", "dtype", "99"});
+  // An int that does not fit the dtype, when the op converts its elements.
+  ExpectBuildError(
+      {given({IntsArg("shape", {3}), IntArg("dtype", i32), IntsArg("int_values", {1, int64_t{1} << 31, 2})})}, {},
+      Code::kOutOfRange, {"op 0 (GivenTensorFill", "element 1 (2147483648)", "int32"});
+  ExpectBuildError(
+      {given({IntsArg("shape", {1}), IntArg("dtype", i32), IntsArg("int_values", {int64_t{INT32_MIN} - 1})})}, {},
+      Code::kOutOfRange, {"op 0 (GivenTensorFill", "int32"});
+  // shape is required, and the lists have their kinds (validation).
+  ExpectBuildError({given({FloatsArg("values", {1})})}, {}, Code::kInvalidNet,
+                   {"op 0 (GivenTensorFill", "missing required argument 'shape'"});
+  ExpectBuildError({given({IntsArg("shape", {1}), IntArg("dtype", i64), FloatsArg("int_values", {1.5})})}, {},
+                   Code::kInvalidArgument, {"op 0 (GivenTensorFill", "int_values"});
+}
+
 // ============================================================================
 // Copy-on-write: fetched tensors and caller memory
 // ============================================================================
@@ -1373,6 +1698,8 @@ std::vector<InplaceCase> InplaceCases() {
       both("Relu", "Relu", {"x"}, {}, {3, 4}),
       both("Scale", "Scale", {"x"}, {FloatArg("scale", -1.5)}, {3, 4}),
       both("Softmax", "Softmax", {"x"}, {}, {3, 4}),
+      both("LogSoftmax", "LogSoftmax", {"x"}, {}, {3, 4}),
+      both("Clip", "Clip", {"x"}, {FloatArg("min", -0.5), FloatArg("max", 0.5)}, {3, 4}),
       both("Add same shape", "Add", {"x", "b"}, {}, {3, 4}, {3, 4}),
       both("Add broadcasting B", "Add", {"x", "b"}, {}, {3, 4}, {4}),
       both("Add scalar B", "Add", {"x", "b"}, {}, {3, 4}, {}),
@@ -1587,8 +1914,13 @@ TEST_CASE("shape inference gives exactly the dims and dtype each kernel produces
        {{"x", d234}, {"w", Make<double>({5, 4}, Random<double>(20, 3))}, {"b", Make<double>({5}, Random<double>(5, 4))}}},
       {{Op("FC", {"x", "w", "b"}, {"y"}, {IntArg("axis_w", 2)})},
        {{"x", f23}, {"w", Make<float>({2, 2, 3}, Random<float>(12, 3))}, {"b", Make<float>({4}, Random<float>(4, 4))}}},
+      {{Op("GivenTensorFill", {}, {"y"}, {IntsArg("shape", {2, 1}), IntArg("dtype", int64_t(DType::kInt64)),
+                                             IntsArg("int_values", {4, 5})})},
+       {}},
       {{Op("Relu", {"x"}, {"y"})}, {{"x", d234}}},
+      {{Op("Clip", {"x"}, {"x"}, {FloatArg("max", 0)})}, {{"x", d234}}},
       {{Op("Softmax", {"x"}, {"y"}, {IntArg("axis", 2)})}, {{"x", d234}}},
+      {{Op("LogSoftmax", {"x"}, {"y"}, {IntArg("axis", -2)})}, {{"x", f23}}},
       {{Op("SoftmaxWithLoss", {"x", "l"}, {"p", "loss"})}, {{"x", f23}, {"l", l2}}},
       {{Op("SoftmaxWithLoss", {"x", "l", "w"}, {"p", "loss"})},
        {{"x", Make<double>({2, 3}, Random<double>(6, 5))}, {"l", Make<int32_t>({2, 1}, {0, 1})},

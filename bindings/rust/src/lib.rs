@@ -56,7 +56,8 @@ pub use netdef::{ArgDef, ArgKind, NetDef, OpDef};
 pub use opschema::{op_types, ArgValue, GradientKind, InplacePair, InplaceRule, OpArg, OpSchema};
 pub use options::{
     ComputedParams, CudaCollectives, CudaGraphs, DeviceType, Executor, GradientCompression, GradientOptions, InferenceOptions, LoadOptions,
-    LoaderOptions, Memory, NetOptions, ParallelOptions, SaveOptions, TrainingOptions, WorkspaceOptions,
+    LoaderOptions, Memory, NetOptions, OnnxExportOptions, OnnxHead, OnnxImportOptions, ParallelOptions, SaveOptions,
+    TrainingOptions, WorkspaceOptions,
 };
 pub use tensor::{dtype_name, dtype_size, DType, Element, Tensor};
 pub use workspace::Workspace;
@@ -209,6 +210,11 @@ pub struct BuildInfo {
     pub cuda_state_detail: &'static str,
     /// Since 0.6: the CUDA module's path ("" without CUDA).
     pub cuda_module: &'static str,
+    /// Since 0.6: built with ONNX import and export (`Model::from_onnx` and
+    /// the rest); false: those return Code::Unimplemented.
+    pub onnx: bool,
+    /// Since 0.6: the ONNX library's version ("1.12.0"); "" without ONNX.
+    pub onnx_version: &'static str,
 }
 
 /// dp_build_info_get.
@@ -233,6 +239,8 @@ pub fn build_info() -> Result<BuildInfo> {
             cuda_loaded_runtime_version: c.cuda_loaded_runtime_version,
             cuda_state_detail: util::static_str(c.cuda_state_detail),
             cuda_module: util::static_str(c.cuda_module),
+            onnx: c.onnx != 0,
+            onnx_version: util::static_str(c.onnx_version),
         })
     }
 }

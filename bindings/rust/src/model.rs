@@ -2,7 +2,9 @@
 //! models (dp_parallel_model).
 use crate::error::{check, Result};
 use crate::netdef::NetDef;
-use crate::options::{InferenceOptions, LoadOptions, ParallelOptions, SaveOptions, TrainingOptions};
+use crate::options::{
+    InferenceOptions, LoadOptions, OnnxExportOptions, OnnxImportOptions, ParallelOptions, SaveOptions, TrainingOptions,
+};
 use crate::sys;
 use crate::util::{borrowed_str, buffer_bytes, buffer_string, cstring, opt_str, out_handle, CStrings, StringList};
 use crate::workspace::Workspace;
@@ -79,8 +81,70 @@ impl Model {
         let p = cstring(path, "path")?;
         Ok(Model { raw: out_handle(|o| unsafe { sys::dp_model_from_file(p.as_ptr(), o) })? })
     }
+    /// From an ONNX model (a serialised ModelProto; opsets 9 to 17): its
+    /// initializers become the init net, its nodes the forward net, all
+    /// named as in the graph (dp_model_from_onnx_buffer). None: default
+    /// options. Code::Parse for bytes that are not an ONNX model,
+    /// Code::Unimplemented for what dp cannot import (and in a build without
+    /// ONNX, `build_info().onnx` false), Code::InvalidNet for a graph that
+    /// breaks ONNX's rules. Since 0.6.
+    pub fn from_onnx(data: &[u8], options: Option<&OnnxImportOptions<'_>>) -> Result<Model> {
+        let c = match options {
+            Some(o) => Some(o.to_c()?),
+            None => None,
+        };
+        let copt = c.as_ref().map_or(ptr::null(), |c| &c.c as *const sys::dp_onnx_import_options);
+        let h = out_handle(|o| unsafe {
+            sys::dp_model_from_onnx_buffer(data.as_ptr() as *const c_void, data.len(), copt, o)
+        })?;
+        Ok(Model { raw: h })
+    }
+    /// From a file holding an ONNX model (see [`Model::from_onnx`];
+    /// Code::NotFound and Code::Io for a file that is missing or
+    /// unreadable). Since 0.6.
+    pub fn from_onnx_file(path: &str, options: Option<&OnnxImportOptions<'_>>) -> Result<Model> {
+        let p = cstring(path, "path")?;
+        let c = match options {
+            Some(o) => Some(o.to_c()?),
+            None => None,
+        };
+        let copt = c.as_ref().map_or(ptr::null(), |c| &c.c as *const sys::dp_onnx_import_options);
+        Ok(Model { raw: out_handle(|o| unsafe { sys::dp_model_from_onnx_file(p.as_ptr(), copt, o) })? })
+    }
     pub fn as_raw(&self) -> *const sys::dp_model {
         self.raw
+    }
+    /// The model's inference net (`build_inference` with `options.outputs`,
+    /// unfused) as an ONNX model, with the params it reads from `ws` as
+    /// initializers (dp_model_to_onnx). `ws` must hold an example batch of
+    /// each model input the net reads (its dtype and dims give the graph
+    /// input's, the first dim named "N"): run the init net and feed a batch
+    /// first. None: default options. Code::NotFound for a param or input
+    /// `ws` does not hold, Code::Unimplemented listing every op without an
+    /// ONNX form, Code::InvalidArgument for an opset outside 11..17. Not
+    /// while a net runs on `ws`. Since 0.6.
+    pub fn to_onnx(&self, ws: &Workspace<'_>, options: Option<&OnnxExportOptions>) -> Result<Vec<u8>> {
+        let _call = ws.blob_call("Model::to_onnx")?;
+        let c = match options {
+            Some(o) => Some(o.to_c()?),
+            None => None,
+        };
+        let copt = c.as_ref().map_or(ptr::null(), |c| &c.c as *const sys::dp_onnx_export_options);
+        buffer_bytes(|o| unsafe { sys::dp_model_to_onnx(self.raw, ws.as_raw(), copt, o) })
+    }
+    /// [`Model::to_onnx`]'s model written to `path` atomically (a temporary
+    /// file beside it, renamed over it; dp_model_save_onnx): Code::Io naming
+    /// the file when it cannot be written, and then nothing is left at
+    /// `path` that was not there before. Since 0.6.
+    pub fn save_onnx(&self, ws: &Workspace<'_>, path: &str, options: Option<&OnnxExportOptions>) -> Result<()> {
+        let _call = ws.blob_call("Model::save_onnx")?;
+        let p = cstring(path, "path")?;
+        let c = match options {
+            Some(o) => Some(o.to_c()?),
+            None => None,
+        };
+        let copt = c.as_ref().map_or(ptr::null(), |c| &c.c as *const sys::dp_onnx_export_options);
+        check(unsafe { sys::dp_model_save_onnx(self.raw, ws.as_raw(), copt, p.as_ptr()) })
     }
     pub fn to_json(&self) -> Result<String> {
         buffer_string(|o| unsafe { sys::dp_model_to_json(self.raw, o) })

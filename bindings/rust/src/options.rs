@@ -3,6 +3,7 @@
 //! always the library's; each converts to its C struct only for the call
 //! (dp keeps no pointer into options).
 use crate::error::Result;
+use crate::model::OptimizerInfo;
 use crate::sys;
 use crate::util::{cstring, CStrings};
 use std::ffi::CString;
@@ -626,5 +627,146 @@ impl LoaderOptions {
         c.prefetch = self.prefetch;
         c.timeout_ms = self.timeout_ms;
         c
+    }
+}
+
+/// What ONNX import adds after the graph (DP_ONNX_HEAD_*). Since 0.6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnnxHead {
+    /// The graph as it is: a model that serves (no loss).
+    None,
+    /// The graph's first output is logits [N, classes]: adds SoftmaxWithLoss
+    /// against int32 labels (a new model input, `labels`) writing "softmax"
+    /// and the loss "loss", and Accuracy writing the metric "accuracy" (each
+    /// name suffixed "_1", ... if the graph has it).
+    SoftmaxCrossEntropy,
+}
+
+/// dp_onnx_import_options (see [`Model::from_onnx`](crate::Model::from_onnx)).
+/// Since 0.6.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnnxImportOptions<'a> {
+    pub head: OnnxHead,
+    /// The head's labels input; None or "": "label".
+    pub labels: Option<String>,
+    /// The model's optimizer, read during the call (e.g. another model's
+    /// [`optimizer`](crate::Model::optimizer)); None: none, so the model
+    /// serves but `build_training` refuses it. `optimizer_type` is required;
+    /// any other field that is zero ("" for `lr_policy`) takes the model
+    /// format's default (lr 0.01, momentum 0.9, beta2 0.999, "fixed", ...).
+    pub optimizer: Option<OptimizerInfo<'a>>,
+}
+
+impl<'a> Default for OnnxImportOptions<'a> {
+    fn default() -> Self {
+        let c: sys::dp_onnx_import_options = c_init(|p, n| unsafe { sys::dp_onnx_import_options_init(p, n) });
+        OnnxImportOptions {
+            head: if c.head == sys::DP_ONNX_HEAD_SOFTMAX_CROSS_ENTROPY {
+                OnnxHead::SoftmaxCrossEntropy
+            } else {
+                OnnxHead::None
+            },
+            labels: None,
+            optimizer: None,
+        }
+    }
+}
+
+/// The C optimizer struct plus its strings (boxed: the import options point
+/// at it, so it must not move).
+struct OptimizerC {
+    c: sys::dp_optimizer_info,
+    _keep: (CString, Option<CString>),
+}
+
+/// A C struct plus what its pointers point into.
+pub(crate) struct OnnxImportC {
+    pub c: sys::dp_onnx_import_options,
+    _keep: (Option<CString>, Option<Box<OptimizerC>>),
+}
+
+impl<'a> OnnxImportOptions<'a> {
+    pub(crate) fn to_c(&self) -> Result<OnnxImportC> {
+        let labels = match &self.labels {
+            Some(l) => Some(cstring(l, "labels")?),
+            None => None,
+        };
+        let optimizer = match &self.optimizer {
+            Some(o) => {
+                let ty = cstring(o.optimizer_type, "optimizer type")?;
+                let policy = if o.lr_policy.is_empty() { None } else { Some(cstring(o.lr_policy, "lr_policy")?) };
+                let c = sys::dp_optimizer_info {
+                    struct_size: size_of::<sys::dp_optimizer_info>() as u32,
+                    type_: ty.as_ptr(),
+                    lr: o.lr,
+                    momentum: o.momentum,
+                    nesterov: o.nesterov as i32,
+                    beta1: o.beta1,
+                    beta2: o.beta2,
+                    epsilon: o.epsilon,
+                    weight_decay: o.weight_decay,
+                    lr_policy: policy.as_ref().map_or(ptr::null(), |p| p.as_ptr() as *const c_char),
+                    gamma: o.gamma,
+                    stepsize: o.stepsize,
+                    power: o.power,
+                    max_iter: o.max_iter,
+                    warmup_iters: o.warmup_iters,
+                    warmup_start_factor: o.warmup_start_factor,
+                };
+                Some(Box::new(OptimizerC { c, _keep: (ty, policy) }))
+            }
+            None => None,
+        };
+        let mut c: sys::dp_onnx_import_options = c_init(|p, n| unsafe { sys::dp_onnx_import_options_init(p, n) });
+        c.head = match self.head {
+            OnnxHead::None => sys::DP_ONNX_HEAD_NONE,
+            OnnxHead::SoftmaxCrossEntropy => sys::DP_ONNX_HEAD_SOFTMAX_CROSS_ENTROPY,
+        };
+        c.labels = labels.as_ref().map_or(ptr::null(), |l| l.as_ptr() as *const c_char);
+        c.optimizer = optimizer.as_ref().map_or(ptr::null(), |o| &o.c as *const sys::dp_optimizer_info);
+        Ok(OnnxImportC { c, _keep: (labels, optimizer) })
+    }
+}
+
+/// dp_onnx_export_options (see [`Model::to_onnx`](crate::Model::to_onnx)).
+/// Since 0.6.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnnxExportOptions {
+    /// The default domain's opset written, 11 to 17; 0: 13.
+    pub opset: i32,
+    /// The graph's outputs, as `build_inference`'s; empty: its defaults.
+    pub outputs: Vec<String>,
+    /// Where the params are in the workspace: blob `param_prefix` + name
+    /// ("cpu_0/" for replica 0 of a parallel model); None or "": the
+    /// model's names.
+    pub param_prefix: Option<String>,
+}
+
+impl Default for OnnxExportOptions {
+    fn default() -> Self {
+        let c: sys::dp_onnx_export_options = c_init(|p, n| unsafe { sys::dp_onnx_export_options_init(p, n) });
+        OnnxExportOptions { opset: c.opset, outputs: Vec::new(), param_prefix: None }
+    }
+}
+
+/// A C struct plus the strings its pointers point into.
+pub(crate) struct OnnxExportC {
+    pub c: sys::dp_onnx_export_options,
+    _keep: (CStrings, Option<CString>),
+}
+
+impl OnnxExportOptions {
+    pub(crate) fn to_c(&self) -> Result<OnnxExportC> {
+        let outputs = CStrings::new(&self.outputs, "output name")?;
+        let prefix = match &self.param_prefix {
+            Some(p) => Some(cstring(p, "param_prefix")?),
+            None => None,
+        };
+        let mut c: sys::dp_onnx_export_options = c_init(|p, n| unsafe { sys::dp_onnx_export_options_init(p, n) });
+        c.opset = self.opset;
+        c.outputs = outputs.as_ptr();
+        c.num_outputs = outputs.len();
+        c.param_prefix = prefix.as_ref().map_or(ptr::null(), |p| p.as_ptr() as *const c_char);
+        Ok(OnnxExportC { c, _keep: (outputs, prefix) })
     }
 }

@@ -109,6 +109,10 @@ pub const DP_GRADIENT_COMPRESSION_NONE: i32 = 0;
 pub const DP_GRADIENT_COMPRESSION_BF16: i32 = 1;
 pub const DP_GRADIENT_COMPRESSION_FP16: i32 = 2;
 
+// dp_onnx_import_options.head (since 0.6).
+pub const DP_ONNX_HEAD_NONE: i32 = 0;
+pub const DP_ONNX_HEAD_SOFTMAX_CROSS_ENTROPY: i32 = 1;
+
 // Opaque handles: zero-sized, unconstructible, neither Send nor Sync by
 // themselves (the safe wrappers decide per handle).
 macro_rules! opaque {
@@ -159,6 +163,8 @@ pub struct dp_build_info {
     pub cuda_loaded_runtime_version: i32,
     pub cuda_state_detail: *const c_char,
     pub cuda_module: *const c_char,
+    pub onnx: i32,
+    pub onnx_version: *const c_char,
 }
 
 /// Since 0.6.
@@ -312,6 +318,27 @@ pub struct dp_checkpoint_load_options {
     pub lenient: i32,
     pub no_verify: i32,
     pub mmap: i32,
+}
+
+/// Since 0.6.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct dp_onnx_import_options {
+    pub struct_size: u32,
+    pub head: i32,
+    pub labels: *const c_char,
+    pub optimizer: *const dp_optimizer_info,
+}
+
+/// Since 0.6.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct dp_onnx_export_options {
+    pub struct_size: u32,
+    pub opset: i32,
+    pub outputs: *const *const c_char,
+    pub num_outputs: usize,
+    pub param_prefix: *const c_char,
 }
 
 // Since 0.5.
@@ -531,6 +558,24 @@ extern "C" {
     pub fn dp_model_build_inference(
         model: *const dp_model, outputs: *const *const c_char, num_outputs: usize,
         options: *const dp_inference_options, out: *mut *mut dp_netdef,
+    ) -> *mut dp_status;
+
+    // ONNX (since 0.6)
+    pub fn dp_onnx_import_options_init(options: *mut dp_onnx_import_options, struct_size: usize);
+    pub fn dp_model_from_onnx_buffer(
+        data: *const c_void, size: usize, options: *const dp_onnx_import_options, out: *mut *mut dp_model,
+    ) -> *mut dp_status;
+    pub fn dp_model_from_onnx_file(
+        path: *const c_char, options: *const dp_onnx_import_options, out: *mut *mut dp_model,
+    ) -> *mut dp_status;
+    pub fn dp_onnx_export_options_init(options: *mut dp_onnx_export_options, struct_size: usize);
+    pub fn dp_model_to_onnx(
+        model: *const dp_model, workspace: *const dp_workspace, options: *const dp_onnx_export_options,
+        out: *mut *mut dp_buffer,
+    ) -> *mut dp_status;
+    pub fn dp_model_save_onnx(
+        model: *const dp_model, workspace: *const dp_workspace, options: *const dp_onnx_export_options,
+        path: *const c_char,
     ) -> *mut dp_status;
 
     // Data parallelism

@@ -1,8 +1,11 @@
-// Elementwise activations and their gradients: Sigmoid and Tanh (both may run
-// in place; their gradients read the forward output Y, not X), plus
+// Elementwise activations and their gradients: Sigmoid, Tanh and Clip (all
+// may run in place; their gradients read the forward output Y, not X), plus
 // StopGradient, an identity whose output shares the input's storage and
 // through which the autodiff transform lets no gradient flow. Large tensors
 // are split across the op's threads.
+#include <limits>
+#include <type_traits>
+
 #include "core/parallel_for.h"
 #include "ops/cpu/activation_checks.h"
 #include "ops/gradient_registry.h"
@@ -16,6 +19,13 @@ void CheckYAndGrad(const std::string& y, const Dims& yd, DType yt, const std::st
                    DType dyt) {
   DP_ENFORCE_CODE(yt == dyt, Code::kDType, dy, " is ", DTypeName(dyt), " but ", y, " is ", DTypeName(yt));
   DP_ENFORCE_CODE(yd == dyd, Code::kShape, dy, " has shape ", DimsString(dyd), " but ", y, " has ", DimsString(yd));
+}
+
+ClipBounds ReadClipBounds(const ArgReader& args) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const double lo = args.Float("min", -kInf), hi = args.Float("max", kInf);
+  DP_ENFORCE(lo <= hi, "arguments 'min' (", lo, ") and 'max' (", hi, ") must satisfy min <= max");
+  return {lo, hi};
 }
 
 namespace {
@@ -37,11 +47,35 @@ struct SigmoidGradFn {
 struct TanhGradFn {
   template <typename T> T operator()(T y, T dy) const { return math::TanhGradient(y, dy); }
 };
+// Clip's functors read their bounds once, when the op is made.
+struct ClipFn {
+  explicit ClipFn(const ArgReader& args) : bounds(ReadClipBounds(args)) {}
+  template <typename T> T operator()(T x) const {
+    return math::Clip(x, static_cast<T>(bounds.lo), static_cast<T>(bounds.hi));
+  }
+  ClipBounds bounds;
+};
+struct ClipGradFn {
+  explicit ClipGradFn(const ArgReader& args) : bounds(ReadClipBounds(args)) {}
+  template <typename T> T operator()(T y, T dy) const {
+    return math::ClipGradient(y, dy, static_cast<T>(bounds.lo), static_cast<T>(bounds.hi));
+  }
+  ClipBounds bounds;
+};
+
+// The functor of an op: from its arguments where it takes any.
+template <typename F>
+F MakeFn(const ArgReader& args) {
+  if constexpr (std::is_constructible_v<F, const ArgReader&>)
+    return F(args);
+  else
+    return F{};
+}
 
 template <typename F>
 class UnaryOp final : public Operator {
  public:
-  using Operator::Operator;
+  explicit UnaryOp(const OpInit& init) : Operator(init), f_(MakeFn<F>(args())) {}
 
  private:
   void RunOnDevice() override {
@@ -51,18 +85,18 @@ class UnaryOp final : public Operator {
       const T* xp = x.data<T>();  // before Output: Y may be X (in place)
       const int64_t n = x.numel();
       T* yp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
-      const F f;
       ParallelForChunks(n, ParallelChunks(n, kGrain), 16, [&](int, int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) yp[i] = f(xp[i]);
+        for (int64_t i = lo; i < hi; ++i) yp[i] = f_(xp[i]);
       });
     });
   }
+  const F f_;
 };
 
 template <typename F>
 class UnaryGradientOp final : public Operator {
  public:
-  using Operator::Operator;
+  explicit UnaryGradientOp(const OpInit& init) : Operator(init), f_(MakeFn<F>(args())) {}
 
  private:
   void RunOnDevice() override {
@@ -75,12 +109,12 @@ class UnaryGradientOp final : public Operator {
       const T* dyp = dy.data<T>();  // before Output: dX may be dY (in place)
       const int64_t n = y.numel();
       T* dxp = Output(0, y.dims(), y.dtype())->template mutable_data<T>();
-      const F f;
       ParallelForChunks(n, ParallelChunks(n, kGrain), 16, [&](int, int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) dxp[i] = f(yp[i], dyp[i]);
+        for (int64_t i = lo; i < hi; ++i) dxp[i] = f_(yp[i], dyp[i]);
       });
     });
   }
+  const F f_;
 };
 
 std::vector<TensorInfo> InferUnaryGradient(const OperatorDef& op, const ArgReader&,
@@ -139,6 +173,39 @@ DP_OPERATOR_SCHEMA(TanhGradient)
     .ShapeInference(InferUnaryGradient)
     .Doc("dX = dY * (1 - Y^2), with Y the Tanh's output.");
 
+// Clip's and ClipGradient's bounds (ReadClipBounds).
+#define DP_CLIP_BOUND_ARGS                                                                              \
+  .Arg("min", ArgKind::kFloat, ArgDefault::Described("-infinity (no lower bound)"), "lower bound")     \
+  .Arg("max", ArgKind::kFloat, ArgDefault::Described("+infinity (no upper bound)"), "upper bound, >= min")
+
+DP_OPERATOR_SCHEMA(Clip)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Inputs({"X"})
+    .Outputs({"Y"})
+    DP_CLIP_BOUND_ARGS
+    .ShapeInference([](const OperatorDef&, const ArgReader& args, const std::vector<TensorInfo>& in) {
+      ReadClipBounds(args);
+      return std::vector<TensorInfo>{in[0]};
+    })
+    .Doc("Y = min(max(X, min), max), elementwise; NaN stays NaN (ReLU6: min 0, max 6).");
+
+DP_OPERATOR_SCHEMA(ClipGradient)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{1, 0}})
+    .Inputs({"Y", "dY"})
+    .Outputs({"dX"})
+    DP_CLIP_BOUND_ARGS
+    .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
+      ReadClipBounds(args);
+      return InferUnaryGradient(op, args, in);
+    })
+    .Doc("dX = dY where min < Y < max, else 0, with Y the Clip's output.");
+
+#undef DP_CLIP_BOUND_ARGS
+
 DP_OPERATOR_SCHEMA(StopGradient)
     .NumInputs(1)
     .NumOutputs(1)
@@ -152,6 +219,8 @@ DP_REGISTER_CPU_OPERATOR(Sigmoid, UnaryOp<SigmoidFn>);
 DP_REGISTER_CPU_OPERATOR(SigmoidGradient, UnaryGradientOp<SigmoidGradFn>);
 DP_REGISTER_CPU_OPERATOR(Tanh, UnaryOp<TanhFn>);
 DP_REGISTER_CPU_OPERATOR(TanhGradient, UnaryGradientOp<TanhGradFn>);
+DP_REGISTER_CPU_OPERATOR(Clip, UnaryOp<ClipFn>);
+DP_REGISTER_CPU_OPERATOR(ClipGradient, UnaryGradientOp<ClipGradFn>);
 DP_REGISTER_CPU_OPERATOR(StopGradient, StopGradientOp);
 #if DP_WITH_CUDA
 DP_REGISTER_CUDA_OPERATOR(StopGradient, StopGradientOp);  // metadata only: any device
@@ -161,6 +230,7 @@ DP_REGISTER_CUDA_OPERATOR(StopGradient, StopGradientOp);  // metadata only: any 
 
 DP_SIMPLE_GRADIENT(Sigmoid, { return {MakeOp("SigmoidGradient", {O(0), GO(0)}, {GI(0)})}; });
 DP_SIMPLE_GRADIENT(Tanh, { return {MakeOp("TanhGradient", {O(0), GO(0)}, {GI(0)})}; });
+DP_SIMPLE_GRADIENT(Clip, { return {MakeOp("ClipGradient", {O(0), GO(0)}, {GI(0)}, Args())}; });
 DP_STOP_GRADIENT(StopGradient);
 
 }  // namespace dp

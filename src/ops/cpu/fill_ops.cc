@@ -1,18 +1,21 @@
-// Fill operators: create a tensor of a given shape from constants or seeded
-// random numbers. Seeds default to a hash of the output name, so an init net
-// gives the same parameters every time and different parameters per blob.
-// Element i of a random fill is a function of (seed, i) alone (Philox,
-// core/philox.h), computed in double and rounded to the output's dtype: the
-// CUDA kernels (ops/cuda/random_optimizer_kernels.cu) give the same bits.
+// Fill operators: create a tensor of a given shape from constants, seeded
+// random numbers or the elements the op carries (GivenTensorFill). Seeds
+// default to a hash of the output name, so an init net gives the same
+// parameters every time and different parameters per blob. Element i of a
+// random fill is a function of (seed, i) alone (Philox, core/philox.h),
+// computed in double and rounded to the output's dtype: the CUDA kernels
+// (ops/cuda/random_optimizer_kernels.cu) give the same bits.
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 #include "ops/gradient_registry.h"
 #include "core/parallel_for.h"
 #include "core/philox.h"
+#include "core/storage.h"
 #include "ops/op_utils.h"
 #include "ops/random_op_utils.h"
 #include "ops/operator.h"
@@ -145,6 +148,87 @@ class XavierFillOp final : public FillOp {
   }
 };
 
+// The elements of GivenTensorFill: argument `values` for a float dtype,
+// `int_values` for an int one, one element per element of `dims`; else
+// kInvalidArgument (kDType for another dtype). Checked before anything of
+// the shape's size is allocated, and read in place: an imported model's
+// weights are millions of values.
+const Argument& GivenElements(const OperatorDef& op, const Dims& dims, DType dtype) {
+  const bool floats = dtype == DType::kFloat32 || dtype == DType::kFloat64;
+  DP_ENFORCE_CODE(floats || dtype == DType::kInt32 || dtype == DType::kInt64, Code::kDType,
+                  "the output must be float32, float64, int32 or int64, got ", DTypeName(dtype));
+  const char* name = floats ? "values" : "int_values";
+  const char* other = floats ? "int_values" : "values";
+  DP_ENFORCE(op.FindArg(other) == nullptr, "a ", DTypeName(dtype), " output takes its elements from '", name,
+             "', not '", other, "'");
+  const Argument* arg = op.FindArg(name);
+  DP_ENFORCE(arg != nullptr, "a ", DTypeName(dtype), " output needs argument '", name, "'");
+  // A floats argument may hold ints (ArgReader::Floats takes them too).
+  const auto* as_doubles = std::get_if<std::vector<double>>(&arg->value);
+  const auto* as_ints = std::get_if<std::vector<int64_t>>(&arg->value);
+  DP_ENFORCE(as_doubles != nullptr || as_ints != nullptr, "argument '", name, "' must be a list of numbers, got ",
+             arg->KindName());
+  const size_t count = as_doubles != nullptr ? as_doubles->size() : as_ints->size();
+  const int64_t n = NumElements(dims);
+  DP_ENFORCE(count == static_cast<uint64_t>(n), "argument '", name, "' holds ", count, " elements but shape ",
+             DimsString(dims), " has ", n);
+  return *arg;
+}
+
+// GivenTensorFill's output as a host tensor: the elements converted to the
+// dtype (kOutOfRange for an int that does not fit it).
+Tensor GivenTensor(const OperatorDef& op, const ArgReader& args) {
+  Dims dims = args.Ints("shape");
+  const DType dtype = FillDType(args);
+  const Argument& arg = GivenElements(op, dims, dtype);
+  Tensor t(std::move(dims), dtype);
+  DispatchNumeric(dtype, "GivenTensorFill output", [&](auto zero) {
+    using T = decltype(zero);
+    T* p = t.mutable_data<T>();
+    if (const auto* v = std::get_if<std::vector<double>>(&arg.value)) {
+      for (size_t i = 0; i < v->size(); ++i) p[i] = static_cast<T>((*v)[i]);
+      return;
+    }
+    const auto& v = std::get<std::vector<int64_t>>(arg.value);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if constexpr (std::is_same_v<T, int32_t>)
+        DP_ENFORCE_CODE(v[i] >= std::numeric_limits<int32_t>::min() && v[i] <= std::numeric_limits<int32_t>::max(),
+                        Code::kOutOfRange, "argument 'int_values': element ", i, " (", v[i],
+                        ") does not fit in int32");
+      p[i] = static_cast<T>(v[i]);
+    }
+  });
+  return t;
+}
+
+// Converts its elements once, when the op is made; each run copies them into
+// Y with CopyBytes (a memcpy on the CPU, one asynchronous copy on the op's
+// stream on CUDA), so one class serves both devices' registries.
+class GivenTensorFillOp final : public Operator {
+ public:
+  explicit GivenTensorFillOp(const OpInit& init) : Operator(init), values_(GivenTensor(def(), args())) {}
+
+  const char* GraphCaptureObstacle() const override {
+    return "it copies its elements from pageable host memory, which a CUDA graph cannot capture";
+  }
+
+ private:
+  void RunOnDevice() override {
+    Tensor* y = Output(0, values_.dims(), values_.dtype());
+    CopyBytes(values_.nbytes(), values_.raw_data(), values_.device(), y->raw_mutable_data(), device(), &context());
+  }
+
+  const Tensor values_;  // on the host, alive as long as the op: CUDA copies from it asynchronously
+};
+
+std::vector<TensorInfo> InferGivenTensorFill(const OperatorDef& op, const ArgReader& args,
+                                             const std::vector<TensorInfo>&) {
+  Dims dims = args.Ints("shape");
+  const DType dtype = FillDType(args);
+  GivenElements(op, dims, dtype);
+  return {TensorInfo{std::move(dims), dtype}};
+}
+
 std::vector<TensorInfo> InferFill(const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
   DType dtype = FillDType(args, in.empty() ? DType::kUndefined : in[0].dtype);
   if (in.empty()) {
@@ -193,15 +277,34 @@ DP_FILL_SCHEMA(XavierFill, "Uniform in +-sqrt(3/fan_in), seeded.") DP_FILL_SEED_
 
 #undef DP_FILL_SEED_ARG
 
+DP_OPERATOR_SCHEMA(GivenTensorFill)
+    .NumInputs(0)
+    .NumOutputs(1)
+    .Outputs({"Y"})
+    .RequiredArg("shape", ArgKind::kInts, "output dims ([] is a scalar)")
+    .Arg("dtype", ArgKind::kInt, static_cast<int64_t>(DType::kFloat32),
+         "DP_DTYPE_* of the output: float32, float64, int32 or int64")
+    .Arg("values", ArgKind::kFloats, ArgDefault::Described("none: float32 and float64 outputs need it"),
+         "the elements in row-major order, for a float output")
+    .Arg("int_values", ArgKind::kInts, ArgDefault::Described("none: int32 and int64 outputs need it"),
+         "the elements in row-major order, for an int output; each must fit the dtype")
+    .ShapeInference(InferGivenTensorFill)
+    .Doc("Fills with the elements the op carries (an imported model's weights), converted to the dtype once.");
+
 DP_REGISTER_CPU_OPERATOR(ConstantFill, ConstantFillOp);
 DP_REGISTER_CPU_OPERATOR(UniformFill, UniformFillOp);
 DP_REGISTER_CPU_OPERATOR(GaussianFill, GaussianFillOp);
 DP_REGISTER_CPU_OPERATOR(XavierFill, XavierFillOp);
+DP_REGISTER_CPU_OPERATOR(GivenTensorFill, GivenTensorFillOp);
+#if DP_WITH_CUDA
+DP_REGISTER_CUDA_OPERATOR(GivenTensorFill, GivenTensorFillOp);  // device-generic: CopyBytes
+#endif
 // A fill's output does not depend on its input's values: gradients stop here.
 DP_STOP_GRADIENT(ConstantFill);
 DP_STOP_GRADIENT(UniformFill);
 DP_STOP_GRADIENT(GaussianFill);
 DP_STOP_GRADIENT(XavierFill);
+DP_STOP_GRADIENT(GivenTensorFill);
 
 }  // namespace
 }  // namespace dp

@@ -1,6 +1,7 @@
-// Softmax over the inner dims from `axis`, and SoftmaxWithLoss: softmax plus
-// the mean cross-entropy against int32 class labels, computed together for
-// numerical stability (log-sum-exp with the row maximum subtracted).
+// Softmax and LogSoftmax over the inner dims from `axis`, and SoftmaxWithLoss:
+// softmax plus the mean cross-entropy against int32 class labels, computed
+// together for numerical stability (log-sum-exp with the row maximum
+// subtracted).
 #include <cmath>
 #include <vector>
 
@@ -60,6 +61,14 @@ constexpr int64_t kRowGrainElements = 512;
 
 int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kRowGrainElements / std::max<int64_t>(1, cols)); }
 
+// The maximum of a row x[0, cols), cols > 0.
+template <typename T>
+T RowMax(const T* x, int64_t cols) {
+  T mx = x[0];
+  for (int64_t c = 1; c < cols; ++c) mx = std::max(mx, x[c]);
+  return mx;
+}
+
 // Softmax of one row x[0, cols) into p (which may be x), cols > 0: exp(x -
 // max) summed in double, each element times the float inverse of the sum.
 // Returns the sum and the row's max (SoftmaxWithLoss's loss needs both). One
@@ -68,8 +77,7 @@ int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kRowGrainElements /
 // the loss and its labels: model/inference.cc).
 template <typename T>
 double SoftmaxRow(const T* x, T* p, int64_t cols, T* max_out) {
-  T mx = x[0];
-  for (int64_t c = 1; c < cols; ++c) mx = std::max(mx, x[c]);
+  const T mx = RowMax(x, cols);
   double sum = 0;
   for (int64_t c = 0; c < cols; ++c) {
     p[c] = math::SoftmaxExp(x[c], mx);
@@ -98,6 +106,39 @@ class SoftmaxOp final : public Operator {
         ParallelFor(rows, RowGrain(cols), [&](int64_t lo, int64_t hi) {
           T mx;
           for (int64_t r = lo; r < hi; ++r) SoftmaxRow(xp + r * cols, pp + r * cols, cols, &mx);
+        });
+    });
+  }
+};
+
+// log(softmax(x)) of one row into y (which may be x), cols > 0: exp(x - max)
+// summed in double, then each element shifted by max + log(sum). X is read
+// whole before any of y is written.
+template <typename T>
+void LogSoftmaxRow(const T* x, T* y, int64_t cols) {
+  const T mx = RowMax(x, cols);
+  double sum = 0;
+  for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(math::SoftmaxExp(x[c], mx));
+  const T log_sum = math::LogSoftmaxLogSum<T>(sum);
+  for (int64_t c = 0; c < cols; ++c) y[c] = math::LogSoftmax(x[c], mx, log_sum);
+}
+
+class LogSoftmaxOp final : public Operator {
+ public:
+  using Operator::Operator;
+
+ private:
+  void RunOnDevice() override {
+    const Tensor& x = Input(0);
+    const SoftmaxRows shape = SoftmaxRowsAt(x.dims(), args().Int("axis", 1), InputDesc(0));
+    const int64_t rows = shape.rows, cols = shape.cols;
+    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data<T>();  // before Output: Y may be X
+      T* yp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
+      if (cols > 0)
+        ParallelFor(rows, RowGrain(cols), [&](int64_t lo, int64_t hi) {
+          for (int64_t r = lo; r < hi; ++r) LogSoftmaxRow(xp + r * cols, yp + r * cols, cols);
         });
     });
   }
@@ -151,8 +192,10 @@ class SoftmaxWithLossOp final : public Operator {
   std::vector<double> row_loss_;  // each row's weighted loss, summed in row order
 };
 
-// dX = Y * (dY - sum_c(dY * Y)) per row.
-class SoftmaxGradientOp final : public Operator {
+// The gradients of Softmax and LogSoftmax from their output, row by row:
+// `Row` is the rule for one row of Y, dY and dX (dX may be dY).
+template <typename Row>
+class RowGradientOp final : public Operator {
  public:
   using Operator::Operator;
 
@@ -166,19 +209,33 @@ class SoftmaxGradientOp final : public Operator {
     DispatchFloat(y.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
       const T* yp = y.data<T>();
-      const T* dyp = dy.data<T>();
+      const T* dyp = dy.data<T>();  // before Output: dX may be dY
       T* dx = Output(0, y.dims(), y.dtype())->template mutable_data<T>();
       ParallelFor(rows, RowGrain(cols), [&](int64_t lo, int64_t hi) {
-        for (int64_t r = lo; r < hi; ++r) {
-          const T* yr = yp + r * cols;
-          const T* gr = dyp + r * cols;
-          T dot = 0;
-          for (int64_t c = 0; c < cols; ++c) dot += yr[c] * gr[c];
-          T* xr = dx + r * cols;
-          for (int64_t c = 0; c < cols; ++c) xr[c] = math::SoftmaxGradient(yr[c], gr[c], dot);
-        }
+        for (int64_t r = lo; r < hi; ++r) Row{}(yp + r * cols, dyp + r * cols, dx + r * cols, cols);
       });
     });
+  }
+};
+
+// dX = Y * (dY - sum_c(dY * Y)).
+struct SoftmaxGradientRow {
+  template <typename T>
+  void operator()(const T* y, const T* dy, T* dx, int64_t cols) const {
+    T dot = 0;
+    for (int64_t c = 0; c < cols; ++c) dot += y[c] * dy[c];
+    for (int64_t c = 0; c < cols; ++c) dx[c] = math::SoftmaxGradient(y[c], dy[c], dot);
+  }
+};
+
+// dX = dY - exp(Y) * sum_c(dY), the sum in double.
+struct LogSoftmaxGradientRow {
+  template <typename T>
+  void operator()(const T* y, const T* dy, T* dx, int64_t cols) const {
+    double sum = 0;
+    for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(dy[c]);
+    const T sumt = static_cast<T>(sum);
+    for (int64_t c = 0; c < cols; ++c) dx[c] = math::LogSoftmaxGradient(y[c], dy[c], sumt);
   }
 };
 
@@ -236,6 +293,19 @@ DP_OPERATOR_SCHEMA(Softmax)
     })
     .Doc("Softmax along the flattened inner dims.");
 
+DP_OPERATOR_SCHEMA(LogSoftmax)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .Inputs({"X"})
+    .Outputs({"Y"})
+    .Arg("axis", ArgKind::kInt, 1, "log-softmax over dims [axis:] flattened (negative counts from the back)")
+    .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
+      CanonicalAxis(args.Int("axis", 1), static_cast<int>(in[0].dims.size()), StrCat("X '", op.inputs[0], "'"));
+      return std::vector<TensorInfo>{in[0]};
+    })
+    .Doc("log(Softmax) along the flattened inner dims, computed stably: x - max - log(sum(exp(x - max))).");
+
 DP_OPERATOR_SCHEMA(SoftmaxWithLoss)
     .NumInputs(2, 3)
     .NumOutputs(2)
@@ -260,6 +330,16 @@ DP_OPERATOR_SCHEMA(SoftmaxGradient)
     .IdenticalTypeAndShape()
     .Doc("Gradient of Softmax from its output: dX = Y * (dY - sum(dY * Y)).");
 
+DP_OPERATOR_SCHEMA(LogSoftmaxGradient)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{1, 0}})
+    .Inputs({"Y", "dY"})
+    .Outputs({"dX"})
+    .Arg("axis", ArgKind::kInt, 1, "as the forward LogSoftmax")
+    .IdenticalTypeAndShape()
+    .Doc("Gradient of LogSoftmax from its output: dX = dY - exp(Y) * sum(dY).");
+
 DP_OPERATOR_SCHEMA(SoftmaxWithLossGradient)
     .NumInputs(3, 4)
     .NumOutputs(1)
@@ -275,10 +355,13 @@ DP_OPERATOR_SCHEMA(SoftmaxWithLossGradient)
 
 DP_REGISTER_CPU_OPERATOR(Softmax, SoftmaxOp);
 DP_REGISTER_CPU_OPERATOR(SoftmaxWithLoss, SoftmaxWithLossOp);
-DP_REGISTER_CPU_OPERATOR(SoftmaxGradient, SoftmaxGradientOp);
+DP_REGISTER_CPU_OPERATOR(SoftmaxGradient, RowGradientOp<SoftmaxGradientRow>);
 DP_REGISTER_CPU_OPERATOR(SoftmaxWithLossGradient, SoftmaxWithLossGradientOp);
+DP_REGISTER_CPU_OPERATOR(LogSoftmax, LogSoftmaxOp);
+DP_REGISTER_CPU_OPERATOR(LogSoftmaxGradient, RowGradientOp<LogSoftmaxGradientRow>);
 
 DP_SIMPLE_GRADIENT(Softmax, { return {MakeOp("SoftmaxGradient", {O(0), GO(0)}, {GI(0)}, Args())}; });
+DP_SIMPLE_GRADIENT(LogSoftmax, { return {MakeOp("LogSoftmaxGradient", {O(0), GO(0)}, {GI(0)}, Args())}; });
 
 struct SoftmaxWithLossGradientMaker final : GradientMaker {
   using GradientMaker::GradientMaker;

@@ -58,6 +58,10 @@ struct ScaleFn {
   float scale;
   __device__ float operator()(float x) const { return x * scale; }
 };
+struct ClipFn {
+  float lo, hi;
+  __device__ float operator()(float x) const { return math::Clip(x, lo, hi); }
+};
 // Gradients: (forward output y, output gradient dy) -> dx.
 struct ReluGradientFn {
   __device__ float operator()(float y, float dy) const { return math::ReluGradient(y, dy); }
@@ -67,6 +71,10 @@ struct SigmoidGradientFn {
 };
 struct TanhGradientFn {
   __device__ float operator()(float y, float dy) const { return math::TanhGradient(y, dy); }
+};
+struct ClipGradientFn {
+  float lo, hi;
+  __device__ float operator()(float y, float dy) const { return math::ClipGradient(y, dy, lo, hi); }
 };
 template <math::BinaryOp op>
 struct BinaryFn {
@@ -207,6 +215,15 @@ cudaError_t LaunchTanh(const float* x, float* y, int64_t n, cudaStream_t stream)
 
 cudaError_t LaunchTanhGradient(const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream) {
   return LaunchZip(y, dy, dx, n, TanhGradientFn{}, stream);
+}
+
+cudaError_t LaunchClip(const float* x, float* y, int64_t n, float lo, float hi, cudaStream_t stream) {
+  return LaunchMap(x, y, n, ClipFn{lo, hi}, stream);
+}
+
+cudaError_t LaunchClipGradient(const float* y, const float* dy, float* dx, int64_t n, float lo, float hi,
+                               cudaStream_t stream) {
+  return LaunchZip(y, dy, dx, n, ClipGradientFn{lo, hi}, stream);
 }
 
 cudaError_t LaunchAdd(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream) {

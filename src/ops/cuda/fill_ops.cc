@@ -1,6 +1,8 @@
 // CUDA kernels of the fill ops (schemas in ops/cpu/fill_ops.cc), float32
 // only. The random fills draw element i from Philox's (seed, i) as the CPU
 // does, so a CUDA fill equals the CPU's float32 fill bit for bit.
+// GivenTensorFill's kernel, a copy of its host elements in any of its
+// dtypes, is device-generic and registered there for both devices.
 #include <cstdint>
 #include <vector>
 

@@ -58,6 +58,36 @@ __global__ void SoftmaxKernel(const float* x, float* p, int64_t rows, int64_t co
   }
 }
 
+// Per row: log(softmax), x - max - log(sum(exp(x - max))), by the whole
+// block; y may be x (each element read, then written, by one thread, after
+// the reductions that read the whole row).
+__global__ void LogSoftmaxKernel(const float* x, float* y, int64_t rows, int64_t cols) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * cols;
+    float mx = -INFINITY;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) mx = reduce::Max{}(mx, xr[c]);
+    mx = BlockReduce(mx, reduce::Max{}, -INFINITY);
+    double sum = 0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += static_cast<double>(math::SoftmaxExp(xr[c], mx));
+    const float log_sum = math::LogSoftmaxLogSum<float>(BlockSum(sum));
+    float* yr = y + r * cols;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = math::LogSoftmax(xr[c], mx, log_sum);
+  }
+}
+
+// Per row: dX = dY - exp(Y) * sum(dY), the sum in double as on the CPU.
+__global__ void LogSoftmaxGradientKernel(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* yr = y + r * cols;
+    const float* gr = dy + r * cols;
+    double sum = 0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += static_cast<double>(gr[c]);
+    const float sumf = static_cast<float>(BlockSum(sum));
+    float* xr = dx + r * cols;  // may be dY: each element read, then written, by one thread
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) xr[c] = math::LogSoftmaxGradient(yr[c], gr[c], sumf);
+  }
+}
+
 // Per row: the softmax, and the row's weighted loss w * -log P[label] and
 // weight, for LossMeanKernel.
 __global__ void SoftmaxWithLossRowsKernel(const float* x, const int32_t* labels, const float* weights, float* p,
@@ -235,6 +265,19 @@ cudaError_t LaunchSoftmaxGradient(const float* y, const float* dy, float* dx, in
                                   cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   SoftmaxGradientKernel<<<RowBlocks(rows), reduce::kThreads, 0, stream>>>(y, dy, dx, rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchLogSoftmax(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  LogSoftmaxKernel<<<RowBlocks(rows), reduce::kThreads, 0, stream>>>(x, y, rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchLogSoftmaxGradient(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols,
+                                     cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  LogSoftmaxGradientKernel<<<RowBlocks(rows), reduce::kThreads, 0, stream>>>(y, dy, dx, rows, cols);
   return cudaGetLastError();
 }
 

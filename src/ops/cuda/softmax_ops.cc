@@ -1,5 +1,6 @@
-// CUDA kernels of Softmax, SoftmaxWithLoss and their gradients (schemas and
-// CPU twins in ops/cpu/softmax_ops.cc; kernels in softmax_loss_kernels.cu).
+// CUDA kernels of Softmax, LogSoftmax, SoftmaxWithLoss and their gradients
+// (schemas and CPU twins in ops/cpu/softmax_ops.cc; kernels in
+// softmax_loss_kernels.cu).
 // The loss stays on the device. A label outside [0, D), which the CPU
 // rejects, gives a NaN loss and NaN gradient rows here: checking it on the
 // host would wait for the stream.
@@ -12,7 +13,13 @@
 namespace dp {
 namespace {
 
-class SoftmaxOp final : public CudaOperator {
+using RowsLauncher = cudaError_t (*)(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream);
+using RowsGradientLauncher = cudaError_t (*)(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols,
+                                             cudaStream_t stream);
+
+// Softmax or LogSoftmax: Y over the rows of X flattened at `axis`.
+template <RowsLauncher kLaunch>
+class SoftmaxRowsOp final : public CudaOperator {
  public:
   using CudaOperator::CudaOperator;
 
@@ -23,11 +30,13 @@ class SoftmaxOp final : public CudaOperator {
     const float* xp = x.data<float>();  // before Output: Y may be X
     const Dims dims = x.dims();
     float* yp = Output(0, dims, DType::kFloat32)->mutable_data<float>();
-    DP_CUDA_CHECK(cuda::LaunchSoftmax(xp, yp, shape.rows, shape.cols, stream()));
+    DP_CUDA_CHECK(kLaunch(xp, yp, shape.rows, shape.cols, stream()));
   }
 };
 
-class SoftmaxGradientOp final : public CudaOperator {
+// Their gradients, from the forward output Y and dY.
+template <RowsGradientLauncher kLaunch>
+class SoftmaxRowsGradientOp final : public CudaOperator {
  public:
   using CudaOperator::CudaOperator;
 
@@ -41,7 +50,7 @@ class SoftmaxGradientOp final : public CudaOperator {
     const float* dyp = dy.data<float>();  // before Output: dX may be dY
     const Dims dims = y.dims();
     float* dx = Output(0, dims, DType::kFloat32)->mutable_data<float>();
-    DP_CUDA_CHECK(cuda::LaunchSoftmaxGradient(yp, dyp, dx, shape.rows, shape.cols, stream()));
+    DP_CUDA_CHECK(kLaunch(yp, dyp, dx, shape.rows, shape.cols, stream()));
   }
 };
 
@@ -96,8 +105,10 @@ class SoftmaxWithLossGradientOp final : public CudaOperator {
   }
 };
 
-DP_REGISTER_CUDA_OPERATOR(Softmax, SoftmaxOp);
-DP_REGISTER_CUDA_OPERATOR(SoftmaxGradient, SoftmaxGradientOp);
+DP_REGISTER_CUDA_OPERATOR(Softmax, SoftmaxRowsOp<cuda::LaunchSoftmax>);
+DP_REGISTER_CUDA_OPERATOR(SoftmaxGradient, SoftmaxRowsGradientOp<cuda::LaunchSoftmaxGradient>);
+DP_REGISTER_CUDA_OPERATOR(LogSoftmax, SoftmaxRowsOp<cuda::LaunchLogSoftmax>);
+DP_REGISTER_CUDA_OPERATOR(LogSoftmaxGradient, SoftmaxRowsGradientOp<cuda::LaunchLogSoftmaxGradient>);
 DP_REGISTER_CUDA_OPERATOR(SoftmaxWithLoss, SoftmaxWithLossOp);
 DP_REGISTER_CUDA_OPERATOR(SoftmaxWithLossGradient, SoftmaxWithLossGradientOp);
 

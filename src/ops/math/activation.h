@@ -44,4 +44,18 @@ DP_HD inline T TanhGradient(T y, T dy) {
   return dy * (T(1) - y * y);
 }
 
+// x limited to [lo, hi] (lo <= hi); a NaN x fails both comparisons and
+// stays NaN.
+template <typename T>
+DP_HD inline T Clip(T x, T lo, T hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+// dX from y = Clip(x): dy strictly inside (lo, hi), else 0. A clipped y
+// equals its bound, so Y identifies the clipped elements even when Clip ran
+// in place; at a bound itself (x == lo) the gradient is 0, as Relu's at 0.
+template <typename T>
+DP_HD inline T ClipGradient(T y, T dy, T lo, T hi) {
+  return lo < y && y < hi ? dy : T(0);
+}
+
 }  // namespace dp::math

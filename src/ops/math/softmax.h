@@ -1,8 +1,9 @@
-// Per-element formulas of Softmax, SoftmaxWithLoss and their gradients,
-// shared by the CPU kernels (ops/cpu/softmax_ops.cc) and the CUDA kernels
-// (ops/cuda), so that the CPU tests cover the arithmetic every CUDA thread
-// runs. A row's maximum and sums are reductions each kernel does its own way
-// (a loop on the CPU, a block reduction on CUDA); the sums are in double.
+// Per-element formulas of Softmax, LogSoftmax, SoftmaxWithLoss and their
+// gradients, shared by the CPU kernels (ops/cpu/softmax_ops.cc) and the CUDA
+// kernels (ops/cuda), so that the CPU tests cover the arithmetic every CUDA
+// thread runs. A row's maximum and sums are reductions each kernel does its
+// own way (a loop on the CPU, a block reduction on CUDA); the sums are in
+// double.
 #pragma once
 
 #include <cmath>
@@ -63,6 +64,27 @@ DP_HD inline T SoftmaxWithLossGradient(T g, T p, bool is_label) {
 template <typename T>
 DP_HD inline T SoftmaxGradient(T y, T dy, T dot) {
   return y * (dy - dot);
+}
+
+// The log of a row's sum of SoftmaxExp values (>= 1: the maximum's term is
+// 1), rounded to T once per row.
+template <typename T>
+DP_HD inline T LogSoftmaxLogSum(double sum) {
+  return static_cast<T>(std::log(sum));
+}
+
+// An element's log-softmax, (x - max) - log(sum): no exp of it is taken, so
+// it stays finite (and exact in the shift) where its softmax underflows.
+template <typename T>
+DP_HD inline T LogSoftmax(T x, T row_max, T log_sum) {
+  return (x - row_max) - log_sum;
+}
+
+// LogSoftmax's input gradient from its output y, the output gradient dy and
+// the row's sum of dy: dy - softmax * sum(dy), the softmax being exp(y).
+template <typename T>
+DP_HD inline T LogSoftmaxGradient(T y, T dy, T dy_sum) {
+  return dy - std::exp(y) * dy_sum;
 }
 
 }  // namespace dp::math

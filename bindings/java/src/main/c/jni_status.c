@@ -27,26 +27,26 @@ JNIEXPORT jint JNICALL FN(deviceCount)(JNIEnv* env, jclass c, jint type) {
 }
 
 /* strings: version, cuda_archs, blas, blas_config, compiler, build_type,
- * cuda_state_detail, cuda_module;
+ * cuda_state_detail, cuda_module, onnx_version;
  * ints: cuda, cuda_runtime_version, cuda_driver_version, cublas_version,
- * nccl_version, cuda_state, cuda_loaded_runtime_version. */
+ * nccl_version, cuda_state, cuda_loaded_runtime_version, onnx. */
 JNIEXPORT void JNICALL FN(buildInfo)(JNIEnv* env, jclass c, jobjectArray strings, jintArray ints) {
   (void)c;
   dp_build_info info = {0};
   info.struct_size = (uint32_t)sizeof info;
   if (!dpj_ok(env, dp_build_info_get(&info))) return;
-  const char* s[8] = {info.version,  info.cuda_archs, info.blas,
+  const char* s[9] = {info.version,  info.cuda_archs, info.blas,
                       info.blas_config, info.compiler, info.build_type,
-                      info.cuda_state_detail, info.cuda_module};
-  for (int i = 0; i < 8; ++i) {
+                      info.cuda_state_detail, info.cuda_module, info.onnx_version};
+  for (int i = 0; i < 9; ++i) {
     jstring js = dpj_string(env, s[i] ? s[i] : "");
     if (js == NULL) return;
     (*env)->SetObjectArrayElement(env, strings, i, js);
     (*env)->DeleteLocalRef(env, js);
   }
-  jint v[7] = {info.cuda,         info.cuda_runtime_version, info.cuda_driver_version,        info.cublas_version,
-               info.nccl_version, info.cuda_state,           info.cuda_loaded_runtime_version};
-  (*env)->SetIntArrayRegion(env, ints, 0, 7, v);
+  jint v[8] = {info.cuda,         info.cuda_runtime_version, info.cuda_driver_version,        info.cublas_version,
+               info.nccl_version, info.cuda_state,           info.cuda_loaded_runtime_version, info.onnx};
+  (*env)->SetIntArrayRegion(env, ints, 0, 8, v);
 }
 
 /* values: allocated, peak, reserved, raw_allocs, raw_frees (the Java array has 5). */

@@ -38,6 +38,13 @@ public final class BuildInfo {
   public final String cudaStateDetail;
   /** The CUDA module's path, loaded or looked for; "" without CUDA. Since 0.6. */
   public final String cudaModule;
+  /**
+   * True when built with ONNX import and export ({@link Model#fromOnnx} and the rest); false:
+   * those throw {@link DpUnimplementedException}. Since 0.6.
+   */
+  public final boolean onnx;
+  /** The ONNX library's version ("1.12.0"); "" without ONNX. Since 0.6. */
+  public final String onnxVersion;
 
   BuildInfo(String[] s, int[] i) {
     version = s[0];
@@ -55,6 +62,8 @@ public final class BuildInfo {
     cudaLoadedRuntimeVersion = i[6];
     cudaStateDetail = s[6];
     cudaModule = s[7];
+    onnxVersion = s[8];
+    onnx = i[7] != 0;
   }
 
   @Override

@@ -50,8 +50,8 @@ public final class Dp {
    * CUDA module in a CUDA build.
    */
   public static BuildInfo buildInfo() {
-    String[] s = new String[8];
-    int[] i = new int[7];
+    String[] s = new String[9];
+    int[] i = new int[8];
     Native.buildInfo(s, i);
     return new BuildInfo(s, i);
   }

@@ -36,6 +36,90 @@ public final class Model extends NativeHandle {
     return new Model(Native.modelFromFile(Native.z("Model.fromFile: path", path)));
   }
 
+  /**
+   * From an ONNX model (a serialised ModelProto; opsets 9 to 17): its initializers become the init
+   * net, its nodes the forward net, all named as in the graph (dp_model_from_onnx_buffer). options
+   * may be null (defaults). Throws {@link DpParseException} for bytes that are not an ONNX model,
+   * {@link DpUnimplementedException} for what dp cannot import (and in a build without ONNX, {@link
+   * BuildInfo#onnx} false), {@link DpInvalidNetException} for a graph that breaks ONNX's rules.
+   * Since 0.6.
+   */
+  public static Model fromOnnx(byte[] data, OnnxImportOptions options) {
+    boolean has = options != null;
+    OptimizerInfo o = has ? options.optimizer : null;
+    return new Model(Native.modelFromOnnxBuffer(data, has, has ? options.head : 0,
+        has ? Native.z("Model.fromOnnx: labels", options.labels) : null, o != null,
+        o != null ? Native.z("Model.fromOnnx: optimizer type", o.type) : null,
+        o != null ? Native.z("Model.fromOnnx: optimizer lrPolicy", o.lrPolicy) : null,
+        o != null ? o.doubles() : null, o != null ? o.longs() : null));
+  }
+
+  /**
+   * From a file holding an ONNX model (see {@link #fromOnnx}; {@link DpNotFoundException} and
+   * {@link DpIoException} for a file that is missing or unreadable). Since 0.6.
+   */
+  public static Model fromOnnxFile(String path, OnnxImportOptions options) {
+    boolean has = options != null;
+    OptimizerInfo o = has ? options.optimizer : null;
+    return new Model(Native.modelFromOnnxFile(Native.z("Model.fromOnnxFile: path", path), has,
+        has ? options.head : 0, has ? Native.z("Model.fromOnnxFile: labels", options.labels) : null, o != null,
+        o != null ? Native.z("Model.fromOnnxFile: optimizer type", o.type) : null,
+        o != null ? Native.z("Model.fromOnnxFile: optimizer lrPolicy", o.lrPolicy) : null,
+        o != null ? o.doubles() : null, o != null ? o.longs() : null));
+  }
+
+  /**
+   * The model's inference net ({@link #buildInference} with the options' outputs, unfused) as an
+   * ONNX model, with the params it reads from the workspace as initializers (dp_model_to_onnx).
+   * The workspace must hold an example batch of each model input the net reads (its dtype and dims
+   * give the graph input's, the first dim named "N"): run the init net and feed a batch first; not
+   * while a net that writes the params runs on it. options may be null (defaults). Throws {@link
+   * DpNotFoundException} for a param or input the workspace does not hold, {@link
+   * DpUnimplementedException} listing every op without an ONNX form, {@link
+   * DpInvalidArgumentException} for an opset outside 11..17. Since 0.6.
+   */
+  public byte[] toOnnx(Workspace workspace, OnnxExportOptions options) {
+    long p = acquire();
+    try {
+      long ws = acquireOrNull(workspace);
+      try {
+        boolean has = options != null;
+        return Native.modelToOnnx(p, ws, has, has ? options.opset : 0,
+            has && options.outputs != null && !options.outputs.isEmpty()
+                ? Native.z("Model.toOnnx: output", options.outputs) : null,
+            has ? Native.z("Model.toOnnx: paramPrefix", options.paramPrefix) : null);
+      } finally {
+        releaseOrNull(workspace);
+      }
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * {@link #toOnnx}'s model written to path atomically (a temporary file beside it, renamed over
+   * it; dp_model_save_onnx): {@link DpIoException} naming the file when it cannot be written, and
+   * then nothing is left at path that was not there before. Since 0.6.
+   */
+  public void saveOnnx(Workspace workspace, String path, OnnxExportOptions options) {
+    long p = acquire();
+    try {
+      long ws = acquireOrNull(workspace);
+      try {
+        boolean has = options != null;
+        Native.modelSaveOnnx(p, ws, has, has ? options.opset : 0,
+            has && options.outputs != null && !options.outputs.isEmpty()
+                ? Native.z("Model.saveOnnx: output", options.outputs) : null,
+            has ? Native.z("Model.saveOnnx: paramPrefix", options.paramPrefix) : null,
+            Native.z("Model.saveOnnx: path", path));
+      } finally {
+        releaseOrNull(workspace);
+      }
+    } finally {
+      release();
+    }
+  }
+
   public String toJson() {
     long p = acquire();
     try {

@@ -189,6 +189,19 @@ final class Native {
   static native long modelBuildInference(long model, byte[][] outputs, boolean hasOptions, int noFuse);
   static native String[] modelCheckpointBlobs(long model);
 
+  // --- jni_onnx.c -----------------------------------------------------------
+  // The optimizer as modelGetOptimizer gives it: doubles lr, momentum, beta1, beta2, epsilon,
+  // weight_decay, gamma, power, warmup_start_factor; longs nesterov, stepsize, max_iter,
+  // warmup_iters.
+  static native long modelFromOnnxBuffer(byte[] data, boolean hasOptions, int head, byte[] labels,
+      boolean hasOptimizer, byte[] optimizerType, byte[] lrPolicy, double[] optimizerDoubles, long[] optimizerLongs);
+  static native long modelFromOnnxFile(byte[] path, boolean hasOptions, int head, byte[] labels,
+      boolean hasOptimizer, byte[] optimizerType, byte[] lrPolicy, double[] optimizerDoubles, long[] optimizerLongs);
+  static native byte[] modelToOnnx(long model, long ws, boolean hasOptions, int opset, byte[][] outputs,
+      byte[] paramPrefix);
+  static native void modelSaveOnnx(long model, long ws, boolean hasOptions, int opset, byte[][] outputs,
+      byte[] paramPrefix, byte[] path);
+
   // --- jni_parallel.c -------------------------------------------------------
   static native long modelParallelize(long model, int deviceType, int[] deviceIds, long firstBucketBytes,
       long bucketBytes, int unevenSplit, int noFuse, double lr, int accumulateSteps, int bmuf,

@@ -1,6 +1,10 @@
 package org.dp;
 
-/** A model's optimizer (dp_optimizer_info), with the model format's defaults filled in. */
+/**
+ * A model's optimizer (dp_optimizer_info): read from a model ({@link Model#optimizer}, with the
+ * model format's defaults filled in), or made to give an imported model one ({@link
+ * OnnxImportOptions#optimizer}). Immutable.
+ */
 public final class OptimizerInfo {
   /** "sgd", "momentum", "adam" or "adagrad". */
   public final String type;
@@ -19,6 +23,42 @@ public final class OptimizerInfo {
   public final long maxIter;
   public final long warmupIters;
   public final double warmupStartFactor;
+
+  /**
+   * An optimizer with every field given, in dp_optimizer_info's order (since 0.6). type: "sgd",
+   * "momentum", "adam" or "adagrad"; lrPolicy: "fixed", "step", "exp", "inv" or "cosine" (null or
+   * "": "fixed"). As {@link OnnxImportOptions#optimizer}, a value of 0 takes the model format's
+   * default.
+   */
+  public OptimizerInfo(String type, double lr, double momentum, boolean nesterov, double beta1, double beta2,
+      double epsilon, double weightDecay, String lrPolicy, double gamma, long stepsize, double power, long maxIter,
+      long warmupIters, double warmupStartFactor) {
+    this.type = type;
+    this.lr = lr;
+    this.momentum = momentum;
+    this.nesterov = nesterov;
+    this.beta1 = beta1;
+    this.beta2 = beta2;
+    this.epsilon = epsilon;
+    this.weightDecay = weightDecay;
+    this.lrPolicy = lrPolicy;
+    this.gamma = gamma;
+    this.stepsize = stepsize;
+    this.power = power;
+    this.maxIter = maxIter;
+    this.warmupIters = warmupIters;
+    this.warmupStartFactor = warmupStartFactor;
+  }
+
+  /** The doubles as the JNI glue takes them (see jni_model.c's modelGetOptimizer). */
+  double[] doubles() {
+    return new double[] {lr, momentum, beta1, beta2, epsilon, weightDecay, gamma, power, warmupStartFactor};
+  }
+
+  /** The integers as the JNI glue takes them: nesterov, stepsize, maxIter, warmupIters. */
+  long[] longs() {
+    return new long[] {nesterov ? 1 : 0, stepsize, maxIter, warmupIters};
+  }
 
   OptimizerInfo(String[] s, double[] d, long[] l) {
     type = s[0];
