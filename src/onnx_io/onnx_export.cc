@@ -2,8 +2,8 @@
 // nodes of the chosen opset, its params and computed params as initializers,
 // its model inputs as the graph's inputs; then ONNX's checker must accept it.
 #include <onnx/checker.h>
-#include <onnx/common/version.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -415,6 +415,7 @@ std::string Exporter::Run() {
     type->set_elem_type(OnnxElemType(it->second.dtype));
     const Dims& dims = it->second.dims;
     const Dims& more = grown_it->second.dims;
+    type->mutable_shape();  // a scalar's shape too: present, with no dims
     for (size_t i = 0; i < dims.size(); ++i) {
       auto* d = type->mutable_shape()->add_dim();
       if (dims[i] == more[i]) d->set_dim_value(dims[i]);

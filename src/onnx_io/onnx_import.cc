@@ -13,6 +13,7 @@
 #include <onnx/common/version.h>
 
 #include "core/file_bytes.h"
+#include "core/utf8.h"
 #include "onnx_io/onnx_import.h"
 #include "onnx_io/onnx_model.h"
 #include "onnx_io/onnx_tensor.h"
@@ -70,6 +71,7 @@ class Importer {
     bool trained = false;
   };
 
+  void CheckNames() const;
   void DefineInitializers();
   void DefineInputs();
   std::vector<int> SortedNodes();
@@ -120,6 +122,30 @@ std::string Importer::Label(int index) const {
   const onnx::NodeProto& n = graph_.node(index);
   return StrCat(n.op_type(), n.name().empty() ? std::string() : StrCat(" '", n.name(), "'"), " (node ", index,
                 ", opset ", opset_, ")");
+}
+
+// The graph's names become blob, op and model names, which must be UTF-8
+// without NUL (they cross the C API as C strings and print as JSON): checked
+// before anything prints one.
+void Importer::CheckNames() const {
+  auto check = [](const std::string& s, const auto&... what) {
+    const size_t bad = FindInvalidUtf8(s);
+    DP_ENFORCE_CODE(bad == std::string::npos, Code::kParse, "ONNX model: ", what..., " is not UTF-8 without NUL bytes (",
+                    "byte ", bad, " of ", s.size(), ": '", PrintableText(s), "')");
+  };
+  check(graph_.name(), "the graph's name");
+  for (const auto& t : graph_.initializer()) check(t.name(), "an initializer's name");
+  for (const auto& v : graph_.input()) check(v.name(), "a graph input's name");
+  for (const auto& v : graph_.output()) check(v.name(), "a graph output's name");
+  for (int i = 0; i < graph_.node_size(); ++i) {
+    const onnx::NodeProto& n = graph_.node(i);
+    check(n.op_type(), "node ", i, "'s op type");
+    check(n.name(), "node ", i, "'s name");
+    check(n.domain(), "node ", i, "'s domain");
+    for (const auto& x : n.input()) check(x, "an input name of node ", i);
+    for (const auto& y : n.output()) check(y, "an output name of node ", i);
+    for (const auto& a : n.attribute()) check(a.name(), "an attribute name of node ", i);
+  }
 }
 
 void Importer::DefineInitializers() {
@@ -217,6 +243,7 @@ void Importer::Convert(Node& node) {
   const auto& table = Converters();
   auto it = table.find(p.op_type());
   if (it == table.end()) node.Fail("dp has no op for it");
+  DP_ENFORCE_CODE(p.output_size() > 0 && !p.output(0).empty(), Code::kInvalidNet, "the node has no output");
   for (const auto& a : p.attribute()) {
     const auto& known = it->second.attributes;
     if (std::find(known.begin(), known.end(), a.name()) == known.end())
@@ -264,6 +291,8 @@ void Importer::AddHead(ModelDef& m) {
                   "' is ", DimsString(*v.shape));
   const std::string& labels = options_.labels;
   DP_ENFORCE_CODE(!labels.empty(), Code::kInvalidArgument, "the head's labels input has no name");
+  DP_ENFORCE_CODE(FindInvalidUtf8(labels) == std::string::npos, Code::kInvalidArgument, "the head's labels input '",
+                  PrintableText(labels), "' is not UTF-8 without NUL bytes");
   DP_ENFORCE_CODE(!names_.count(labels), Code::kInvalidArgument, "the head's labels input '", labels,
                   "' is already a name of the graph: choose another");
   names_.insert(labels);
@@ -276,6 +305,7 @@ void Importer::AddHead(ModelDef& m) {
 }
 
 ModelDef Importer::Run() {
+  CheckNames();
   DefineInitializers();
   DefineInputs();
   const std::vector<int> order = SortedNodes();
@@ -359,8 +389,8 @@ std::string Node::WeightAs(int i, const std::string& tag, Tensor value) {
   return importer_.DerivedWeight(In(i).name, tag, std::move(value));
 }
 
-std::string Node::NewConstant(const std::string& base, Tensor value, bool trained) {
-  return importer_.UseConstant(importer_.Unique(base), std::make_shared<const Tensor>(std::move(value)), trained);
+std::string Node::NewConstant(const std::string& suffix, Tensor value, bool trained) {
+  return importer_.UseConstant(Temp(suffix), std::make_shared<const Tensor>(std::move(value)), trained);
 }
 
 bool Node::OutputUsed(int i) const {

@@ -65,8 +65,9 @@ class Node {
   // transposed): a param under input i's name when no other node reads it,
   // else under a new one; made once for every node that asks for that form.
   std::string WeightAs(int i, const std::string& tag, Tensor value);
-  // A new constant blob (trained: a param; else a computed param).
-  std::string NewConstant(const std::string& base, Tensor value, bool trained);
+  // A new constant blob, named as Temp(suffix) (trained: a param; else a
+  // computed param).
+  std::string NewConstant(const std::string& suffix, Tensor value, bool trained);
 
   // ---- outputs
   int NumOutputs() const { return proto_.output_size(); }

@@ -3,8 +3,8 @@
 // dims, which later converters need (the rank under a Softmax's axis, the
 // height and width under SAME padding or ceil_mode).
 #include <algorithm>
-#include <cstring>
-#include <limits>
+#include <optional>
+#include <tuple>
 
 #include "onnx_io/onnx_import.h"
 #include "onnx_io/onnx_tensor.h"
@@ -217,9 +217,10 @@ void ReadPads(const Node& n, const Value& x, Window& w) {
     w.pr = p[3];
     return;
   }
-  DP_ENFORCE_CODE(!n.HasAttr("pads"), Code::kInvalidNet, "auto_pad ", auto_pad, " comes with pads");
+  DP_ENFORCE_CODE(!n.HasAttr("pads"), Code::kInvalidNet, "auto_pad ", PrintableText(auto_pad), " comes with pads");
   if (auto_pad == "VALID") return;
-  DP_ENFORCE_CODE(auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER", Code::kInvalidNet, "auto_pad '", auto_pad,
+  DP_ENFORCE_CODE(auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER", Code::kInvalidNet, "auto_pad '",
+                  PrintableText(auto_pad),
                   "' is none of NOTSET, SAME_UPPER, SAME_LOWER and VALID");
   const int64_t h = DimOf(x, 2), wd = DimOf(x, 3);
   if (Rank(x) != 4 || h < 0 || wd < 0)
@@ -429,7 +430,7 @@ void ConvertGemm(Node& n) {
   if (bias.empty()) {
     if (cols < 0) n.Fail("no C and a B whose shape the graph does not give");
     const DType dtype = a.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-    bias = n.NewConstant(StrCat(n.proto().output(0), "/zero_bias"), Tensor::Zeros({cols}, dtype), false);
+    bias = n.NewConstant("zero_bias", Tensor::Zeros({cols}, dtype), false);
   }
   const Shape shape = Dims{m, cols};
   if (add.empty()) {
@@ -452,7 +453,7 @@ void ConvertMatMul(Node& n) {
   const std::string x = n.Data(0);
   const std::string w = n.WeightAs(1, "T", Transposed2D(*bv));
   const DType dtype = bv->dtype();
-  const std::string bias = n.NewConstant(StrCat(n.proto().output(0), "/zero_bias"), Tensor::Zeros({cols}, dtype), false);
+  const std::string bias = n.NewConstant("zero_bias", Tensor::Zeros({cols}, dtype), false);
   Shape shape;
   if (a.shape) {
     shape = Dims(a.shape->begin(), a.shape->end() - 1);

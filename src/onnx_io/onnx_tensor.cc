@@ -2,10 +2,10 @@
 
 #include <bit>
 #include <cstring>
-#include <limits>
 
 #include "core/error.h"
 #include "core/half_float.h"
+#include "core/utf8.h"
 
 namespace dp {
 namespace {
@@ -94,7 +94,7 @@ Tensor TensorFromOnnx(const TensorProto& t, const std::string& what) {
     for (const auto& kv : t.external_data())
       if (kv.key() == "location") location = kv.value();
     DP_THROW(Code::kUnimplemented, what, " keeps its data in an external file",
-             location.empty() ? std::string() : StrCat(" ('", location, "')"),
+             location.empty() ? std::string() : StrCat(" ('", PrintableText(location), "')"),
              ": dp reads models whose tensors are inside the model (onnx.save_model with save_as_external_data=False)");
   }
   DP_ENFORCE_CODE(!t.has_segment(), Code::kUnimplemented, what, " is a segment of a larger tensor, which dp does not read");
@@ -163,6 +163,22 @@ Tensor TensorFromOnnx(const TensorProto& t, const std::string& what) {
     case DType::kUndefined: break;
   }
   DP_THROW(Code::kInternal, what, ": unhandled dtype ", DTypeName(dtype));
+}
+
+std::string PrintableText(std::string_view s) {
+  std::string out;
+  while (!s.empty()) {
+    const size_t bad = FindInvalidUtf8(s);
+    out.append(s.substr(0, bad == std::string_view::npos ? s.size() : bad));
+    if (bad == std::string_view::npos) break;
+    static const char kHex[] = "0123456789abcdef";
+    const auto b = static_cast<unsigned char>(s[bad]);
+    out += "\\x";
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+    s.remove_prefix(bad + 1);
+  }
+  return out;
 }
 
 Tensor Transposed2D(const Tensor& host) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/tensor.h"
 #include "onnx_io/onnx_proto.h"
@@ -31,6 +32,10 @@ Tensor TensorFromOnnx(const onnx::TensorProto& t, const std::string& what);
 // A host tensor as ONNX's tensor `name`: dims, element type and raw_data
 // (little-endian, as ONNX stores it).
 void TensorToOnnx(const Tensor& host, const std::string& name, onnx::TensorProto* out);
+
+// `s` for a message: a byte that breaks UTF-8 (or a NUL) as \xNN, so that
+// dp's statuses are UTF-8 whatever a model holds.
+std::string PrintableText(std::string_view s);
 
 // A 2-D tensor's transpose ([rows, cols] -> [cols, rows], any dtype, on
 // the host): the weights of ONNX's Gemm / MatMul and dp's FC differ so.

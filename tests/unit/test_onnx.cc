@@ -499,11 +499,33 @@ TEST_CASE("ONNX import: malformed bytes and graphs are errors naming what is wro
   twice.Output("y");
   ExpectError([&] { twice.Import(); }, Code::kInvalidNet, {"'y'", "written once"});
 
+  Graph outputless;
+  outputless.Input("x", {2, 3});
+  outputless.Init("w", {3, 2}, Ramp(6, 0, 0.5f));
+  outputless.Node("MatMul", {"x", "w"}, {}, "mm");
+  outputless.Node("Relu", {"x"}, {"y"});
+  outputless.Output("y");
+  ExpectError([&] { outputless.Import(); }, Code::kInvalidNet, {"MatMul 'mm'", "has no output"});
+
   Graph no_output;
   no_output.Input("x", {2});
   no_output.Node("Relu", {"x"}, {"y"});
   no_output.Output("z");
   ExpectError([&] { no_output.Import(); }, Code::kInvalidNet, {"graph output 'z'"});
+
+  // Names become dp's blob and model names: UTF-8 without NUL, or a parse
+  // error that prints the bytes escaped.
+  Graph latin1;
+  latin1.proto().set_name(std::string("caf\xe9", 4));
+  latin1.Input("x", {2});
+  latin1.Node("Relu", {"x"}, {"y"});
+  latin1.Output("y");
+  ExpectError([&] { latin1.Import(); }, Code::kParse, {"the graph's name", "not UTF-8", "caf\\xe9"});
+  Graph nul;
+  nul.Input("x", {2});
+  nul.Node("Relu", {"x"}, {std::string("y\0z", 3)});
+  nul.Output(std::string("y\0z", 3));
+  ExpectError([&] { nul.Import(); }, Code::kParse, {"a graph output's name", "not UTF-8", "y\\x00z"});
 
   Graph bad_attr;
   bad_attr.Input("x", {2, 3});
@@ -666,6 +688,20 @@ TEST_CASE("ONNX export: checker-clean at every opset, the batch named, ops witho
   Workspace params_only;
   for (const auto& p : m.params) params_only.Feed(p, r.ws->GetTensor(p));
   ExpectError([&] { ModelToOnnx(m, params_only, {}); }, Code::kNotFound, {"model input 'x'", "example batch"});
+
+  // A scalar output (here computed from constants alone) has a shape with
+  // no dims, as the checker requires.
+  Graph scalar;
+  scalar.Init("a", {}, {1.5f});
+  scalar.Init("b", {}, {-0.25f});
+  scalar.Node("Add", {"a", "b"}, {"s"});
+  scalar.Output("s");
+  const ModelDef sm = scalar.Import();
+  const Run sr(sm, {}, {"s"});
+  CHECK(sr.out.at("s") == std::vector<float>{1.25f});
+  REQUIRE(proto.ParseFromString(ModelToOnnx(sm, *sr.ws, {})));
+  CHECK(proto.graph().output(0).type().tensor_type().has_shape());
+  CHECK(proto.graph().output(0).type().tensor_type().shape().dim_size() == 0);
 
   // A net whose ops ONNX has no form for: every one listed.
   ModelDef loss = m;
