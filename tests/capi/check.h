@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int g_checks = 0;
@@ -77,6 +78,23 @@ static int expect_status(const char* file, int line, const char* expr, dp_status
  * out-parameters holding it. */
 static max_align_t g_sentinel_object;
 #define SENTINEL ((void*)&g_sentinel_object)
+
+/* The whole file in a new buffer (free it), or NULL. */
+static inline unsigned char* read_whole_file(const char* path, size_t* size) {
+  FILE* f = fopen(path, "rb");
+  unsigned char* data = NULL;
+  long n;
+  if (f == NULL) return NULL;
+  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+      (data = (unsigned char*)malloc((size_t)n + 1)) != NULL && fread(data, 1, (size_t)n, f) == (size_t)n) {
+    *size = (size_t)n;
+  } else {
+    free(data);
+    data = NULL;
+  }
+  fclose(f);
+  return data;
+}
 
 /* Both non-NULL and equal. */
 static inline int streq(const char* a, const char* b) { return a != NULL && b != NULL && strcmp(a, b) == 0; }

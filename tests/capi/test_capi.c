@@ -85,23 +85,6 @@ static int write_file(const char* path, const void* data, size_t size) {
   return fclose(f) == 0 && n == size;
 }
 
-/* The whole file in a new buffer (free it), or NULL. */
-static unsigned char* read_whole_file(const char* path, size_t* size) {
-  FILE* f = fopen(path, "rb");
-  unsigned char* data = NULL;
-  long n;
-  if (f == NULL) return NULL;
-  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-      (data = (unsigned char*)malloc((size_t)n + 1)) != NULL && fread(data, 1, (size_t)n, f) == (size_t)n) {
-    *size = (size_t)n;
-  } else {
-    free(data);
-    data = NULL;
-  }
-  fclose(f);
-  return data;
-}
-
 static void init_tmp_prefix(void) {
   const char* dir = getenv("DP_BUILD_ROOT");
   int local = 0;

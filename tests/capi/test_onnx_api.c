@@ -97,23 +97,6 @@ static void check_trains_in_parallel(const dp_model* model) {
   dp_netdef_free(init);
 }
 
-/* The whole file in a new buffer (free it), or NULL. */
-static unsigned char* read_whole_file(const char* path, size_t* size) {
-  FILE* f = fopen(path, "rb");
-  unsigned char* data = NULL;
-  long n;
-  if (f == NULL) return NULL;
-  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-      (data = (unsigned char*)malloc((size_t)n + 1)) != NULL && fread(data, 1, (size_t)n, f) == (size_t)n) {
-    *size = (size_t)n;
-  } else {
-    free(data);
-    data = NULL;
-  }
-  fclose(f);
-  return data;
-}
-
 /* ONNX (since 0.6): the lin model exported with its trained params and an
  * example batch, saved atomically, imported from the file and from the
  * bytes, computes the same logits and softmax bit for bit; imported with a

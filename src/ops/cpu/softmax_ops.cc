@@ -280,6 +280,13 @@ class SoftmaxWithLossGradientOp final : public Operator {
   }
 };
 
+// Softmax and LogSoftmax: Y is shaped as X, whose dims must include `axis`.
+std::vector<TensorInfo> InferSoftmaxRows(const OperatorDef& op, const ArgReader& args,
+                                         const std::vector<TensorInfo>& in) {
+  CanonicalAxis(args.Int("axis", 1), static_cast<int>(in[0].dims.size()), StrCat("X '", op.inputs[0], "'"));
+  return {in[0]};
+}
+
 DP_OPERATOR_SCHEMA(Softmax)
     .NumInputs(1)
     .NumOutputs(1)
@@ -287,10 +294,7 @@ DP_OPERATOR_SCHEMA(Softmax)
     .Inputs({"X"})
     .Outputs({"Y"})
     .Arg("axis", ArgKind::kInt, 1, "softmax over dims [axis:] flattened (negative counts from the back)")
-    .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
-      CanonicalAxis(args.Int("axis", 1), static_cast<int>(in[0].dims.size()), StrCat("X '", op.inputs[0], "'"));
-      return std::vector<TensorInfo>{in[0]};
-    })
+    .ShapeInference(InferSoftmaxRows)
     .Doc("Softmax along the flattened inner dims.");
 
 DP_OPERATOR_SCHEMA(LogSoftmax)
@@ -300,10 +304,7 @@ DP_OPERATOR_SCHEMA(LogSoftmax)
     .Inputs({"X"})
     .Outputs({"Y"})
     .Arg("axis", ArgKind::kInt, 1, "log-softmax over dims [axis:] flattened (negative counts from the back)")
-    .ShapeInference([](const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
-      CanonicalAxis(args.Int("axis", 1), static_cast<int>(in[0].dims.size()), StrCat("X '", op.inputs[0], "'"));
-      return std::vector<TensorInfo>{in[0]};
-    })
+    .ShapeInference(InferSoftmaxRows)
     .Doc("log(Softmax) along the flattened inner dims, computed stably: x - max - log(sum(exp(x - max))).");
 
 DP_OPERATOR_SCHEMA(SoftmaxWithLoss)
