@@ -1250,7 +1250,8 @@ DP_API void dp_onnx_import_options_init(dp_onnx_import_options* options, size_t 
  * training nets, the identity in inference ones), Identity and Constant.
  *
  * Errors (the model is all or nothing): DP_ERR_PARSE for bytes that are not
- * an ONNX model (empty ones included); DP_ERR_UNIMPLEMENTED for an opset
+ * an ONNX model (empty ones included) or a name in it that is not UTF-8
+ * without NUL; DP_ERR_UNIMPLEMENTED for an opset
  * outside 9..17, a tensor whose data is in an external file, and, in one
  * status that lists each (op type, name, node index, opset, why), every node
  * dp cannot import; DP_ERR_INVALID_NET for a graph that breaks ONNX's rules
@@ -1290,8 +1291,9 @@ DP_API void dp_onnx_export_options_init(dp_onnx_export_options* options, size_t 
  * them runs). Names are the model's. The graph's inputs are the model inputs
  * the net reads, and the workspace must hold an example batch of each (like
  * the example input of torch.onnx.export): the input takes its dtype and
- * dims, the first dim named "N" (any batch size); the outputs' dims follow
- * (a dim that grows with the batch is "N" too). The result passes ONNX's
+ * dims, the first dim named "N" (any batch size) when the net's shapes
+ * follow a larger batch too; the outputs' dims follow (a dim that grows with
+ * the batch is "N" too). The result passes ONNX's
  * checker (onnx.checker.check_model). To export a model as its init net
  * makes it, run the init net in a workspace first.
  *
