@@ -475,15 +475,15 @@ namespace {
 
 // The version of ONNX's default domain the model imports.
 int32_t DefaultDomainOpset(const onnx::ModelProto& model) {
-  int32_t opset = -1;
+  int64_t opset = -1;  // as the model says it: no narrowing before the range check
   for (const auto& o : model.opset_import())
-    if (o.domain().empty() || o.domain() == "ai.onnx") opset = static_cast<int32_t>(o.version());
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
   DP_ENFORCE_CODE(opset >= 0, Code::kInvalidNet, "the ONNX model imports no opset of ONNX's default domain");
   DP_ENFORCE_CODE(opset >= kOnnxImportMinOpset && opset <= kOnnxImportMaxOpset, Code::kUnimplemented,
                   "the ONNX model uses opset ", opset, " of the default domain; dp imports opsets ",
                   kOnnxImportMinOpset, " to ", kOnnxImportMaxOpset,
                   " (onnx.version_converter.convert_version converts a model to another)");
-  return opset;
+  return static_cast<int32_t>(opset);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -104,5 +105,15 @@ FcGradientDims CheckFcGradientInputs(const OperatorDef& op, const ArgReader& arg
 // (default) or "relu" (fused by graph/fusion.cc from FC followed by Relu);
 // kInvalidArgument otherwise. True for "relu".
 bool FcActivationIsRelu(const ArgReader& args);
+
+// A kernel's functor, made once when its op is: from the op's arguments
+// when it takes them (Clip's bounds), else default-constructed.
+template <typename F>
+F MakeFromArgs(const ArgReader& args) {
+  if constexpr (std::is_constructible_v<F, const ArgReader&>)
+    return F(args);
+  else
+    return F{};
+}
 
 }  // namespace dp

@@ -471,7 +471,7 @@ TEST_CASE("ONNX import: malformed bytes and graphs are errors naming what is wro
   onnx::ModelProto no_graph;
   no_graph.set_ir_version(7);
   ExpectError([&] { ModelFromOnnx(no_graph.SerializeAsString(), {}); }, Code::kParse, {"without a graph"});
-  for (int64_t opset : {8, 18}) {
+  for (int64_t opset : {int64_t{8}, int64_t{18}, (int64_t{1} << 32) + 13}) {
     Graph g(opset);
     g.Input("x", {2});
     g.Node("Relu", {"x"}, {"y"});

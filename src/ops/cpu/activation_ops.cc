@@ -4,7 +4,6 @@
 // through which the autodiff transform lets no gradient flow. Large tensors
 // are split across the op's threads.
 #include <limits>
-#include <type_traits>
 
 #include "core/parallel_for.h"
 #include "ops/cpu/activation_checks.h"
@@ -63,19 +62,10 @@ struct ClipGradFn {
   ClipBounds bounds;
 };
 
-// The functor of an op: from its arguments where it takes any.
-template <typename F>
-F MakeFn(const ArgReader& args) {
-  if constexpr (std::is_constructible_v<F, const ArgReader&>)
-    return F(args);
-  else
-    return F{};
-}
-
 template <typename F>
 class UnaryOp final : public Operator {
  public:
-  explicit UnaryOp(const OpInit& init) : Operator(init), f_(MakeFn<F>(args())) {}
+  explicit UnaryOp(const OpInit& init) : Operator(init), f_(MakeFromArgs<F>(args())) {}
 
  private:
   void RunOnDevice() override {
@@ -96,7 +86,7 @@ class UnaryOp final : public Operator {
 template <typename F>
 class UnaryGradientOp final : public Operator {
  public:
-  explicit UnaryGradientOp(const OpInit& init) : Operator(init), f_(MakeFn<F>(args())) {}
+  explicit UnaryGradientOp(const OpInit& init) : Operator(init), f_(MakeFromArgs<F>(args())) {}
 
  private:
   void RunOnDevice() override {

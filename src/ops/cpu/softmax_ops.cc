@@ -89,28 +89,6 @@ double SoftmaxRow(const T* x, T* p, int64_t cols, T* max_out) {
   return sum;
 }
 
-class SoftmaxOp final : public Operator {
- public:
-  using Operator::Operator;
-
- private:
-  void RunOnDevice() override {
-    const Tensor& x = Input(0);
-    const SoftmaxRows shape = SoftmaxRowsAt(x.dims(), args().Int("axis", 1), InputDesc(0));
-    const int64_t rows = shape.rows, cols = shape.cols;
-    DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
-      using T = decltype(zero);
-      const T* xp = x.data<T>();
-      T* pp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
-      if (cols > 0)
-        ParallelFor(rows, RowGrain(cols), [&](int64_t lo, int64_t hi) {
-          T mx;
-          for (int64_t r = lo; r < hi; ++r) SoftmaxRow(xp + r * cols, pp + r * cols, cols, &mx);
-        });
-    });
-  }
-};
-
 // log(softmax(x)) of one row into y (which may be x), cols > 0: exp(x - max)
 // summed in double, then each element shifted by max + log(sum). X is read
 // whole before any of y is written.
@@ -123,7 +101,10 @@ void LogSoftmaxRow(const T* x, T* y, int64_t cols) {
   for (int64_t c = 0; c < cols; ++c) y[c] = math::LogSoftmax(x[c], mx, log_sum);
 }
 
-class LogSoftmaxOp final : public Operator {
+// Softmax and LogSoftmax over the rows of X flattened at `axis`: `Row` is
+// the rule for one row of X and Y (which may be X).
+template <typename Row>
+class RowForwardOp final : public Operator {
  public:
   using Operator::Operator;
 
@@ -138,9 +119,24 @@ class LogSoftmaxOp final : public Operator {
       T* yp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
       if (cols > 0)
         ParallelFor(rows, RowGrain(cols), [&](int64_t lo, int64_t hi) {
-          for (int64_t r = lo; r < hi; ++r) LogSoftmaxRow(xp + r * cols, yp + r * cols, cols);
+          for (int64_t r = lo; r < hi; ++r) Row{}(xp + r * cols, yp + r * cols, cols);
         });
     });
+  }
+};
+
+struct SoftmaxForwardRow {
+  template <typename T>
+  void operator()(const T* x, T* y, int64_t cols) const {
+    T mx;
+    SoftmaxRow(x, y, cols, &mx);
+  }
+};
+
+struct LogSoftmaxForwardRow {
+  template <typename T>
+  void operator()(const T* x, T* y, int64_t cols) const {
+    LogSoftmaxRow(x, y, cols);
   }
 };
 
@@ -354,11 +350,11 @@ DP_OPERATOR_SCHEMA(SoftmaxWithLossGradient)
     })
     .Doc("Gradient of SoftmaxWithLoss with respect to the logits.");
 
-DP_REGISTER_CPU_OPERATOR(Softmax, SoftmaxOp);
+DP_REGISTER_CPU_OPERATOR(Softmax, RowForwardOp<SoftmaxForwardRow>);
 DP_REGISTER_CPU_OPERATOR(SoftmaxWithLoss, SoftmaxWithLossOp);
 DP_REGISTER_CPU_OPERATOR(SoftmaxGradient, RowGradientOp<SoftmaxGradientRow>);
 DP_REGISTER_CPU_OPERATOR(SoftmaxWithLossGradient, SoftmaxWithLossGradientOp);
-DP_REGISTER_CPU_OPERATOR(LogSoftmax, LogSoftmaxOp);
+DP_REGISTER_CPU_OPERATOR(LogSoftmax, RowForwardOp<LogSoftmaxForwardRow>);
 DP_REGISTER_CPU_OPERATOR(LogSoftmaxGradient, RowGradientOp<LogSoftmaxGradientRow>);
 
 DP_SIMPLE_GRADIENT(Softmax, { return {MakeOp("SoftmaxGradient", {O(0), GO(0)}, {GI(0)}, Args())}; });
