@@ -1113,7 +1113,9 @@ DP_API void dp_training_options_init(dp_training_options* options, size_t struct
  *   moments, the int64 iteration counter "optimizer/iter"); run it once;
  * - train: one step: the iteration counter and learning rate
  *   ("optimizer/lr"), the forward net, its gradients and the optimizer's
- *   update of every param; feed the inputs, run it once per batch;
+ *   update of every param (on CUDA one multi-tensor op, MultiTensorAdam and
+ *   the like, updates them all: the same bits in fewer launches); feed the
+ *   inputs, run it once per batch;
  * - eval: the forward net in inference mode (dropout off, batch norm using
  *   its running statistics), for evaluation.
  * Any out-parameter may be NULL. All three run in one workspace. */
@@ -1335,8 +1337,10 @@ typedef struct dp_parallel_options {
                                  0 means 1 MiB */
   int64_t bucket_bytes;       /* every later bucket; 0 means 25 MiB */
   int32_t uneven_split;       /* 1: accept global batches that do not divide by the replica count */
-  int32_t no_fuse;            /* 1: keep FC and Relu separate; 0: fuse them in the forward net
-                                 (as dp_model_build_training does) */
+  int32_t no_fuse;            /* 1: keep FC and Relu separate, and one optimizer update per param;
+                                 0: fuse FC and Relu in the forward net (CPU, as dp_model_build_training
+                                 does) and, on CUDA, each replica's updates of a gradient bucket into one
+                                 multi-tensor op (the same bits in fewer kernel launches) */
   double lr;                  /* > 0: replaces the optimizer's base learning rate; 0: the model's */
   int32_t accumulate_steps;   /* K: gradient accumulation over K global batches (see
                                  dp_parallel_model_accumulate_net); 0 means 1 (none) */

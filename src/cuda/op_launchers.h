@@ -20,6 +20,7 @@
 #include "ops/math/binary.h"
 #include "ops/math/broadcast.h"
 #include "ops/math/conv_geometry.h"
+#include "ops/math/multi_tensor.h"
 #include "ops/math/optimizer_updates.h"
 #include "ops/math/pool_geometry.h"
 #include "ops/math/strided_index.h"
@@ -178,7 +179,9 @@ namespace dp::cuda {
 // The fills and dropout draw from Philox (core/philox.h) as the CPU does, so
 // their outputs are the CPU's bit for bit. The updates run in place; g2 is
 // null or a second gradient added to g; lr (float32) and iter (Adam's int64
-// step, >= 1) are read on the device, so no host waits for them.
+// step, >= 1) are read on the device, so no host waits for them. The
+// multi-tensor updates run `blocks` blocks over `list`, a launch of
+// PlanMultiTensorLaunches (ops/math/multi_tensor.h).
 #define DP_CUDA_RANDOM_OPTIMIZER_LAUNCHERS(X)                                                                  \
   X(LaunchUniformFill, (float* y, int64_t n, uint64_t seed, double lo, double hi, cudaStream_t stream),        \
     (y, n, seed, lo, hi, stream))                                                                             \
@@ -209,7 +212,22 @@ namespace dp::cuda {
   X(LaunchBmufUpdate,                                                                                         \
     (float* w, float* wg, float* delta, int64_t n, float block_lr, float block_momentum, bool nesterov,        \
      cudaStream_t stream),                                                                                    \
-    (w, wg, delta, n, block_lr, block_momentum, nesterov, stream))
+    (w, wg, delta, n, block_lr, block_momentum, nesterov, stream))                                            \
+  X(LaunchMultiTensorSgd,                                                                                     \
+    (::dp::MultiTensorList list, int64_t blocks, const float* lr, float weight_decay, cudaStream_t stream),    \
+    (list, blocks, lr, weight_decay, stream))                                                                 \
+  X(LaunchMultiTensorMomentumSgd,                                                                             \
+    (::dp::MultiTensorList list, int64_t blocks, const float* lr, float mu, float weight_decay, bool nesterov, \
+     cudaStream_t stream),                                                                                    \
+    (list, blocks, lr, mu, weight_decay, nesterov, stream))                                                   \
+  X(LaunchMultiTensorAdam,                                                                                    \
+    (::dp::MultiTensorList list, int64_t blocks, const float* lr, const int64_t* iter, AdamHyper hyper,        \
+     cudaStream_t stream),                                                                                    \
+    (list, blocks, lr, iter, hyper, stream))                                                                  \
+  X(LaunchMultiTensorAdagrad,                                                                                 \
+    (::dp::MultiTensorList list, int64_t blocks, const float* lr, float epsilon, float decay,                  \
+     float weight_decay, cudaStream_t stream),                                                                \
+    (list, blocks, lr, epsilon, decay, weight_decay, stream))
 
 #define DP_CUDA_KERNEL_LAUNCHERS(X)      \
   DP_CUDA_ELEMENTWISE_LAUNCHERS(X)       \

@@ -10,6 +10,7 @@
 
 #include "autodiff/add_gradients.h"
 #include "model/model_def.h"
+#include "ops/update_fusion.h"
 
 namespace dp {
 
@@ -62,7 +63,11 @@ NetDef InferenceNet(const NetDef& forward);
 
 struct TrainingOptions {
   double loss_scale = 1.0;
-  bool fuse = true;  // graph/fusion.h on the forward net (CPU FC + Relu)
+  // graph/fusion.h on the forward net (CPU FC + Relu), and the step's
+  // updates as one multi-tensor op (ops/update_fusion.h; CUDA, or every
+  // device with update_fusion.cpu).
+  bool fuse = true;
+  UpdateFusionOptions update_fusion;
   MemoryMode memory = MemoryMode::kShare;  // the train net's (graph/memory_plan.h)
 };
 

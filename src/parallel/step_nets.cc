@@ -10,6 +10,7 @@
 #include "model/training.h"
 #include "ops/gradient_registry.h"  // MakeArg
 #include "ops/net_validate.h"
+#include "ops/update_fusion.h"
 #include "parallel/parallel_plan.h"
 
 namespace dp {
@@ -200,6 +201,15 @@ void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
     }
     train.ops.push_back(b.On(u.replica, std::move(op)));
     for (const auto& st : OptimizerStateBlobs(p.opt, w)) AddExternalInput(train, st);
+  }
+  if (p.options.fuse) {  // one multi-tensor update per replica and bucket: they wait for that bucket's sums anyway
+    std::vector<std::vector<std::string>> groups;
+    for (size_t r = 0; r < b.size(); ++r)
+      for (const auto& bucket : p.buckets) {
+        groups.emplace_back();
+        for (const auto& param : bucket) groups.back().push_back(b.BlobName(r, param));
+      }
+    FuseOptimizerUpdates(train, groups, p.options.update_fusion);
   }
   if (!p.zero) return;
   // Each replica's part of the updated params to every replica, a bucket at

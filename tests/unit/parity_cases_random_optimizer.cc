@@ -133,11 +133,52 @@ void AddOptimizerCases(CaseList& cases) {
                            {{{1001}}, {{1001}}, {{1001}}}, kUpdateTolerance));
 }
 
+// A multi-tensor update of params of `sizes` (MultiUpdateLayout: params,
+// states, gradients, lr, iter); the states positive (Adam's v, Adagrad's h).
+Case MultiTensorCase(const std::string& name, const std::string& type, int states, bool iter,
+                     const std::vector<int64_t>& sizes, std::vector<Argument> args) {
+  std::vector<std::string> in, out;
+  std::vector<InputSpec> specs;
+  auto add = [&](const std::string& prefix, bool positive, bool output) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      in.push_back(prefix + std::to_string(i));
+      if (output) out.push_back(in.back());
+      specs.push_back(positive ? Positive({sizes[i]}) : InputSpec{{sizes[i]}});
+    }
+  };
+  add("P", false, true);
+  for (int k = 0; k < states; ++k) add("S" + std::to_string(k) + "_", k == states - 1 && type != "MomentumSGD", true);
+  add("G", false, false);
+  in.push_back("lr");
+  specs.push_back(Lr(0.01));
+  if (iter) {
+    in.push_back("iter");
+    specs.push_back(Iter(3));
+  }
+  return MakeCase(name, MakeOperatorDef("MultiTensor" + type, in, out, std::move(args)), specs, kUpdateTolerance);
+}
+
+// Sizes around a chunk (4096 elements: a block each), an empty param, and
+// 26 params (two launches of at most 24).
+void AddMultiTensorCases(CaseList& cases) {
+  const std::vector<int64_t> sizes = {4097, 1, 0, 299, 8192};
+  const Argument wd = MakeArg("weight_decay", 0.01);
+  cases.push_back(MultiTensorCase("MultiTensorSGD/26 params", "SGD", 0, false, std::vector<int64_t>(26, 37), {wd}));
+  cases.push_back(MultiTensorCase("MultiTensorSGD", "SGD", 0, false, sizes, {}));
+  cases.push_back(MultiTensorCase("MultiTensorMomentumSGD/nesterov, weight decay", "MomentumSGD", 1, false, sizes,
+                                  {MakeArg("nesterov", int64_t{1}), wd}));
+  cases.push_back(MultiTensorCase("MultiTensorAdam", "Adam", 2, true, sizes, {MakeArg("beta1", 0.8)}));
+  cases.push_back(MultiTensorCase("MultiTensorAdam/weight decay, 26 params", "Adam", 2, true,
+                                  std::vector<int64_t>(26, 300), {wd}));
+  cases.push_back(MultiTensorCase("MultiTensorAdagrad", "Adagrad", 1, false, sizes, {MakeArg("decay", 0.9), wd}));
+}
+
 DP_PARITY_CASES(RandomOptimizerCases) {
   CaseList cases;
   AddRandomFillCases(cases);
   AddDropoutCases(cases);
   AddOptimizerCases(cases);
+  AddMultiTensorCases(cases);
   return cases;
 }
 

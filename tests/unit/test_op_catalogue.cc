@@ -176,6 +176,17 @@ std::vector<DefaultCase> DefaultCases() {
   c.push_back(One(Op("Adam", {"p", "g", "m", "v", "lr", "it"}, {"p", "m", "v"}),
                   {{"p", p}, {"g", g}, {"m", s1}, {"v", s2}, {"lr", Lr()}, {"it", I64({3})}}));
   c.push_back(One(Op("Adagrad", {"p", "g", "h", "lr"}, {"p", "h"}), {{"p", p}, {"g", g}, {"h", s2}, {"lr", Lr()}}));
+  const Tensor q = F64({3}, 46), gq = F64({3}, 47), sq = F64({3}, 48, 0, 1);
+  c.push_back(One(Op("MultiTensorSGD", {"p", "q", "g", "gq", "lr"}, {"p", "q"}),
+                  {{"p", p}, {"q", q}, {"g", g}, {"gq", gq}, {"lr", Lr()}}));
+  c.push_back(One(Op("MultiTensorMomentumSGD", {"p", "q", "m", "mq", "g", "gq", "lr"}, {"p", "q", "m", "mq"}),
+                  {{"p", p}, {"q", q}, {"m", s1}, {"mq", sq}, {"g", g}, {"gq", gq}, {"lr", Lr()}}));
+  c.push_back(One(Op("MultiTensorAdam", {"p", "q", "m", "mq", "v", "vq", "g", "gq", "lr", "it"},
+                     {"p", "q", "m", "mq", "v", "vq"}),
+                  {{"p", p}, {"q", q}, {"m", s1}, {"mq", sq}, {"v", s2}, {"vq", sq}, {"g", g}, {"gq", gq},
+                   {"lr", Lr()}, {"it", I64({3})}}));
+  c.push_back(One(Op("MultiTensorAdagrad", {"p", "q", "h", "hq", "g", "gq", "lr"}, {"p", "q", "h", "hq"}),
+                  {{"p", p}, {"q", q}, {"h", s2}, {"hq", sq}, {"g", g}, {"gq", gq}, {"lr", Lr()}}));
   const Feeds bn = {{"x", F64({2, 3, 2, 2}, 41)}, {"scale", F64({3}, 42)}, {"bias", F64({3}, 43)},
                     {"rm", F64({3}, 44)}, {"rv", F64({3}, 45, 0.5, 1.5)}};
   c.push_back(One(Op("SpatialBN", {"x", "scale", "bias", "rm", "rv"}, {"y", "rm", "rv", "sm", "siv"}), bn));

@@ -23,6 +23,7 @@
 #include "core/workspace.h"
 #include "exec/net.h"
 #include "model/model_format.h"
+#include "model/training.h"
 #include "parallel/parallelize.h"
 
 using namespace dp;
@@ -74,11 +75,14 @@ struct Trainer {
   std::unique_ptr<Net> train;
   std::string scope;
 
-  Trainer(const ModelDef& m, DeviceType type, MemoryMode memory = MemoryMode::kShare) {
+  Trainer(const ModelDef& m, DeviceType type, MemoryMode memory = MemoryMode::kShare, bool fuse = true,
+          std::vector<int32_t> device_ids = {0}) {
     ParallelizeOptions o;
     o.device_type = type;
-    o.device_ids = {0};
+    o.device_ids = std::move(device_ids);
     o.memory = memory;
+    o.fuse = fuse;  // on CUDA: the updates as multi-tensor ops (FC + Relu fuses on the CPU only)
+    o.nccl = o.device_ids.size() == 1;  // one GPU named twice: the copy-and-sum tree
     nets = Parallelize(m, o);
     scope = nets.scopes.at(0);
     Net(std::make_shared<const NetDef>(nets.init), ws).Run();
@@ -141,6 +145,34 @@ TEST_CASE("GPU: the sample's models train bit for bit alike on cuda:0 with and w
             " share, ", free.ws->budget()->peak(gpu), " free");
     CHECK(share.ws->budget()->peak(gpu) < keep.ws->budget()->peak(gpu));
     CHECK(free.ws->budget()->peak(gpu) < keep.ws->budget()->peak(gpu));
+  }
+}
+
+// The step's updates fused into multi-tensor ops (ops/update_fusion.h): the
+// bits of the one-param updates, in fewer ops; per replica and gradient
+// bucket on two replicas of one GPU.
+TEST_CASE("GPU: fused optimizer updates train bit for bit as separate ones on cuda:0 and cuda:0,cuda:0") {
+  auto count = [](const NetDef& net, const std::string& prefix) {
+    return std::count_if(net.ops.begin(), net.ops.end(),
+                         [&](const OperatorDef& op) { return op.type.rfind(prefix, 0) == 0; });
+  };
+  for (const std::string file : {"fashion_mlp.json", "fashion_cnn.json"}) {
+    ModelDef m = ModelFromFile(NetsDir() + file);
+    for (const std::string optimizer : {"adam", "momentum", "sgd", "adagrad"})
+      for (const std::vector<int32_t>& ids : {std::vector<int32_t>{0}, std::vector<int32_t>{0, 0}}) {
+        CAPTURE(file);
+        CAPTURE(optimizer);
+        CAPTURE(ids.size());
+        m.optimizer->type = optimizer;
+        Trainer apart(m, DeviceType::kCUDA, MemoryMode::kShare, false, ids),
+            fused(m, DeviceType::kCUDA, MemoryMode::kShare, true, ids);
+        CHECK(count(apart.nets.train, "MultiTensor") == 0);
+        CHECK(count(fused.nets.train, "MultiTensor") >= static_cast<std::ptrdiff_t>(ids.size()));
+        for (int s = 0; s < 5; ++s) CHECK_MESSAGE(fused.Step(s) == apart.Step(s), "step ", s);
+        for (const auto& scope : fused.nets.scopes)
+          for (const auto& p : TrainingStateBlobs(m))
+            if (p != kIterBlob) CHECK_MESSAGE(HostFloats(*fused.ws, scope + p) == HostFloats(*apart.ws, scope + p), p);
+      }
   }
 }
 

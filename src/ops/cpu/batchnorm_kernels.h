@@ -190,7 +190,7 @@ std::vector<double> ToDouble(const T* p, int64_t n) {
 }
 
 template <typename T>
-void Store(const std::vector<double>& v, T* out) {
+void StoreStats(const std::vector<double>& v, T* out) {
   for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<T>(v[i]);
 }
 
@@ -231,10 +231,10 @@ class BnForwardOp : public Operator {
         new_var[c] = BnRunningVar(mode.momentum, running_var[c], var[c], count);
       }
       const DType dt = x.dtype();
-      Store(new_mean, Output(1, {d.c}, dt)->template mutable_data<T>());
-      Store(new_var, Output(2, {d.c}, dt)->template mutable_data<T>());
-      Store(mean, Output(3, {d.c}, dt)->template mutable_data<T>());
-      Store(inv_std, Output(4, {d.c}, dt)->template mutable_data<T>());
+      StoreStats(new_mean, Output(1, {d.c}, dt)->template mutable_data<T>());
+      StoreStats(new_var, Output(2, {d.c}, dt)->template mutable_data<T>());
+      StoreStats(mean, Output(3, {d.c}, dt)->template mutable_data<T>());
+      StoreStats(inv_std, Output(4, {d.c}, dt)->template mutable_data<T>());
     });
   }
 };

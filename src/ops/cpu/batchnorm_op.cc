@@ -76,8 +76,8 @@ class SpatialBNGradientOp final : public Operator {
       T* dxp = Output(0, xdims, dt)->template mutable_data<T>();
       BackwardInput(xp, dyp, d, mean.data(), inv_std.data(), scale, sum_dy.data(), sum_dy_xhat.data(),
                     d.count(), dxp);
-      Store(sum_dy_xhat, Output(1, {d.c}, dt)->template mutable_data<T>());
-      Store(sum_dy, Output(2, {d.c}, dt)->template mutable_data<T>());
+      StoreStats(sum_dy_xhat, Output(1, {d.c}, dt)->template mutable_data<T>());
+      StoreStats(sum_dy, Output(2, {d.c}, dt)->template mutable_data<T>());
     });
   }
 };

@@ -113,8 +113,8 @@ class SpatialBNGradStatsOp final : public Operator {
       const std::vector<double> inv_std = ToDouble(Input(3).template data<T>(), d.c);
       ChannelGradSums(x.template data<T>(), Input(1).template data<T>(), d, mean.data(), inv_std.data(),
                       sum_dy.data(), sum_dy_xhat.data());
-      Store(sum_dy_xhat, Output(0, {d.c}, x.dtype())->template mutable_data<T>());
-      Store(sum_dy, Output(1, {d.c}, x.dtype())->template mutable_data<T>());
+      StoreStats(sum_dy_xhat, Output(0, {d.c}, x.dtype())->template mutable_data<T>());
+      StoreStats(sum_dy, Output(1, {d.c}, x.dtype())->template mutable_data<T>());
     });
     double* g = Output(2, {2 * d.c + 1}, DType::kFloat64)->mutable_data<double>();
     for (size_t c = 0; c < channels; ++c) {

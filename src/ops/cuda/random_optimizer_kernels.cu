@@ -6,6 +6,7 @@
 #include "cuda/grid.cuh"
 #include "cuda/op_launchers.h"
 #include "ops/math/dropout.h"
+#include "ops/math/multi_tensor.h"
 #include "ops/math/optimizer_updates.h"
 
 namespace dp::cuda {
@@ -90,6 +91,58 @@ __global__ void AdagradKernel(float* p, const float* g, const float* g2, float* 
     AdagradStep<kWD>(&p[i], &h[i], Grad(g, g2, i), lr, eps, decay, wd, FloatSqrt{});
 }
 
+// ---- multi-tensor updates ---------------------------------------------------------
+
+// Block b updates one chunk of one tensor of the list (LocateChunk), each
+// element with the formula the one-param kernel above applies to it.
+template <bool kWD>
+__global__ void MultiSgdKernel(MultiTensorList list, const float* lr_ptr, float wd) {
+  const ChunkSpan c = LocateChunk(list.n, list.chunk_end, list.count, blockIdx.x);
+  float* p = list.param[c.tensor];
+  const float* g = list.grad[c.tensor];
+  const float lr = *lr_ptr;
+  for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) p[i] = SgdStep<kWD>(p[i], g[i], lr, wd);
+}
+
+template <bool kWD, bool kNesterov>
+__global__ void MultiMomentumKernel(MultiTensorList list, const float* lr_ptr, float mu, float wd) {
+  const ChunkSpan c = LocateChunk(list.n, list.chunk_end, list.count, blockIdx.x);
+  float* p = list.param[c.tensor];
+  float* buf = list.state0[c.tensor];
+  const float* g = list.grad[c.tensor];
+  const float lr = *lr_ptr;
+  for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x)
+    MomentumStep<kWD, kNesterov>(&p[i], &buf[i], g[i], lr, mu, wd);
+}
+
+template <bool kWD>
+__global__ void MultiAdamKernel(MultiTensorList list, const float* lr, const int64_t* iter, AdamHyper hyper) {
+  __shared__ AdamCoeffs<float> coeffs;
+  if (threadIdx.x == 0) coeffs = MakeAdamCoeffs<float>(hyper, static_cast<double>(*lr), *iter, DoubleSqrt{});
+  __syncthreads();
+  const ChunkSpan c = LocateChunk(list.n, list.chunk_end, list.count, blockIdx.x);
+  float* p = list.param[c.tensor];
+  float* m = list.state0[c.tensor];
+  float* v = list.state1[c.tensor];
+  const float* g = list.grad[c.tensor];
+  for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x)
+    AdamStep<kWD>(&p[i], &m[i], &v[i], g[i], coeffs, FloatSqrt{});
+}
+
+template <bool kWD>
+__global__ void MultiAdagradKernel(MultiTensorList list, const float* lr_ptr, float eps, float decay, float wd) {
+  const ChunkSpan c = LocateChunk(list.n, list.chunk_end, list.count, blockIdx.x);
+  float* p = list.param[c.tensor];
+  float* h = list.state0[c.tensor];
+  const float* g = list.grad[c.tensor];
+  const float lr = *lr_ptr;
+  for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x)
+    AdagradStep<kWD>(&p[i], &h[i], g[i], lr, eps, decay, wd, FloatSqrt{});
+}
+
+// A grid of `blocks` (at most 2^31 - 1: a chunk each, so 8 Ti elements).
+inline unsigned MultiTensorGrid(int64_t blocks) { return static_cast<unsigned>(blocks); }
+
 __global__ void BmufKernel(float* w, float* wg, float* delta, int64_t n, float lr, float mu, bool nesterov) {
   for (int64_t i = FirstIndex(); i < n; i += Stride()) BmufStep(&w[i], &wg[i], &delta[i], lr, mu, nesterov);
 }
@@ -162,6 +215,40 @@ cudaError_t LaunchBmufUpdate(float* w, float* wg, float* delta, int64_t n, float
                              bool nesterov, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   BmufKernel<<<Blocks(n), kThreads, 0, stream>>>(w, wg, delta, n, block_lr, block_momentum, nesterov);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMultiTensorSgd(MultiTensorList list, int64_t blocks, const float* lr, float weight_decay,
+                                 cudaStream_t stream) {
+  if (blocks <= 0) return cudaSuccess;
+  auto kernel = weight_decay != 0 ? MultiSgdKernel<true> : MultiSgdKernel<false>;
+  kernel<<<MultiTensorGrid(blocks), kThreads, 0, stream>>>(list, lr, weight_decay);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMultiTensorMomentumSgd(MultiTensorList list, int64_t blocks, const float* lr, float mu,
+                                         float weight_decay, bool nesterov, cudaStream_t stream) {
+  if (blocks <= 0) return cudaSuccess;
+  const bool wd = weight_decay != 0;
+  auto kernel = nesterov ? (wd ? MultiMomentumKernel<true, true> : MultiMomentumKernel<false, true>)
+                         : (wd ? MultiMomentumKernel<true, false> : MultiMomentumKernel<false, false>);
+  kernel<<<MultiTensorGrid(blocks), kThreads, 0, stream>>>(list, lr, mu, weight_decay);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMultiTensorAdam(MultiTensorList list, int64_t blocks, const float* lr, const int64_t* iter,
+                                  AdamHyper hyper, cudaStream_t stream) {
+  if (blocks <= 0) return cudaSuccess;
+  auto kernel = hyper.weight_decay != 0 ? MultiAdamKernel<true> : MultiAdamKernel<false>;
+  kernel<<<MultiTensorGrid(blocks), kThreads, 0, stream>>>(list, lr, iter, hyper);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMultiTensorAdagrad(MultiTensorList list, int64_t blocks, const float* lr, float epsilon,
+                                     float decay, float weight_decay, cudaStream_t stream) {
+  if (blocks <= 0) return cudaSuccess;
+  auto kernel = weight_decay != 0 ? MultiAdagradKernel<true> : MultiAdagradKernel<false>;
+  kernel<<<MultiTensorGrid(blocks), kThreads, 0, stream>>>(list, lr, epsilon, decay, weight_decay);
   return cudaGetLastError();
 }
 
