@@ -22,7 +22,7 @@
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
  *                       [--limit N] [--test-limit N] [--min-acc A] [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]
  *                       [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16]
- *                       [--zero] [--export MODEL.onnx]
+ *                       [--zero] [--export MODEL.onnx] [--math fp32|tf32|bf16]
  *
  * Several processes: `dp-run -n 2 -- train_fashion_mnist` (or with --devices
  * cpu:N, N devices in each) starts two processes that train one model: each
@@ -60,6 +60,10 @@
  * every process (ZeRO-1, dp_parallel_options.shard_optimizer_state): each
  * keeps 1 / replicas of Adam's moments; the training is the same, bit for
  * bit within a host, and checkpoints resume with or without it.
+ * --math tf32|bf16 computes the GEMMs of the GPU nets (FC, Conv and their
+ * gradients) with TF32 or bfloat16 products on tensor cores
+ * (dp_net_options.math_mode); tensors, params and optimizer state stay
+ * float32. CPU nets compute in float32 whatever it says.
  * --export MODEL.onnx writes the trained model as ONNX after serving it
  * (dp_model_save_onnx: the inference net from "data" to "logits" and
  * "softmax" with the trained params, the batch dim of its input "data" [N, 1,
@@ -389,7 +393,7 @@ static void usage(const char* argv0) {
           "          [--data DIR] [--nets DIR] [--limit N] [--test-limit N] [--min-acc A]\n"
           "          [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]\n"
           "          [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16] [--zero]\n"
-          "          [--export MODEL.onnx]\n",
+          "          [--export MODEL.onnx] [--math fp32|tf32|bf16]\n",
           argv0);
   exit(2);
 }
@@ -522,6 +526,7 @@ int main(int argc, char** argv) {
   long num_devices = 0;
   int32_t compression = DP_GRADIENT_COMPRESSION_NONE; /* --compress */
   int32_t zero = 0;                                   /* --zero */
+  int32_t math_mode = DP_MATH_DEFAULT;                /* --math */
   int32_t ids[64];
   int listed_ids = 0; /* --devices named each device (cuda:0,cuda:1) */
   const char* checkpoint_dir = NULL;
@@ -600,6 +605,17 @@ int main(int argc, char** argv) {
         compression = DP_GRADIENT_COMPRESSION_FP16;
       } else {
         fprintf(stderr, "%s: --compress must be bf16 or fp16, got '%s'\n", argv[0], v);
+        return 2;
+      }
+    } else if (strcmp(a, "--math") == 0) {
+      if (strcmp(v, "fp32") == 0) {
+        math_mode = DP_MATH_FP32;
+      } else if (strcmp(v, "tf32") == 0) {
+        math_mode = DP_MATH_TF32;
+      } else if (strcmp(v, "bf16") == 0) {
+        math_mode = DP_MATH_BF16;
+      } else {
+        fprintf(stderr, "%s: --math must be fp32, tf32 or bf16, got '%s'\n", argv[0], v);
         return 2;
       }
     } else {
@@ -720,10 +736,12 @@ int main(int argc, char** argv) {
   }
   check(dp_workspace_create(&app.ws), "dp_workspace_create");
   check(dp_net_create(app.ws, app.init_def, NULL, &app.init), "creating the init net");
-  dp_net_options train_opts = DP_NET_OPTIONS_INIT;
+  dp_net_options train_opts = DP_NET_OPTIONS_INIT, eval_opts = DP_NET_OPTIONS_INIT;
   train_opts.profile = trace_path != NULL;
+  train_opts.math_mode = math_mode;
+  eval_opts.math_mode = math_mode;
   check(dp_net_create(app.ws, app.train_def, &train_opts, &app.train), "creating the train net");
-  check(dp_net_create(app.ws, app.eval_def, NULL, &app.eval), "creating the eval net");
+  check(dp_net_create(app.ws, app.eval_def, &eval_opts, &app.eval), "creating the eval net");
   check(dp_net_run(app.init), "running the init net");
 
   /* The input pipeline over the (first n_train) training samples, borrowed

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 26's acceptance on a GPU machine, in one command for the GPU kit's
+# Issue 26's acceptance on a GPU machine (and issue 27's math modes), in one command for the GPU kit's
 # EXTRA (../shared/gpu/README.md): `bash .gpukit/run.sh 'tools/gpu_acceptance.sh $B'`
 # after the kit has built dp and run the gpu suite (which holds the device
 # parity harness, test_device_parity_gpu).
@@ -11,6 +11,7 @@
 #   - --checkpoint/--resume on cuda:1 (1 epoch, then resumed to 2), and a checkpoint of cuda:1 resumed on
 #     cpu:2 and one of cpu:2 resumed on cuda:1;
 #   - the missing-GPU error stays clear (cuda:9);
+#   - the MLP and CNN on cuda:1 with --math tf32 and --math bf16 (3 epochs), to the same accuracy bars;
 #   - bench/run_gpu_bench.sh (1 round; --no-bench skips it).
 # Exit status: the number of failed checks (0: all passed).
 set -uo pipefail
@@ -56,6 +57,10 @@ else
   echo "FAIL missing GPU error: $missing"
   failed=$((failed + 1))
 fi
+for math in tf32 bf16; do
+  check "mlp cuda:1 --math $math >= 0.88" 300 "$sample" --model mlp --devices cuda:1 --math "$math" --min-acc 0.88
+  check "cnn cuda:1 --math $math >= 0.91" 300 "$sample" --model cnn --devices cuda:1 --math "$math" --min-acc 0.91
+done
 shown=9  # the bench's summary table
 [[ $bench -eq 1 ]] && check "bench (1 round)" 600 "$root/bench/run_gpu_bench.sh" --build "$build" --rounds 1
 

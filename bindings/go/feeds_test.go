@@ -2,6 +2,7 @@ package dp_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -88,5 +89,40 @@ func TestCUDAGraphsOption(t *testing.T) {
 	if _, err := dp.NewNet(ws, mdef, &dp.NetOptions{CUDAGraphs: 7}); !errors.Is(err, dp.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "cuda_graphs") {
 		t.Fatalf("CUDAGraphs 7: %v", err)
+	}
+}
+
+// TestMathModeOption: the option reaches dp_net_create (a value outside
+// DP_MATH_* is refused); a CPU net computes in float32 in every mode.
+func TestMathModeOption(t *testing.T) {
+	ws, err := dp.NewWorkspace(nil)
+	must(t, err)
+	defer ws.Close()
+	idef := netdef(t, initJSON)
+	defer idef.Close()
+	mdef := netdef(t, mlpJSON)
+	defer mdef.Close()
+	in, err := dp.NewNet(ws, idef, nil)
+	must(t, err)
+	defer in.Close()
+	must(t, in.Run())
+	must(t, dp.FeedValues(ws, "data", []int64{2, 4}, []float32{1, -2, 3, 0.5, -1, 2, 0.25, 4}))
+	var first []float32
+	for _, m := range []dp.MathMode{dp.MathDefault, dp.MathFP32, dp.MathTF32, dp.MathBF16} {
+		n, err := dp.NewNet(ws, mdef, &dp.NetOptions{MathMode: m})
+		must(t, err)
+		must(t, n.Run())
+		got, _, err := dp.FetchValues[float32](ws, "prob")
+		must(t, err)
+		if first == nil {
+			first = got
+		} else if !reflect.DeepEqual(first, got) {
+			t.Fatalf("math mode %d: %v, want %v", m, got, first)
+		}
+		n.Close()
+	}
+	if _, err := dp.NewNet(ws, mdef, &dp.NetOptions{MathMode: 4}); !errors.Is(err, dp.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "math_mode") {
+		t.Fatalf("MathMode 4: %v", err)
 	}
 }

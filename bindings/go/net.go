@@ -45,6 +45,19 @@ const (
 	CUDAGraphsOff     CUDAGraphs = C.DP_CUDA_GRAPHS_OFF
 )
 
+// MathMode is how a net's CUDA GEMMs (FC, Conv and their gradients) compute
+// (dp.h's DP_MATH_*): tensors stay float32 in every mode; TF32 and BF16 round
+// the GEMMs' inputs for tensor cores and accumulate in float32. CPU kernels
+// compute in float32 whatever the mode. Since 0.6.
+type MathMode int32
+
+const (
+	MathDefault MathMode = C.DP_MATH_DEFAULT // FP32
+	MathFP32    MathMode = C.DP_MATH_FP32
+	MathTF32    MathMode = C.DP_MATH_TF32
+	MathBF16    MathMode = C.DP_MATH_BF16
+)
+
 // NetOptions: the zero value asks for every default.
 type NetOptions struct {
 	Executor      Executor // default: the definition's, else async across devices, simple otherwise
@@ -57,6 +70,7 @@ type NetOptions struct {
 	UnreadFeedError bool
 	Memory          Memory     // MemoryDefault: the definition's. Since 0.6.
 	CUDAGraphs      CUDAGraphs // CUDAGraphsDefault: on. Since 0.6.
+	MathMode        MathMode   // MathDefault: FP32. Since 0.6.
 }
 
 // Net is a definition instantiated in a workspace. Runs of one net never
@@ -110,6 +124,7 @@ func NewNet(ws *Workspace, def *NetDef, opts *NetOptions) (*Net, error) {
 		}
 		c.memory = C.int32_t(opts.Memory)
 		c.cuda_graphs = C.int32_t(opts.CUDAGraphs)
+		c.math_mode = C.int32_t(opts.MathMode)
 		cp = &c
 	}
 	var out *C.dp_net

@@ -867,6 +867,19 @@ enum { DP_MEMORY_DEFAULT = 0, DP_MEMORY_KEEP = 1, DP_MEMORY_SHARE = 2, DP_MEMORY
  * - OFF: ops run one by one on the streams on every run. */
 enum { DP_CUDA_GRAPHS_DEFAULT = 0, DP_CUDA_GRAPHS_ON = 1, DP_CUDA_GRAPHS_OFF = 2 };
 
+/* Math modes (dp_net_options.math_mode; since 0.6): how a net's CUDA GEMMs
+ * (FC, Conv and their gradients) compute. Tensors, params and optimizer
+ * state stay float32 in every mode (float32 master weights by
+ * construction); the modes trade the products' precision for tensor cores,
+ * accumulating in float32:
+ * - DEFAULT, FP32: float32 (cublasSgemm).
+ * - TF32: inputs rounded to TF32 (10 mantissa bits) inside the GEMM.
+ * - BF16: inputs rounded to bfloat16 (7 mantissa bits) inside the GEMM:
+ *   autocast at the GEMMs; bf16 has float32's range, so no loss scaling.
+ * CPU kernels compute in float32 in every mode (a CPU net runs the same
+ * bits whatever it says). */
+enum { DP_MATH_DEFAULT = 0, DP_MATH_FP32 = 1, DP_MATH_TF32 = 2, DP_MATH_BF16 = 3 };
+
 /* Zero means default for every field; struct_size must reach at least
  * `executor`. */
 typedef struct dp_net_options {
@@ -882,6 +895,8 @@ typedef struct dp_net_options {
   int32_t memory;          /* DP_MEMORY_*; DEFAULT (0) takes the definition's. Since 0.6. */
   int32_t cuda_graphs;     /* DP_CUDA_GRAPHS_*: whether a net on one GPU runs as a CUDA graph;
                               DEFAULT (0) is ON. Since 0.6. */
+  int32_t math_mode;       /* DP_MATH_*: how the net's CUDA GEMMs compute; DEFAULT (0) is FP32.
+                              Since 0.6. */
 } dp_net_options;
 
 #define DP_NET_OPTIONS_INIT DP_OPTIONS_INIT_(dp_net_options)

@@ -104,6 +104,20 @@ inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
      long long int stride_b, const float* beta, float* c, int ldc, long long int stride_c, int batch_count),  \
     (handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,      \
      batch_count))                                                                                            \
+  X(cublasStatus_t, cublasGemmEx,                                                                             \
+    (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,          \
+     const void* alpha, const void* a, cudaDataType a_type, int lda, const void* b, cudaDataType b_type,       \
+     int ldb, const void* beta, void* c, cudaDataType c_type, int ldc, cublasComputeType_t compute,            \
+     cublasGemmAlgo_t algo),                                                                                  \
+    (handle, transa, transb, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c, c_type, ldc, compute,   \
+     algo))                                                                                                   \
+  X(cublasStatus_t, cublasGemmStridedBatchedEx,                                                               \
+    (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,          \
+     const void* alpha, const void* a, cudaDataType a_type, int lda, long long int stride_a, const void* b,    \
+     cudaDataType b_type, int ldb, long long int stride_b, const void* beta, void* c, cudaDataType c_type,     \
+     int ldc, long long int stride_c, int batch_count, cublasComputeType_t compute, cublasGemmAlgo_t algo),   \
+    (handle, transa, transb, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb, stride_b, beta, c,     \
+     c_type, ldc, stride_c, batch_count, compute, algo))                                                      \
   X(cublasStatus_t, cublasSgemv,                                                                              \
     (cublasHandle_t handle, cublasOperation_t trans, int m, int n, const float* alpha, const float* a, int lda, \
      const float* x, int incx, const float* beta, float* y, int incy),                                        \

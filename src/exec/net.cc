@@ -56,7 +56,7 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
                " is not available (", count, " ", DeviceTypeName(device.type), " devices",
                device.type == DeviceType::kCUDA ? ": " + cuda::Probe().detail : std::string(), ")");
     try {
-      ops_.push_back(OperatorRegistry::Create(OpInit{op, i, device, ws_.get()}));
+      ops_.push_back(OperatorRegistry::Create(OpInit{op, i, device, ws_.get(), options.math}));
     } catch (Error& e) {
       if (e.code() == Code::kInvalidNet) throw e.Prepend(label_);
       throw e.Prepend(StrCat(label_, " ", OpLabel(op, i)));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/math_mode.h"
 #include "core/workspace.h"
 #include "exec/captured_executor.h"
 #include "exec/executor.h"
@@ -36,6 +37,8 @@ struct NetOptions {
   // kOff: run op by op on the streams even where the net could be captured
   // (a profiled run then times every op rather than the graph as one span).
   CudaGraphs cuda_graphs = CudaGraphs::kDefault;
+  // How the net's CUDA GEMMs compute (core/math_mode.h); CPU ops ignore it.
+  MathMode math = MathMode::kDefault;
 };
 
 // What a net's last run held (Net::memory_stats).

@@ -28,6 +28,7 @@ Operator::Operator(const OpInit& init)
       schema_(OpSchemaRegistry::Find(init.def.type)),
       index_(init.index),
       device_(init.device),
+      math_(init.math),
       label_(OpLabel(init.def, init.index)),
       args_(def_, std::string()),
       budget_(init.ws->budget()) {

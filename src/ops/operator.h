@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "core/math_mode.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "graph/net_def.h"
@@ -21,6 +22,7 @@ struct OpInit {
   size_t index;            // position in its net
   DeviceOption device;     // resolved device (op's own or the net's default)
   Workspace* ws;
+  MathMode math = MathMode::kDefault;  // the net's (NetOptions::math): how CUDA GEMMs compute
 };
 
 // Told by Operator::Run when a kernel has returned, while the op's stream is
@@ -59,6 +61,7 @@ class Operator {
   const std::string& label() const { return label_; }
   DeviceOption device() const { return device_; }
   size_t index() const { return index_; }
+  MathMode math_mode() const { return math_; }
   const std::vector<Blob*>& input_blobs() const { return inputs_; }
   const std::vector<Blob*>& output_blobs() const { return outputs_; }
 
@@ -126,6 +129,7 @@ class Operator {
   const OpSchema* const schema_;  // validated nets always have one
   const size_t index_;
   const DeviceOption device_;
+  const MathMode math_;
   const std::string label_;
   const ArgReader args_;
   std::vector<Blob*> inputs_;

@@ -1856,6 +1856,18 @@ static void test_memory_modes(void) {
         dp_net_free(net);
         net = SENTINEL;
       }
+      nopt.math_mode = DP_MATH_BF16 + 1;
+      EXPECT_ERR(dp_net_create(ws, out, &nopt, &net), DP_ERR_INVALID_ARGUMENT, "options->math_mode");
+      CHECK(net == SENTINEL);
+      nopt.math_mode = -1;
+      EXPECT_ERR(dp_net_create(ws, out, &nopt, &net), DP_ERR_INVALID_ARGUMENT, "options->math_mode");
+      CHECK(net == SENTINEL);
+      nopt.math_mode = DP_MATH_BF16; /* a CPU net computes in float32 in every mode */
+      if (EXPECT_OK(dp_net_create(ws, out, &nopt, &net))) {
+        dp_net_free(net);
+        net = SENTINEL;
+      }
+      nopt.math_mode = DP_MATH_DEFAULT;
       if (EXPECT_OK(dp_net_create(ws, out, NULL, &net))) {
         untouched.struct_size = 0;
         EXPECT_ERR(dp_net_memory_stats(net, DP_DEVICE_CPU, 0, &untouched), DP_ERR_INVALID_ARGUMENT, "struct_size");

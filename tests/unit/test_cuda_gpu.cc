@@ -29,6 +29,7 @@
 #include "exec/net.h"
 #include "graph/net_def.h"
 #include "graph/net_format.h"
+#include "ops/gradient_registry.h"  // MakeArg
 #include "ops/operator.h"
 #include "tests/unit/cuda_test_util.h"
 
@@ -61,7 +62,8 @@ Tensor ToHost(const Tensor& t) {
 // Runs `op` once with every op of the net on `device`: the inputs are fed on
 // the CPU as "<name>_host" and moved to the device by Copy ops. Returns the
 // op's output 0, copied to the CPU.
-Tensor RunOp(const dp::OperatorDef& op, DeviceOption device, const std::vector<std::pair<std::string, Tensor>>& inputs) {
+Tensor RunOp(const dp::OperatorDef& op, DeviceOption device, const std::vector<std::pair<std::string, Tensor>>& inputs,
+             dp::MathMode math = dp::MathMode::kDefault) {
   auto def = std::make_shared<dp::NetDef>();
   def->name = "test_" + op.type + "_on_" + dp::DeviceName(device);
   def->device = device;
@@ -72,7 +74,9 @@ Tensor RunOp(const dp::OperatorDef& op, DeviceOption device, const std::vector<s
     def->ops.push_back(MakeOp("Copy", {name + "_host"}, {name}));
   }
   def->ops.push_back(op);
-  dp::Net net(def, ws);
+  dp::NetOptions options;
+  options.math = math;
+  dp::Net net(def, ws, options);
   net.Run();  // finishes the device work
   const Tensor& out = ws->GetTensor(op.outputs.at(0));
   CHECK(out.device() == device);
@@ -171,6 +175,57 @@ TEST_CASE("GPU: CUDA ops match the CPU ops") {
   SUBCASE("FC with K = 0 gives the bias") {
     CheckSameAsCpu(MakeOp("FC", {"x", "w", "b"}, {"y"}),
                    {{"x", RandomTensor({4, 0}, 17)}, {"w", RandomTensor({3, 0}, 18)}, {"b", RandomTensor({3}, 19)}});
+  }
+}
+
+// The math modes (core/math_mode.h) reach cuBLAS: FC, FCGradient, Conv and
+// ConvGradient in TF32 and BF16 differ from FP32 (random data at K = 1024
+// always rounds some product differently) by no more than their inputs'
+// rounding allows: relative to the largest output, about the unit roundoff
+// (the errors of a K-term sum grow as the sum does), bounded here at four
+// times it: 2^-9 for TF32 (10 mantissa bits), 2^-6 for BF16 (7 bits). FP32
+// and DEFAULT are cublasSgemm, bit for bit.
+TEST_CASE("GPU: the math modes round the GEMMs' inputs as they say, and FP32 is the default's bits") {
+  const std::vector<std::pair<std::string, Tensor>> fc = {
+      {"X", RandomTensor({64, 1024}, 1)}, {"W", RandomTensor({96, 1024}, 2)}, {"b", RandomTensor({96}, 3)}};
+  const std::vector<std::pair<std::string, Tensor>> fc_grad = {
+      {"X", RandomTensor({64, 1024}, 1)}, {"W", RandomTensor({96, 1024}, 2)}, {"dY", RandomTensor({64, 96}, 4)}};
+  const std::vector<std::pair<std::string, Tensor>> conv = {
+      {"X", RandomTensor({4, 32, 12, 12}, 5)}, {"W", RandomTensor({16, 32, 3, 3}, 6)}, {"b", RandomTensor({16}, 7)}};
+  const std::vector<std::pair<std::string, Tensor>> conv_grad = {
+      {"X", RandomTensor({4, 32, 12, 12}, 5)}, {"W", RandomTensor({16, 32, 3, 3}, 6)},
+      {"dY", RandomTensor({4, 16, 10, 10}, 8)}};
+  struct Case {
+    dp::OperatorDef op;
+    const std::vector<std::pair<std::string, Tensor>>* inputs;
+  };
+  const std::vector<Case> cases = {
+      {MakeOp("FC", {"X", "W", "b"}, {"Y"}), &fc},
+      {MakeOp("FCGradient", {"X", "W", "dY"}, {"dW", "db", "dX"}), &fc_grad},
+      {MakeOp("Conv", {"X", "W", "b"}, {"Y"}, {dp::MakeArg("kernel", int64_t{3})}), &conv},
+      {MakeOp("ConvGradient", {"X", "W", "dY"}, {"dW", "db", "dX"}, {dp::MakeArg("kernel", int64_t{3})}), &conv_grad},
+  };
+  auto max_abs = [](const Tensor& t) {
+    float m = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::fabs(t.data<float>()[i]));
+    return m;
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.op.type);
+    const Tensor fp32 = RunOp(c.op, kGpu0, *c.inputs, dp::MathMode::kFp32);
+    const Tensor dflt = RunOp(c.op, kGpu0, *c.inputs);
+    CHECK(std::equal(fp32.data<float>(), fp32.data<float>() + fp32.numel(), dflt.data<float>()));
+    const float scale = max_abs(fp32);
+    for (auto [mode, bound] : {std::pair{dp::MathMode::kTf32, 1.0 / 512}, std::pair{dp::MathMode::kBf16, 1.0 / 64}}) {
+      CAPTURE(dp::MathModeName(mode));
+      const Tensor got = RunOp(c.op, kGpu0, *c.inputs, mode);
+      double worst = 0;
+      for (int64_t i = 0; i < got.numel(); ++i)
+        worst = std::max(worst, static_cast<double>(std::fabs(got.data<float>()[i] - fp32.data<float>()[i])));
+      MESSAGE(c.op.type, " ", dp::MathModeName(mode), ": max |error| / max |output| = ", worst / scale);
+      CHECK(worst > 0);               // the mode reached cuBLAS
+      CHECK(worst <= bound * scale);  // within its rounding
+    }
   }
 }
 

@@ -90,6 +90,37 @@ impl CudaGraphs {
     }
 }
 
+/// How a net's CUDA GEMMs (FC, Conv and their gradients) compute
+/// (DP_MATH_*): tensors stay float32 in every mode; `Tf32` and `Bf16` round
+/// the GEMMs' inputs for tensor cores and accumulate in float32. CPU kernels
+/// compute in float32 whatever the mode. Since 0.6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MathMode {
+    Default,
+    Fp32,
+    Tf32,
+    Bf16,
+}
+
+impl MathMode {
+    pub(crate) fn value(self) -> i32 {
+        match self {
+            MathMode::Default => sys::DP_MATH_DEFAULT,
+            MathMode::Fp32 => sys::DP_MATH_FP32,
+            MathMode::Tf32 => sys::DP_MATH_TF32,
+            MathMode::Bf16 => sys::DP_MATH_BF16,
+        }
+    }
+    pub(crate) fn from_value(v: i32) -> MathMode {
+        match v {
+            sys::DP_MATH_FP32 => MathMode::Fp32,
+            sys::DP_MATH_TF32 => MathMode::Tf32,
+            sys::DP_MATH_BF16 => MathMode::Bf16,
+            _ => MathMode::Default,
+        }
+    }
+}
+
 /// dp_workspace_options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspaceOptions {
@@ -131,6 +162,8 @@ pub struct NetOptions {
     pub memory: Memory,
     /// `CudaGraphs::Default`: on. Since 0.6.
     pub cuda_graphs: CudaGraphs,
+    /// `MathMode::Default`: FP32. Since 0.6.
+    pub math_mode: MathMode,
 }
 
 impl Default for NetOptions {
@@ -148,6 +181,7 @@ impl Default for NetOptions {
             unread_feed_error: c.unread_feed_error != 0,
             memory: Memory::from_value(c.memory),
             cuda_graphs: CudaGraphs::from_value(c.cuda_graphs),
+            math_mode: MathMode::from_value(c.math_mode),
         }
     }
 }
@@ -166,6 +200,7 @@ impl NetOptions {
         c.unread_feed_error = self.unread_feed_error as i32;
         c.memory = self.memory.value();
         c.cuda_graphs = self.cuda_graphs.value();
+        c.math_mode = self.math_mode.value();
         c
     }
 }

@@ -105,6 +105,10 @@ pub const DP_MEMORY_FREE: i32 = 3;
 pub const DP_CUDA_GRAPHS_DEFAULT: i32 = 0;
 pub const DP_CUDA_GRAPHS_ON: i32 = 1;
 pub const DP_CUDA_GRAPHS_OFF: i32 = 2;
+pub const DP_MATH_DEFAULT: i32 = 0;
+pub const DP_MATH_FP32: i32 = 1;
+pub const DP_MATH_TF32: i32 = 2;
+pub const DP_MATH_BF16: i32 = 3;
 pub const DP_GRADIENT_COMPRESSION_NONE: i32 = 0;
 pub const DP_GRADIENT_COMPRESSION_BF16: i32 = 1;
 pub const DP_GRADIENT_COMPRESSION_FP16: i32 = 2;
@@ -198,6 +202,7 @@ pub struct dp_net_options {
     // Since 0.6.
     pub memory: i32,
     pub cuda_graphs: i32,
+    pub math_mode: i32,
 }
 
 #[repr(C)]

@@ -63,3 +63,21 @@ fn cuda_graphs_option() {
         assert_eq!(y.to_vec::<f32>().unwrap(), vec![1.0, 0.0]);
     }
 }
+
+/// The math mode option reaches dp_net_create; a CPU net computes in float32
+/// in every mode.
+#[test]
+fn math_mode_option() {
+    use dp::MathMode;
+    assert_eq!(NetOptions::default().math_mode, MathMode::Default);
+    let ws = Workspace::new().unwrap();
+    let def = NetDef::from_json(RELU).unwrap();
+    let t = Tensor::new(&[2], &[1.0f32, -1.0]).unwrap();
+    for m in [MathMode::Default, MathMode::Fp32, MathMode::Tf32, MathMode::Bf16] {
+        let net = Net::new(&ws, &def, Some(&NetOptions { math_mode: m, ..Default::default() })).unwrap();
+        ws.feed("x", &t).unwrap();
+        net.run().unwrap();
+        let y = ws.fetch("y").unwrap();
+        assert_eq!(y.to_vec::<f32>().unwrap(), vec![1.0, 0.0]);
+    }
+}

@@ -87,7 +87,7 @@ fn struct_sizes_are_the_c_ones() {
     use std::mem::size_of;
     // x86-64/aarch64 LP64 layouts of dp.h's structs.
     assert_eq!(size_of::<dp_workspace_options>(), 16);
-    assert_eq!(size_of::<dp_net_options>(), 32);
+    assert_eq!(size_of::<dp_net_options>(), 36);
     assert_eq!(size_of::<dp_gradient_options>(), 72);
     assert_eq!(size_of::<dp_training_options>(), 32);
     assert_eq!(size_of::<dp_inference_options>(), 8);

@@ -80,9 +80,8 @@ class ConvOp final : public CudaOperator {
       const int64_t nb = std::min(blk.images, s.n - n0);
       const int l = blk.Columns(s, nb);
       DP_CUDA_CHECK(cuda::LaunchIm2Col(xp + n0 * chw, g, nb, col, stream()));
-      DP_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, l, blk.mg, blk.k, &one, col, l,
-                                                blk.k * static_cast<int64_t>(l), wp, blk.k, blk.stride_w, &zero, out, l,
-                                                blk.mg * static_cast<int64_t>(l), blk.groups));
+      GemmStridedBatched(CUBLAS_OP_N, CUBLAS_OP_N, l, blk.mg, blk.k, &one, col, l, blk.k * static_cast<int64_t>(l), wp,
+                         blk.k, blk.stride_w, &zero, out, l, blk.mg * static_cast<int64_t>(l), blk.groups);
       DP_CUDA_CHECK(cuda::LaunchColumnsToImages(out, bp, nb, s.m, ohw, yp + n0 * s.m * ohw, stream()));
     }
   }
@@ -125,13 +124,11 @@ class ConvGradientOp final : public CudaOperator {
       const int64_t stride_col = blk.k * static_cast<int64_t>(l), stride_dyc = blk.mg * static_cast<int64_t>(l);
       DP_CUDA_CHECK(cuda::LaunchIm2Col(xp + n0 * chw, g, nb, col, stream()));
       DP_CUDA_CHECK(cuda::LaunchImagesToColumns(dyp + n0 * s.m * ohw, nb, s.m, ohw, dyc, stream()));
-      DP_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, blk.k, blk.mg, l, &one, col, l,
-                                                stride_col, dyc, l, stride_dyc, &one, dwp, blk.k, blk.stride_w,
-                                                blk.groups));
+      GemmStridedBatched(CUBLAS_OP_T, CUBLAS_OP_N, blk.k, blk.mg, l, &one, col, l, stride_col, dyc, l, stride_dyc, &one,
+                         dwp, blk.k, blk.stride_w, blk.groups);
       if (!dxp) continue;
-      DP_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, l, blk.k, blk.mg, &one, dyc, l,
-                                                stride_dyc, wp, blk.k, blk.stride_w, &zero, dcol, l, stride_col,
-                                                blk.groups));
+      GemmStridedBatched(CUBLAS_OP_N, CUBLAS_OP_T, l, blk.k, blk.mg, &one, dyc, l, stride_dyc, wp, blk.k, blk.stride_w,
+                         &zero, dcol, l, stride_col, blk.groups);
       DP_CUDA_CHECK(cuda::LaunchCol2Im(dcol, g, nb, dxp + n0 * chw, stream()));
     }
   }

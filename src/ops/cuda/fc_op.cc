@@ -35,7 +35,7 @@ class FcOp final : public CudaOperator {
     if (m == 0 || n == 0 || k == 0) return;  // Y = b (or empty); cuBLAS rejects zero sizes
     const float one = 1.0f;
     const int mi = BlasInt(m, "M"), ni = BlasInt(n, "N"), ki = BlasInt(k, "K");
-    DP_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ki, &one, wp, ki, xp, ki, &one, yp, ni));
+    Gemm(CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ki, &one, wp, ki, xp, ki, &one, yp, ni);
     if (relu_) DP_CUDA_CHECK(cuda::LaunchRelu(yp, yp, m * n, stream()));
   }
   // The fused activation, as on the CPU ("none" or "relu").
@@ -81,11 +81,8 @@ class FcGradientOp final : public CudaOperator {
       DP_CUDA_CHECK(cuda::LaunchFill(dw, n * k, 0.0f, stream()));
       if (dx) DP_CUDA_CHECK(cuda::LaunchFill(dx, m * k, 0.0f, stream()));
     } else {
-      DP_CUBLAS_CHECK(
-          cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_T, ki, ni, mi, &one, xp, ki, dyp, ni, &zero, dw, ki));
-      if (dx)
-        DP_CUBLAS_CHECK(
-            cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, ki, mi, ni, &one, wp, ki, dyp, ni, &zero, dx, ki));
+      Gemm(CUBLAS_OP_N, CUBLAS_OP_T, ki, ni, mi, &one, xp, ki, dyp, ni, &zero, dw, ki);
+      if (dx) Gemm(CUBLAS_OP_N, CUBLAS_OP_N, ki, mi, ni, &one, wp, ki, dyp, ni, &zero, dx, ki);
     }
     if (m == 0 || n == 0) {  // sums over no rows are 0
       DP_CUDA_CHECK(cuda::LaunchFill(db, n, 0.0f, stream()));

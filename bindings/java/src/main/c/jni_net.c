@@ -6,7 +6,8 @@
 
 JNIEXPORT jlong JNICALL FN(netCreate)(JNIEnv* env, jclass c, jlong ws, jlong def, jboolean has_options,
                                       jint executor, jint num_workers, jint streams_per_gpu, jint profile,
-                                      jint unread_feed_error, jint memory, jint cuda_graphs) {
+                                      jint unread_feed_error, jint memory, jint cuda_graphs,
+                                      jint math_mode) {
   (void)c;
   dp_net_options o;
   dp_net_options_init(&o, sizeof o);
@@ -17,6 +18,7 @@ JNIEXPORT jlong JNICALL FN(netCreate)(JNIEnv* env, jclass c, jlong ws, jlong def
   o.unread_feed_error = unread_feed_error;
   o.memory = memory;
   o.cuda_graphs = cuda_graphs;
+  o.math_mode = math_mode;
   dp_net* net = NULL;
   dp_status* s = dp_net_create(DPJ_PTR(dp_workspace, ws), DPJ_PTR(dp_netdef, def), has_options ? &o : NULL, &net);
   return dpj_ok(env, s) ? DPJ_JLONG(net) : 0;

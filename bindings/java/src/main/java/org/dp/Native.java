@@ -161,7 +161,7 @@ final class Native {
 
   // --- jni_net.c ------------------------------------------------------------
   static native long netCreate(long ws, long def, boolean hasOptions, int executor, int numWorkers,
-      int streamsPerGpu, int profile, int unreadFeedError, int memory, int cudaGraphs);
+      int streamsPerGpu, int profile, int unreadFeedError, int memory, int cudaGraphs, int mathMode);
   static native void netRun(long net);
   static native void netRunAsync(long net);
   static native boolean netWait(long net, long timeoutMs);

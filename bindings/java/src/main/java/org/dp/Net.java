@@ -34,7 +34,7 @@ public final class Net extends NativeHandle {
         long p = Native.netCreate(ws, d, has, has ? options.executor : 0, has ? options.numWorkers : 0,
             has ? options.streamsPerGpu : 0, has && options.profile ? 1 : 0,
             has && options.unreadFeedError ? 1 : 0, has ? options.memory : 0,
-            has ? options.cudaGraphs : 0);
+            has ? options.cudaGraphs : 0, has ? options.mathMode : 0);
         return new Net(p, workspace);
       } finally {
         releaseOrNull(def);

@@ -23,6 +23,15 @@ public final class NetOptions {
   public static final int CUDA_GRAPHS_DEFAULT = 0;
   public static final int CUDA_GRAPHS_ON = 1;
   public static final int CUDA_GRAPHS_OFF = 2;
+  /**
+   * How a net's CUDA GEMMs (FC, Conv and their gradients) compute (DP_MATH_*): tensors stay float32
+   * in every mode; TF32 and BF16 round the GEMMs' inputs for tensor cores and accumulate in float32.
+   * CPU kernels compute in float32 whatever the mode. Since 0.6.
+   */
+  public static final int MATH_DEFAULT = 0;
+  public static final int MATH_FP32 = 1;
+  public static final int MATH_TF32 = 2;
+  public static final int MATH_BF16 = 3;
 
   /** EXECUTOR_*; DEFAULT takes the definition's, else ASYNC for multi-device nets, SIMPLE otherwise. */
   public int executor;
@@ -42,6 +51,8 @@ public final class NetOptions {
   public int memory;
   /** CUDA_GRAPHS_*; DEFAULT is ON. Since 0.6. */
   public int cudaGraphs;
+  /** MATH_*; DEFAULT is FP32. Since 0.6. */
+  public int mathMode;
 
   public NetOptions executor(int v) {
     executor = v;
@@ -75,6 +86,11 @@ public final class NetOptions {
 
   public NetOptions cudaGraphs(int v) {
     cudaGraphs = v;
+    return this;
+  }
+
+  public NetOptions mathMode(int v) {
+    mathMode = v;
     return this;
   }
 }

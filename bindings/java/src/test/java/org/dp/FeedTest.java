@@ -73,4 +73,30 @@ class FeedTest {
       assertTrue(e.getMessage().contains("cuda_graphs"), e.getMessage());
     }
   }
+
+  /**
+   * The math mode option reaches dp_net_create (a value outside DP_MATH_* is refused); a CPU net
+   * computes in float32 in every mode.
+   */
+  @Test
+  void mathModeOption() {
+    assertEquals(NetOptions.MATH_DEFAULT, new NetOptions().mathMode);
+    try (NetDef def = NetDef.fromJson(TestSupport.FC_RELU_NET); Workspace ws = Workspace.create()) {
+      ws.feed("x", ForwardTest.X, 2, 3);
+      ws.feed("w", ForwardTest.W, 2, 3);
+      ws.feed("b", ForwardTest.B, 2);
+      float[] first = null;
+      for (int m : new int[] {NetOptions.MATH_DEFAULT, NetOptions.MATH_FP32, NetOptions.MATH_TF32, NetOptions.MATH_BF16}) {
+        try (Net net = Net.create(ws, def, new NetOptions().mathMode(m))) {
+          net.run();
+          float[] y = ws.fetchFloats("y");
+          if (first == null) first = y;
+          assertArrayEquals(first, y);
+        }
+      }
+      DpInvalidArgumentException e =
+          assertThrows(DpInvalidArgumentException.class, () -> Net.create(ws, def, new NetOptions().mathMode(4)));
+      assertTrue(e.getMessage().contains("math_mode"), e.getMessage());
+    }
+  }
 }
