@@ -852,11 +852,15 @@ enum { DP_MEMORY_DEFAULT = 0, DP_MEMORY_KEEP = 1, DP_MEMORY_SHARE = 2, DP_MEMORY
 
 /* CUDA graphs (dp_net_options.cuda_graphs; since 0.6). A net whose ops all
  * run on one GPU, with host ops only before and after them, whose kernels
- * are all safe to capture and whose memory mode is KEEP (or DEFAULT for a
- * definition) runs its second run's GPU work as one CUDA graph, recorded
- * from its streams, and later runs replay it with one launch. A blob the
- * net only reads may be fed again with a tensor of the same shape, dtype and
- * device between runs (copied into the buffer the graph reads); any change
+ * are all safe to capture and whose memory mode is KEEP or SHARE (DEFAULT
+ * for a definition is KEEP; the builders' nets are SHARE) runs its GPU work
+ * as one CUDA graph, recorded from its streams once a run on them found the
+ * same bindings (the second run; with SHARE, the third: the first run's
+ * sizes make a new plan), and later runs replay it with one launch. With
+ * SHARE, blobs that pass between the graph and the host ops around it keep
+ * their memory. A blob the net only reads may be fed again with a tensor of
+ * the same shape, dtype and device between runs (copied into the buffer the
+ * graph reads); any change
  * that would make the graph wrong (another shape, a blob the net writes
  * replaced, memory that moved, a fetched tensor that still shares a written
  * blob) makes that run go op by op on the streams, and the next one record

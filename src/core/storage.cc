@@ -41,6 +41,14 @@ struct alignas(64) Counters {
   std::atomic<uint64_t> raw_frees{0};   // and freed
 };
 std::array<Counters, kNumDeviceTypes> g_stats;
+// Library storage made per device memory (LibraryAllocations).
+constexpr size_t kCountedDevices = 64;
+std::array<std::array<std::atomic<uint64_t>, kCountedDevices>, kNumDeviceTypes> g_made{};
+
+std::atomic<uint64_t>& MadeOn(DeviceOption device) {
+  const size_t id = device.type == DeviceType::kCPU ? 0 : static_cast<size_t>(device.id) % kCountedDevices;
+  return g_made[static_cast<size_t>(device.type)][id];
+}
 
 void RaiseTo(std::atomic<uint64_t>& peak, uint64_t now) {
   uint64_t seen = peak.load(std::memory_order_relaxed);
@@ -159,6 +167,8 @@ void MemoryBudget::Charge(DeviceOption device, size_t n) {
   RaiseTo(peak, used + n);
 }
 
+uint64_t LibraryAllocations(DeviceOption device) { return MadeOn(device).load(std::memory_order_relaxed); }
+
 MemoryStats GetMemoryStats(DeviceType type) {
   const Counters& c = g_stats[static_cast<size_t>(type)];
   return {c.allocated.load(std::memory_order_relaxed), c.peak.load(std::memory_order_relaxed)};
@@ -260,6 +270,7 @@ std::shared_ptr<Storage> Storage::AllocateLibrary(DeviceOption device, size_t nb
   }
   if (!host) CountAllocation(device.type, nbytes);
   CountRaw(device.type, nbytes, /*alloc=*/true);
+  MadeOn(device).fetch_add(1, std::memory_order_relaxed);
   raw->budget_ = std::move(budget);
   return std::shared_ptr<Storage>(raw);  // if this throws, it deletes raw: ~Storage undoes all of the above
 }

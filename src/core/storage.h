@@ -72,6 +72,11 @@ struct MemoryStats {
 };
 MemoryStats GetMemoryStats(DeviceType type);
 void ResetPeakMemory(DeviceType type);  // peak := allocated now
+// Storage dp allocated on `device`'s memory so far (every cpu:N counts as
+// the host): a CUDA graph's capture that allocated recorded memory the graph
+// does not own (exec/graph_capture.h). GPUs 64 apart share a count (one
+// that moves too often, never one that misses).
+uint64_t LibraryAllocations(DeviceOption device);
 
 // One device's memory as dp sees it (dp_device_memory_stats). On the CPU
 // (every cpu:N is the host): dp's host storage; allocations go straight to
@@ -124,6 +129,9 @@ class StorageSlot {
     if (keeps_) parked_ = std::move(storage);
   }
   size_t parked_bytes() const noexcept;
+  // What is parked now (null: nothing); read between runs (a CUDA graph's
+  // bindings: exec/graph_capture.h).
+  const std::shared_ptr<Storage>& parked() const noexcept { return parked_; }
 
  private:
   const bool keeps_;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/storage.h"
 
 namespace dp {
 namespace {
@@ -58,7 +59,7 @@ bool IsCancelled(const std::exception_ptr& e) {
 CapturingExecutor::CapturingExecutor(const std::vector<std::unique_ptr<Operator>>& ops, const TaskGraph& graph,
                                      const CapturePlan& plan, StreamsExecutorFactory make_streams,
                                      CaptureOptions options)
-    : make_streams_(std::move(make_streams)) {
+    : make_streams_(std::move(make_streams)), memory_(options.memory), allocations_(std::move(options.allocations)) {
   DP_ENFORCE_CODE(plan.refusal.empty() && !plan.graph.empty(), Code::kInternal,
                   "a net that cannot be captured was given the graph executor");
   const size_t n = graph.chains.size();
@@ -67,6 +68,8 @@ CapturingExecutor::CapturingExecutor(const std::vector<std::unique_ptr<Operator>
     for (int i : graph.chains[c]) chain_ops_[c].push_back(ops[static_cast<size_t>(i)].get());
   chain_device_ = graph.chain_device;
   const DeviceOption gpu = graph.chain_device[static_cast<size_t>(plan.graph.front())];
+  gpu_ = gpu;
+  if (!allocations_) allocations_ = [gpu] { return LibraryAllocations(gpu); };
   const int streams = std::max(1, options.streams_per_gpu);
   for (int s = 0; s < streams; ++s) contexts_.push_back(options.make_context(gpu));
   auto new_event = [this] {
@@ -113,7 +116,10 @@ CapturingExecutor::CapturingExecutor(const std::vector<std::unique_ptr<Operator>
     }
     step_of[cu] = static_cast<int>(steps_.size());
     steps_.push_back(std::move(step));
-    for (Operator* op : chain_ops_[cu]) graph_ops_.push_back(op);
+    for (Operator* op : chain_ops_[cu]) {
+      graph_ops_.push_back(op);
+      graph_op_indices_.push_back(op->index());
+    }
   }
   std::set<int> used;
   for (const Step& s : steps_)
@@ -131,6 +137,11 @@ void CapturingExecutor::ResetEvents() {
 
 int64_t CapturingExecutor::Since(const RunControl& rc) const {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - rc.start).count();
+}
+
+CaptureBindings CapturingExecutor::Bindings() const {
+  if (memory_ == nullptr) return CaptureBindings::Of(graph_ops_);
+  return CaptureBindings::Of(graph_ops_, memory_->slots(gpu_), memory_->generation());
 }
 
 void CapturingExecutor::RunHost(const std::vector<int>& chains, RunControl& rc) {
@@ -172,25 +183,33 @@ void CapturingExecutor::Capture(RunControl& rc) {
   std::unique_ptr<DeviceGraph> recorded;
   std::string failure;
   try {
+    // Memory allocated while recorded is baked into the graph without being
+    // bound to anything the next runs check (a temporary of a memory plan
+    // may even free it after its last use): such a capture is not kept.
+    const uint64_t made = allocations_();
     std::unique_ptr<GraphRecording> recording = contexts_[0]->BeginGraphCapture();
     Issue(rc);
     recorded = recording->Finish();
+    if (const uint64_t now = allocations_(); now != made)
+      failure = StrCat("it allocated ", now - made, " blocks on ", DeviceName(gpu_), " while it was recorded");
   } catch (const Error& e) {
     if (e.code() == Code::kCancelled) throw;
     failure = e.what();
   } catch (const std::exception& e) {
     failure = e.what();
   }
-  policy_.AfterRun(decision_, failure.empty(), CaptureBindings::Of(graph_ops_), failure);
+  policy_.AfterRun(decision_, failure.empty(), Bindings(), failure);
   policy_told_ = true;
   if (policy_.has_graph()) {
     graph_ = std::move(recorded);
     Launch(rc);
     return;
   }
-  // Nothing recorded ran: this run's results come from the streams.
+  // Nothing recorded ran: this run's results come from the streams. The
+  // memory plan counted the recorded issue's accesses; they count again.
   graph_.reset();
   DP_LOG(kInfo, "a net's CUDA graph was not kept: ", policy_.reason());
+  if (memory_ != nullptr) memory_->CountAgain(graph_op_indices_);
   ResetEvents();
   Issue(rc);
 }
@@ -206,7 +225,7 @@ void CapturingExecutor::RunOwn(RunControl& rc) {
     // The host chains first: what they write (a batch of another size) is
     // part of the bindings the decision looks at.
     RunHost(before_, rc);
-    decision_ = policy_.BeforeRun(CaptureBindings::Of(graph_ops_));
+    decision_ = policy_.BeforeRun(Bindings());
     switch (decision_.action) {
       case CapturePolicy::Action::kStreams:
         Issue(rc);
@@ -217,6 +236,9 @@ void CapturingExecutor::RunOwn(RunControl& rc) {
       case CapturePolicy::Action::kReplay:
         fed_ = CopyRefedInputs(policy_.graph(), decision_.check, *contexts_[0]);
         Launch(rc);
+        // The memory plan's bookkeeping, as the capture's issue did it: the
+        // blobs' last accesses are over (in the graph, in stream order).
+        for (Operator* op : graph_ops_) op->Replayed();
         break;
     }
     // The host chains after the graph (and a profiled graph's span) wait
@@ -272,7 +294,7 @@ void CapturingExecutor::Finish() {
   const bool cancelled = error_ && IsCancelled(error_);
   try {
     if (!cancelled && !policy_told_) {
-      policy_.AfterRun(decision_, !error_, CaptureBindings::Of(graph_ops_), message);
+      policy_.AfterRun(decision_, !error_, Bindings(), message);
     } else if (!cancelled && error_ && policy_.has_graph()) {
       policy_.Discard(message);  // captured, then the launch failed
     }

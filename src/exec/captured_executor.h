@@ -28,6 +28,7 @@
 #include "core/context.h"
 #include "exec/executor.h"
 #include "exec/graph_capture.h"
+#include "exec/net_memory.h"
 #include "graph/task_graph.h"
 #include "ops/operator.h"
 
@@ -37,6 +38,12 @@ struct CaptureOptions {
   int streams_per_gpu = 1;  // streams the graph's chains are issued on
   // Makes the GPU's contexts (a test passes contexts of a fake device).
   ContextFactory make_context = &CreateContext;
+  // The net's memory plan ('share'; null: none), which outlives the
+  // executor: its slots' blocks are part of the graph's bindings.
+  NetMemory* memory = nullptr;
+  // Storage allocated so far on the graph's device (empty:
+  // LibraryAllocations of it): a capture that allocated is not kept.
+  std::function<uint64_t()> allocations;
 };
 
 // A graph net's figures (Net::capture_stats).
@@ -84,8 +91,12 @@ class CapturingExecutor final : public Executor {
   void Launch(RunControl& rc);
   void ResetEvents();
   int64_t Since(const RunControl& rc) const;
+  CaptureBindings Bindings() const;  // of the graph's ops and the memory plan's slots, now
 
   StreamsExecutorFactory make_streams_;
+  NetMemory* memory_ = nullptr;
+  DeviceOption gpu_;  // the graph's
+  std::function<uint64_t()> allocations_;
   std::unique_ptr<Executor> streams_;  // once the policy gave up
   bool delegated_ = false;             // this run went to streams_
   std::vector<std::vector<Operator*>> chain_ops_;
@@ -93,6 +104,7 @@ class CapturingExecutor final : public Executor {
   std::vector<int> before_, after_;  // host chains, in dependency order
   std::vector<Step> steps_;          // the graph's chains, in dependency order
   std::vector<Operator*> graph_ops_;
+  std::vector<size_t> graph_op_indices_;  // their indices in the net
   std::vector<std::unique_ptr<DeviceContext>> contexts_;  // per stream; [0] begins and ends captures
   std::vector<std::unique_ptr<Event>> events_;            // every event below, reset each run
   Event* fork_ = nullptr;

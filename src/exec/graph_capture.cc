@@ -35,6 +35,7 @@ std::vector<bool> LinkedToCuda(const TaskGraph& graph, bool downstream) {
 
 std::string EntryName(const CaptureBindings::Entry& e) {
   if (e.blob != nullptr) return StrCat("blob '", e.blob->name(), "'");
+  if (e.slot >= 0) return StrCat("block ", e.slot, " of the net's memory plan");
   return StrCat("the scratch memory of ", e.op != nullptr ? e.op->label() : std::string("an op"));
 }
 
@@ -62,19 +63,25 @@ BindingCheck Compare(const CaptureBindings& then, const std::vector<std::shared_
   };
   const auto& a = then.entries();
   const auto& b = now.entries();
-  if (a.size() != b.size()) return stale("the net's ops are bound to other blobs");
+  if (a.size() != b.size()) {
+    const bool planned = (!a.empty() && a.back().slot >= 0) || (!b.empty() && b.back().slot >= 0);
+    return stale(planned ? "the net's memory plan was made again (its blocks moved)"
+                         : "the net's ops are bound to other blobs");
+  }
   std::string shared;
   for (size_t i = 0; i < a.size(); ++i) {
     const CaptureBindings::Entry& x = a[i];
     const CaptureBindings::Entry& y = b[i];
-    if (x.blob != y.blob || x.op != y.op || x.written != y.written)
+    if (x.blob != y.blob || x.op != y.op || x.written != y.written || x.slot != y.slot)
       return stale("the net's ops are bound to other blobs");
+    if (x.plan != y.plan) return stale("the net's memory plan was made again (its blocks moved)");
     if (x.dims != y.dims || x.dtype != y.dtype || x.device != y.device || (x.data == nullptr) != (y.data == nullptr))
       return stale(StrCat(EntryName(y), " is now ", Shape(y), ", not ", Shape(x)));
     const bool moved = x.data != y.data || x.nbytes != y.nbytes || !SameStorage(x.storage, y.storage);
     if (moved) {
       // A blob the ops only read, fed again: copied into the graph's buffer.
-      const bool feedable = y.blob != nullptr && !y.written && y.data != nullptr;
+      // (A temporary of a memory plan is never fed: its memory is the plan's.)
+      const bool feedable = y.blob != nullptr && !y.written && y.data != nullptr && !y.blob->transient();
       if (!feedable) return stale(StrCat(EntryName(y), " holds other memory than when the graph was captured"));
       if (inputs != nullptr && (*inputs)[i] == nullptr)
         return stale(StrCat(EntryName(y), " was fed again, and the graph does not hold its buffer"));
@@ -111,10 +118,9 @@ CapturePlan PlanCapture(const std::vector<std::unique_ptr<Operator>>& ops, const
     gpu = d.id;
   }
   if (gpu < 0) return refuse("no op of it runs on a CUDA device");
-  if (memory != MemoryMode::kKeep && memory != MemoryMode::kDefault)
-    return refuse(StrCat("its memory plan is '", MemoryModeName(memory),
-                         "', which hands memory between ops as they run; a graph needs every blob to keep its "
-                         "memory (memory mode 'keep')"));
+  if (memory == MemoryMode::kFree)
+    return refuse("its memory plan is 'free', which returns memory to the allocator as ops finish; a graph needs "
+                  "the blocks its kernels use kept (memory mode 'keep' or 'share')");
   for (const auto& op : ops) {
     if (op->device().type != DeviceType::kCUDA) continue;
     if (const char* why = op->GraphCaptureObstacle()) return refuse(StrCat(op->label(), ": ", why));
@@ -137,7 +143,8 @@ CapturePlan PlanCapture(const std::vector<std::unique_ptr<Operator>>& ops, const
   return plan;
 }
 
-CaptureBindings CaptureBindings::Of(const std::vector<Operator*>& ops) {
+CaptureBindings CaptureBindings::Of(const std::vector<Operator*>& ops, const std::vector<const StorageSlot*>& slots,
+                                    uint64_t plan) {
   CaptureBindings b;
   std::unordered_map<const Blob*, size_t> index;
   auto add = [&](Blob* blob, const Operator* op, bool written) {
@@ -188,6 +195,21 @@ CaptureBindings CaptureBindings::Of(const std::vector<Operator*>& ops) {
     e.data = op->scratch_data();
     e.nbytes = op->scratch_bytes();
     e.device = op->device();
+    b.entries_.push_back(std::move(e));
+  }
+  // The memory plan's blocks: between runs its temporaries are empty, and the
+  // blocks the graph's kernels used for them wait in the slots.
+  for (size_t s = 0; s < slots.size(); ++s) {
+    Entry e;
+    e.slot = static_cast<int>(s);
+    e.plan = plan;
+    e.written = true;
+    if (const std::shared_ptr<Storage>& block = slots[s]->parked()) {
+      e.data = block->data();
+      e.storage = block;
+      e.nbytes = block->nbytes();
+      e.device = block->device();
+    }
     b.entries_.push_back(std::move(e));
   }
   return b;
@@ -303,7 +325,9 @@ void CapturePolicy::AfterRun(const Decision& decision, bool ok, CaptureBindings 
       return;
     case Action::kCapture: {
       if (ok) {
-        // The capture must leave every binding where it found it.
+        // The capture must leave every binding where it found it (a block of
+        // a memory plan included: a temporary that allocated parks a block
+        // of its own, or frees one the graph baked in).
         BindingCheck check = Compare(capturing_, nullptr, after);
         if (check.result == BindingCheck::Result::kSame) {
           graph_.bindings = std::move(capturing_);

@@ -18,6 +18,9 @@
 //     run goes on the streams (where ops resize what they must) and the next
 //     run captures again. After kMaxInvalidations of those the net keeps to
 //     the streams: its bindings change too often for a graph to pay;
+//   - a block of the net's memory plan ('share') that moved: the plan was
+//     made again (another net now reads a temporary; the first run's sizes),
+//     so the graph is stale;
 //   - a blob the net writes that somebody else shares (a fetch that kept its
 //     storage): writing it in place, as a replay would, would change their
 //     copy; the op copies it first (copy-on-write), so that run goes on the
@@ -57,7 +60,10 @@ struct CapturePlan {
 // when some op runs on CUDA, all of them on one GPU (replicas sharing it
 // included), each CUDA op's kernel is safe to capture
 // (Operator::GraphCaptureObstacle), no host op sits between two CUDA ops,
-// and the memory plan is `keep` (the others hand blocks between ops).
+// and the memory plan keeps its blocks: `keep`, or `share`, whose
+// temporaries take turns in blocks that stay in the plan's slots between
+// runs (a replay writes the blocks the capture saw, and leaves the blobs as
+// the capture did: temporaries empty); `free` returns them to the allocator.
 CapturePlan PlanCapture(const std::vector<std::unique_ptr<Operator>>& ops, const TaskGraph& graph, MemoryMode memory);
 
 // What a set of ops is bound to: every tensor blob they read or write, and
@@ -65,7 +71,7 @@ CapturePlan PlanCapture(const std::vector<std::unique_ptr<Operator>>& ops, const
 class CaptureBindings {
  public:
   struct Entry {
-    Blob* blob = nullptr;        // nullptr: an op's scratch
+    Blob* blob = nullptr;        // nullptr: an op's scratch, or a slot
     const Operator* op = nullptr;  // whose scratch (or the first op to use the blob)
     bool written = false;        // some op writes the blob
     const void* data = nullptr;  // nullptr: no memory (an empty blob)
@@ -75,10 +81,14 @@ class CaptureBindings {
     DType dtype = DType::kUndefined;
     DeviceOption device;
     bool shared = false;  // written, and not writable in place (another owner)
+    int slot = -1;        // >= 0: the block parked in slot `slot` of the net's memory plan
+    uint64_t plan = 0;    // that plan's generation (NetMemory::generation)
   };
 
-  // The bindings of `ops` now, entries in the order the ops list them.
-  static CaptureBindings Of(const std::vector<Operator*>& ops);
+  // The bindings of `ops` now, entries in the order the ops list them, then
+  // the blocks parked in the `slots` of the net's memory plan ('share').
+  static CaptureBindings Of(const std::vector<Operator*>& ops, const std::vector<const StorageSlot*>& slots = {},
+                            uint64_t plan = 0);
   const std::vector<Entry>& entries() const { return entries_; }
 
  private:

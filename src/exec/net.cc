@@ -85,25 +85,55 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
   CapturePlan capture = options.cuda_graphs == CudaGraphs::kOff
                             ? CapturePlan{"NetOptions::cuda_graphs is off", {}, {}, {}}
                             : PlanCapture(ops_, graph_, def_->memory);
-  if (capture.refusal.empty()) {
+  const bool captured = capture.refusal.empty();
+  if (def_->memory == MemoryMode::kShare || def_->memory == MemoryMode::kFree) {
+    // Planned against the orders this net's executor may run the ops in:
+    // list order for the simple executor alone; a graph's chains are issued
+    // in another order and run on several streams, as the async executor's.
+    const bool list_order = kind_ == ExecutorKind::kSimple && !captured;
+    if (list_order) memory_order_ = ListOrderGraph(ops_.size());
+    // Blobs that cross a graph's edge keep their memory: what host ops
+    // write before it and it reads (a replay reads them where the capture
+    // did; a capture that fails issues the graph's ops again from them), and
+    // what it writes and host ops read after it. The temporaries left live
+    // and die inside the graph: between runs they are empty and their
+    // blocks wait in the plan's slots, which the graph's bindings check.
+    std::set<std::string> keep;
+    if (captured) {
+      auto blobs_of = [&](const std::vector<int>& chains, bool outputs) {
+        std::set<std::string> blobs;
+        for (int c : chains)
+          for (int i : graph_.chains[static_cast<size_t>(c)]) {
+            const OperatorDef& op = def_->ops[static_cast<size_t>(i)];
+            blobs.insert((outputs ? op.outputs : op.inputs).begin(), (outputs ? op.outputs : op.inputs).end());
+          }
+        return blobs;
+      };
+      const std::set<std::string> graph_reads = blobs_of(capture.graph, false),
+                                  graph_writes = blobs_of(capture.graph, true);
+      for (const auto& b : blobs_of(capture.before, true))
+        if (graph_reads.count(b)) keep.insert(b);
+      for (const auto& b : blobs_of(capture.after, false))
+        if (graph_writes.count(b)) keep.insert(b);
+    }
+    try {
+      memory_ = std::make_unique<NetMemory>(*def_, list_order ? memory_order_ : graph_, devices_, *ws_, ops_,
+                                            std::move(keep));
+    } catch (Error& e) {
+      throw e.Prepend(label_);
+    }
+  }
+  if (captured) {
     // The ordinary executor is made if the graph's policy gives up on it.
-    auto graphs = std::make_unique<CapturingExecutor>(ops_, graph_, capture, make_executor,
-                                                      CaptureOptions{options.streams_per_gpu});
+    CaptureOptions co;
+    co.streams_per_gpu = options.streams_per_gpu;
+    co.memory = memory_.get();
+    auto graphs = std::make_unique<CapturingExecutor>(ops_, graph_, capture, make_executor, std::move(co));
     capturing_ = graphs.get();
     executor_ = std::move(graphs);
   } else {
     capture_refusal_ = std::move(capture.refusal);
     executor_ = make_executor();
-  }
-  if (def_->memory == MemoryMode::kShare || def_->memory == MemoryMode::kFree) {
-    // Planned against the orders this net's executor may run the ops in.
-    if (kind_ == ExecutorKind::kSimple) memory_order_ = ListOrderGraph(ops_.size());
-    try {
-      memory_ = std::make_unique<NetMemory>(*def_, kind_ == ExecutorKind::kSimple ? memory_order_ : graph_, devices_,
-                                            *ws_, ops_);
-    } catch (Error& e) {
-      throw e.Prepend(label_);
-    }
   }
   DP_LOG(kInfo, label_, ": created with ", ops_.size(), " ops in ", graph_.chains.size(), " chains on the ",
          KindName(kind_), " executor", capturing_ != nullptr ? ", captured as a CUDA graph from its second run" : "");

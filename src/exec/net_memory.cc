@@ -7,9 +7,9 @@
 namespace dp {
 
 NetMemory::NetMemory(const NetDef& def, const TaskGraph& graph, const std::vector<DeviceOption>& devices,
-                     Workspace& ws, const std::vector<std::unique_ptr<Operator>>& ops)
-    : def_(def), graph_(graph), devices_(devices), ws_(ws), ops_(ops) {
-  Replan({}, nullptr);
+                     Workspace& ws, const std::vector<std::unique_ptr<Operator>>& ops, std::set<std::string> keep)
+    : def_(def), graph_(graph), devices_(devices), ws_(ws), ops_(ops), kept_(std::move(keep)) {
+  Replan(kept_, nullptr);
   if (def.ops.size() > kMaxPlannedOps)
     DP_LOG(kWarning, "net '", def.name, "' has ", def.ops.size(), " ops, more than the ", kMaxPlannedOps,
            " a memory plan covers: it keeps every blob");
@@ -70,6 +70,7 @@ void NetMemory::Apply(MemoryPlan plan) {
   slots_ = std::move(slots);  // the old slots' parked storage goes back now
   plan_ = std::move(plan);
   ran_ = false;
+  ++generation_;
 }
 
 void NetMemory::BeginRun() {
@@ -119,6 +120,11 @@ void NetMemory::OpFinished(size_t op_index) noexcept {
     if (remaining_[static_cast<size_t>(t)].fetch_sub(1, std::memory_order_acq_rel) == 1) Release(t);
 }
 
+void NetMemory::CountAgain(const std::vector<size_t>& op_indices) noexcept {
+  for (size_t i : op_indices)
+    for (int t : plan_.op_temporaries[i]) remaining_[static_cast<size_t>(t)].fetch_add(1, std::memory_order_relaxed);
+}
+
 void NetMemory::Release(int temporary) noexcept {
   const size_t t = static_cast<size_t>(temporary);
   std::shared_ptr<Tensor> held = blobs_[t]->Release<Tensor>();
@@ -133,6 +139,16 @@ void NetMemory::Release(int temporary) noexcept {
     StorageSlot& s = *slots_[static_cast<size_t>(slot)];
     if (s.parked_bytes() < storage->nbytes()) s.Park(std::move(storage));
   }
+}
+
+std::vector<const StorageSlot*> NetMemory::slots(DeviceOption device) const {
+  std::vector<bool> on_device(slots_.size(), false);  // a slot serves temporaries of one memory
+  for (const MemoryPlan::Temporary& t : plan_.temporaries)
+    if (t.slot >= 0 && SameMemory(t.device, device)) on_device[static_cast<size_t>(t.slot)] = true;
+  std::vector<const StorageSlot*> out;
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (on_device[s]) out.push_back(slots_[s].get());
+  return out;
 }
 
 uint64_t NetMemory::slot_bytes() const {

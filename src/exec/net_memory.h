@@ -38,9 +38,11 @@ namespace dp {
 
 class NetMemory final : public OpObserver {
  public:
-  // `ops` (the net's) outlive this; `def`, `graph` and `devices` too.
+  // `ops` (the net's) outlive this; `def`, `graph` and `devices` too. The
+  // blobs in `keep` are never temporaries (a CUDA graph's inputs written on
+  // the host before it: a replay reads them where the capture did).
   NetMemory(const NetDef& def, const TaskGraph& graph, const std::vector<DeviceOption>& devices, Workspace& ws,
-            const std::vector<std::unique_ptr<Operator>>& ops);
+            const std::vector<std::unique_ptr<Operator>>& ops, std::set<std::string> keep = {});
   ~NetMemory();
   NetMemory(const NetMemory&) = delete;
   NetMemory& operator=(const NetMemory&) = delete;
@@ -52,6 +54,15 @@ class NetMemory final : public OpObserver {
   const MemoryPlan& plan() const { return plan_; }
   // Bytes parked in the slots (between runs: what the slots hold).
   uint64_t slot_bytes() const;
+  // The plan's slots of `device`'s memory (between runs): a CUDA graph
+  // captured with this plan baked in the blocks they hold, and replays only
+  // while they hold them; and the plan's generation, which each new plan
+  // (and its new slots) bumps.
+  std::vector<const StorageSlot*> slots(DeviceOption device) const;
+  uint64_t generation() const { return generation_; }
+  // The accesses of these ops count again in this run (their work is issued
+  // again: a CUDA graph's capture that was not kept). Between their issues.
+  void CountAgain(const std::vector<size_t>& op_indices) noexcept;
 
  private:
   // A plan keeping `keep` whole; with `scratch_sizes` (per op), sized by the
@@ -77,6 +88,7 @@ class NetMemory final : public OpObserver {
   uint64_t readers_seen_ = 0;
   bool sized_ = false;                                // re-planned with a run's sizes
   bool ran_ = false;                                  // a run began since the last plan
+  uint64_t generation_ = 0;                           // plans applied
 };
 
 }  // namespace dp

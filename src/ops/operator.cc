@@ -103,6 +103,11 @@ void Operator::Run(DeviceContext& ctx) {
     }
   run();
   if (scratch_slot_) ReturnScratch();
+  // The kernel has returned: the holds go before the memory plan hears of
+  // it, so that a block only they still held is parked for the next
+  // temporary of its slot rather than freed.
+  for (size_t k = 0; k < kept; ++k) keep[k].reset();
+  keep_more.clear();
   if (observer_) observer_->OpFinished(index_);
 }
 

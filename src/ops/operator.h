@@ -69,7 +69,16 @@ class Operator {
   // (nullptr: nobody), and the memory plan's slot of output i (nullptr: none;
   // Output(i) puts it on the tensor, see Tensor::set_slot).
   void set_observer(OpObserver* observer) { observer_ = observer; }
+  // A replayed CUDA graph did this op's work without running it: tells the
+  // observer as Run would have (the net's memory plan lets go of the blobs
+  // this op used last, as after any run).
+  void Replayed() noexcept {
+    if (observer_) observer_->OpFinished(index_);
+  }
   void set_output_slot(int i, std::shared_ptr<StorageSlot> slot);
+  std::shared_ptr<StorageSlot> output_slot(int i) const {
+    return output_slots_.empty() ? nullptr : output_slots_[static_cast<size_t>(i)];
+  }
   // The slot the op's scratch is lent from while it runs and given back to
   // when its kernel returns (nullptr: the op keeps its scratch), and the
   // bytes of scratch it holds now.

@@ -9,6 +9,7 @@
 // every run is compared with the same net run on the CPU.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 
 #include "exec/captured_executor.h"
 #include "exec/net.h"
+#include "exec/net_memory.h"
 #include "graph/net_format.h"
 #include "graph/task_graph.h"
 
@@ -189,6 +191,86 @@ class OnFakeGpu final : public Operator {
   }
 
   bool syncs_;
+  std::unique_ptr<Operator> inner_;
+};
+
+// A CPU kernel as a "GPU" op whose recorded work holds raw addresses, as a
+// CUDA graph's kernels do, rather than blobs: for nets whose memory plan
+// shares blocks ('share'), where a temporary's blob is empty between runs
+// and only the block in its slot holds its memory. While captured it runs at
+// once (sizing its outputs on the host, as a CUDA op does when issued) and
+// records the address, size, shape and dtype of each blob it touches; a
+// replay runs the kernel on views of the recorded inputs and copies its
+// outputs into the recorded addresses, leaving the blobs as it found them.
+// Reading a block that the plan gave back would be a use after free, which
+// the sanitizer builds catch.
+class OnFakeGpuBaked final : public Operator {
+ public:
+  explicit OnFakeGpuBaked(const OpInit& init) : Operator(OpInit{init.def, init.index, kFakeGpu, init.ws}) {
+    inner_ = OperatorRegistry::Create(OpInit{init.def, init.index, DeviceOption{}, init.ws});
+  }
+  const char* GraphCaptureObstacle() const override { return nullptr; }
+
+ private:
+  struct Baked {
+    void* data;
+    size_t nbytes;
+    Dims dims;
+    DType dtype;
+  };
+
+  void RunOnDevice() override {
+    auto& stream = dynamic_cast<FakeContext&>(context());
+    CpuContext cpu;
+    // The kernel's outputs take the memory plan's blocks, as this op's would.
+    for (int i = 0; i < OutputSize(); ++i) inner_->set_output_slot(i, output_slot(i));
+    if (!stream.capturing()) {
+      stream.Enqueue([this] {
+        CpuContext now;
+        inner_->Run(now);
+      });
+      return;
+    }
+    inner_->Run(cpu);
+    std::vector<Baked> inputs, outputs;
+    for (const Blob* b : input_blobs()) inputs.push_back(Bake(b));
+    for (const Blob* b : output_blobs()) outputs.push_back(Bake(b));
+    stream.Enqueue([this, inputs, outputs] { Replay(inputs, outputs); });
+  }
+
+  static Baked Bake(const Blob* b) {
+    const std::shared_ptr<const Tensor> t = b->Share<Tensor>();
+    return {const_cast<void*>(t->raw_data()), t->nbytes(), t->dims(), t->dtype()};
+  }
+
+  void Replay(const std::vector<Baked>& inputs, const std::vector<Baked>& outputs) {
+    std::vector<std::shared_ptr<Tensor>> held;  // the blobs' contents, put back after
+    for (Blob* b : input_blobs()) held.push_back(b->Release<Tensor>());
+    for (size_t i = 0; i < inputs.size(); ++i)
+      input_blobs()[i]->Publish(std::make_shared<Tensor>(Tensor::FromStorage(
+          inputs[i].dims, inputs[i].dtype, Storage::Borrow(DeviceOption{}, inputs[i].data, inputs[i].nbytes))));
+    std::vector<std::shared_ptr<Tensor>> held_out;
+    for (Blob* b : output_blobs()) held_out.push_back(b->Release<Tensor>());
+    // A replay does nothing on the host: the kernel computes into memory of
+    // its own (not the plan's blocks), copied to the recorded addresses.
+    for (int i = 0; i < OutputSize(); ++i) inner_->set_output_slot(i, nullptr);
+    CpuContext cpu;
+    inner_->Run(cpu);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const std::shared_ptr<const Tensor> t = output_blobs()[i]->Share<Tensor>();
+      REQUIRE(t->nbytes() == outputs[i].nbytes);
+      std::memcpy(outputs[i].data, t->raw_data(), outputs[i].nbytes);
+    }
+    for (size_t i = 0; i < output_blobs().size(); ++i) {
+      output_blobs()[i]->Release<Tensor>();
+      if (held_out[i]) output_blobs()[i]->Publish(held_out[i]);
+    }
+    for (size_t i = 0; i < input_blobs().size(); ++i) {
+      input_blobs()[i]->Release<Tensor>();
+      if (held[i]) input_blobs()[i]->Publish(held[i]);
+    }
+  }
+
   std::unique_ptr<Operator> inner_;
 };
 
@@ -395,4 +477,108 @@ TEST_CASE("Net: a CPU net, or one with cuda_graphs off, has no graph and says wh
   off.cuda_graphs = CudaGraphs::kOff;
   Net no_graphs(def, ws, off);
   CHECK(no_graphs.capture_refusal() == "NetOptions::cuda_graphs is off");
+}
+
+namespace {
+
+// kNetJson with a memory plan that shares blocks ('share'), on the fake GPU
+// whose graphs bake in addresses: the graph's temporaries (h, r1, r2) take
+// turns in the plan's blocks, their blobs empty between runs.
+struct SharedGraphNet {
+  std::shared_ptr<Workspace> ws = std::make_shared<Workspace>();
+  NetDef def;
+  std::vector<std::unique_ptr<Operator>> ops;
+  std::vector<DeviceOption> devices;
+  TaskGraph graph;
+  std::unique_ptr<NetMemory> memory;
+  std::unique_ptr<CapturingExecutor> exec;
+  int fallback_runs = 0;
+  RunControl rc;
+
+  SharedGraphNet() {
+    g_gpu = FakeGpu{};
+    def = NetDefFromJson(kNetJson);
+    def.memory = MemoryMode::kShare;
+    def.external_outputs = {"out"};
+    for (size_t i = 0; i < def.ops.size(); ++i) {
+      const bool gpu = i >= 1 && i <= 4;
+      OpInit init{def.ops[i], i, DeviceOption{}, ws.get()};
+      if (gpu)
+        ops.push_back(std::make_unique<OnFakeGpuBaked>(init));
+      else
+        ops.push_back(OperatorRegistry::Create(init));
+      devices.push_back(gpu ? kFakeGpu : DeviceOption{});
+    }
+    graph = BuildTaskGraph(def, devices);
+    // As Net does: xs (written on the host before the graph and read by it)
+    // and y (written by the graph, read on the host after it) keep their
+    // memory; h, r1 and r2 live and die in the graph.
+    memory = std::make_unique<NetMemory>(def, graph, devices, *ws, ops, std::set<std::string>{"xs", "y"});
+    CapturePlan plan = PlanCapture(ops, graph, MemoryMode::kShare);
+    REQUIRE(plan.refusal.empty());
+    CaptureOptions options;
+    options.streams_per_gpu = 2;
+    options.make_context = &MakeFakeContext;
+    options.memory = memory.get();
+    options.allocations = [] { return LibraryAllocations(DeviceOption{}); };  // the fake GPU's memory is the host's
+    exec = std::make_unique<CapturingExecutor>(
+        ops, graph, plan, [this] { return std::make_unique<FakeStreams>(ops, &fallback_runs); }, options);
+  }
+
+  // One run, as Net::Run does it (the plan's BeginRun first); `out` must
+  // equal the CPU twin's, and the `temporaries` be empty after it.
+  void Run(float first, std::vector<std::string> temporaries = {"h", "r1", "r2"}) {
+    ws->Feed("x0", CyclingFloats({2, 4}, first));
+    ws->Feed("w", CyclingFloats({3, 4}, -0.5f));
+    ws->Feed("b", CyclingFloats({3}, first / 4));
+    memory->BeginRun();
+    rc.start = std::chrono::steady_clock::now();
+    exec->Run(&rc);
+    auto cpu = std::make_shared<Workspace>();
+    cpu->Feed("x0", CyclingFloats({2, 4}, first));
+    cpu->Feed("w", CyclingFloats({3, 4}, -0.5f));
+    cpu->Feed("b", CyclingFloats({3}, first / 4));
+    NetDef keep = NetDefFromJson(kNetJson);
+    Net twin(std::make_shared<const NetDef>(keep), cpu);
+    twin.Run();
+    Tensor got = ws->GetTensor("out"), want = cpu->GetTensor("out");
+    REQUIRE(got.dims() == want.dims());
+    for (int64_t i = 0; i < want.numel(); ++i) REQUIRE(got.data<float>()[i] == want.data<float>()[i]);
+    for (const std::string& t : temporaries) {
+      CAPTURE(t);
+      CHECK(ws->GetBlob(t)->empty());
+    }
+  }
+  CaptureStats Stats() const { return exec->stats(); }
+};
+
+}  // namespace
+
+TEST_CASE("CapturingExecutor: a net whose memory plan shares blocks replays into the blocks its capture used") {
+  SharedGraphNet n;
+  REQUIRE(n.memory->plan().num_slots > 0);
+  n.Run(1.0f);  // the warm-up
+  n.Run(2.0f);  // the plan is made again with the first run's sizes: its blocks moved, a warm-up again
+  CHECK(n.Stats().runs.captures == 0);
+  CHECK(n.Stats().reason.find("memory plan") != std::string::npos);
+  n.Run(3.0f);  // captured
+  CHECK(n.Stats().runs.captures == 1);
+  CHECK(n.Stats().runs.capture_failures == 0);
+  for (int run = 0; run < 4; ++run) n.Run(0.25f * static_cast<float>(run));
+  CHECK(n.Stats().runs.replays == 4);
+  CHECK(n.Stats().reason.empty());
+  CHECK(g_gpu.launches == 5);
+  CHECK(n.fallback_runs == 0);
+
+  // Another net reads a temporary: the plan keeps it whole and is made again,
+  // so the blocks the graph baked in are gone: stale, a warm-up, a capture.
+  n.ws->feeds().AddReaders({"h"});
+  n.Run(5.0f, {"r1", "r2"});  // h is kept whole from now on
+  CHECK(n.Stats().runs.invalidations == 1);
+  CHECK(n.Stats().reason.find("stale: the net's memory plan was made again") != std::string::npos);
+  n.ws->feeds().RemoveReaders({"h"});
+  n.Run(6.0f, {"r1", "r2"});
+  n.Run(7.0f, {"r1", "r2"});
+  CHECK(n.Stats().runs.captures == 2);
+  CHECK(n.Stats().runs.replays == 5);
 }
