@@ -8,10 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -23,6 +21,7 @@
 #include "model/model_format.h"
 #include "model/training.h"
 #include "parallel/parallelize.h"
+#include "sample_batches.h"
 
 using namespace dp;
 using dp::testing::ExpectError;
@@ -253,22 +252,7 @@ namespace {
 
 constexpr int kBatch = 32;
 
-std::string NetsDir() {
-  const char* root = std::getenv("DP_SOURCE_ROOT");
-  REQUIRE_MESSAGE(root != nullptr, "DP_SOURCE_ROOT is not set (meson sets it)");
-  return std::string(root) + "/samples/nets/";
-}
-
-void FeedBatch(Workspace& ws, int step) {
-  std::mt19937 gen(static_cast<uint32_t>(77 + step));
-  std::uniform_real_distribution<float> px(-0.8f, 2.0f);
-  Tensor x({kBatch, 1, 28, 28}, DType::kFloat32), y({kBatch}, DType::kInt32);
-  float* xp = x.mutable_data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) xp[i] = px(gen);
-  for (int i = 0; i < kBatch; ++i) y.mutable_data<int32_t>()[i] = static_cast<int32_t>(gen() % 10);
-  ws.Feed("data", x);
-  ws.Feed("label", y);
-}
+void FeedBatch(Workspace& ws, int step) { dp::testing::FeedSyntheticBatch(ws, kBatch, static_cast<uint32_t>(77 + step)); }
 
 struct Trained {
   std::map<std::string, std::vector<float>> blobs;  // params, optimizer state, losses, metrics
@@ -334,7 +318,7 @@ TEST_CASE("memory plan: the sample models train bit for bit alike with it, in le
   for (const std::string file : {"fashion_mlp.json", "fashion_cnn.json"}) {
     CAPTURE(file);
     const bool cnn = file == "fashion_cnn.json";
-    const ModelDef m = ModelFromFile(NetsDir() + file);
+    const ModelDef m = ModelFromFile(dp::testing::SampleNetsDir() + file);
     for (ExecutorKind executor : {ExecutorKind::kSimple, ExecutorKind::kAsync}) {
       CAPTURE(static_cast<int>(executor));
       const Trained keep = Train(m, MemoryMode::kKeep, executor, 0);

@@ -11,10 +11,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <memory>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,6 +26,7 @@
 #include "ops/math/optimizer_updates.h"
 #include "ops/update_fusion.h"
 #include "parallel/parallelize.h"
+#include "sample_batches.h"
 
 using namespace dp;
 using namespace dp::testing;
@@ -302,22 +301,7 @@ TEST_CASE("the update pass moves no update past an op that touches its param, st
 
 constexpr int kBatch = 16;
 
-std::string NetsDir() {
-  const char* root = std::getenv("DP_SOURCE_ROOT");
-  REQUIRE_MESSAGE(root != nullptr, "DP_SOURCE_ROOT is not set (meson sets it)");
-  return std::string(root) + "/samples/nets/";
-}
-
-void FeedBatch(Workspace& ws, int step) {
-  std::mt19937 gen(static_cast<uint32_t>(5 + step));
-  std::uniform_real_distribution<float> px(-0.8f, 2.0f);
-  Tensor x({kBatch, 1, 28, 28}, DType::kFloat32), y({kBatch}, DType::kInt32);
-  float* xp = x.mutable_data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) xp[i] = px(gen);
-  for (int i = 0; i < kBatch; ++i) y.mutable_data<int32_t>()[i] = static_cast<int32_t>(gen() % 10);
-  ws.Feed("data", x);
-  ws.Feed("label", y);
-}
+void FeedBatch(Workspace& ws, int step) { FeedSyntheticBatch(ws, kBatch, static_cast<uint32_t>(5 + step)); }
 
 enum class Setup { kOneDevice, kTwoReplicas, kTwoReplicasZero };
 
@@ -379,7 +363,7 @@ size_t CountFused(const Trained& t) {
 
 TEST_CASE("training with fused updates is bit for bit training without them") {
   for (const std::string file : {"fashion_mlp.json", "fashion_cnn.json"}) {
-    ModelDef m = ModelFromFile(NetsDir() + file);
+    ModelDef m = ModelFromFile(SampleNetsDir() + file);
     for (const std::string optimizer : {"sgd", "momentum", "adam", "adagrad"}) {
       CAPTURE(file);
       CAPTURE(optimizer);
