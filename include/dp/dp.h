@@ -858,10 +858,12 @@ enum { DP_MEMORY_DEFAULT = 0, DP_MEMORY_KEEP = 1, DP_MEMORY_SHARE = 2, DP_MEMORY
  * same bindings (the second run; with SHARE, the third: the first run's
  * sizes make a new plan), and later runs replay it with one launch. With
  * SHARE, blobs that pass between the graph and the host ops around it keep
- * their memory. A blob the net only reads may be fed again with a tensor of
- * the same shape, dtype and device between runs (copied into the buffer the
- * graph reads); any change
- * that would make the graph wrong (another shape, a blob the net writes
+ * their memory. Copies into the GPU that wait only for host ops (a fed
+ * batch, the learning rate) run before the graph on every run, so the nets
+ * dp_model_parallelize builds for one GPU qualify. A blob the net only
+ * reads may be fed again with a tensor of the same shape, dtype and device
+ * between runs (copied into the buffer the graph reads); any change that
+ * would make the graph wrong (another shape, a blob the net writes
  * replaced, memory that moved, a fetched tensor that still shares a written
  * blob) makes that run go op by op on the streams, and the next one record
  * the graph again; a net whose bindings keep changing stays on the streams.

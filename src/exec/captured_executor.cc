@@ -63,9 +63,15 @@ CapturingExecutor::CapturingExecutor(const std::vector<std::unique_ptr<Operator>
   DP_ENFORCE_CODE(plan.refusal.empty() && !plan.graph.empty(), Code::kInternal,
                   "a net that cannot be captured was given the graph executor");
   const size_t n = graph.chains.size();
+  std::vector<char> is_transfer(ops.size(), 0);
+  for (int i : plan.transfers) {
+    is_transfer[static_cast<size_t>(i)] = 1;
+    transfers_.push_back(ops[static_cast<size_t>(i)].get());
+  }
   chain_ops_.resize(n);
   for (size_t c = 0; c < n; ++c)
-    for (int i : graph.chains[c]) chain_ops_[c].push_back(ops[static_cast<size_t>(i)].get());
+    for (int i : graph.chains[c])
+      if (!is_transfer[static_cast<size_t>(i)]) chain_ops_[c].push_back(ops[static_cast<size_t>(i)].get());
   chain_device_ = graph.chain_device;
   const DeviceOption gpu = graph.chain_device[static_cast<size_t>(plan.graph.front())];
   gpu_ = gpu;
@@ -222,9 +228,10 @@ void CapturingExecutor::RunOwn(RunControl& rc) {
   rc.graph_ops = 0;
   try {
     ResetEvents();
-    // The host chains first: what they write (a batch of another size) is
-    // part of the bindings the decision looks at.
+    // The host chains first, then the copies into the GPU: what they write
+    // (a batch of another size) is part of the bindings the decision looks at.
     RunHost(before_, rc);
+    for (Operator* op : transfers_) RunOp(*op, *contexts_[0], rc, 1);
     decision_ = policy_.BeforeRun(Bindings());
     switch (decision_.action) {
       case CapturePolicy::Action::kStreams:

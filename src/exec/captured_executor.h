@@ -1,7 +1,8 @@
 // The executor of a net that runs as one CUDA graph (exec/graph_capture.h
 // decides when). Every run of it goes: the host chains before the graph on
-// the calling thread, then the graph's chains, then the host chains after
-// it. The graph's chains are issued from the calling thread, in dependency
+// the calling thread, the copies into the GPU on its first stream
+// (CapturePlan::transfers), then the graph's chains, then the host chains
+// after it. The graph's chains are issued from the calling thread, in dependency
 // order, onto its own streams (a chain continues on its parent's stream, a
 // fork takes the next one; events order chains across streams), on three
 // occasions, as the CapturePolicy decides:
@@ -102,6 +103,7 @@ class CapturingExecutor final : public Executor {
   std::vector<std::vector<Operator*>> chain_ops_;
   std::vector<DeviceOption> chain_device_;
   std::vector<int> before_, after_;  // host chains, in dependency order
+  std::vector<Operator*> transfers_;  // CapturePlan::transfers, before the graph on the first stream
   std::vector<Step> steps_;          // the graph's chains, in dependency order
   std::vector<Operator*> graph_ops_;
   std::vector<size_t> graph_op_indices_;  // their indices in the net

@@ -121,16 +121,41 @@ CapturePlan PlanCapture(const std::vector<std::unique_ptr<Operator>>& ops, const
   if (memory == MemoryMode::kFree)
     return refuse("its memory plan is 'free', which returns memory to the allocator as ops finish; a graph needs "
                   "the blocks its kernels use kept (memory mode 'keep' or 'share')");
-  for (const auto& op : ops) {
-    if (op->device().type != DeviceType::kCUDA) continue;
-    if (const char* why = op->GraphCaptureObstacle()) return refuse(StrCat(op->label(), ": ", why));
+  // Transfers: Copy ops at the start of a CUDA chain that wait only for host
+  // ops and other transfers.
+  std::vector<bool> transfer(ops.size(), false);
+  std::vector<bool> transfers_only(graph.chains.size(), false);
+  for (size_t c = 0; c < graph.chains.size(); ++c) {
+    if (graph.chain_device[c].type != DeviceType::kCUDA) continue;
+    size_t prefix = 0;
+    for (int i : graph.chains[c]) {
+      const size_t iu = static_cast<size_t>(i);
+      bool from_host = ops[iu]->def().type == "Copy";
+      for (int p : graph.parents[iu]) {
+        const size_t pu = static_cast<size_t>(p);
+        from_host = from_host && (transfer[pu] || graph.chain_device[static_cast<size_t>(graph.chain_of[pu])].type !=
+                                                      DeviceType::kCUDA);
+      }
+      if (!from_host) break;
+      transfer[iu] = true;
+      ++prefix;
+    }
+    transfers_only[c] = prefix == graph.chains[c].size();
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (transfer[i]) {
+      plan.transfers.push_back(static_cast<int>(i));
+      continue;
+    }
+    if (ops[i]->device().type != DeviceType::kCUDA) continue;
+    if (const char* why = ops[i]->GraphCaptureObstacle()) return refuse(StrCat(ops[i]->label(), ": ", why));
   }
   const std::vector<bool> after_cuda = LinkedToCuda(graph, /*downstream=*/true);
   const std::vector<bool> before_cuda = LinkedToCuda(graph, /*downstream=*/false);
   for (size_t c = 0; c < graph.chains.size(); ++c) {
     const int chain = static_cast<int>(c);
     if (graph.chain_device[c].type == DeviceType::kCUDA) {
-      plan.graph.push_back(chain);
+      if (!transfers_only[c]) plan.graph.push_back(chain);
     } else if (after_cuda[c] && before_cuda[c]) {
       return refuse(StrCat(ChainOpLabel(ops, graph, chain), " runs on the host between CUDA ops; a captured graph "
                            "takes host ops only before or after all of them"));
@@ -140,6 +165,7 @@ CapturePlan PlanCapture(const std::vector<std::unique_ptr<Operator>>& ops, const
       plan.before.push_back(chain);
     }
   }
+  if (plan.graph.empty()) return refuse("its only CUDA ops copy into the GPU; there is nothing to capture");
   return plan;
 }
 

@@ -54,11 +54,18 @@ namespace dp {
 struct CapturePlan {
   std::string refusal;
   std::vector<int> before, graph, after;  // chain indices, ascending
+  // Copy ops into the GPU that run before the graph on its first stream,
+  // every run, outside it (op indices, ascending): each starts its chain
+  // (after other transfers only) and waits only for host ops and transfers.
+  // Feeds and the learning rate reach the device this way; a captured copy
+  // would read pageable host memory the graph does not own. A chain of
+  // transfers alone is in none of the lists above.
+  std::vector<int> transfers;
 };
 
 // `ops[i]` runs on `graph.chain_device[graph.chain_of[i]]`. A net qualifies
 // when some op runs on CUDA, all of them on one GPU (replicas sharing it
-// included), each CUDA op's kernel is safe to capture
+// included), each CUDA op's kernel but the transfers is safe to capture
 // (Operator::GraphCaptureObstacle), no host op sits between two CUDA ops,
 // and the memory plan keeps its blocks: `keep`, or `share`, whose
 // temporaries take turns in blocks that stay in the plan's slots between

@@ -92,12 +92,13 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
     // in another order and run on several streams, as the async executor's.
     const bool list_order = kind_ == ExecutorKind::kSimple && !captured;
     if (list_order) memory_order_ = ListOrderGraph(ops_.size());
-    // Blobs that cross a graph's edge keep their memory: what host ops
-    // write before it and it reads (a replay reads them where the capture
-    // did; a capture that fails issues the graph's ops again from them), and
-    // what it writes and host ops read after it. The temporaries left live
-    // and die inside the graph: between runs they are empty and their
-    // blocks wait in the plan's slots, which the graph's bindings check.
+    // Blobs that cross a graph's edge keep their memory: what host ops and
+    // the copies into the GPU write before it and it reads (a replay reads
+    // them where the capture did; a capture that fails issues the graph's
+    // ops again from them), and what it writes and host ops read after it.
+    // The temporaries left live and die inside the graph: between runs they
+    // are empty and their blocks wait in the plan's slots, which the graph's
+    // bindings check.
     std::set<std::string> keep;
     if (captured) {
       auto blobs_of = [&](const std::vector<int>& chains, bool outputs) {
@@ -111,7 +112,10 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
       };
       const std::set<std::string> graph_reads = blobs_of(capture.graph, false),
                                   graph_writes = blobs_of(capture.graph, true);
-      for (const auto& b : blobs_of(capture.before, true))
+      std::set<std::string> written_before = blobs_of(capture.before, true);
+      for (int i : capture.transfers)
+        for (const auto& out : def_->ops[static_cast<size_t>(i)].outputs) written_before.insert(out);
+      for (const auto& b : written_before)
         if (graph_reads.count(b)) keep.insert(b);
       for (const auto& b : blobs_of(capture.after, false))
         if (graph_writes.count(b)) keep.insert(b);

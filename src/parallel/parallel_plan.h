@@ -83,6 +83,10 @@ struct ParallelPlan {
   // Elements of replica r's shard of `param` (zero).
   int64_t ShardLength(size_t r, const std::string& param) const;
 
+  // Whether the step sums the gradients with an allreduce per bucket (not
+  // with BMUF, one replica, or replicas summing them in their updates).
+  bool AllreducesGradients() const { return !options.bmuf.enabled && total_replicas() > 1 && !sum_in_update; }
+
   // Every optimizer update: each updater's params, or the shared ones.
   std::vector<Update> Updates() const {
     if (!shared_updates.empty()) return shared_updates;

@@ -123,7 +123,7 @@ void AddComputedParamsSync(const ParallelPlan& p, NetDef& train) {
 // replica's active flag rides along as the bucket's last tensor, and the
 // gradients are divided by the flags' sum.
 void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
-  if (p.options.bmuf.enabled || p.total_replicas() <= 1 || p.sum_in_update) return;
+  if (!p.AllreducesGradients()) return;
   for (size_t k = 0; k < p.buckets.size(); ++k) {
     std::vector<std::string> tensors;
     for (const auto& param : p.buckets[k]) tensors.push_back(p.grad_of.at(param));
@@ -202,10 +202,13 @@ void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
     train.ops.push_back(b.On(u.replica, std::move(op)));
     for (const auto& st : OptimizerStateBlobs(p.opt, w)) AddExternalInput(train, st);
   }
-  if (p.options.fuse) {  // one multi-tensor update per replica and bucket: they wait for that bucket's sums anyway
+  if (p.options.fuse) {
+    // One multi-tensor update per replica and gradient bucket (they wait for
+    // that bucket's sums anyway), or per replica when nothing is summed.
+    const std::vector<std::vector<std::string>> whole{p.model.params};
     std::vector<std::vector<std::string>> groups;
     for (size_t r = 0; r < b.size(); ++r)
-      for (const auto& bucket : p.buckets) {
+      for (const auto& bucket : p.AllreducesGradients() ? p.buckets : whole) {
         groups.emplace_back();
         for (const auto& param : bucket) groups.back().push_back(b.BlobName(r, param));
       }

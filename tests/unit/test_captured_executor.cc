@@ -157,10 +157,11 @@ const void* DataOf(const Blob* b) {
 // held when it was recorded (and still do after it ran).
 class OnFakeGpu final : public Operator {
  public:
-  OnFakeGpu(const OpInit& init, bool syncs) : Operator(OpInit{init.def, init.index, kFakeGpu, init.ws}), syncs_(syncs) {
+  OnFakeGpu(const OpInit& init, bool syncs, const char* obstacle = nullptr)
+      : Operator(OpInit{init.def, init.index, kFakeGpu, init.ws}), syncs_(syncs), obstacle_(obstacle) {
     inner_ = OperatorRegistry::Create(OpInit{init.def, init.index, DeviceOption{}, init.ws});
   }
-  const char* GraphCaptureObstacle() const override { return nullptr; }
+  const char* GraphCaptureObstacle() const override { return obstacle_; }
 
  private:
   void RunOnDevice() override {
@@ -191,6 +192,7 @@ class OnFakeGpu final : public Operator {
   }
 
   bool syncs_;
+  const char* obstacle_;
   std::unique_ptr<Operator> inner_;
 };
 
@@ -317,31 +319,46 @@ constexpr const char* kNetJson = R"({"name":"graph_net","external_inputs":["x0",
   {"type":"Add","inputs":["r1","r2"],"outputs":["y"]},
   {"type":"Scale","inputs":["y"],"outputs":["out"],"args":[{"name":"scale","f":0.5}]}]})";
 
+// kNetJson with the FC reading a copy of xs made on the GPU: a transfer
+// (CapturePlan::transfers), run before the graph every run, not recorded.
+constexpr const char* kTransferNetJson = R"({"name":"graph_net","external_inputs":["x0","w","b"],"ops":[
+  {"type":"Scale","inputs":["x0"],"outputs":["xs"],"args":[{"name":"scale","f":2.0}]},
+  {"type":"Copy","inputs":["xs"],"outputs":["xd"]},
+  {"type":"FC","inputs":["xd","w","b"],"outputs":["h"]},
+  {"type":"Relu","inputs":["h"],"outputs":["r1"]},
+  {"type":"Sigmoid","inputs":["h"],"outputs":["r2"]},
+  {"type":"Add","inputs":["r1","r2"],"outputs":["y"]},
+  {"type":"Scale","inputs":["y"],"outputs":["out"],"args":[{"name":"scale","f":0.5}]}]})";
+
 struct GraphNet {
   std::shared_ptr<Workspace> ws = std::make_shared<Workspace>();
-  NetDef def = NetDefFromJson(kNetJson);
+  NetDef def;
   std::vector<std::unique_ptr<Operator>> ops;
   TaskGraph graph;
+  CapturePlan plan;
   std::unique_ptr<CapturingExecutor> exec;
   int fallback_runs = 0;
   std::vector<OpTiming> timings;
   RunControl rc;
 
-  // The GPU ops are 1..4; `syncing` of them synchronise when captured.
-  explicit GraphNet(int streams, std::set<int> syncing = {}) {
+  // The GPU ops are all but the first and the last; `syncing` of them
+  // synchronise when captured. A Copy says, as the CUDA one does, that it
+  // copies between devices.
+  explicit GraphNet(int streams, std::set<int> syncing = {}, const char* json = kNetJson) : def(NetDefFromJson(json)) {
     g_gpu = FakeGpu{};
     std::vector<DeviceOption> devices;
     for (size_t i = 0; i < def.ops.size(); ++i) {
-      const bool gpu = i >= 1 && i <= 4;
+      const bool gpu = i >= 1 && i + 1 < def.ops.size();
       OpInit init{def.ops[i], i, DeviceOption{}, ws.get()};
       if (gpu)
-        ops.push_back(std::make_unique<OnFakeGpu>(init, syncing.count(static_cast<int>(i)) != 0));
+        ops.push_back(std::make_unique<OnFakeGpu>(init, syncing.count(static_cast<int>(i)) != 0,
+                                                  def.ops[i].type == "Copy" ? "it copies between devices" : nullptr));
       else
         ops.push_back(OperatorRegistry::Create(init));
       devices.push_back(gpu ? kFakeGpu : DeviceOption{});
     }
     graph = BuildTaskGraph(def, devices);
-    CapturePlan plan = PlanCapture(ops, graph, MemoryMode::kKeep);
+    plan = PlanCapture(ops, graph, MemoryMode::kKeep);
     REQUIRE(plan.refusal.empty());
     CaptureOptions options;
     options.streams_per_gpu = streams;
@@ -465,6 +482,24 @@ TEST_CASE("CapturingExecutor: a cancelled run fails as cancelled; the next one r
   n.Run(2, 4.0f);
   CHECK(n.Stats().runs.replays == 1);
   CHECK(g_gpu.stale_addresses == 0);
+}
+
+TEST_CASE("CapturingExecutor: a copy into the GPU at the graph's start runs before it every run, unrecorded") {
+  GraphNet n(2, {}, kTransferNetJson);
+  CHECK(n.plan.transfers == std::vector<int>{1});
+  n.Run(2, 1.0f);
+  n.Run(2, 2.0f);  // captured
+  CHECK(n.Stats().runs.captures == 1);
+  CHECK(n.Stats().graph_nodes == 4);  // FC, Relu, Sigmoid, Add; not the copy
+  for (int run = 0; run < 3; ++run) n.Run(2, 3.0f + static_cast<float>(run));  // each a new x0, copied first
+  CHECK(n.Stats().runs.replays == 3);
+  CHECK(g_gpu.stale_addresses == 0);
+  CHECK(n.fallback_runs == 0);
+  n.Run(3, 7.0f);  // another batch size: xd moves, the graph is stale
+  CHECK(n.Stats().runs.invalidations == 1);
+  n.Run(3, 8.0f);
+  n.Run(3, 9.0f);
+  CHECK(n.Stats().runs.replays == 4);
 }
 
 TEST_CASE("Net: a CPU net, or one with cuda_graphs off, has no graph and says why") {

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,14 +41,17 @@ struct FakeNet {
   std::vector<std::unique_ptr<Operator>> ops;
   TaskGraph graph;
 
+  // Ops in `copies` are Copy ops, which say they copy between devices.
   FakeNet(const std::vector<DeviceOption>& devices, const std::vector<std::pair<int, int>>& edges,
-          const char* obstacle = nullptr) {
+          const char* obstacle = nullptr, std::set<size_t> copies = {}) {
     const size_t n = devices.size();
     defs.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      defs.push_back(MakeOperatorDef("Relu", {"x" + std::to_string(i)}, {"y" + std::to_string(i)}));
+      const bool copy = copies.count(i) != 0;
+      defs.push_back(MakeOperatorDef(copy ? "Copy" : "Relu", {"x" + std::to_string(i)}, {"y" + std::to_string(i)}));
       defs.back().name = "op" + std::to_string(i);
-      ops.push_back(std::make_unique<FakeOp>(OpInit{defs.back(), i, devices[i], &ws}, obstacle));
+      ops.push_back(std::make_unique<FakeOp>(OpInit{defs.back(), i, devices[i], &ws},
+                                             copy ? "it copies between devices" : obstacle));
       graph.chains.push_back({static_cast<int>(i)});
       graph.chain_of.push_back(static_cast<int>(i));
       graph.chain_device.push_back(devices[i]);
@@ -75,6 +79,21 @@ TEST_CASE("PlanCapture: CUDA ops with host ops at the edges qualify; the reasons
     CHECK(plan.before == std::vector<int>{0, 6});
     CHECK(plan.graph == std::vector<int>{1, 2, 3, 4});
     CHECK(plan.after == std::vector<int>{5});
+  }
+  SUBCASE("copies into the GPU before the graph are transfers; a copy after a CUDA op is not") {
+    // 0 (cpu) -> 1 (gpu copy) -> 2 (gpu) -> 3 (gpu copy) -> 4 (cpu)
+    FakeNet net({kCpu, kGpu0, kGpu0, kGpu0, kCpu}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}, nullptr, {1, 3});
+    CapturePlan plan = net.Plan();
+    CHECK(plan.refusal == "op 3 (Copy 'op3'): it copies between devices");
+    FakeNet in({kCpu, kGpu0, kGpu0, kCpu}, {{0, 1}, {1, 2}, {2, 3}}, nullptr, {1});
+    plan = in.Plan();
+    CHECK(plan.refusal.empty());
+    CHECK(plan.transfers == std::vector<int>{1});
+    CHECK(plan.before == std::vector<int>{0});
+    CHECK(plan.graph == std::vector<int>{2});  // the copy's chain holds the copy alone
+    CHECK(plan.after == std::vector<int>{3});
+    FakeNet only({kCpu, kGpu0}, {{0, 1}}, nullptr, {1});
+    CHECK(only.Plan().refusal.find("only CUDA ops copy into the GPU") != std::string::npos);
   }
   SUBCASE("a host op between two CUDA ops") {
     FakeNet net({kGpu0, kCpu, kGpu0}, {{0, 1}, {1, 2}});
@@ -114,7 +133,7 @@ TEST_CASE("PlanCapture: CUDA ops with host ops at the edges qualify; the reasons
   }
   SUBCASE("an op whose kernel says nothing (the base class) is not captured") {
     Workspace ws;
-    OperatorDef def = MakeOperatorDef("Copy", {"a"}, {"b"});
+    OperatorDef def = MakeOperatorDef("Relu", {"a"}, {"b"});
     struct Plain final : Operator {
       using Operator::Operator;
       void RunOnDevice() override {}
