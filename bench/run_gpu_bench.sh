@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The main job on a GPU end to end: samples/train_fashion_mnist --devices cuda:1
-# (default settings otherwise, no environment variables) against its PyTorch
-# peer (bench/pytorch_fashion.py --device cuda: the same loop, batches gathered
-# on the host and copied to the GPU, the loss read every step), one epoch
-# each, runs interleaved: MLP and CNN at batches 64, 256 and 1024.
+# (default settings otherwise, no environment variables: the train net runs as
+# a CUDA graph) against its PyTorch peer (bench/pytorch_fashion.py --device
+# cuda: the same loop, batches gathered on the host and copied to the GPU, the
+# loss read every step), one epoch each, runs interleaved: MLP and CNN at
+# batches 64, 256 and 1024. Each row also runs dp op by op (--no-graphs), dp
+# with TF32 and BF16 GEMMs (--math), and PyTorch with its step captured as a
+# CUDA graph (--cuda-graphs, capturable Adam).
 #
 #   bench/run_gpu_bench.sh [--build DIR] [--rounds R] [--cnn-limit N] [--python PY]
 #
@@ -11,8 +14,9 @@
 # 'bench/run_gpu_bench.sh --build $B'`): its python3 has torch with CUDA; the
 # Fashion-MNIST files are where the sample looks by default. The CNN trains on
 # the first N training images (default 0: all). Prints each run's line, then
-# per row the medians over rounds with their spread (min..max) and dp/torch.
-# Target (issue 26): dp >= 1.2x PyTorch eager on every row.
+# per row the medians over rounds with their spread (min..max) and the ratios
+# dp/torch eager (issue 26's target: >= 1.2 on every row) and dp/torch with
+# CUDA graphs (issue 27's: >= 1.2 for MLP b256, b1024 and CNN b256).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,32 +55,49 @@ limit_args() {  # MODEL
   return 0
 }
 
+# Variants: name, then the program's extra arguments.
+dp_variants=("dp|" "dp_nographs|--no-graphs" "dp_tf32|--math tf32" "dp_bf16|--math bf16")
+torch_variants=("torch|" "torch_graphs|--cuda-graphs")
+
 for ((round = 1; round <= rounds; ++round)); do
   echo "round $round/$rounds"
   for row in "${rows[@]}"; do
     read -r model batch <<<"$row"
     key="${model}_$batch"
-    # shellcheck disable=SC2046
-    out=$("$sample" --model "$model" --batch "$batch" --epochs 1 --devices cuda:1 $(limit_args "$model") | tail -n 1)
-    echo "$out" | field samples_per_s >>"$tmp/dp_$key"
-    echo "  dp    $key: $out"
-    # shellcheck disable=SC2046
-    out=$("$py" "$here/pytorch_fashion.py" --device cuda --model "$model" --batch "$batch" --epochs 1 \
-      $(limit_args "$model") | tail -n 1)
-    echo "$out" | field samples_per_s >>"$tmp/torch_$key"
-    echo "  torch $key: $out"
+    for v in "${dp_variants[@]}"; do
+      name=${v%%|*}
+      # shellcheck disable=SC2046,SC2086
+      out=$("$sample" --model "$model" --batch "$batch" --epochs 1 --devices cuda:1 ${v#*|} $(limit_args "$model") |
+        tail -n 1)
+      echo "$out" | field samples_per_s >>"$tmp/${name}_$key"
+      echo "  $name $key: $out"
+    done
+    for v in "${torch_variants[@]}"; do
+      name=${v%%|*}
+      # shellcheck disable=SC2046,SC2086
+      out=$("$py" "$here/pytorch_fashion.py" --device cuda --model "$model" --batch "$batch" --epochs 1 ${v#*|} \
+        $(limit_args "$model") | tail -n 1)
+      echo "$out" | field samples_per_s >>"$tmp/${name}_$key"
+      echo "  $name $key: $out"
+    done
   done
 done
 
 spread() { sort -g "$1" | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%.0f..%.0f", lo, hi}'; }
+ratio() { awk -v d="$1" -v t="$2" 'BEGIN {printf "%.2f", (t > 0 ? d / t : 0)}'; }
 echo
-echo "samples/s, medians of $rounds rounds (min..max); ratio = dp / torch eager (target >= 1.2)"
-printf "%-10s %24s %24s %7s\n" row dp torch ratio
+echo "samples/s, medians of $rounds rounds (min..max)"
+printf "%-10s" row
+for v in "${dp_variants[@]}" "${torch_variants[@]}"; do printf " %24s" "${v%%|*}"; done
+printf " %10s %10s\n" dp/torch dp/tgraphs
 for row in "${rows[@]}"; do
   read -r model batch <<<"$row"
   key="${model}_$batch"
+  printf "%-10s" "$key"
+  for v in "${dp_variants[@]}" "${torch_variants[@]}"; do
+    f="$tmp/${v%%|*}_$key"
+    printf " %10.0f (%11s)" "$(median <"$f")" "$(spread "$f")"
+  done
   d=$(median <"$tmp/dp_$key")
-  t=$(median <"$tmp/torch_$key")
-  printf "%-10s %10.0f (%s) %10.0f (%s) %7.2f\n" "$key" "$d" "$(spread "$tmp/dp_$key")" "$t" \
-    "$(spread "$tmp/torch_$key")" "$(awk -v d="$d" -v t="$t" 'BEGIN {print (t > 0 ? d / t : 0)}')"
+  printf " %10s %10s\n" "$(ratio "$d" "$(median <"$tmp/torch_$key")")" "$(ratio "$d" "$(median <"$tmp/torch_graphs_$key")")"
 done

@@ -22,7 +22,7 @@
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
  *                       [--limit N] [--test-limit N] [--min-acc A] [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]
  *                       [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16]
- *                       [--zero] [--export MODEL.onnx] [--math fp32|tf32|bf16]
+ *                       [--zero] [--export MODEL.onnx] [--math fp32|tf32|bf16] [--no-graphs]
  *
  * Several processes: `dp-run -n 2 -- train_fashion_mnist` (or with --devices
  * cpu:N, N devices in each) starts two processes that train one model: each
@@ -64,6 +64,9 @@
  * gradients) with TF32 or bfloat16 products on tensor cores
  * (dp_net_options.math_mode); tensors, params and optimizer state stay
  * float32. CPU nets compute in float32 whatever it says.
+ * --no-graphs runs the GPU train net op by op on its streams rather than as
+ * a CUDA graph (dp_net_options.cuda_graphs; by default a net on one GPU is
+ * captured on its third step and replayed after), for comparing the two.
  * --export MODEL.onnx writes the trained model as ONNX after serving it
  * (dp_model_save_onnx: the inference net from "data" to "logits" and
  * "softmax" with the trained params, the batch dim of its input "data" [N, 1,
@@ -393,7 +396,7 @@ static void usage(const char* argv0) {
           "          [--data DIR] [--nets DIR] [--limit N] [--test-limit N] [--min-acc A]\n"
           "          [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]\n"
           "          [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16] [--zero]\n"
-          "          [--export MODEL.onnx] [--math fp32|tf32|bf16]\n",
+          "          [--export MODEL.onnx] [--math fp32|tf32|bf16] [--no-graphs]\n",
           argv0);
   exit(2);
 }
@@ -527,6 +530,7 @@ int main(int argc, char** argv) {
   int32_t compression = DP_GRADIENT_COMPRESSION_NONE; /* --compress */
   int32_t zero = 0;                                   /* --zero */
   int32_t math_mode = DP_MATH_DEFAULT;                /* --math */
+  int32_t cuda_graphs = DP_CUDA_GRAPHS_DEFAULT;       /* --no-graphs */
   int32_t ids[64];
   int listed_ids = 0; /* --devices named each device (cuda:0,cuda:1) */
   const char* checkpoint_dir = NULL;
@@ -538,6 +542,10 @@ int main(int argc, char** argv) {
     const char* a = argv[i];
     if (strcmp(a, "--resume") == 0) {
       resume = 1;
+      continue;
+    }
+    if (strcmp(a, "--no-graphs") == 0) {
+      cuda_graphs = DP_CUDA_GRAPHS_OFF;
       continue;
     }
     if (strcmp(a, "--zero") == 0) {
@@ -739,6 +747,7 @@ int main(int argc, char** argv) {
   dp_net_options train_opts = DP_NET_OPTIONS_INIT, eval_opts = DP_NET_OPTIONS_INIT;
   train_opts.profile = trace_path != NULL;
   train_opts.math_mode = math_mode;
+  train_opts.cuda_graphs = cuda_graphs;
   eval_opts.math_mode = math_mode;
   check(dp_net_create(app.ws, app.train_def, &train_opts, &app.train), "creating the train net");
   check(dp_net_create(app.ws, app.eval_def, &eval_opts, &app.eval), "creating the eval net");
