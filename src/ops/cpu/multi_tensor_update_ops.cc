@@ -62,7 +62,7 @@ class MultiTensorUpdateOp : public Operator {
     const double lr = cpu_update::ReadLearningRate(Input(layout_.lr()));
     int64_t iter = 0;
     if (layout_.one.has_iter) {
-      iter = Input(layout_.iter()).data<int64_t>()[0];
+      iter = Input(layout_.iter()).template data<int64_t>()[0];
       DP_ENFORCE_CODE(iter >= 1, Code::kOutOfRange, Desc(layout_.one.iter(), 0), " is ", iter,
                       " but must be >= 1 (run Iter before the update)");
     }
