@@ -146,8 +146,8 @@ int64_t CapturingExecutor::Since(const RunControl& rc) const {
 }
 
 CaptureBindings CapturingExecutor::Bindings() const {
-  if (memory_ == nullptr) return CaptureBindings::Of(graph_ops_);
-  return CaptureBindings::Of(graph_ops_, memory_->slots(gpu_), memory_->generation());
+  if (memory_ == nullptr) return CaptureBindings::Of(graph_ops_, {}, 0, transfers_);
+  return CaptureBindings::Of(graph_ops_, memory_->slots(gpu_), memory_->generation(), transfers_);
 }
 
 void CapturingExecutor::RunHost(const std::vector<int>& chains, RunControl& rc) {

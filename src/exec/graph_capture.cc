@@ -170,7 +170,7 @@ CapturePlan PlanCapture(const std::vector<std::unique_ptr<Operator>>& ops, const
 }
 
 CaptureBindings CaptureBindings::Of(const std::vector<Operator*>& ops, const std::vector<const StorageSlot*>& slots,
-                                    uint64_t plan) {
+                                    uint64_t plan, const std::vector<Operator*>& transfers) {
   CaptureBindings b;
   std::unordered_map<const Blob*, size_t> index;
   auto add = [&](Blob* blob, const Operator* op, bool written) {
@@ -198,6 +198,9 @@ CaptureBindings CaptureBindings::Of(const std::vector<Operator*>& ops, const std
     for (Blob* in : op->input_blobs()) add(in, op, false);
     for (Blob* out : op->output_blobs()) add(out, op, true);
   }
+  for (const Operator* op : transfers)
+    for (Blob* out : op->output_blobs())
+      if (auto it = index.find(out); it != index.end()) b.entries_[it->second].written = true;
   // Whether an op writing a blob would copy it first (copy-on-write: its
   // memory is the caller's, or a tensor outside these blobs holds it too),
   // once every op has been seen (a blob read first and written later is

@@ -94,8 +94,11 @@ class CaptureBindings {
 
   // The bindings of `ops` now, entries in the order the ops list them, then
   // the blocks parked in the `slots` of the net's memory plan ('share').
+  // Blobs that `transfers` (CapturePlan::transfers) write count as written:
+  // the transfer writes them in place every run, so the graph holds no
+  // buffer of its own for them.
   static CaptureBindings Of(const std::vector<Operator*>& ops, const std::vector<const StorageSlot*>& slots = {},
-                            uint64_t plan = 0);
+                            uint64_t plan = 0, const std::vector<Operator*>& transfers = {});
   const std::vector<Entry>& entries() const { return entries_; }
 
  private:

@@ -338,6 +338,7 @@ struct GraphNet {
   CapturePlan plan;
   std::unique_ptr<CapturingExecutor> exec;
   int fallback_runs = 0;
+  uint64_t run_allocations = 0;  // host storage the last run allocated (the fake GPU's memory is the host's)
   std::vector<OpTiming> timings;
   RunControl rc;
 
@@ -379,7 +380,9 @@ struct GraphNet {
     timings.assign(ops.size(), OpTiming{});
     rc.timings = profile ? &timings : nullptr;
     rc.start = std::chrono::steady_clock::now();
+    const uint64_t made = LibraryAllocations(DeviceOption{});
     exec->Run(&rc);
+    run_allocations = LibraryAllocations(DeviceOption{}) - made;
     auto cpu = std::make_shared<Workspace>();
     cpu->Feed("x0", CyclingFloats({batch, 4}, first));
     cpu->Feed("w", CyclingFloats({3, 4}, -0.5f));
@@ -491,7 +494,10 @@ TEST_CASE("CapturingExecutor: a copy into the GPU at the graph's start runs befo
   n.Run(2, 2.0f);  // captured
   CHECK(n.Stats().runs.captures == 1);
   CHECK(n.Stats().graph_nodes == 4);  // FC, Relu, Sigmoid, Add; not the copy
-  for (int run = 0; run < 3; ++run) n.Run(2, 3.0f + static_cast<float>(run));  // each a new x0, copied first
+  for (int run = 0; run < 3; ++run) {
+    n.Run(2, 3.0f + static_cast<float>(run));  // each a new x0, copied first
+    CHECK(n.run_allocations == 0);  // the copy writes where the graph reads, in place
+  }
   CHECK(n.Stats().runs.replays == 3);
   CHECK(g_gpu.stale_addresses == 0);
   CHECK(n.fallback_runs == 0);
