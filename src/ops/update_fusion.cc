@@ -92,7 +92,7 @@ int FuseOptimizerUpdates(NetDef& net, const std::vector<std::vector<std::string>
   // Each key's fusable members: the last candidate, and each earlier one
   // that nothing between it and the last keeps from moving there.
   std::vector<bool> removed(net.ops.size(), false);
-  std::map<size_t, OperatorDef> fused_at;  // the last member's index -> the fused op
+  std::map<size_t, std::vector<OperatorDef>> fused_at;  // the last member's index -> the fused ops
   for (const auto& key : keys) {
     const std::vector<size_t>& c = candidates[key];
     if (c.size() < 2) continue;
@@ -105,23 +105,32 @@ int FuseOptimizerUpdates(NetDef& net, const std::vector<std::vector<std::string>
       if (movable) members.push_back(m);
     }
     if (members.size() < 2) continue;
-    std::vector<const OperatorDef*> ops;
-    for (size_t m : members) ops.push_back(&net.ops[m]);
-    fused_at.emplace(last, FusedUpdate(ops, *FindUpdateLayout(net.ops[last].type)));
+    // At most kMaxMultiTensors params an op (the schema's bound): the first
+    // ops of a large group take the place of the last update too, in order.
+    const UpdateLayout& layout = *FindUpdateLayout(net.ops[last].type);
+    for (size_t begin = 0; begin < members.size(); begin += kMaxMultiTensors) {
+      const size_t end = std::min(members.size(), begin + static_cast<size_t>(kMaxMultiTensors));
+      std::vector<const OperatorDef*> ops;
+      for (size_t k = begin; k < end; ++k) ops.push_back(&net.ops[members[k]]);
+      fused_at[last].push_back(FusedUpdate(ops, layout));
+    }
     for (size_t m : members) removed[m] = true;
   }
 
   std::vector<OperatorDef> out;
   out.reserve(net.ops.size());
+  int made = 0;
   for (size_t j = 0; j < net.ops.size(); ++j) {
     const auto f = fused_at.find(j);
-    if (f != fused_at.end())
-      out.push_back(std::move(f->second));
-    else if (!removed[j])
+    if (f != fused_at.end()) {
+      for (auto& op : f->second) out.push_back(std::move(op));
+      made += static_cast<int>(f->second.size());
+    } else if (!removed[j]) {
       out.push_back(std::move(net.ops[j]));
+    }
   }
   net.ops = std::move(out);
-  return static_cast<int>(fused_at.size());
+  return made;
 }
 
 }  // namespace dp

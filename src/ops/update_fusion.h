@@ -31,7 +31,8 @@ struct UpdateFusionOptions {
 
 // Fuses the updates of each group (params named as the updates' input 0) in
 // `net`; params in no group are left alone. Returns the number of fused ops
-// made (each from two updates or more).
+// made: one per group of two updates or more, or more for a group past
+// kMaxMultiTensors params (ops/optimizer_op_utils.h), each taking at most that.
 int FuseOptimizerUpdates(NetDef& net, const std::vector<std::vector<std::string>>& groups,
                          const UpdateFusionOptions& options = {});
 

@@ -24,6 +24,8 @@
 #include "op_test_util.h"
 #include "ops/math/multi_tensor.h"
 #include "ops/math/optimizer_updates.h"
+#include "ops/net_validate.h"
+#include "ops/optimizer_op_utils.h"
 #include "ops/update_fusion.h"
 #include "parallel/parallelize.h"
 #include "sample_batches.h"
@@ -262,6 +264,25 @@ TEST_CASE("the update pass fuses a group's updates where the last one was, on CU
   net.ops[2].inputs.push_back("g1_extra");  // extra gradients: a shared model's update
   net.ops[3].control_inputs.push_back("y");
   CHECK(FuseOptimizerUpdates(net, {{"p0", "p1", "p2"}}) == 0);
+}
+
+TEST_CASE("the update pass splits a group past kMaxMultiTensors params into ops the schema accepts") {
+  const Kind& sgd = Kinds()[1];
+  const size_t n = static_cast<size_t>(kMaxMultiTensors) + 1;
+  NetDef net;
+  std::vector<std::string> group;
+  for (auto& op : OneParamOps(sgd, n, {})) {
+    group.push_back(op.inputs[0]);
+    net.ops.push_back(OnDevice(op, Cuda(0)));
+    net.external_inputs.push_back(op.inputs[0]);
+    net.external_inputs.push_back(op.inputs[1]);
+  }
+  net.external_inputs.push_back("lr");
+  CHECK(FuseOptimizerUpdates(net, {group}) == 2);
+  REQUIRE(net.ops.size() == 2);
+  CHECK(net.ops[0].outputs.size() == static_cast<size_t>(kMaxMultiTensors));
+  CHECK(net.ops[1].outputs == std::vector<std::string>{Name("p", n - 1)});
+  CHECK_NOTHROW(ValidateNet(net));
 }
 
 TEST_CASE("the update pass moves no update past an op that touches its param, state or gradient") {

@@ -69,7 +69,9 @@ class MultiTensorUpdateOp : public Operator {
     for (int i = 0; i < layout_.tensors; ++i) {
       const cpu_update::Step step{Input(i).numel(), lr, iter};
       const ElementRange part = PartOfElements(step.n, parts_.part, parts_.parts);
-      DispatchFloat(Input(i).dtype(), Desc(0, i), [&](auto zero) {
+      // The dtypes were checked above (float32 or float64): no message to
+      // build per param and step.
+      auto update = [&](auto zero) {
         using T = decltype(zero);
         const void* grad = Input(layout_.grad(i)).template data<T>();
         // Other parts' ops may be running (see optimizer_ops.cc).
@@ -83,7 +85,11 @@ class MultiTensorUpdateOp : public Operator {
         for (int k = 0; k < layout_.one.num_states; ++k) s[k] = Output(layout_.state(k, i))->template mutable_data<T>();
         const int64_t state_begin = parts_.sharded_state ? part.begin : 0;
         cpu_update::UpdateElements<T>(rule_, step, part.begin, part.end, p, &grad, 1, s, state_begin);
-      });
+      };
+      if (Input(i).dtype() == DType::kFloat32)
+        update(float{});
+      else
+        update(double{});
     }
   }
 
