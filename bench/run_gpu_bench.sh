@@ -5,8 +5,10 @@
 # cuda: the same loop, batches gathered on the host and copied to the GPU, the
 # loss read every step), one epoch each, runs interleaved: MLP and CNN at
 # batches 64, 256 and 1024. Each row also runs dp op by op (--no-graphs), dp
-# with TF32 and BF16 GEMMs (--math), and PyTorch with its step captured as a
-# CUDA graph (--cuda-graphs, capturable Adam).
+# with TF32 and BF16 GEMMs (--math), dp with the dataset in host memory
+# (--host-loader; by default the sample keeps it on the GPU and gathers each
+# batch there), and PyTorch with its step captured as a CUDA graph
+# (--cuda-graphs, capturable Adam).
 #
 #   bench/run_gpu_bench.sh [--build DIR] [--rounds R] [--cnn-limit N] [--python PY]
 #
@@ -56,7 +58,7 @@ limit_args() {  # MODEL
 }
 
 # Variants: name, then the program's extra arguments.
-dp_variants=("dp|" "dp_nographs|--no-graphs" "dp_tf32|--math tf32" "dp_bf16|--math bf16")
+dp_variants=("dp|" "dp_nographs|--no-graphs" "dp_tf32|--math tf32" "dp_bf16|--math bf16" "dp_hostloader|--host-loader")
 torch_variants=("torch|" "torch_graphs|--cuda-graphs")
 
 for ((round = 1; round <= rounds; ++round)); do

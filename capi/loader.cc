@@ -1,11 +1,12 @@
-// dp_loader_*: the input pipeline (data/loader.h); dp_set_cpu_threads and
+// dp_loader_*: the input pipeline (data/loader.h, data/device_loader.h); dp_set_cpu_threads and
 // dp_cpu_threads: the thread budget (core/cpu_budget.h).
 #include "capi/handles.h"
 #include "core/cpu_budget.h"
+#include "data/device_loader.h"
 #include "data/loader.h"
 
 struct dp_loader {
-  std::unique_ptr<dp::Loader> loader;
+  std::unique_ptr<dp::BatchLoader> loader;
 };
 
 namespace {
@@ -47,6 +48,20 @@ dp::LoaderOptions ReadOptions(const dp_loader_options* options, const char* func
   return o;
 }
 
+// Where the dataset lives: options->device_type / device_id.
+dp::DeviceOption ReadDevice(const dp_loader_options* options, const char* func) {
+  if (!DP_OPTIONS_HAVE(options, device_id)) return {};
+  DP_CHECK_ARG_IN(func, options->device_type == DP_DEVICE_CPU || options->device_type == DP_DEVICE_CUDA,
+                  "options->device_type must be DP_DEVICE_CPU (0) or DP_DEVICE_CUDA, got ", options->device_type);
+  if (options->device_type == DP_DEVICE_CPU) {
+    DP_CHECK_ARG_IN(func, options->device_id == 0, "options->device_id must be 0 for the host, got ",
+                    options->device_id);
+    return {};
+  }
+  DP_CHECK_ARG_IN(func, options->device_id >= 0, "options->device_id must be >= 0, got ", options->device_id);
+  return {dp::DeviceType::kCUDA, options->device_id};
+}
+
 // Blob names: none empty, none repeated; `what(i)` names name i as the
 // caller passed it ("blob_names[1]", "inputs[1].blob").
 template <class What>
@@ -62,7 +77,7 @@ void CheckBlobNames(const std::vector<dp::LoaderInput>& inputs, What what, const
 // The engine's own errors (the dataset's, a batch that does not fit it),
 // with the function's name in front.
 template <class Make>
-std::unique_ptr<dp::Loader> NewLoader(Make make, const char* func) {
+std::unique_ptr<dp::BatchLoader> NewLoader(Make make, const char* func) {
   try {
     return make();
   } catch (dp::Error& e) {
@@ -114,6 +129,7 @@ dp_status* dp_loader_create(dp_workspace* workspace, const char* const* blob_nam
   DP_CHECK_NOT_NULL(blob_names);
   DP_CHECK_NOT_NULL(tensors);
   dp::LoaderOptions o = ReadOptions(options, __func__);
+  const dp::DeviceOption device = ReadDevice(options, __func__);
   std::vector<dp::LoaderInput> inputs;
   std::vector<dp::Tensor> data;
   for (size_t i = 0; i < num_inputs; ++i) {
@@ -127,7 +143,12 @@ dp_status* dp_loader_create(dp_workspace* workspace, const char* const* blob_nam
   }
   CheckBlobNames(inputs, [](size_t i) { return dp::StrCat("blob_names[", i, "]"); }, __func__);
   auto loader = NewLoader(
-      [&] {
+      [&]() -> std::unique_ptr<dp::BatchLoader> {
+        if (device.type != dp::DeviceType::kCPU) {
+          std::vector<std::string> blobs;
+          for (const dp::LoaderInput& in : inputs) blobs.push_back(in.blob);
+          return std::make_unique<dp::DeviceLoader>(workspace->ws, blobs, data, device, o);
+        }
         return std::make_unique<dp::Loader>(workspace->ws, std::move(inputs), dp::MakeTensorSource(std::move(data)),
                                             o);
       },
@@ -147,6 +168,9 @@ dp_status* dp_loader_create_callback(dp_workspace* workspace, const dp_loader_in
   DP_CHECK_ARG(num_inputs > 0, "num_inputs is 0: a loader feeds at least one blob");
   DP_CHECK_ARG(num_samples > 0, "num_samples must be positive, got ", num_samples);
   dp::LoaderOptions o = ReadOptions(options, __func__);
+  DP_CHECK_ARG(ReadDevice(options, __func__).type == dp::DeviceType::kCPU,
+               "options->device_type: a callback fills batches in host memory (a dataset on a GPU needs "
+               "dp_loader_create)");
   std::vector<dp::LoaderInput> in;
   for (size_t i = 0; i < num_inputs; ++i) {
     const dp_loader_input& x = inputs[i];

@@ -27,6 +27,11 @@ type LoaderOptions struct {
 	ShardID   int    // this process, in [0, NumShards): fed rows [ShardID*B/S, (ShardID+1)*B/S) of each batch
 	Prefetch  int    // batches gathered ahead, 1..64 (0: 2, double buffering)
 	TimeoutMS int    // longest Next waits for a batch (0: 60000)
+	// Where the dataset lives and batches are gathered (since 0.6): DeviceCPU
+	// (the default) in host memory; DeviceCUDA: copied to GPU DeviceID once,
+	// each batch gathered there (NewLoader only).
+	Device   DeviceType
+	DeviceID int // the GPU, with Device DeviceCUDA; 0 otherwise
 }
 
 // toC converts; nil gives NULL (dp reports it: BatchSize has no default).
@@ -44,6 +49,8 @@ func (o *LoaderOptions) toC() *C.dp_loader_options {
 	c.shard_id = C.int32_t(o.ShardID)
 	c.prefetch = C.int32_t(o.Prefetch)
 	c.timeout_ms = C.int32_t(o.TimeoutMS)
+	c.device_type = C.int32_t(o.Device)
+	c.device_id = C.int32_t(o.DeviceID)
 	return c
 }
 

@@ -1829,6 +1829,11 @@ typedef struct dp_loader_options {
                            [shard_id * B / S, (shard_id + 1) * B / S) of every global batch */
   int32_t prefetch;     /* batches gathered ahead, 1..64 (0: 2, double buffering) */
   int32_t timeout_ms;   /* longest dp_loader_next waits for a batch (0: 60000) */
+  /* Since 0.6. DP_DEVICE_CUDA: the dataset lives on GPU device_id and the
+   * batches are gathered there (dp_loader_create only; see below); 0
+   * (DP_DEVICE_CPU): in host memory. */
+  int32_t device_type;
+  int32_t device_id;    /* the GPU, with device_type DP_DEVICE_CUDA; 0 otherwise */
 } dp_loader_options;
 
 #define DP_LOADER_OPTIONS_INIT DP_OPTIONS_INIT_(dp_loader_options)
@@ -1843,7 +1848,21 @@ DP_API void dp_loader_options_init(dp_loader_options* options, size_t struct_siz
  * the loader is freed; the caller may free its handles at once. The loader
  * keeps the workspace alive. DP_ERR_SHAPE when the tensors' dim 0 differ,
  * DP_ERR_INVALID_ARGUMENT for bad options or blob names (empty, repeated)
- * or a dataset with no (full) batch. Since 0.5. */
+ * or a dataset with no (full) batch. Since 0.5.
+ *
+ * On a GPU (options->device_type DP_DEVICE_CUDA, since 0.6): for a dataset
+ * that fits in the device's memory. The tensors are copied to the device
+ * once, here (the caller may free or change them after this returns); each
+ * epoch's order (the same as on the host, sample for sample) goes to the
+ * device once, and dp_loader_next feeds batches that a kernel gathered
+ * there, `prefetch` batches ahead on the loader's own stream while the
+ * steps run: an epoch never waits on a host copy. The batches are tensors
+ * on that device, which a net's ops on it read in place and a
+ * data-parallel net splits there (replicas on other GPUs get theirs with a
+ * device-to-device copy); fetching one copies it to the host. Training is
+ * the same as with the host loader. DP_ERR_UNAVAILABLE without that device,
+ * DP_ERR_OUT_OF_MEMORY when the dataset and prefetch + 2 batches do not
+ * fit. */
 DP_API DP_MUST_USE dp_status* dp_loader_create(dp_workspace* workspace, const char* const* blob_names,
                                                const dp_tensor* const* tensors, size_t num_inputs,
                                                const dp_loader_options* options, dp_loader** out);
@@ -1870,7 +1889,9 @@ typedef int32_t (*dp_loader_fill_fn)(void* user_data, const int64_t* indices, si
 /* A loader over `num_samples` samples that `fill` writes. The inputs
  * (blob names and dims) are copied; `user_data` must stay valid until the
  * loader is freed. Errors as dp_loader_create, and DP_ERR_DTYPE for an
- * unknown inputs[i].dtype. Since 0.5. */
+ * unknown inputs[i].dtype; batches are filled in host memory
+ * (options->device_type other than DP_DEVICE_CPU: DP_ERR_INVALID_ARGUMENT).
+ * Since 0.5. */
 DP_API DP_MUST_USE dp_status* dp_loader_create_callback(dp_workspace* workspace, const dp_loader_input* inputs,
                                                         size_t num_inputs, int64_t num_samples,
                                                         dp_loader_fill_fn fill, void* user_data,

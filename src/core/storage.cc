@@ -32,6 +32,7 @@ class CpuAllocator final : public Allocator {
 CpuAllocator g_cpu_allocator;
 std::array<std::atomic<Allocator*>, kNumDeviceTypes> g_allocators{&g_cpu_allocator, nullptr};
 std::array<std::atomic<CopyFn>, kNumDeviceTypes> g_copies{nullptr, nullptr};
+std::array<std::atomic<GatherRowsFn>, kNumDeviceTypes> g_gathers{nullptr, nullptr};
 
 // Library storage alive per device type, and the peak (see MemoryStats).
 struct alignas(64) Counters {
@@ -227,6 +228,31 @@ void CopyBytes(size_t n, const void* src, DeviceOption src_device, void* dst, De
   if (fn == nullptr)
     DP_THROW(Code::kUnavailable, "no ", DeviceTypeName(other), " support in this build of dp");
   fn(n, src, src_device, dst, dst_device, ctx);
+}
+
+void RegisterGatherRows(DeviceType type, GatherRowsFn fn) {
+  g_gathers[static_cast<size_t>(type)].store(fn, std::memory_order_release);
+}
+
+void GatherRows(DeviceOption device, const void* src, int64_t src_rows, size_t row_bytes, const int64_t* indices,
+                int64_t rows, void* dst, DeviceContext* ctx) {
+  if (rows <= 0 || row_bytes == 0) return;
+  if (device.type == DeviceType::kCPU) {
+    const char* from = static_cast<const char*>(src);
+    char* to = static_cast<char*>(dst);
+    for (int64_t i = 0; i < rows; ++i, to += row_bytes) {
+      const int64_t r = indices[i];
+      if (r >= 0 && r < src_rows)
+        std::memcpy(to, from + static_cast<size_t>(r) * row_bytes, row_bytes);
+      else
+        std::memset(to, 0, row_bytes);
+    }
+    return;
+  }
+  GatherRowsFn fn = g_gathers[static_cast<size_t>(device.type)].load(std::memory_order_acquire);
+  if (fn == nullptr)
+    DP_THROW(Code::kUnavailable, "no ", DeviceTypeName(device.type), " support in this build of dp");
+  fn(device, src, src_rows, row_bytes, indices, rows, dst, ctx);
 }
 
 std::shared_ptr<Storage> Storage::Allocate(DeviceOption device, size_t nbytes,

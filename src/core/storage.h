@@ -208,4 +208,19 @@ using CopyFn = void (*)(size_t n, const void* src, DeviceOption src_device, void
 // Registers the copy routine used when either side is of type `type`.
 void RegisterCopy(DeviceType type, CopyFn fn);
 
+// Rows by index within one device: row i of dst becomes row indices[i] of
+// src (rows of row_bytes bytes; src has src_rows of them), for i < rows; an
+// index outside [0, src_rows) gives a row of zeros. src, dst and indices
+// all live on `device`. With a context, device work is queued on its stream
+// (asynchronous for CUDA); without one it completes before returning. On
+// the CPU the caller copies. (A loader's batches from a dataset held on a
+// GPU: data/device_loader.h.)
+void GatherRows(DeviceOption device, const void* src, int64_t src_rows, size_t row_bytes, const int64_t* indices,
+                int64_t rows, void* dst, DeviceContext* ctx = nullptr);
+
+using GatherRowsFn = void (*)(DeviceOption device, const void* src, int64_t src_rows, size_t row_bytes,
+                              const int64_t* indices, int64_t rows, void* dst, DeviceContext* ctx);
+// Registers the gather of devices of type `type` (the CPU's is built in).
+void RegisterGatherRows(DeviceType type, GatherRowsFn fn);
+
 }  // namespace dp

@@ -8,6 +8,7 @@
 
 #include "core/storage.h"
 #include "cuda/cuda_caching_allocator.h"
+#include "cuda/op_launchers.h"
 
 namespace dp {
 
@@ -259,6 +260,27 @@ void CudaCopy(size_t n, const void* src, DeviceOption src_device, void* dst, Dev
   DP_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
+// Rows by index on a GPU (core's GatherRows): in words as wide as the rows
+// and both buffers' alignment allow.
+void CudaGatherRows(DeviceOption device, const void* src, int64_t src_rows, size_t row_bytes,
+                    const int64_t* indices, int64_t rows, void* dst, DeviceContext* ctx) {
+  cuda::CheckDeviceAvailable(device);
+  int word = 8;
+  const auto bits = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) | row_bytes;
+  while (word > 1 && bits % static_cast<uintptr_t>(word) != 0) word /= 2;
+  const auto row_length = static_cast<int64_t>(row_bytes / static_cast<size_t>(word));
+  cuda::DeviceGuard guard(device.id);
+  if (CudaContext* cuda_ctx = AsCudaContext(ctx)) {
+    DP_CUDA_CHECK(cuda::LaunchGatherRows(src, src_rows, indices, dst, rows, row_length, word, cuda_ctx->stream()));
+    return;
+  }
+  // As CudaCopy without a context: after everything queued on the device,
+  // done before returning.
+  DP_CUDA_CHECK(cudaDeviceSynchronize());
+  DP_CUDA_CHECK(cuda::LaunchGatherRows(src, src_rows, indices, dst, rows, row_length, word, cudaStreamLegacy));
+  DP_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+}
+
 std::unique_ptr<DeviceContext> MakeCudaContext(DeviceOption device) { return std::make_unique<CudaContext>(device); }
 
 // Runs at load time, so it only stores pointers: no CUDA call may happen
@@ -266,6 +288,7 @@ std::unique_ptr<DeviceContext> MakeCudaContext(DeviceOption device) { return std
 struct Registrations {
   Registrations() {
     RegisterCopy(DeviceType::kCUDA, &CudaCopy);
+    RegisterGatherRows(DeviceType::kCUDA, &CudaGatherRows);
     RegisterContextFactory(DeviceType::kCUDA, &MakeCudaContext);
     RegisterDeviceCounter(DeviceType::kCUDA, &cuda::DeviceCount);
   }

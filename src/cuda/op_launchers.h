@@ -29,7 +29,8 @@ namespace dp::cuda {
 
 // ops/cuda/elementwise_kernels.cu: fills, activations, elementwise math and
 // broadcasts, reductions to a broadcast operand's shape, data movement of the
-// shape ops (Transpose's gather, Concat's rows). Sizes in elements;
+// shape ops (Transpose's gather, Concat's rows) and of a loader's batches
+// (rows by index: core's GatherRows on a GPU). Sizes in elements;
 // `itemsize` (1, 2, 4 or 8 bytes) where any dtype moves.
 #define DP_CUDA_ELEMENTWISE_LAUNCHERS(X)                                                                     \
   X(LaunchFill, (float* y, int64_t n, float value, cudaStream_t stream), (y, n, value, stream))               \
@@ -65,7 +66,11 @@ namespace dp::cuda {
   X(LaunchCopyRows,                                                                                           \
     (const void* src, int64_t src_stride, void* dst, int64_t dst_stride, int64_t rows, int64_t row_length,    \
      int itemsize, cudaStream_t stream),                                                                      \
-    (src, src_stride, dst, dst_stride, rows, row_length, itemsize, stream))
+    (src, src_stride, dst, dst_stride, rows, row_length, itemsize, stream))                                   \
+  X(LaunchGatherRows,                                                                                         \
+    (const void* src, int64_t src_rows, const int64_t* indices, void* dst, int64_t rows, int64_t row_length,  \
+     int itemsize, cudaStream_t stream),                                                                      \
+    (src, src_rows, indices, dst, rows, row_length, itemsize, stream))
 
 // The nn family: ops/cuda/nn_kernels.cu (FC's fused relu gradient, bias
 // gradients), conv_kernels.cu (im2col / col2im and the column layout of a

@@ -4,10 +4,8 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <system_error>
-#include <unordered_set>
 
 #include "core/error.h"
 
@@ -61,19 +59,11 @@ class TensorSource final : public BatchSource {
   std::vector<Tensor> tensors_;
 };
 
-// splitmix64: the permutations' generator (fixed, so an order is the same
-// on every platform and in every release).
-uint64_t SplitMix(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-bool SoleOwner(const Tensor& t) {
-  if (!t.storage() || t.storage().use_count() != 1 || !t.storage()->library_owned()) return false;
-  std::atomic_thread_fence(std::memory_order_acquire);  // the last holder's reads are done
-  return true;
+BatchOrder CheckedOrder(const BatchSource* source, const std::vector<LoaderInput>& inputs,
+                        const LoaderOptions& options) {
+  DP_ENFORCE_CODE(source != nullptr, Code::kInvalidArgument, "a loader needs a source");
+  CheckLoaderSetup(options, inputs);
+  return BatchOrder(source->size(), options);
 }
 
 }  // namespace
@@ -84,32 +74,16 @@ std::unique_ptr<BatchSource> MakeTensorSource(std::vector<Tensor> tensors) {
 
 Loader::Loader(std::shared_ptr<Workspace> ws, std::vector<LoaderInput> inputs, std::unique_ptr<BatchSource> source,
                LoaderOptions options)
-    : ws_(std::move(ws)), inputs_(std::move(inputs)), source_(std::move(source)), options_(options) {
+    : ws_(std::move(ws)),
+      inputs_(std::move(inputs)),
+      source_(std::move(source)),
+      options_(options),
+      batches_(CheckedOrder(source_.get(), inputs_, options_)) {
   const LoaderOptions& o = options_;
-  DP_ENFORCE_CODE(ws_ && source_, Code::kInvalidArgument, "a loader needs a workspace and a source");
-  DP_ENFORCE_CODE(!inputs_.empty(), Code::kInvalidArgument, "a loader needs at least one input blob");
-  DP_ENFORCE_CODE(o.batch_size > 0, Code::kInvalidArgument, "batch_size must be positive, got ", o.batch_size);
-  DP_ENFORCE_CODE(o.num_shards >= 1 && o.shard >= 0 && o.shard < o.num_shards, Code::kInvalidArgument, "shard ",
-                  o.shard, " of ", o.num_shards, " processes: need 0 <= shard < num_shards");
-  DP_ENFORCE_CODE(o.batch_size % o.num_shards == 0, Code::kInvalidArgument, "batch_size ", o.batch_size,
-                  " does not divide by the ", o.num_shards, " processes that share each batch");
-  DP_ENFORCE_CODE(o.num_shards == 1 || o.drop_last, Code::kInvalidArgument,
-                  "with several processes the last partial batch must be dropped (drop_last)");
-  DP_ENFORCE_CODE(o.prefetch >= 1 && o.prefetch <= 64, Code::kInvalidArgument, "prefetch must be in 1..64, got ",
-                  o.prefetch);
-  DP_ENFORCE_CODE(o.timeout.count() > 0, Code::kInvalidArgument, "timeout must be positive");
-  std::unordered_set<std::string> names;
-  for (const LoaderInput& in : inputs_) {
-    DP_ENFORCE_CODE(!in.blob.empty(), Code::kInvalidArgument, "an input's blob name is empty");
-    DP_ENFORCE_CODE(names.insert(in.blob).second, Code::kInvalidArgument, "blob '", in.blob,
-                    "' is named by two inputs");
-    DP_ENFORCE_CODE(in.dtype != DType::kUndefined, Code::kDType, "input '", in.blob, "' has no dtype");
-  }
-  const int64_t n = source_->size();
-  steps_ = o.drop_last ? n / o.batch_size : (n + o.batch_size - 1) / o.batch_size;
-  DP_ENFORCE_CODE(steps_ >= 1, Code::kInvalidArgument, "the dataset's ", n, " samples make no ",
-                  o.drop_last ? "full " : "", "batch of batch_size ", o.batch_size);
-  rows_ = o.batch_size / o.num_shards;
+  DP_ENFORCE_CODE(ws_, Code::kInvalidArgument, "a loader needs a workspace");
+  const int64_t n = batches_.samples();
+  steps_ = batches_.steps();
+  rows_ = batches_.rows();
   for (const LoaderInput& in : inputs_) {
     row_bytes_.push_back(TensorBytes(in.sample_dims, in.dtype));
     blobs_.push_back(ws_->CreateBlob(in.blob));
@@ -157,28 +131,6 @@ Loader::~Loader() {
   // A chunk Next was filling has landed (Next returned); the thread's too.
 }
 
-int64_t Loader::BatchRows(int64_t seq) const {
-  const int64_t step = seq % steps_;
-  const int64_t left = source_->size() - step * options_.batch_size;
-  return std::min(rows_, left);  // short only for the last batch without drop_last (one process)
-}
-
-void Loader::Permute(int64_t epoch) {
-  const int64_t n = source_->size();
-  order_.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order_[static_cast<size_t>(i)] = i;
-  if (options_.shuffle) {
-    uint64_t state = options_.seed ^ (0xD1B54A32D192ED03ull * static_cast<uint64_t>(epoch + 1));
-    for (int64_t i = n - 1; i > 0; --i) {
-      // Lemire's multiply-shift: an index in [0, i] from 64 random bits.
-      const auto j = static_cast<int64_t>((static_cast<unsigned __int128>(SplitMix(state)) *
-                                           static_cast<uint64_t>(i + 1)) >> 64);
-      std::swap(order_[static_cast<size_t>(i)], order_[static_cast<size_t>(j)]);
-    }
-  }
-  order_epoch_ = epoch;
-}
-
 void Loader::Prepare(std::unique_lock<std::mutex>& lock) {
   // Set up already (the other party was first): share it. Otherwise chunks
   // of an abandoned job (a Seek) may still be writing into its buffer, and
@@ -197,28 +149,13 @@ void Loader::Prepare(std::unique_lock<std::mutex>& lock) {
   slot.error = nullptr;
   try {
     const int64_t epoch = seq / steps_, step = seq % steps_;
-    if (order_epoch_ != epoch) Permute(epoch);
-    const int64_t rows = BatchRows(seq);
-    for (size_t j = 0; j < inputs_.size(); ++j) {
-      Tensor& t = slot.tensors[j];
-      Dims d{rows};
-      if (!SoleOwner(t)) {
-        // Still held (a fetched tensor, or a view not yet replaced): theirs now.
-        d.insert(d.end(), inputs_[j].sample_dims.begin(), inputs_[j].sample_dims.end());
-        t = Tensor(std::move(d), inputs_[j].dtype);
-      } else if (t.dim(0) != rows) {
-        d.insert(d.end(), inputs_[j].sample_dims.begin(), inputs_[j].sample_dims.end());
-        std::shared_ptr<Storage> storage = t.storage();
-        if (storage->nbytes() >= TensorBytes(d, inputs_[j].dtype)) {
-          t = Tensor();  // drop this tensor's reference first: the storage stays solely owned
-          t = Tensor::FromStorage(std::move(d), inputs_[j].dtype, std::move(storage));
-        } else {
-          t = Tensor(std::move(d), inputs_[j].dtype);
-        }
-      }
-      t.raw_mutable_data();  // allocated here, under the lock, before any chunk writes
+    if (order_epoch_ != epoch) {
+      batches_.Permute(epoch, order_);
+      order_epoch_ = epoch;
     }
-    job_.indices = order_.data() + step * options_.batch_size + options_.shard * rows_;
+    const int64_t rows = batches_.BatchRows(seq);
+    for (size_t j = 0; j < inputs_.size(); ++j) ReadyBatchBuffer(slot.tensors[j], rows, inputs_[j], DeviceOption{});
+    job_.indices = order_.data() + batches_.FirstRow(step);
     job_.rows = rows;
     if (!helped_) {
       job_.chunk_rows = std::max<int64_t>(rows, 1);  // one call fills it all
@@ -339,13 +276,11 @@ bool Loader::Next() {
 }
 
 void Loader::Seek(int64_t epoch, int64_t step) {
-  DP_ENFORCE_CODE(epoch >= 0 && step >= 0 && step < steps_, Code::kOutOfRange, "cannot seek to step ", step,
-                  " of epoch ", epoch, ": an epoch has steps 0..", steps_ - 1);
-  DP_ENFORCE_CODE(epoch <= (INT64_MAX - step) / steps_, Code::kOutOfRange, "epoch ", epoch, " is too large");
+  const int64_t seq = SeekTarget(epoch, step, steps_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++generation_;
-    next_ = produced_ = epoch * steps_ + step;
+    next_ = produced_ = seq;
   }
   end_pending_ = false;
   consumed_cv_.notify_all();

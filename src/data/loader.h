@@ -1,14 +1,8 @@
-// Loader: the input pipeline. It feeds a workspace one batch per step from
-// an in-memory dataset (tensors sharing dim 0) or a callback that fills a
-// batch into memory the loader provides, in a seeded shuffled order, and
-// gathers the next batches on its own thread while the current step runs.
-//
-// Order: epoch e visits the samples in a permutation that depends only on
-// (seed, e) (the identity without shuffling), so a run that seeks to (e, s)
-// after a restart sees exactly the batches it would have seen. With several
-// processes (num_shards) every process computes the same permutation and
-// takes its part of each global batch: rows [shard * B / S, (shard + 1) *
-// B / S) of global batch k.
+// Loader: the input pipeline on the host. It feeds a workspace one batch
+// per step from an in-memory dataset (tensors sharing dim 0) or a callback
+// that fills a batch into memory the loader provides, in the seeded order of
+// data/batch_loader.h, and gathers the next batches on its own thread while
+// the current step runs. (A dataset held on a GPU: data/device_loader.h.)
 //
 // Who gathers: a batch is gathered in chunks of rows. For an in-memory
 // dataset (a memory copy per row) the loader's thread runs at the lowest
@@ -47,16 +41,9 @@
 #include "core/blob.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
+#include "data/batch_loader.h"
 
 namespace dp {
-
-// One input of every sample: the blob it is fed to, its element type and
-// its shape without the batch dimension.
-struct LoaderInput {
-  std::string blob;
-  DType dtype = DType::kFloat32;
-  Dims sample_dims;
-};
 
 // Where the samples come from.
 class BatchSource {
@@ -76,43 +63,23 @@ class BatchSource {
 // Rows gathered from tensors that share dim 0 (shared, never copied whole).
 std::unique_ptr<BatchSource> MakeTensorSource(std::vector<Tensor> tensors);
 
-struct LoaderOptions {
-  int64_t batch_size = 0;     // global batch (all processes), > 0
-  bool shuffle = true;
-  uint64_t seed = 0;
-  bool drop_last = true;      // a last partial batch is skipped (required with num_shards > 1)
-  int num_shards = 1;         // processes sharing each global batch; batch_size divides by it
-  int shard = 0;              // this process, in [0, num_shards)
-  int prefetch = 2;           // batches gathered ahead, >= 1
-  std::chrono::milliseconds timeout{std::chrono::minutes(1)};  // longest Next waits for a batch
-  // Tests: false starts no thread (Next gathers every batch); chunk_rows > 0
-  // sets the rows of a chunk (0: about 32 KiB of samples).
-  bool gather_ahead = true;
-  int64_t chunk_rows = 0;
-};
-
-class Loader {
+class Loader final : public BatchLoader {
  public:
   // Checks the inputs against the source (kInvalidArgument naming the blob),
   // allocates the buffers and starts the thread (kUnavailable when it cannot).
   Loader(std::shared_ptr<Workspace> ws, std::vector<LoaderInput> inputs, std::unique_ptr<BatchSource> source,
          LoaderOptions options);
-  ~Loader();  // stops the thread after the batch it is filling
+  ~Loader() override;  // stops the thread after the batch it is filling
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  // Feeds the next batch of the epoch into the inputs' blobs and returns
-  // true; at the end of an epoch returns false once, feeding nothing (the
-  // next call starts the next epoch). Rethrows what the source threw for
-  // this batch; kTimeout when it is not ready within options.timeout.
-  bool Next();
-  // The next Next() feeds step `step` of epoch `epoch` (both from 0).
-  void Seek(int64_t epoch, int64_t step);
-
-  int64_t steps_per_epoch() const { return steps_; }
-  int64_t epoch() const { return next_ / steps_; }  // of the batch the next Next() feeds
-  int64_t step() const { return next_ % steps_; }
-  int64_t batch_rows() const { return rows_; }     // this process's rows per batch
+  // BatchLoader's; Next rethrows what the source threw for this batch.
+  bool Next() override;
+  void Seek(int64_t epoch, int64_t step) override;
+  int64_t steps_per_epoch() const override { return steps_; }
+  int64_t epoch() const override { return next_ / steps_; }
+  int64_t step() const override { return next_ % steps_; }
+  int64_t batch_rows() const override { return rows_; }
 
  private:
   struct Slot {
@@ -145,9 +112,6 @@ class Loader {
   void Finish();
   // The loader's thread at the lowest priority (SCHED_IDLE) or the normal one.
   void SetThreadIdle(bool idle);
-  // The permutation of `epoch` into order_ (mu_ held, no chunk in flight).
-  void Permute(int64_t epoch);
-  int64_t BatchRows(int64_t seq) const;
 
   std::shared_ptr<Workspace> ws_;
   std::vector<LoaderInput> inputs_;
@@ -155,6 +119,7 @@ class Loader {
   std::vector<size_t> row_bytes_;
   std::unique_ptr<BatchSource> source_;
   LoaderOptions options_;
+  BatchOrder batches_;
   int64_t steps_ = 1;  // batches per epoch
   int64_t rows_ = 0;   // this process's rows of a full batch
   bool helped_ = false;  // Next gathers too (source_->fills_in_parts())

@@ -83,7 +83,7 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
     return MakeSimpleExecutor(ops_);
   };
   CapturePlan capture = options.cuda_graphs == CudaGraphs::kOff
-                            ? CapturePlan{"NetOptions::cuda_graphs is off", {}, {}, {}}
+                            ? CapturePlan{"NetOptions::cuda_graphs is off", {}, {}, {}, {}}
                             : PlanCapture(ops_, graph_, def_->memory);
   const bool captured = capture.refusal.empty();
   if (def_->memory == MemoryMode::kShare || def_->memory == MemoryMode::kFree) {

@@ -11,7 +11,9 @@
  *     gives INTERNAL naming its value;
  *   - a data-parallel net's replicas read their slices of the fed batch in
  *     place (their blobs point into the loader's buffer);
- *   - bad arguments give INVALID_ARGUMENT / SHAPE / OUT_OF_RANGE.
+ *   - bad arguments give INVALID_ARGUMENT / SHAPE / OUT_OF_RANGE;
+ *   - a dataset on a GPU: its device fields checked, UNAVAILABLE without
+ *     the GPU, and with one the host loader's batches.
  * Needs DP_SOURCE_ROOT (set by meson test) for the sample's model.
  */
 #include <stdio.h>
@@ -375,6 +377,73 @@ static void test_bad_arguments(void) {
   dp_workspace_free(ws);
 }
 
+/* A dataset on a GPU (options->device_type DP_DEVICE_CUDA): bad device
+ * fields are INVALID_ARGUMENT naming them; without that GPU the create is
+ * UNAVAILABLE and leaves *out alone; with one, every epoch's batches are
+ * the host loader's (fetched back to the host), and seeks agree. */
+static void test_device_loader(void) {
+  dp_workspace* ws = NULL;
+  dp_loader_options o = DP_LOADER_OPTIONS_INIT;
+  dp_loader* loader = SENTINEL;
+  dp_loader_input input = {"x", DP_DTYPE_FLOAT32, NULL, 0};
+  int32_t gpus = 0;
+  EXPECT_OK(dp_workspace_create(&ws));
+  o.batch_size = 4;
+  o.seed = 3;
+  o.device_type = 7;
+  {
+    dp_tensor* data;
+    dp_tensor* labels;
+    const char* names[2] = {"x", "y"};
+    const dp_tensor* tensors[2];
+    make_dataset(&data, &labels);
+    tensors[0] = data;
+    tensors[1] = labels;
+    EXPECT_ERR(dp_loader_create(ws, names, tensors, 2, &o, &loader), DP_ERR_INVALID_ARGUMENT, "options->device_type");
+    o.device_type = DP_DEVICE_CPU;
+    o.device_id = 2;
+    EXPECT_ERR(dp_loader_create(ws, names, tensors, 2, &o, &loader), DP_ERR_INVALID_ARGUMENT, "options->device_id");
+    o.device_type = DP_DEVICE_CUDA;
+    o.device_id = -1;
+    EXPECT_ERR(dp_loader_create(ws, names, tensors, 2, &o, &loader), DP_ERR_INVALID_ARGUMENT, "options->device_id");
+    o.device_id = 0;
+    EXPECT_ERR(dp_loader_create_callback(ws, &input, 1, 10, fill_rows, NULL, &o, &loader), DP_ERR_INVALID_ARGUMENT,
+               "options->device_type");
+    {
+      dp_status* st = dp_device_count(DP_DEVICE_CUDA, &gpus);
+      if (st != NULL) gpus = 0; /* a status here means none */
+      dp_status_free(st);
+    }
+    if (gpus == 0)
+      EXPECT_ERR(dp_loader_create(ws, names, tensors, 2, &o, &loader), DP_ERR_UNAVAILABLE, "cuda");
+    CHECK(loader == SENTINEL);
+    dp_tensor_free(data);
+    dp_tensor_free(labels);
+  }
+  if (gpus > 0) {
+    dp_loader* host;
+    int want[3][8], got[3][8], e;
+    dp_loader_options h = o;
+    h.device_type = DP_DEVICE_CPU;
+    loader = make_loader(ws, &o);
+    host = make_loader(ws, &h);
+    if (CHECK(loader != NULL && loader != SENTINEL && host != NULL)) {
+      CHECK(dp_loader_steps_per_epoch(loader) == 2 && dp_loader_batch_rows(loader) == 4);
+      for (e = 0; e < 3; ++e) {
+        CHECK(run_epoch(host, ws, want[e], 4) == 2);
+        CHECK(run_epoch(loader, ws, got[e], 4) == 2);
+        CHECK(memcmp(want[e], got[e], sizeof want[e]) == 0);
+      }
+      EXPECT_OK(dp_loader_seek(loader, 1, 1));
+      CHECK(run_epoch(loader, ws, got[0], 4) == 1);
+      CHECK(memcmp(got[0], want[1] + 4, 4 * sizeof(int)) == 0);
+    }
+    dp_loader_free(host);
+    dp_loader_free(loader);
+  }
+  dp_workspace_free(ws);
+}
+
 /* A data-parallel train step over cpu:2 fed by a loader: each replica's
  * "data" is its half of the fed batch, in the loader's buffer itself. */
 static void test_parallel_in_place(void) {
@@ -466,6 +535,7 @@ int main(void) {
   test_buffers_recycled();
   test_callback();
   test_bad_arguments();
+  test_device_loader();
   test_parallel_in_place();
   return check_report();
 }

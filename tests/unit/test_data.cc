@@ -31,6 +31,7 @@
 #include "data/idx_reader.h"
 #include "expect_error.h"
 #include "temp_dir.h"
+#include "data/device_loader.h"
 #include "data/loader.h"
 
 using namespace dp;
@@ -618,7 +619,7 @@ std::unique_ptr<dp::Loader> TensorLoader(const std::shared_ptr<dp::Workspace>& w
 }
 
 // Every batch of `epochs` epochs (the last partial one too, keep_last).
-std::vector<std::vector<int>> AllBatches(dp::Loader& loader, dp::Workspace& ws, int epochs) {
+std::vector<std::vector<int>> AllBatches(dp::BatchLoader& loader, dp::Workspace& ws, int epochs) {
   std::vector<std::vector<int>> batches;
   for (int e = 0; e < epochs; ++e)
     while (loader.Next()) batches.push_back(FedSamples(ws));
@@ -700,6 +701,122 @@ TEST_CASE("Loader over tensors: a batch still held is left to its holder, and sh
     joined.insert(joined.end(), halves[1][b].begin(), halves[1][b].end());
     CHECK(joined == global[b]);
   }
+}
+
+// ---- a dataset held on a device (here the CPU): gathered by GatherRows --
+
+TEST_CASE("GatherRows: rows by index in any row size, zeros for an index out of range") {
+  for (size_t row_bytes : {size_t{1}, size_t{3}, size_t{8}, size_t{12}}) {
+    CAPTURE(row_bytes);
+    std::vector<uint8_t> src(5 * row_bytes);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i + 1);
+    const std::vector<int64_t> indices = {4, 0, -1, 2, 5, 4};
+    std::vector<uint8_t> dst(indices.size() * row_bytes, 0xAB);
+    dp::GatherRows(dp::DeviceOption{}, src.data(), 5, row_bytes, indices.data(), static_cast<int64_t>(indices.size()),
+                   dst.data());
+    for (size_t r = 0; r < indices.size(); ++r)
+      for (size_t b = 0; b < row_bytes; ++b) {
+        const int64_t s = indices[r];
+        const uint8_t want = s >= 0 && s < 5 ? src[static_cast<size_t>(s) * row_bytes + b] : 0;
+        CHECK(dst[r * row_bytes + b] == want);
+      }
+  }
+}
+
+namespace {
+
+std::unique_ptr<dp::DeviceLoader> DatasetLoader(const std::shared_ptr<dp::Workspace>& ws, int64_t n,
+                                                dp::LoaderOptions o) {
+  return std::make_unique<dp::DeviceLoader>(ws, std::vector<std::string>{"x", "y"}, CountingTensors(n),
+                                            dp::DeviceOption{}, o);
+}
+
+}  // namespace
+
+TEST_CASE("DeviceLoader feeds the host loader's batches: shuffled or not, a short last batch, shards, seeks") {
+  struct Case {
+    bool shuffle, drop_last;
+    int prefetch, shards;
+  };
+  for (const Case c : {Case{true, false, 2, 1}, Case{false, false, 1, 1}, Case{true, true, 3, 1},
+                       Case{true, true, 1, 2}, Case{true, true, 64, 1}}) {
+    CAPTURE(c.shuffle);
+    CAPTURE(c.drop_last);
+    CAPTURE(c.prefetch);
+    CAPTURE(c.shards);
+    dp::LoaderOptions o;
+    o.batch_size = 10;
+    o.seed = 11;
+    o.shuffle = c.shuffle;
+    o.drop_last = c.drop_last;
+    o.prefetch = c.prefetch;
+    o.num_shards = c.shards;
+    for (int shard = 0; shard < c.shards; ++shard) {
+      CAPTURE(shard);
+      o.shard = shard;
+      auto ws_host = std::make_shared<dp::Workspace>();
+      auto host = TensorLoader(ws_host, 57, o);
+      const std::vector<std::vector<int>> want = AllBatches(*host, *ws_host, 3);
+      REQUIRE(want.size() == (c.drop_last ? 15u : 18u));
+
+      auto ws = std::make_shared<dp::Workspace>();
+      auto loader = DatasetLoader(ws, 57, o);
+      CHECK(loader->steps_per_epoch() == host->steps_per_epoch());
+      CHECK(loader->batch_rows() == host->batch_rows());
+      CHECK(AllBatches(*loader, *ws, 3) == want);
+      CHECK(loader->epoch() == 3);
+      CHECK(ws->GetTensor("x").dim(0) == static_cast<int64_t>(want.back().size()));
+      // Back to epoch 1 (its permutation comes back), then on across an epoch's end.
+      const int64_t steps = loader->steps_per_epoch();
+      loader->Seek(1, steps - 1);
+      CHECK(loader->epoch() == 1);
+      CHECK(loader->step() == steps - 1);
+      REQUIRE(loader->Next());
+      CHECK(FedSamples(*ws) == want[static_cast<size_t>(2 * steps - 1)]);
+      CHECK_FALSE(loader->Next());  // the epoch's end, once
+      REQUIRE(loader->Next());
+      CHECK(FedSamples(*ws) == want[static_cast<size_t>(2 * steps)]);
+      loader->Seek(0, 0);
+      REQUIRE(loader->Next());
+      CHECK(FedSamples(*ws) == want[0]);
+    }
+  }
+}
+
+TEST_CASE("DeviceLoader: a batch still held is left to its holder; the ring is reused, not reallocated") {
+  dp::LoaderOptions o;
+  o.batch_size = 8;
+  o.seed = 2;
+  auto ws = std::make_shared<dp::Workspace>();
+  auto loader = DatasetLoader(ws, 40, o);
+  REQUIRE(loader->Next());
+  dp::Tensor held = ws->GetTensor("x");
+  const std::vector<int> kept = FedSamples(*ws);
+  std::set<const void*> buffers;
+  for (int i = 0; i < 12; ++i) {
+    if (!loader->Next()) continue;
+    buffers.insert(ws->GetTensor("x").raw_data());
+  }
+  for (int64_t r = 0; r < held.dim(0); ++r)
+    CHECK(held.data<float>()[2 * r] == static_cast<float>(kept[static_cast<size_t>(r)]));
+  // prefetch + 2 = 4 buffers, one of them replaced once (the held one).
+  CHECK(buffers.size() <= 5);
+  CHECK(buffers.count(held.raw_data()) == 0);
+}
+
+TEST_CASE("DeviceLoader: a bad dataset or options are errors naming them") {
+  auto ws = std::make_shared<dp::Workspace>();
+  dp::LoaderOptions o;
+  o.batch_size = 4;
+  std::vector<dp::Tensor> data = CountingTensors(10);
+  data[1] = dp::Tensor({9}, dp::DType::kInt32);
+  testing::ExpectError([&] { dp::DeviceLoader(ws, {"x", "y"}, data, dp::DeviceOption{}, o); }, Code::kShape,
+                       {"tensors[1]", "must share dim 0"});
+  testing::ExpectError([&] { dp::DeviceLoader(ws, {"x", "x"}, CountingTensors(10), dp::DeviceOption{}, o); },
+                       Code::kInvalidArgument, {"'x' is named by two inputs"});
+  o.batch_size = 11;
+  testing::ExpectError([&] { dp::DeviceLoader(ws, {"x", "y"}, CountingTensors(10), dp::DeviceOption{}, o); },
+                       Code::kInvalidArgument, {"make no full batch"});
 }
 
 TEST_CASE("Loader threads: over tensors the lowest priority (SCHED_IDLE), for a callback the normal one") {

@@ -627,6 +627,12 @@ pub struct LoaderOptions {
     pub prefetch: i32,
     /// Longest `Loader::next` waits for a batch (0: 60000).
     pub timeout_ms: i32,
+    /// Where the dataset lives and batches are gathered (since 0.6):
+    /// `Cpu` (the default) in host memory; `Cuda`: copied to GPU
+    /// `device_id` once, each batch gathered there (`Loader::new` only).
+    pub device: DeviceType,
+    /// The GPU, with `device` `Cuda`; 0 otherwise.
+    pub device_id: i32,
 }
 
 impl Default for LoaderOptions {
@@ -641,6 +647,8 @@ impl Default for LoaderOptions {
             shard_id: c.shard_id,
             prefetch: c.prefetch,
             timeout_ms: c.timeout_ms,
+            device: if c.device_type == sys::DP_DEVICE_CUDA { DeviceType::Cuda } else { DeviceType::Cpu },
+            device_id: c.device_id,
         }
     }
 }
@@ -661,6 +669,8 @@ impl LoaderOptions {
         c.shard_id = self.shard_id;
         c.prefetch = self.prefetch;
         c.timeout_ms = self.timeout_ms;
+        c.device_type = self.device.value();
+        c.device_id = self.device_id;
         c
     }
 }

@@ -359,6 +359,9 @@ pub struct dp_loader_options {
     pub shard_id: i32,
     pub prefetch: i32,
     pub timeout_ms: i32,
+    // Since 0.6.
+    pub device_type: i32,
+    pub device_id: i32,
 }
 
 // Since 0.5.

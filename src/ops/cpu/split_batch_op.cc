@@ -5,7 +5,8 @@
 // By default dim 0 must divide by N: an uneven split would silently change
 // the weight of each sample in the averaged loss. With uneven=1 the first
 // (dim0 mod N) parts get one row more; every part must get at least one row.
-// Works for every dtype (rows are copied as bytes).
+// Works for every dtype (rows are copied as bytes) and a batch on any device
+// (the parts stay there).
 //
 // BatchShares(X) -> S_0, ..., S_{N-1}: the float32 scalar share rows_i / rows
 // of each part of the same split: the weight of replica i's mean loss in
@@ -48,8 +49,10 @@ class SplitBatchOp final : public Operator {
     // the batch a loader or a caller wrote is read by the replicas in place;
     // a view is never written, see Storage::Slice); borrowed memory is
     // copied, since its owner may free it once the fed tensor is replaced.
-    const bool view = x.storage() != nullptr && x.storage()->keeps_memory_alive() &&
-                      x.storage()->device().type == DeviceType::kCPU;
+    // A batch on a GPU (a loader's there) is split there: its parts are on
+    // that device, and each replica's Copy moves its part on (or within) it.
+    const bool view = x.storage() != nullptr && x.storage()->keeps_memory_alive();
+    const DeviceOption where = x.device();
     size_t offset = 0;
     for (int64_t i = 0; i < n; ++i) {
       Dims d = x.dims();
@@ -58,9 +61,13 @@ class SplitBatchOp final : public Operator {
       if (view) {
         Output(static_cast<int>(i))
             ->ShareData(Tensor::FromStorage(std::move(d), x.dtype(), Storage::Slice(x.storage(), offset, bytes)));
-      } else {
+      } else if (where.type == DeviceType::kCPU) {
         Tensor* y = Output(static_cast<int>(i), d, x.dtype());
         if (bytes > 0) std::memcpy(y->raw_mutable_data(), src + offset, bytes);
+      } else {
+        Tensor part(std::move(d), x.dtype(), where);
+        CopyBytes(bytes, src + offset, where, part.raw_mutable_data(), where);  // done before returning
+        Output(static_cast<int>(i))->ShareData(part);
       }
       offset += bytes;
     }
@@ -117,7 +124,8 @@ DP_OPERATOR_SCHEMA(SplitBatch)
     .Arg("uneven", ArgKind::kInt, 0,
          "1: allow a batch that does not divide by the number of outputs (the first parts get a row more)")
     .ShapeInference(InferSplitBatch)
-    .HostOp("scatters the host batch; each part is then copied to its replica's device")
+    .InputsCanCrossDevices()
+    .HostOp("scatters the host batch (or cuts a batch on a GPU there); each part is then copied to its replica's device")
     .Doc("Cuts X along dim 0 into one contiguous part per output (the data-parallel scatter).");
 
 DP_OPERATOR_SCHEMA(BatchShares)
@@ -126,7 +134,8 @@ DP_OPERATOR_SCHEMA(BatchShares)
     .Inputs({"X"})
     .Arg("uneven", ArgKind::kInt, 0, "as SplitBatch's")
     .ShapeInference(InferBatchShares)
-    .HostOp("host scalars from the host batch's split")
+    .InputsCanCrossDevices()
+    .HostOp("host scalars from the split of the batch (which only its shape decides)")
     .Doc("The share rows_i / rows of each part of SplitBatch's cut of X, as float32 scalars.");
 
 DP_REGISTER_CPU_OPERATOR(SplitBatch, SplitBatchOp);

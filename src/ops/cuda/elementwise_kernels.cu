@@ -183,6 +183,19 @@ __global__ void CopyRowsKernel(const W* src, int64_t src_stride, W* dst, int64_t
   }
 }
 
+// dst row r = src row indices[r] (rows of row_length words); an index out
+// of range gives zeros. Consecutive threads take consecutive words of a
+// row: coalesced on both sides.
+template <typename W>
+__global__ void GatherRowsKernel(const W* src, int64_t src_rows, const int64_t* indices, W* dst,
+                                 int64_t row_length, int64_t n) {
+  for (int64_t i = FirstIndex(); i < n; i += Stride()) {
+    const int64_t r = i / row_length, c = i - r * row_length;
+    const int64_t s = indices[r];
+    dst[i] = s >= 0 && s < src_rows ? src[s * row_length + c] : W{0};
+  }
+}
+
 int CappedBlocks(int64_t units) { return static_cast<int>(units < kMaxBlocks ? units : kMaxBlocks); }
 
 }  // namespace
@@ -281,6 +294,18 @@ cudaError_t LaunchCopyRows(const void* src, int64_t src_stride, void* dst, int64
     using W = decltype(word);
     CopyRowsKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const W*>(src), src_stride, static_cast<W*>(dst),
                                                        dst_stride, row_length, n);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t LaunchGatherRows(const void* src, int64_t src_rows, const int64_t* indices, void* dst, int64_t rows,
+                             int64_t row_length, int itemsize, cudaStream_t stream) {
+  if (rows <= 0 || row_length <= 0) return cudaSuccess;
+  const int64_t n = rows * row_length;
+  return ForItemsize(itemsize, [&](auto word) {
+    using W = decltype(word);
+    GatherRowsKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const W*>(src), src_rows, indices,
+                                                         static_cast<W*>(dst), row_length, n);
     return cudaGetLastError();
   });
 }

@@ -24,6 +24,14 @@ public final class LoaderOptions {
   public int prefetch;
   /** Longest {@link Loader#next} waits for a batch (0: 60000). */
   public int timeoutMs;
+  /**
+   * Where the dataset lives and batches are gathered (since 0.6): {@link Dp#DEVICE_CPU} (0, the
+   * default) in host memory; {@link Dp#DEVICE_CUDA}: copied to GPU {@link #deviceId} once, each batch
+   * gathered there ({@link Loader#create} only).
+   */
+  public int deviceType;
+  /** The GPU, with {@link #deviceType} {@link Dp#DEVICE_CUDA}; 0 otherwise. */
+  public int deviceId;
 
   public LoaderOptions batchSize(long v) {
     batchSize = v;
@@ -59,6 +67,13 @@ public final class LoaderOptions {
 
   public LoaderOptions timeoutMs(int v) {
     timeoutMs = v;
+    return this;
+  }
+
+  /** The dataset on GPU {@code id} ({@link Dp#DEVICE_CUDA}). */
+  public LoaderOptions onCuda(int id) {
+    deviceType = Dp.DEVICE_CUDA;
+    deviceId = id;
     return this;
   }
 }

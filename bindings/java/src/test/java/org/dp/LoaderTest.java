@@ -163,6 +163,43 @@ class LoaderTest {
     }
   }
 
+  /**
+   * A dataset on a GPU: the device fields are checked; without the GPU the loader is unavailable, with
+   * one it feeds the host loader's batches.
+   */
+  @Test
+  void datasetOnAGpu() {
+    Tensor[] t = dataset();
+    try (Workspace ws = Workspace.create(); Tensor x = t[0]; Tensor y = t[1]) {
+      List<String> blobs = List.of("data", "label");
+      List<Tensor> tensors = List.of(x, y);
+      LoaderOptions bad = new LoaderOptions().batchSize(4);
+      bad.deviceId = 1;
+      DpException e = assertThrows(DpInvalidArgumentException.class, () -> Loader.create(ws, blobs, tensors, bad));
+      assertTrue(e.getMessage().contains("device_id"), e.getMessage());
+      LoaderOptions gpu = new LoaderOptions().batchSize(4).seed(3).onCuda(0);
+      assertThrows(DpInvalidArgumentException.class,
+          () -> Loader.createCallback(ws, List.of(new LoaderInput("data", DType.FLOAT32, 3)), 10, (i, b) -> 0, gpu));
+      int gpus;
+      try {
+        gpus = Dp.deviceCount(Dp.DEVICE_CUDA);
+      } catch (DpException none) {
+        gpus = 0;
+      }
+      if (gpus == 0) {
+        assertThrows(DpUnavailableException.class, () -> Loader.create(ws, blobs, tensors, gpu));
+        return;
+      }
+      try (Loader host = Loader.create(ws, blobs, tensors, new LoaderOptions().batchSize(4).seed(3));
+           Loader onGpu = Loader.create(ws, blobs, tensors, gpu)) {
+        for (int k = 0; k < 3; ++k) {
+          List<List<Integer>> want = epoch(host, ws);
+          assertEquals(want, epoch(onGpu, ws), "epoch " + k);
+        }
+      }
+    }
+  }
+
   static List<LoaderInput> callbackInputs() {
     return List.of(new LoaderInput("data", DType.FLOAT32, 3), new LoaderInput("label", DType.INT32));
   }
