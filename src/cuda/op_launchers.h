@@ -20,6 +20,7 @@
 #include "ops/math/binary.h"
 #include "ops/math/broadcast.h"
 #include "ops/math/conv_geometry.h"
+#include "ops/math/fc_bias.h"
 #include "ops/math/multi_tensor.h"
 #include "ops/math/optimizer_updates.h"
 #include "ops/math/pool_geometry.h"
@@ -72,10 +73,15 @@ namespace dp::cuda {
      int itemsize, cudaStream_t stream),                                                                      \
     (src, src_rows, indices, dst, rows, row_length, itemsize, stream))
 
-// The nn family: ops/cuda/nn_kernels.cu (FC's fused relu gradient, bias
-// gradients), conv_kernels.cu (im2col / col2im and the column layout of a
+// The nn family: ops/cuda/nn_kernels.cu (FC's bias and relu after its GEMM,
+// and before its gradient's: ops/math/fc_bias.h; bias gradients), conv_kernels.cu (im2col / col2im and the column layout of a
 // block of images), pool_kernels.cu (max and average pooling).
 #define DP_CUDA_NN_LAUNCHERS(X)                                                                               \
+  X(LaunchFcBiasActivation, (float* y, const float* b, int64_t m, int64_t n, bool relu, cudaStream_t stream), \
+    (y, b, m, n, relu, stream))                                                                               \
+  X(LaunchFcBiasGradient,                                                                                     \
+    (const float* dy, const float* y, float* dz, float* db, int64_t m, int64_t n, cudaStream_t stream),       \
+    (dy, y, dz, db, m, n, stream))                                                                            \
   X(LaunchChannelSums,                                                                                        \
     (const float* x, int64_t outer, int64_t channels, int64_t inner, float* sums, cudaStream_t stream),       \
     (x, outer, channels, inner, sums, stream))                                                                \

@@ -49,6 +49,13 @@ void AddFcCases(CaseList& cases) {
                            MakeOperatorDef("FCGradient", {"X", "W", "dY", "Y"}, {"dW", "db", "dX"},
                                            {MakeArg("activation", "relu")}),
                            {{{40, 33}}, {{21, 33}}, {{40, 21}}, {{40, 21}}}, 1e-5));
+  // Two tiles of the bias gradient's 32 columns, 70 rows over its 16 row groups.
+  cases.push_back(MakeCase("FCGradient/relu, two column tiles",
+                           MakeOperatorDef("FCGradient", {"X", "W", "dY", "Y"}, {"dW", "db", "dX"},
+                                           {MakeArg("activation", "relu")}),
+                           {{{70, 9}}, {{65, 9}}, {{70, 65}}, {{70, 65}}}, 1e-5));
+  cases.push_back(MakeCase("FC/relu K = 0", MakeOperatorDef("FC", {"X", "W", "b"}, {"Y"}, {MakeArg("activation", "relu")}),
+                           {{{4, 0}}, {{3, 0}}, {{3}}}, 1e-6));
   cases.push_back(MakeCase("FCGradient/M = 0", MakeOperatorDef("FCGradient", {"X", "W", "dY"}, {"dW", "db", "dX"}),
                            {{{0, 4}}, {{3, 4}}, {{0, 3}}}, 1e-5));
   cases.push_back(MakeCase("FCGradient/K = 0", MakeOperatorDef("FCGradient", {"X", "W", "dY"}, {"dW", "db", "dX"}),

@@ -18,6 +18,7 @@
 #include "ops/cpu/conv_utils.h"
 #include "ops/gradient_registry.h"
 #include "ops/math/conv_geometry.h"
+#include "ops/math/fc_bias.h"
 #include "ops/math/pool_geometry.h"
 #include "ops/math/softmax.h"
 #include "op_test_util.h"
@@ -442,6 +443,65 @@ TEST_CASE("LogSoftmax and its gradient as the CUDA kernels compute them (strided
     CheckFloatsNear("Y", CudaStyleLogSoftmax(x, c.rows, c.cols), y);
     CheckFloatsNear("dX", CudaStyleLogSoftmaxGradient(Values<float>(y), dy, c.rows, c.cols), ws->GetTensor("dx"));
   }
+}
+
+// ---- FC's bias and relu around its GEMMs (ops/math/fc_bias.h) ----
+
+TEST_CASE("FC and FCGradient as the CUDA kernels compute them (bias pass, column tiles of row groups) equal the CPU ops") {
+  struct Case {
+    int64_t m, n, k;
+  };
+  uint32_t seed = 300;
+  // Tiles of 32 columns and 16 row groups: fewer and more of each, ragged
+  // edges, a single row and column, and no rows at all.
+  for (const Case& c : {Case{7, 5, 3}, Case{70, 65, 9}, Case{300, 33, 4}, Case{1, 1, 2}, Case{0, 40, 3}})
+    for (bool relu : {false, true}) {
+      CAPTURE(c.m);
+      CAPTURE(c.n);
+      CAPTURE(relu);
+      const std::vector<float> x = Random<float>(c.m * c.k, seed++, -1.0, 1.0), w = Random<float>(c.n * c.k, seed++, -1.0, 1.0),
+                               b = Random<float>(c.n, seed++, -1.0, 1.0), dy = Random<float>(c.m * c.n, seed++, -1.0, 1.0);
+      const std::vector<float> zeros(static_cast<size_t>(c.n), 0.0f);
+      std::vector<Argument> act;
+      if (relu) act.push_back(MakeArg("activation", "relu"));
+      auto fwd = RunOps({Op("FC", {"x", "w", "zero"}, {"product"}), Op("FC", {"x", "w", "b"}, {"y"}, act)},
+                        {{"x", Make<float>({c.m, c.k}, x)}, {"w", Make<float>({c.n, c.k}, w)},
+                         {"b", Make<float>({c.n}, b)}, {"zero", Make<float>({c.n}, zeros)}});
+      // Forward: the GEMM's product, then the bias pass over every element.
+      std::vector<float> y = Values<float>(fwd->GetTensor("product"));
+      for (int64_t i = 0; i < c.m * c.n; ++i)
+        y[static_cast<size_t>(i)] = math::FcBiasActivation(y[static_cast<size_t>(i)], b[static_cast<size_t>(i % c.n)], relu);
+      CheckFloatsNear("Y", y, fwd->GetTensor("y"));
+
+      // Backward: every block's tiles, every thread's partial, as the kernel.
+      const std::vector<float> y_cpu = Values<float>(fwd->GetTensor("y"));
+      std::vector<float> dz(static_cast<size_t>(c.m * c.n), std::numeric_limits<float>::quiet_NaN());
+      std::vector<float> db(static_cast<size_t>(c.n), std::numeric_limits<float>::quiet_NaN());
+      for (int64_t first = 0; first < c.n; first += math::kFcBiasCols)
+        for (int col = 0; col < math::kFcBiasCols && first + col < c.n; ++col) {
+          float sum = 0.0f;
+          for (int g = 0; g < math::kFcBiasRowGroups; ++g)
+            sum += math::FcBiasGradientPartial(dy.data(), relu ? y_cpu.data() : nullptr, dz.data(), c.m, c.n,
+                                               first + col, g);
+          db[static_cast<size_t>(first + col)] = sum;
+        }
+      std::vector<std::string> grad_in{"x", "w", "dy"};
+      if (relu) grad_in.push_back("y");
+      auto bwd = RunOps({Op("FCGradient", grad_in, {"dw", "db", "dx"}, act)},
+                        {{"x", Make<float>({c.m, c.k}, x)}, {"w", Make<float>({c.n, c.k}, w)},
+                         {"dy", Make<float>({c.m, c.n}, dy)}, {"y", Make<float>({c.m, c.n}, y_cpu)}});
+      // Sums in another order: within m roundings of the sum of magnitudes.
+      const Tensor& db_cpu = bwd->GetTensor("db");
+      for (int64_t j = 0; j < c.n; ++j) {
+        double magnitude = 0;
+        for (int64_t r = 0; r < c.m; ++r) magnitude += std::abs(dy[static_cast<size_t>(r * c.n + j)]);
+        CHECK(std::abs(db[static_cast<size_t>(j)] - db_cpu.data<float>()[j]) <=
+              static_cast<double>(c.m + 1) * std::numeric_limits<float>::epsilon() * magnitude);
+      }
+      if (relu)  // every element written once, with the CPU's mask
+        for (int64_t i = 0; i < c.m * c.n; ++i)
+          CHECK(dz[static_cast<size_t>(i)] == (y_cpu[static_cast<size_t>(i)] > 0 ? dy[static_cast<size_t>(i)] : 0.0f));
+    }
 }
 
 }  // namespace

@@ -12,8 +12,9 @@ namespace {
 // Y = X W^T + b, X flattened to [M, K] at `axis`, W [N, K] at `axis_w`, b [N].
 // cuBLAS is column-major, where row-major Y [M, N] reads as Y^T [N, M]; so
 // compute Y^T = W X^T, with W (row-major [N, K], i.e. column-major W^T)
-// transposed and X^T (column-major view of row-major X) as is. The bias is
-// written into Y first and the product added with beta = 1.
+// transposed and X^T (column-major view of row-major X) as is. Then one
+// pass adds the bias and applies the fused relu (ops/math/fc_bias.h): two
+// kernels a layer.
 class FcOp final : public CudaOperator {
  public:
   using CudaOperator::CudaOperator;
@@ -31,23 +32,27 @@ class FcOp final : public CudaOperator {
     const float* wp = w.data<float>();
     const float* bp = b.data<float>();
     float* yp = Output(0, std::move(out), DType::kFloat32)->mutable_data<float>();
-    DP_CUDA_CHECK(cuda::LaunchBroadcastRows(bp, yp, m, n, stream()));
-    if (m == 0 || n == 0 || k == 0) return;  // Y = b (or empty); cuBLAS rejects zero sizes
-    const float one = 1.0f;
-    const int mi = BlasInt(m, "M"), ni = BlasInt(n, "N"), ki = BlasInt(k, "K");
-    Gemm(CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ki, &one, wp, ki, xp, ki, &one, yp, ni);
-    if (relu_) DP_CUDA_CHECK(cuda::LaunchRelu(yp, yp, m * n, stream()));
+    if (m == 0 || n == 0) return;  // empty
+    if (k == 0) {  // no products (cuBLAS rejects zero sizes): Y = act(b)
+      DP_CUDA_CHECK(cuda::LaunchFill(yp, m * n, 0.0f, stream()));
+    } else {
+      const float one = 1.0f, zero = 0.0f;
+      const int mi = BlasInt(m, "M"), ni = BlasInt(n, "N"), ki = BlasInt(k, "K");
+      Gemm(CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ki, &one, wp, ki, xp, ki, &zero, yp, ni);
+    }
+    DP_CUDA_CHECK(cuda::LaunchFcBiasActivation(yp, bp, m, n, relu_, stream()));
   }
   // The fused activation, as on the CPU ("none" or "relu").
   const bool relu_ = FcActivationIsRelu(args());
 };
 
-// dW = dY^T X, db = column sums of dY, dX = dY W (with three outputs); with
-// a fused relu dY is first masked by Y > 0, as on the CPU. Row-major
-// matrices are their transposes to column-major cuBLAS:
-//   dW^T [K, N] = X^T [K, M] dY [M, N]    (dY^T read transposed)
-//   dX^T [K, M] = W^T [K, N] dY^T [N, M]
-//   db [N]      = dY^T [N, M] ones [M]    (a GEMV: deterministic, unlike atomics)
+// dW = dZ^T X, db = column sums of dZ, dX = dZ W (with three outputs), where
+// dZ is dY, or with a fused relu dY masked by Y > 0, as on the CPU. One
+// kernel makes dZ and db (ops/math/fc_bias.h: deterministic, unlike
+// atomics), then the GEMMs; row-major matrices are their transposes to
+// column-major cuBLAS:
+//   dW^T [K, N] = X^T [K, M] dZ [M, N]    (dZ^T read transposed)
+//   dX^T [K, M] = W^T [K, N] dZ^T [N, M]
 class FcGradientOp final : public CudaOperator {
  public:
   using CudaOperator::CudaOperator;
@@ -65,16 +70,13 @@ class FcGradientOp final : public CudaOperator {
     const float* xp = x.data<float>();
     const float* wp = w.data<float>();
     const float* dyp = dy.data<float>();
-    // Scratch: the ones of db's GEMV [M], then the masked dY [M, N] (relu).
-    float* ones = Scratch<float>(m + (checked.relu ? m * n : 0));
-    if (checked.relu) {
-      float* dz = ones + m;
-      DP_CUDA_CHECK(cuda::LaunchReluGradient(y->data<float>(), dyp, dz, m * n, stream()));
-      dyp = dz;
-    }
     float* dw = Output(0, w.dims(), DType::kFloat32)->mutable_data<float>();
     float* db = Output(1, {n}, DType::kFloat32)->mutable_data<float>();
     float* dx = OutputSize() > 2 ? Output(2, x.dims(), DType::kFloat32)->mutable_data<float>() : nullptr;
+    // Scratch: the masked dY (relu).
+    float* dz = checked.relu ? Scratch<float>(m * n) : nullptr;
+    DP_CUDA_CHECK(cuda::LaunchFcBiasGradient(dyp, checked.relu ? y->data<float>() : nullptr, dz, db, m, n, stream()));
+    if (checked.relu) dyp = dz;
     const int mi = BlasInt(m, "M"), ni = BlasInt(n, "N"), ki = BlasInt(k, "K");
     const float one = 1.0f, zero = 0.0f;
     if (m == 0 || n == 0 || k == 0) {  // cuBLAS rejects zero sizes: dW and dX are zero (or empty)
@@ -84,12 +86,6 @@ class FcGradientOp final : public CudaOperator {
       Gemm(CUBLAS_OP_N, CUBLAS_OP_T, ki, ni, mi, &one, xp, ki, dyp, ni, &zero, dw, ki);
       if (dx) Gemm(CUBLAS_OP_N, CUBLAS_OP_N, ki, mi, ni, &one, wp, ki, dyp, ni, &zero, dx, ki);
     }
-    if (m == 0 || n == 0) {  // sums over no rows are 0
-      DP_CUDA_CHECK(cuda::LaunchFill(db, n, 0.0f, stream()));
-      return;
-    }
-    DP_CUDA_CHECK(cuda::LaunchFill(ones, m, 1.0f, stream()));
-    DP_CUBLAS_CHECK(cublasSgemv(cublas(), CUBLAS_OP_N, ni, mi, &one, dyp, ni, ones, 1, &zero, db, 1));
   }
 };
 

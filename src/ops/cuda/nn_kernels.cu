@@ -1,5 +1,6 @@
-// Kernels the nn family's ops share (cuda/op_launchers.h): the per-channel
-// sums of bias gradients. (FC's fused relu gradient is ReluGradient's kernel.)
+// Kernels the nn family's ops share (cuda/op_launchers.h): FC's bias and
+// relu around its GEMMs (ops/math/fc_bias.h), the per-channel sums of bias
+// gradients.
 #include "cuda/grid.cuh"
 #include "cuda/op_launchers.h"
 
@@ -7,6 +8,30 @@ namespace dp::cuda {
 namespace {
 
 using namespace grid;  // NOLINT: the launch geometry every kernel here shares
+
+// Y = act(Y + b) over Y [m, n], after the GEMM.
+__global__ void FcBiasActivationKernel(float* y, const float* b, int64_t total, int64_t n, bool relu) {
+  for (int64_t i = FirstIndex(); i < total; i += Stride()) y[i] = math::FcBiasActivation(y[i], b[i % n], relu);
+}
+
+// A block per tile of math::kFcBiasCols columns (grid-stride over tiles),
+// kFcBiasRowGroups threads per column; see ops/math/fc_bias.h.
+__global__ void FcBiasGradientKernel(const float* dy, const float* y, float* dz, float* db, int64_t m, int64_t n) {
+  __shared__ float partial[math::kFcBiasRowGroups][math::kFcBiasCols];
+  const int col = static_cast<int>(threadIdx.x), group = static_cast<int>(threadIdx.y);
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * math::kFcBiasCols; first < n;
+       first += static_cast<int64_t>(gridDim.x) * math::kFcBiasCols) {
+    const int64_t c = first + col;
+    partial[group][col] = c < n ? math::FcBiasGradientPartial(dy, y, dz, m, n, c, group) : 0.0f;
+    __syncthreads();
+    if (group == 0 && c < n) {
+      float sum = 0.0f;
+      for (int g = 0; g < math::kFcBiasRowGroups; ++g) sum += partial[g][col];
+      db[c] = sum;
+    }
+    __syncthreads();  // partial is refilled for the next tile
+  }
+}
 
 // One block per channel: each thread sums a strided share of the channel's
 // outer * inner elements, then the block adds the partial sums in a fixed
@@ -32,6 +57,24 @@ __global__ void ChannelSumsKernel(const float* x, int64_t outer, int64_t channel
 }
 
 }  // namespace
+
+cudaError_t LaunchFcBiasActivation(float* y, const float* b, int64_t m, int64_t n, bool relu, cudaStream_t stream) {
+  const int64_t total = m * n;
+  if (total <= 0) return cudaSuccess;
+  FcBiasActivationKernel<<<Blocks(total), kThreads, 0, stream>>>(y, b, total, n, relu);
+  return cudaGetLastError();
+}
+
+// dy [m, n] -> db [n] (zeros when m is 0), and with y dZ [m, n].
+cudaError_t LaunchFcBiasGradient(const float* dy, const float* y, float* dz, float* db, int64_t m, int64_t n,
+                                 cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const int64_t tiles = (n + math::kFcBiasCols - 1) / math::kFcBiasCols;
+  const dim3 threads(math::kFcBiasCols, math::kFcBiasRowGroups);
+  FcBiasGradientKernel<<<static_cast<int>(tiles < kMaxBlocks ? tiles : kMaxBlocks), threads, 0, stream>>>(
+      dy, y, dz, db, m, n);
+  return cudaGetLastError();
+}
 
 // x [outer, channels, inner] -> sums [channels] (zeros when outer * inner is 0).
 cudaError_t LaunchChannelSums(const float* x, int64_t outer, int64_t channels, int64_t inner, float* sums,
