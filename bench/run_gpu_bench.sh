@@ -8,7 +8,10 @@
 # with TF32 and BF16 GEMMs (--math), dp with the dataset in host memory
 # (--host-loader; by default the sample keeps it on the GPU and gathers each
 # batch there), and PyTorch with its step captured as a CUDA graph
-# (--cuda-graphs, capturable Adam).
+# (--cuda-graphs, capturable Adam). Then, per row, where dp's step goes
+# (bench/gpu_step_breakdown.py on one profiled run's --trace: the CUDA
+# graph's kernels per step, the step's wall time, the device's time for the
+# graph from CUDA events, and their ratio, the GPU-busy fraction).
 #
 #   bench/run_gpu_bench.sh [--build DIR] [--rounds R] [--cnn-limit N] [--python PY]
 #
@@ -102,4 +105,17 @@ for row in "${rows[@]}"; do
   done
   d=$(median <"$tmp/dp_$key")
   printf " %10s %10s\n" "$(ratio "$d" "$(median <"$tmp/torch_$key")")" "$(ratio "$d" "$(median <"$tmp/torch_graphs_$key")")"
+done
+
+echo
+echo "dp's step, graphs on (one profiled epoch of up to 10240 images; the last step's trace):"
+for row in "${rows[@]}"; do
+  read -r model batch <<<"$row"
+  trace="$tmp/trace_${model}_$batch.json"
+  if "$sample" --model "$model" --batch "$batch" --epochs 1 --devices cuda:1 --limit 10240 --trace "$trace" \
+    >/dev/null 2>&1; then
+    printf "%-10s %s\n" "${model}_$batch" "$("$py" "$here/gpu_step_breakdown.py" "$trace" | sed 's/^[^:]*: //')"
+  else
+    printf "%-10s %s\n" "${model}_$batch" "(the profiled run failed)"
+  fi
 done

@@ -22,6 +22,15 @@ class DeviceGraph {
   virtual void Launch(DeviceContext& ctx) = 0;
   // Its nodes: kernels, copies, event records and waits.
   virtual size_t nodes() const = 0;
+  // Of those, the kernels (a library's, cuBLAS's, included): the launches
+  // that one launch of the graph stands for.
+  virtual size_t kernel_nodes() const { return 0; }
+  // Launch, between two timing marks on ctx's stream (a profiled run).
+  virtual void LaunchTimed(DeviceContext& ctx) { Launch(ctx); }
+  // The device's time between the marks of the last LaunchTimed, in
+  // microseconds, once the device has done it (the caller waited); -1 when
+  // the last launch was not timed or the device keeps no such marks.
+  virtual double LastLaunchDeviceMicros() { return -1; }
 };
 
 // A recording in progress (DeviceContext::BeginGraphCapture). Destroyed

@@ -1,17 +1,58 @@
 #include "cuda/cuda_graph.h"
 
+#include <vector>
+
 #include "cuda/cuda_context.h"
 
 namespace dp::cuda {
 
 CudaGraphExec::~CudaGraphExec() {
   // Never throws: at process exit the runtime may already be gone.
+  for (cudaEvent_t e : marks_)
+    if (e != nullptr) cudaEventDestroy(e);
   cudaGraphExecDestroy(exec_);
   cudaGraphDestroy(graph_);
   cudaGetLastError();
 }
 
-void CudaGraphExec::Launch(cudaStream_t stream) { DP_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+void CudaGraphExec::Launch(cudaStream_t stream, bool timed) {
+  timed_ = false;
+  if (timed) {
+    for (cudaEvent_t& e : marks_)
+      if (e == nullptr) DP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDefault));
+    DP_CUDA_CHECK(cudaEventRecord(marks_[0], stream));
+  }
+  DP_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+  if (timed) {
+    DP_CUDA_CHECK(cudaEventRecord(marks_[1], stream));
+    timed_ = true;
+  }
+}
+
+double CudaGraphExec::LastMicros() {
+  if (!timed_) return -1;
+  float ms = 0;
+  DP_CUDA_CHECK(cudaEventSynchronize(marks_[1]));
+  DP_CUDA_CHECK(cudaEventElapsedTime(&ms, marks_[0], marks_[1]));
+  return static_cast<double>(ms) * 1000.0;
+}
+
+namespace {
+
+// The kernel nodes of `graph` (kernels a library launched included).
+size_t KernelNodes(cudaGraph_t graph, size_t nodes) {
+  std::vector<cudaGraphNode_t> all(nodes);
+  size_t count = nodes;
+  if (nodes == 0 || cudaGraphGetNodes(graph, all.data(), &count) != cudaSuccess) return 0;
+  size_t kernels = 0;
+  for (size_t i = 0; i < count && i < all.size(); ++i) {
+    cudaGraphNodeType type;
+    if (cudaGraphNodeGetType(all[i], &type) == cudaSuccess && type == cudaGraphNodeTypeKernel) ++kernels;
+  }
+  return kernels;
+}
+
+}  // namespace
 
 StreamCapture::StreamCapture(cudaStream_t origin) : origin_(origin) {
   DP_CUDA_CHECK(cudaStreamBeginCapture(origin_, cudaStreamCaptureModeThreadLocal));
@@ -37,7 +78,7 @@ std::unique_ptr<CudaGraphExec> StreamCapture::Finish() {
     ThrowCudaError(err, "instantiating the captured graph", __FILE__, __LINE__);
   }
   try {
-    return std::make_unique<CudaGraphExec>(graph, exec, nodes);
+    return std::make_unique<CudaGraphExec>(graph, exec, nodes, KernelNodes(graph, nodes));
   } catch (...) {
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
@@ -51,15 +92,20 @@ namespace {
 class CudaDeviceGraph final : public DeviceGraph {
  public:
   explicit CudaDeviceGraph(std::unique_ptr<CudaGraphExec> exec) : exec_(std::move(exec)) {}
-  void Launch(DeviceContext& ctx) override {
+  void Launch(DeviceContext& ctx) override { exec_->Launch(StreamOf(ctx)); }
+  void LaunchTimed(DeviceContext& ctx) override { exec_->Launch(StreamOf(ctx), /*timed=*/true); }
+  double LastLaunchDeviceMicros() override { return exec_->LastMicros(); }
+  size_t nodes() const override { return exec_->nodes(); }
+  size_t kernel_nodes() const override { return exec_->kernel_nodes(); }
+
+ private:
+  static cudaStream_t StreamOf(DeviceContext& ctx) {
     auto* cuda_ctx = dynamic_cast<CudaContext*>(&ctx);
     DP_ENFORCE_CODE(cuda_ctx != nullptr, Code::kInternal, "a CUDA graph cannot be launched on ",
                     DeviceName(ctx.device()));
-    exec_->Launch(cuda_ctx->stream());
+    return cuda_ctx->stream();
   }
-  size_t nodes() const override { return exec_->nodes(); }
 
- private:
   std::unique_ptr<CudaGraphExec> exec_;
 };
 

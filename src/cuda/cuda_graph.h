@@ -21,20 +21,27 @@ namespace dp::cuda {
 // An instantiated graph: launched as one unit on any stream of its device.
 class CudaGraphExec {
  public:
-  CudaGraphExec(cudaGraph_t graph, cudaGraphExec_t exec, size_t nodes) : graph_(graph), exec_(exec), nodes_(nodes) {}
+  CudaGraphExec(cudaGraph_t graph, cudaGraphExec_t exec, size_t nodes, size_t kernel_nodes)
+      : graph_(graph), exec_(exec), nodes_(nodes), kernel_nodes_(kernel_nodes) {}
   ~CudaGraphExec();
   CudaGraphExec(const CudaGraphExec&) = delete;
   CudaGraphExec& operator=(const CudaGraphExec&) = delete;
 
-  // Queues the whole graph on `stream` (asynchronous, like a kernel).
-  void Launch(cudaStream_t stream);
+  // Queues the whole graph on `stream` (asynchronous, like a kernel); timed,
+  // between two timing events (made on first use), whose interval
+  // LastMicros reads once the stream got past the second.
+  void Launch(cudaStream_t stream, bool timed = false);
+  double LastMicros();
   // Its nodes: kernels, copies, memsets, event records and waits.
   size_t nodes() const { return nodes_; }
+  size_t kernel_nodes() const { return kernel_nodes_; }
 
  private:
   cudaGraph_t graph_;
   cudaGraphExec_t exec_;
-  size_t nodes_;
+  size_t nodes_, kernel_nodes_;
+  cudaEvent_t marks_[2] = {nullptr, nullptr};
+  bool timed_ = false;  // the last launch was
 };
 
 // A capture in progress on `origin`. Finish ends it and instantiates the

@@ -77,6 +77,7 @@ inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
   X(cudaError_t, cudaEventRecord, (cudaEvent_t event, cudaStream_t stream), (event, stream))                  \
   X(cudaError_t, cudaEventQuery, (cudaEvent_t event), (event))                                                \
   X(cudaError_t, cudaEventSynchronize, (cudaEvent_t event), (event))                                          \
+  X(cudaError_t, cudaEventElapsedTime, (float* ms, cudaEvent_t start, cudaEvent_t end), (ms, start, end))    \
   X(cudaError_t, cudaStreamBeginCapture, (cudaStream_t stream, cudaStreamCaptureMode mode), (stream, mode))   \
   X(cudaError_t, cudaStreamEndCapture, (cudaStream_t stream, cudaGraph_t * graph), (stream, graph))           \
   X(cudaError_t, cudaStreamIsCapturing, (cudaStream_t stream, cudaStreamCaptureStatus * status),              \
@@ -85,6 +86,7 @@ inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
     (exec, graph, flags))                                                                                     \
   X(cudaError_t, cudaGraphGetNodes, (cudaGraph_t graph, cudaGraphNode_t * nodes, size_t * count),             \
     (graph, nodes, count))                                                                                    \
+  X(cudaError_t, cudaGraphNodeGetType, (cudaGraphNode_t node, cudaGraphNodeType * type), (node, type))       \
   X(cudaError_t, cudaGraphLaunch, (cudaGraphExec_t exec, cudaStream_t stream), (exec, stream))                \
   X(cudaError_t, cudaGraphExecDestroy, (cudaGraphExec_t exec), (exec))                                        \
   X(cudaError_t, cudaGraphDestroy, (cudaGraph_t graph), (graph))                                              \

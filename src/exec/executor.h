@@ -37,6 +37,8 @@ struct RunControl {
   // the timings of its ops (exec/captured_executor.h).
   OpTiming graph;
   uint64_t graph_ops = 0;
+  uint64_t graph_kernels = 0;       // its kernel nodes (DeviceGraph::kernel_nodes)
+  double graph_device_us = -1;      // the device's time for it (-1: unknown)
 };
 
 // The first error of a run (first by time); later ones are dropped.

@@ -287,13 +287,17 @@ std::string Net::TraceJson() const {
     os << ",\n{\"name\":\"memory\",\"cat\":\"memory\",\"ph\":\"C\",\"ts\":"
        << static_cast<double>(timings_[i].end_ns) / 1000.0 << ",\"pid\":0,\"args\":{\"MiB\":"
        << static_cast<double>(timings_[i].bytes) / (1024.0 * 1024.0) << "}}";
-  // A launched graph: one span on its first stream's track.
+  // A launched graph: one span on its first stream's track, from its launch
+  // until the host saw it done; its args hold the device's own time for it
+  // (device_us, from timing events around it: the GPU busy time of the
+  // graph, -1 when unknown) and its kernel nodes (the launches it replaces).
   if (control_.graph.start_ns >= 0) {
     const OpTiming& g = control_.graph;
-    os << (first ? "" : ",") << "\n{\"name\":\"CUDA graph (" << control_.graph_ops
-       << " ops)\",\"cat\":\"graph\",\"ph\":\"X\",\"ts\":" << static_cast<double>(g.start_ns) / 1000.0
-       << ",\"dur\":" << static_cast<double>(g.end_ns - g.start_ns) / 1000.0 << ",\"pid\":0,\"tid\":" << g.thread
-       << ",\"args\":{\"ops\":" << control_.graph_ops << "}}";
+    os << (first ? "" : ",") << "\n{\"name\":\"CUDA graph (" << control_.graph_ops << " ops, "
+       << control_.graph_kernels << " kernels)\",\"cat\":\"graph\",\"ph\":\"X\",\"ts\":"
+       << static_cast<double>(g.start_ns) / 1000.0 << ",\"dur\":" << static_cast<double>(g.end_ns - g.start_ns) / 1000.0
+       << ",\"pid\":0,\"tid\":" << g.thread << ",\"args\":{\"ops\":" << control_.graph_ops
+       << ",\"kernels\":" << control_.graph_kernels << ",\"device_us\":" << control_.graph_device_us << "}}";
     first = false;
   }
   os << "\n],\"otherData\":{\"net\":\"" << JsonEscape(def_->name) << "\",\"executor\":\"" << KindName(kind_)

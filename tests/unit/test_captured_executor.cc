@@ -35,7 +35,7 @@ struct FakeGpu {
   FakeContext* origin = nullptr;
   std::set<const FakeContext*> capturing;  // contexts whose work is recorded
   std::map<const FakeContext*, bool> joined;
-  int captures = 0, launches = 0, stale_addresses = 0;
+  int captures = 0, launches = 0, timed_launches = 0, stale_addresses = 0;
 };
 FakeGpu g_gpu;
 
@@ -106,9 +106,18 @@ class FakeGraph final : public DeviceGraph {
     for (auto& w : work_) w();
   }
   size_t nodes() const override { return work_.size(); }
+  size_t kernel_nodes() const override { return work_.size(); }  // each fake node a kernel
+  void LaunchTimed(DeviceContext& ctx) override {
+    Launch(ctx);
+    ++g_gpu.timed_launches;
+    timed_ = true;
+  }
+  // The device's time for a timed launch: 10 us a node.
+  double LastLaunchDeviceMicros() override { return timed_ ? 10.0 * static_cast<double>(work_.size()) : -1; }
 
  private:
   std::vector<std::function<void()>> work_;
+  bool timed_ = false;
 };
 
 class FakeRecording final : public GraphRecording {
@@ -415,6 +424,9 @@ TEST_CASE("CapturingExecutor: streams, then a capture, then replays, each run eq
     for (int run = 0; run < 3; ++run) n.Run(2, 0.5f * static_cast<float>(run));
     CHECK(n.Stats().runs.replays == 3);
     CHECK(g_gpu.launches == 4);
+    CHECK(g_gpu.timed_launches == 0);  // not profiled: no timing marks, no device time
+    CHECK(n.rc.graph_device_us == -1);
+    CHECK(n.rc.graph_kernels == 4);
     CHECK(g_gpu.stale_addresses == 0);
     CHECK(n.Stats().reason.empty());
     CHECK(n.fallback_runs == 0);
@@ -469,6 +481,11 @@ TEST_CASE("CapturingExecutor: a profiled replay shows the graph as one span, the
   CHECK(n.rc.graph.start_ns >= 0);
   CHECK(n.rc.graph.end_ns >= n.rc.graph.start_ns);
   CHECK(n.rc.graph_ops == 4);
+  // Timed on the device too (the capture's launch and the replay): its
+  // kernels, and the device's time for them.
+  CHECK(g_gpu.timed_launches == 2);
+  CHECK(n.rc.graph_kernels == n.Stats().graph_nodes);
+  CHECK(n.rc.graph_device_us == doctest::Approx(10.0 * static_cast<double>(n.Stats().graph_nodes)));
   CHECK(n.timings[0].start_ns >= 0);
   CHECK(n.timings[5].start_ns >= n.rc.graph.end_ns);  // the host op after the graph waited for it
   for (size_t i = 1; i <= 4; ++i) CHECK(n.timings[i].start_ns < 0);

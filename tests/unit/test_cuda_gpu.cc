@@ -612,6 +612,38 @@ void CheckGraphMatchesStreams(dp::MemoryMode memory) {
   }
 }
 
+// The number after "key": in a trace's JSON (-1 when absent).
+double TraceNumber(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":");
+  return at == std::string::npos ? -1 : std::stod(json.substr(at + key.size() + 3));
+}
+
+TEST_CASE("GPU: a profiled replay reports the graph's kernels and the device's time for it") {
+  dp::NetDef net_def = dp::NetDefFromJson(R"({"name":"timed","device":{"type":"CUDA","id":0},
+    "external_inputs":["x","w","b"],"external_outputs":["y"],"ops":[
+    {"type":"FC","inputs":["x","w","b"],"outputs":["h"]},
+    {"type":"Sigmoid","inputs":["h"],"outputs":["y"]}]})");
+  auto ws = std::make_shared<dp::Workspace>();
+  for (const auto& [name, host] : {std::pair<std::string, Tensor>{"x", RandomTensor({64, 300}, 1)},
+                                   {"w", RandomTensor({200, 300}, 2)}, {"b", RandomTensor({200}, 3)}}) {
+    Tensor dev(host.dims(), DType::kFloat32, kGpu0);
+    dev.CopyFrom(host);
+    ws->Feed(name, dev);
+  }
+  dp::NetOptions options;
+  options.profile = true;
+  dp::Net net(std::make_shared<const dp::NetDef>(std::move(net_def)), ws, options);
+  for (int step = 0; step < 3; ++step) net.Run();
+  REQUIRE(net.capture_stats().has_value());
+  REQUIRE(net.capture_stats()->runs.replays == 1);
+  const std::string trace = net.TraceJson();
+  CAPTURE(trace);
+  // FC's GEMM (one kernel or more) and its bias pass, Sigmoid's.
+  CHECK(TraceNumber(trace, "kernels") >= 3);
+  CHECK(TraceNumber(trace, "kernels") <= static_cast<double>(net.capture_stats()->graph_nodes));
+  CHECK(TraceNumber(trace, "device_us") > 0);
+}
+
 TEST_CASE("GPU: a net on one GPU runs as a CUDA graph from its second run, equal to it op by op") {
   CheckGraphMatchesStreams(dp::MemoryMode::kKeep);
 }
