@@ -35,8 +35,11 @@ int64_t IterationToRecord(const dp::Workspace& ws, const std::vector<std::string
   if (!saved || b == nullptr || !b->IsType<dp::Tensor>()) return -1;
   const std::shared_ptr<const dp::Tensor> held = b->Share<dp::Tensor>();  // a feed may replace it meanwhile
   const dp::Tensor& t = *held;
-  if (t.dtype() != dp::DType::kInt64 || t.numel() != 1 || t.device().type != dp::DeviceType::kCPU) return -1;
-  return t.data<int64_t>()[0];
+  if (t.dtype() != dp::DType::kInt64 || t.numel() != 1) return -1;
+  if (t.device().type == dp::DeviceType::kCPU) return t.data<int64_t>()[0];
+  dp::Tensor host;  // a step on one GPU keeps its counter there
+  host.CopyFrom(t);
+  return host.data<int64_t>()[0];
 }
 
 // What dp_checkpoint_save_options asks for, checked; `func` (the C

@@ -859,8 +859,9 @@ enum { DP_MEMORY_DEFAULT = 0, DP_MEMORY_KEEP = 1, DP_MEMORY_SHARE = 2, DP_MEMORY
  * sizes make a new plan), and later runs replay it with one launch. With
  * SHARE, blobs that pass between the graph and the host ops around it keep
  * their memory. Copies into the GPU that wait only for host ops (a fed
- * batch, the learning rate) run before the graph on every run, so the nets
- * dp_model_parallelize builds for one GPU qualify. A blob the net only
+ * batch) run before the graph on every run, so the nets
+ * dp_model_parallelize builds for one GPU qualify; those nets keep the
+ * iteration counter and the learning rate on that GPU (in the graph). A blob the net only
  * reads may be fed again with a tensor of the same shape, dtype and device
  * between runs (copied into the buffer the graph reads); any change that
  * would make the graph wrong (another shape, a blob the net writes

@@ -21,6 +21,7 @@
 #include "ops/math/broadcast.h"
 #include "ops/math/conv_geometry.h"
 #include "ops/math/fc_bias.h"
+#include "ops/math/learning_rate.h"
 #include "ops/math/multi_tensor.h"
 #include "ops/math/optimizer_updates.h"
 #include "ops/math/pool_geometry.h"
@@ -186,7 +187,10 @@ namespace dp::cuda {
   X(LaunchBnStatsPack, (const double* sums, int64_t channels, double count, double* stats, cudaStream_t stream), \
     (sums, channels, count, stats, stream))
 
-// ops/cuda/random_optimizer_kernels.cu: random fills, dropout, optimizer updates.
+// ops/cuda/random_optimizer_kernels.cu: random fills, dropout, optimizer updates,
+// and the step counter and learning rate on the device (one thread each:
+// Iter adds 1, saturating; LearningRate writes lr32 or lr64 from iter as
+// ops/math/learning_rate.h says, step 0 for an iter below 1).
 // The fills and dropout draw from Philox (core/philox.h) as the CPU does, so
 // their outputs are the CPU's bit for bit. The updates run in place; g2 is
 // null or a second gradient added to g; lr (float32) and iter (Adam's int64
@@ -238,7 +242,11 @@ namespace dp::cuda {
   X(LaunchMultiTensorAdagrad,                                                                                 \
     (::dp::MultiTensorList list, int64_t blocks, const float* lr, float epsilon, float decay,                  \
      float weight_decay, cudaStream_t stream),                                                                \
-    (list, blocks, lr, epsilon, decay, weight_decay, stream))
+    (list, blocks, lr, epsilon, decay, weight_decay, stream))                                                 \
+  X(LaunchIterIncrement, (int64_t* iter, cudaStream_t stream), (iter, stream))                                \
+  X(LaunchLearningRate,                                                                                       \
+    (const int64_t* iter, ::dp::math::LrSchedule schedule, float* lr32, double* lr64, cudaStream_t stream),     \
+    (iter, schedule, lr32, lr64, stream))
 
 #define DP_CUDA_KERNEL_LAUNCHERS(X)      \
   DP_CUDA_ELEMENTWISE_LAUNCHERS(X)       \

@@ -23,13 +23,16 @@ std::vector<std::string> OptimizerStateBlobs(const OptimizerDef& opt, const std:
   return {};
 }
 
-OperatorDef IterationCounterInitOp() {
+std::vector<OperatorDef> IterationCounterInitOps(DeviceOption where) {
   OperatorDef iter = MakeOperatorDef(
       "ConstantFill", {}, {kIterBlob},
       {MakeArg("shape", std::vector<int64_t>{1}), MakeArg("dtype", static_cast<int64_t>(DType::kInt64)),
        MakeArg("value", int64_t{0})});
-  iter.device = DeviceOption{};  // the counter lives on the CPU
-  return iter;
+  iter.device = DeviceOption{};  // filled on the CPU (CUDA fills are float32)
+  if (where.type == DeviceType::kCPU) return {std::move(iter)};
+  OperatorDef move = MakeOperatorDef("Copy", {kIterBlob}, {kIterBlob});
+  move.device = where;
+  return {std::move(iter), std::move(move)};
 }
 
 std::vector<OperatorDef> OptimizerStateInitOps(const OptimizerDef& opt, const std::vector<std::string>& params) {
@@ -52,19 +55,19 @@ std::vector<std::string> TrainingStateBlobs(const ModelDef& model) {
 }
 
 void AddOptimizerInit(NetDef& init, const OptimizerDef& opt, const std::vector<std::string>& params) {
-  init.ops.push_back(IterationCounterInitOp());
+  for (auto& op : IterationCounterInitOps()) init.ops.push_back(std::move(op));
   for (auto& op : OptimizerStateInitOps(opt, params)) init.ops.push_back(std::move(op));
 }
 
-std::vector<OperatorDef> IterAndLearningRateOps(const OptimizerDef& opt) {
+std::vector<OperatorDef> IterAndLearningRateOps(const OptimizerDef& opt, DeviceOption where) {
   OperatorDef iter = MakeOperatorDef("Iter", {kIterBlob}, {kIterBlob});
   OperatorDef lr = MakeOperatorDef(
       "LearningRate", {kIterBlob}, {kLrBlob},
       {MakeArg("base_lr", opt.lr), MakeArg("policy", opt.lr_policy), MakeArg("gamma", opt.gamma),
        MakeArg("stepsize", opt.stepsize), MakeArg("power", opt.power), MakeArg("max_iter", opt.max_iter),
        MakeArg("warmup_iters", opt.warmup_iters), MakeArg("warmup_start_factor", opt.warmup_start_factor)});
-  iter.device = DeviceOption{};
-  lr.device = DeviceOption{};
+  iter.device = where;  // placed, even on a GPU: HostOpUnlessPlaced keeps them there
+  lr.device = where;
   return {std::move(iter), std::move(lr)};
 }
 

@@ -15,23 +15,24 @@
 namespace dp {
 
 // Blob names of the shared optimizer state.
-inline const char* kIterBlob = "optimizer/iter";  // int64 [1] on the CPU
+inline const char* kIterBlob = "optimizer/iter";  // int64 [1], on the CPU (or the one GPU of a step)
 inline const char* kLrBlob = "optimizer/lr";      // float32 [1]
 
 // The state blobs `opt` keeps per param ("w/momentum", "w/adam_m", ...).
 std::vector<std::string> OptimizerStateBlobs(const OptimizerDef& opt, const std::string& param);
 
 // Optimizer initialisation, in two parts that an init net makes separately:
-//  - the iteration counter kIterBlob (int64 [1] = 0, placed on the CPU):
-//    shared by every param and every replica, so made once per training
-//    process (the Iter and LearningRate ops of the step read it);
+//  - the iteration counter kIterBlob (int64 [1] = 0, placed on the CPU, or
+//    copied to `where` when the step runs on one GPU): shared by every param
+//    and every replica, so made once per training process (the Iter and
+//    LearningRate ops of the step read it);
 //  - each param's optimizer state OptimizerStateBlobs(opt, p): zeros shaped
 //    like p, made after p exists; the ops carry no device (the init net's
 //    default applies unless the caller places them on the param's device, as
 //    data parallelism does for each replica's set).
 // One-device training wants both (AddOptimizerInit); Parallelize makes the
 // counter once and the state per replica, without relying on op positions.
-OperatorDef IterationCounterInitOp();
+std::vector<OperatorDef> IterationCounterInitOps(DeviceOption where = {});
 std::vector<OperatorDef> OptimizerStateInitOps(const OptimizerDef& opt, const std::vector<std::string>& params);
 
 // The training state of a model, as one-device training names it: what a
@@ -42,11 +43,13 @@ std::vector<OperatorDef> OptimizerStateInitOps(const OptimizerDef& opt, const st
 // wires the counter into them).
 std::vector<std::string> TrainingStateBlobs(const ModelDef& model);
 
-// IterationCounterInitOp, then OptimizerStateInitOps(opt, params), appended to `init`.
+// IterationCounterInitOps() (on the CPU), then OptimizerStateInitOps(opt, params), appended to `init`.
 void AddOptimizerInit(NetDef& init, const OptimizerDef& opt, const std::vector<std::string>& params);
 
-// Iter and LearningRate ops (CPU), the first ops of a training step.
-std::vector<OperatorDef> IterAndLearningRateOps(const OptimizerDef& opt);
+// Iter and LearningRate ops, the first ops of a training step: on the CPU,
+// or placed on `where` (a GPU: a step on one GPU keeps the counter and the
+// rate there, so its CUDA graph holds them and no copy crosses from the host).
+std::vector<OperatorDef> IterAndLearningRateOps(const OptimizerDef& opt, DeviceOption where = {});
 
 // The op updating `param` from `grad` in place.
 OperatorDef OptimizerUpdateOp(const OptimizerDef& opt, const std::string& param, const std::string& grad,

@@ -11,9 +11,11 @@
 namespace dp {
 namespace {
 
+// Runs on the host in a CUDA net: a host op, unless its schema lets a
+// definition that places it on a device keep it there.
 bool IsHostOp(const OperatorDef& op) {
   const OpSchema* s = OpSchemaRegistry::Find(op.type);
-  return s != nullptr && s->host_op();
+  return s != nullptr && s->host_op() && !(s->host_unless_placed() && op.device.has_value());
 }
 
 // The op reads inputs of other devices itself (Copy, Print, collectives).

@@ -108,6 +108,16 @@ class OpSchema {
   OpSchema& HostOp(std::string reason) { host_op_reason_ = std::move(reason); return *this; }
   bool host_op() const { return !host_op_reason_.empty(); }
   const std::string& host_op_reason() const { return host_op_reason_; }
+  // A host op by default that has a CUDA kernel too: where it inherits a
+  // GPU from its net's device it runs on the host as above; an op placed on
+  // a GPU by its own definition (OperatorDef::device) runs there. (The
+  // iteration counter and the learning rate: on the host, unless a training
+  // net for one GPU keeps them there, inside its CUDA graph.)
+  OpSchema& HostOpUnlessPlaced(std::string reason) {
+    host_unless_placed_ = true;
+    return HostOp(std::move(reason));
+  }
+  bool host_unless_placed() const { return host_unless_placed_; }
   // A collective over replicas: its tensors live on several devices, and the
   // kernel checks each against its replica's device itself (Input() would
   // refuse them). Host placement copies nothing for it.
@@ -172,6 +182,7 @@ class OpSchema {
   InferenceFn inference_;
   bool inputs_can_cross_devices_ = false;
   std::string host_op_reason_;
+  bool host_unless_placed_ = false;
   std::vector<int> host_inputs_;
   bool inputs_on_replica_devices_ = false;
 };

@@ -37,7 +37,7 @@ NetDef BuildJoinCollectivesNet(const ParallelPlan& p) {
 NetDef BuildJoinUpdateNet(const ParallelPlan& p) {
   NetDef net;
   net.name = p.name + "_parallel_join_update";
-  net.ops = IterAndLearningRateOps(p.opt);  // the counter and the rate advance with the others'
+  net.ops = IterAndLearningRateOps(p.opt, p.counter_device);  // the counter and the rate advance with the others'
   AddExternalInput(net, kIterBlob);
   for (const auto& u : p.Updates()) {
     AddExternalInput(net, p.replicas.BlobName(u.replica, u.param));

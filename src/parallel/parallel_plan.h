@@ -74,6 +74,11 @@ struct ParallelPlan {
   // params all-gathered instead of one allreduce per bucket.
   bool zero = false;
   std::map<std::string, TensorInfo> param_info;  // zero: each param's dims and dtype, known at build time
+  // Where the iteration counter and the learning rate live: the GPU when
+  // every replica of this process is on that one GPU (the step can then be
+  // one CUDA graph, Iter and LearningRate in it, no copy from the host), else
+  // the host.
+  DeviceOption counter_device;
 
   // Replicas over every process: what averages divide by.
   size_t total_replicas() const { return n * shards; }

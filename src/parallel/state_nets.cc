@@ -63,7 +63,7 @@ void AddBroadcastOfReplicated(const ParallelPlan& p, NetDef& init) {
 // sharded state: each replica's shards, zeros of its part's length.
 void AddOptimizerState(const ParallelPlan& p, NetDef& init) {
   const Replicas& b = p.replicas;
-  init.ops.push_back(IterationCounterInitOp());
+  for (auto& op : IterationCounterInitOps(p.counter_device)) init.ops.push_back(std::move(op));
   if (p.zero) {
     for (size_t r = 0; r < p.n; ++r)
       for (const auto& param : p.model.params)

@@ -169,14 +169,14 @@ void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
 
 // The optimizer updates (ParallelPlan::Updates), each on the replica that
 // runs it, reading that replica's summed gradient, or every replica's
-// gradient (sum_in_update). The learning rate lives on the host; CUDA updates
-// read a copy on their device.
+// gradient (sum_in_update). The learning rate lives where the counter does
+// (ParallelPlan::counter_device); updates on another device read a copy.
 void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
   const Replicas& b = p.replicas;
   std::set<size_t> lr_copied;
   for (const auto& u : p.Updates()) {
     std::string lr = kLrBlob;
-    if (b.cuda()) {
+    if (b.cuda() && b.device(u.replica) != p.counter_device) {
       lr = b.BlobName(u.replica, kLrBlob);
       if (lr_copied.insert(u.replica).second)
         train.ops.push_back(b.On(u.replica, MakeOperatorDef("Copy", {kLrBlob}, {lr})));
@@ -239,7 +239,7 @@ NetDef BuildTrainNet(const ParallelPlan& p) {
   const Replicas& b = p.replicas;
   const bool accumulating = p.accumulate_steps > 1;
   NetDef train;
-  train.ops = IterAndLearningRateOps(p.opt);
+  train.ops = IterAndLearningRateOps(p.opt, p.counter_device);
   AddExternalInput(train, kIterBlob);
   AddExternalInput(train, kCommBlob);
   AddReplicaSteps(p, train, "train", p.joinable);

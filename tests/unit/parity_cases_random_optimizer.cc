@@ -123,6 +123,24 @@ void AddOptimizerCases(CaseList& cases) {
                            MakeOperatorDef("Adagrad", {"P", "G", "h", "lr", "G1"}, {"P", "h"},
                                            {MakeArg("decay", 0.9), MakeArg("epsilon", 1e-5), wd}),
                            {{kParam}, {kParam}, Positive(kParam), Lr(0.1), {kParam}}, kUpdateTolerance));
+  // The step counter and the learning rate (a step on one GPU keeps them
+  // there): every schedule, warmup, float64; the CUDA kernel shares the
+  // CPU's formula (ops/math/learning_rate.h), in double on both.
+  cases.push_back(MakeCase("Iter", MakeOperatorDef("Iter", {"iter"}, {"iter"}), {Iter(41)}, kExact));
+  auto lr_case = [&](const std::string& what, int64_t iter, std::vector<Argument> args) {
+    args.push_back(MakeArg("base_lr", 0.25));
+    cases.push_back(MakeCase("LearningRate/" + what, MakeOperatorDef("LearningRate", {"iter"}, {"lr"}, args),
+                             {Iter(iter)}, 1e-7));
+  };
+  lr_case("fixed", 1, {});
+  lr_case("step", 8, {MakeArg("policy", "step"), MakeArg("gamma", 0.5), MakeArg("stepsize", int64_t{3})});
+  lr_case("exp", 20, {MakeArg("policy", "exp"), MakeArg("gamma", 0.97)});
+  lr_case("inv", 100, {MakeArg("policy", "inv"), MakeArg("gamma", 0.01), MakeArg("power", 0.75)});
+  lr_case("cosine past max_iter, float64", 700,
+          {MakeArg("policy", "cosine"), MakeArg("max_iter", int64_t{500}), MakeArg("dtype", int64_t{4})});
+  lr_case("cosine in warmup", 4,
+          {MakeArg("policy", "cosine"), MakeArg("max_iter", int64_t{50}), MakeArg("warmup_iters", int64_t{10}),
+           MakeArg("warmup_start_factor", 0.2)});
   cases.push_back(MakeCase("BmufUpdate",
                            MakeOperatorDef("BmufUpdate", {"W", "Wg", "D"}, {"W", "Wg", "D"},
                                            {MakeArg("block_lr", 0.9), MakeArg("block_momentum", 0.5)}),

@@ -155,7 +155,8 @@ TEST_CASE("every CPU op has a CUDA kernel or is a host op with its reason") {
     const dp::OpSchema* schema = dp::OpSchemaRegistry::Find(type);
     REQUIRE_MESSAGE(schema != nullptr, type);
     if (dp::OperatorRegistry::Has(DeviceType::kCUDA, type)) {
-      CHECK_MESSAGE(!schema->host_op(), type, " has a CUDA kernel yet is declared a host op");
+      CHECK_MESSAGE((!schema->host_op() || schema->host_unless_placed()), type,
+                    " has a CUDA kernel yet is declared a host op (not HostOpUnlessPlaced)");
       continue;
     }
     if (!schema->host_op()) missing.push_back(type);
@@ -221,4 +222,30 @@ TEST_CASE("host ops of a CUDA net run on the host; host-written blobs that CUDA 
   plain.ops.push_back(MakeOp("Relu", {"x"}, {"y"}));
   plain.ops.push_back(MakeOp("Print", {"y"}, {}, {}, kCpu));
   CHECK(dp::PlaceHostOps(plain) == nullptr);
+}
+
+TEST_CASE("a host op that may run where placed (Iter, LearningRate) stays on the GPU its definition names") {
+  const DeviceOption gpu{DeviceType::kCUDA, 0};
+  dp::NetDef def;
+  def.name = "counter_on_gpu";
+  def.device = gpu;
+  def.ops.push_back(MakeOp("Iter", {"iter"}, {"iter"}, {}, gpu));
+  def.ops.push_back(MakeOp("LearningRate", {"iter"}, {"lr"}, {dp::MakeArg("base_lr", 0.1)}, gpu));
+  def.ops.push_back(MakeOp("Mul", {"lr", "w"}, {"y"}));
+  // Inheriting the net's GPU, the same op is a host op, as before.
+  def.ops.push_back(MakeOp("Iter", {"other"}, {"other"}));
+  def.ops.push_back(MakeOp("Scale", {"other"}, {"z"}));
+  auto placed = dp::PlaceHostOps(def);
+  REQUIRE(placed != nullptr);
+  const auto& ops = placed->ops;
+  REQUIRE(ops.size() == 6);
+  CHECK(placed->OpDevice(ops[0]) == gpu);
+  CHECK(placed->OpDevice(ops[1]) == gpu);
+  CHECK(ops[2].type == "Mul");
+  CHECK(ops[2].inputs == std::vector<std::string>{"lr", "w"});  // read where it was written: no copy
+  CHECK(ops[3].type == "Iter");
+  CHECK(placed->OpDevice(ops[3]) == kCpu);
+  CHECK(ops[4].type == "Copy");
+  CHECK(ops[4].outputs == std::vector<std::string>{"other@cuda:0"});
+  CHECK(ops[5].inputs == std::vector<std::string>{"other@cuda:0"});
 }

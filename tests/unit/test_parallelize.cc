@@ -813,6 +813,44 @@ TEST_CASE("sync net: replica 0's params, statistics and optimizer state re-broad
 // them), every op on a CUDA device reads the blobs written before it on its
 // own device, unless the op reads across devices or on the host by its
 // schema. So a CUDA replica never meets a tensor it cannot address.
+TEST_CASE("parallelize for CUDA: the counter and the rate live on the GPU when every replica is on it") {
+  if (!cuda::BuiltWithCuda()) return;  // Parallelize refuses CUDA replicas then (tested above)
+  const std::string adam = R"({"type": "adam", "lr": 0.02})";
+  auto device_of = [](const NetDef& net, const std::string& type) {
+    for (const auto& op : net.ops)
+      if (op.type == type) return net.OpDevice(op);
+    FAIL("no ", type, " op");
+    return DeviceOption{};
+  };
+  auto copies_of = [](const NetDef& net, const std::string& blob) {
+    int n = 0;
+    for (const auto& op : net.ops) n += op.type == "Copy" && op.inputs.at(0) == blob ? 1 : 0;
+    return n;
+  };
+  const DeviceOption gpu0{DeviceType::kCUDA, 0};
+  for (const std::vector<int32_t>& ids : {std::vector<int32_t>{0}, std::vector<int32_t>{0, 0},
+                                          std::vector<int32_t>{0, 1}}) {
+    CAPTURE(ids.size());
+    const bool one_gpu = ids.size() == 1 || ids[1] == ids[0];
+    ParallelizeOptions o = Cpus(static_cast<int>(ids.size()));
+    o.device_type = DeviceType::kCUDA;
+    o.device_ids = ids;
+    o.nccl = !(ids.size() == 2 && ids[1] == ids[0]);  // one GPU named twice: the copy-and-sum tree
+    const ParallelNets nets = Parallelize(Mlp(adam), o);
+    const DeviceOption counter = one_gpu ? gpu0 : DeviceOption{};
+    CHECK(device_of(nets.train, "Iter") == counter);
+    CHECK(device_of(nets.train, "LearningRate") == counter);
+    // Placed by the definition: host placement leaves them there.
+    auto placed = PlaceHostOps(nets.train);
+    const NetDef& train = placed ? *placed : nets.train;
+    CHECK(device_of(train, "Iter") == counter);
+    // The rate is copied to each replica's GPU only from the host.
+    CHECK(copies_of(nets.train, kLrBlob) == (one_gpu ? 0 : 2));
+    // The init net fills the counter on the host and moves it to the GPU.
+    CHECK(copies_of(nets.init, kIterBlob) == (one_gpu ? 1 : 0));
+  }
+}
+
 TEST_CASE("parallelize for CUDA: every CUDA op reads blobs written on its own device") {
   if (!cuda::BuiltWithCuda()) return;  // Parallelize refuses CUDA replicas then (tested above)
   auto check = [](const ParallelNets& nets) {

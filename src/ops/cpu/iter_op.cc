@@ -1,6 +1,8 @@
 // Iter(iter) -> iter: the training step counter, an int64 [1] tensor updated
 // in place. The init net creates it (ConstantFill shape=[1] dtype=6 value=0);
-// Iter runs first in every step, so the first step sees 1.
+// Iter runs first in every step, so the first step sees 1. On the host by
+// default; placed on a GPU (a training net for one GPU), it runs there
+// (ops/cuda/schedule_ops.cc) and the counter lives in device memory.
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -34,7 +36,7 @@ DP_OPERATOR_SCHEMA(Iter)
     .NumInputs(1)
     .NumOutputs(1)
     .EnforceInplace({{0, 0}})
-    .HostOp("a host counter that schedules and checkpoints read; device readers get a copy")
+    .HostOpUnlessPlaced("a host counter that schedules and checkpoints read; device readers get a copy")
     .Inputs({"iter"})
     .Outputs({"iter"})
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {

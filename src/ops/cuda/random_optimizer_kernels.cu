@@ -6,6 +6,7 @@
 #include "cuda/grid.cuh"
 #include "cuda/op_launchers.h"
 #include "ops/math/dropout.h"
+#include "ops/math/learning_rate.h"
 #include "ops/math/multi_tensor.h"
 #include "ops/math/optimizer_updates.h"
 
@@ -249,6 +250,32 @@ cudaError_t LaunchMultiTensorAdagrad(MultiTensorList list, int64_t blocks, const
   if (blocks <= 0) return cudaSuccess;
   auto kernel = weight_decay != 0 ? MultiAdagradKernel<true> : MultiAdagradKernel<false>;
   kernel<<<MultiTensorGrid(blocks), kThreads, 0, stream>>>(list, lr, epsilon, decay, weight_decay);
+  return cudaGetLastError();
+}
+
+namespace {
+
+__global__ void IterIncrementKernel(int64_t* iter) {
+  if (*iter < INT64_MAX) *iter += 1;
+}
+
+__global__ void LearningRateKernel(const int64_t* iter, math::LrSchedule schedule, float* lr32, double* lr64) {
+  const int64_t it = *iter > 1 ? *iter - 1 : 0;
+  const double lr = math::LearningRateAt(schedule, it);
+  if (lr32 != nullptr) *lr32 = static_cast<float>(lr);
+  if (lr64 != nullptr) *lr64 = lr;
+}
+
+}  // namespace
+
+cudaError_t LaunchIterIncrement(int64_t* iter, cudaStream_t stream) {
+  IterIncrementKernel<<<1, 1, 0, stream>>>(iter);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchLearningRate(const int64_t* iter, math::LrSchedule schedule, float* lr32, double* lr64,
+                               cudaStream_t stream) {
+  LearningRateKernel<<<1, 1, 0, stream>>>(iter, schedule, lr32, lr64);
   return cudaGetLastError();
 }
 
