@@ -109,7 +109,8 @@ namespace dp::cuda {
     (dy, g, dx, stream))
 
 // ops/cuda/softmax_loss_kernels.cu: softmax, losses, accuracy; scalar results
-// (loss, accuracy) are written on the device. Scratch: SoftmaxWithLoss 2N
+// (loss, accuracy) are written on the device; SoftmaxWithLoss also writes
+// its fused gradient dx (when not null) with the factor dx_factor. Scratch: SoftmaxWithLoss 2N
 // doubles, its gradient 1, AveragedLoss math::SumPartials(n), Accuracy N int32.
 // ops/cuda/batchnorm_kernels.cu: batch norm; partials are
 // bn::BnPartialsSize(d) doubles, LaunchBnMoments' sums 3C
@@ -127,8 +128,8 @@ namespace dp::cuda {
     (y, dy, dx, rows, cols, stream))                                                                          \
   X(LaunchSoftmaxWithLoss,                                                                                    \
     (const float* x, const int32_t* labels, const float* weights, double scale, float* p, float* loss,          \
-     double* row_scratch, int64_t rows, int64_t cols, cudaStream_t stream),                                   \
-    (x, labels, weights, scale, p, loss, row_scratch, rows, cols, stream))                                    \
+     double* row_scratch, int64_t rows, int64_t cols, float* dx, float dx_factor, cudaStream_t stream),        \
+    (x, labels, weights, scale, p, loss, row_scratch, rows, cols, dx, dx_factor, stream))                     \
   X(LaunchSoftmaxWithLossGradient,                                                                            \
     (const float* p, const int32_t* labels, const float* dloss, const float* weights, double scale, float* dx,  \
      double* weight_sum, int64_t rows, int64_t cols, cudaStream_t stream),                                    \

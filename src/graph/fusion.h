@@ -1,6 +1,7 @@
-// Graph fusions that are free: they remove a pass over memory without
-// changing results. Applied to forward nets before gradients are added, so
-// the fused ops' gradient makers see the fused form.
+// Graph fusions that are free: they remove a pass over memory (or a kernel
+// launch) without changing results. FuseFcRelu is applied to forward nets
+// before gradients are added, so the fused ops' gradient makers see the
+// fused form; FuseSoftmaxLossGradient to training nets after.
 #pragma once
 
 #include <set>
@@ -16,5 +17,14 @@ namespace dp {
 // observable: a not-in-place Relu whose input is kept is left alone.
 // Returns the number of fusions.
 int FuseFcRelu(NetDef& net, const std::set<std::string>& keep);
+
+// SoftmaxWithLoss (no weights), the constant seed of its loss's gradient
+// (ConstantFill of the loss's shape, read only by the gradient) and
+// SoftmaxWithLossGradient on the same P and labels become one SoftmaxWithLoss
+// with dX as a third output and the seed as its grad_seed argument: the
+// rows write dX while they hold P, bit for bit what the gradient op wrote,
+// and two kernels (the fill, the gradient) go from a GPU step. Any device;
+// the three ops on one. Returns the number of fusions.
+int FuseSoftmaxLossGradient(NetDef& net);
 
 }  // namespace dp

@@ -187,7 +187,10 @@ TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options
   train.external_outputs.insert(train.external_outputs.end(), model.metrics.begin(), model.metrics.end());
   train.external_outputs.push_back(kLrBlob);  // the step's rate stays readable (a memory plan keeps it)
   train.memory = options.memory;
-  if (options.fuse) FuseOptimizerUpdates(train, {model.params}, options.update_fusion);
+  if (options.fuse) {
+    FuseSoftmaxLossGradient(train);
+    FuseOptimizerUpdates(train, {model.params}, options.update_fusion);
+  }
   ValidateNet(train);
 
   out.eval = InferenceNet(forward);

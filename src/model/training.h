@@ -66,9 +66,10 @@ NetDef InferenceNet(const NetDef& forward);
 
 struct TrainingOptions {
   double loss_scale = 1.0;
-  // graph/fusion.h on the forward net (CPU FC + Relu), and the step's
-  // updates as one multi-tensor op (ops/update_fusion.h; CUDA, or every
-  // device with update_fusion.cpu).
+  // graph/fusion.h on the forward net (CPU FC + Relu) and on the step
+  // (SoftmaxWithLoss with its gradient), and the step's updates as one
+  // multi-tensor op (ops/update_fusion.h; CUDA, or every device with
+  // update_fusion.cpu).
   bool fuse = true;
   UpdateFusionOptions update_fusion;
   MemoryMode memory = MemoryMode::kShare;  // the train net's (graph/memory_plan.h)

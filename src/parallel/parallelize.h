@@ -63,7 +63,7 @@ struct ParallelizeOptions {
   int64_t first_bucket_bytes = int64_t{1} << 20;
   int64_t bucket_bytes = int64_t{25} << 20;
   bool uneven_split = false;  // allow global batches that do not divide by the replica count
-  bool fuse = true;           // graph/fusion.h on the forward net; the updates fused (ops/update_fusion.h)
+  bool fuse = true;           // graph/fusion.h on the forward net and the loss gradient; the updates fused (ops/update_fusion.h)
   UpdateFusionOptions update_fusion;  // fused per replica and gradient bucket
   // Gradient accumulation: K > 1 builds an `accumulate` net that runs
   // forward and backward and adds the gradients up locally, without

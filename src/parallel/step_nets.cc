@@ -7,6 +7,7 @@
 
 #include "comm/collective_checks.h"
 #include "core/scope.h"
+#include "graph/fusion.h"
 #include "model/training.h"
 #include "ops/gradient_registry.h"  // MakeArg
 #include "ops/net_validate.h"
@@ -231,6 +232,7 @@ NetDef BuildAccumulateNet(const ParallelPlan& p) {
     acc.ops.push_back(p.replicas.On(r, MakeOperatorDef("Sum", {sum, grad}, {sum})));
     AddExternalInput(acc, sum);
   });
+  if (p.options.fuse) FuseSoftmaxLossGradient(acc);
   ValidateNet(acc);
   return acc;
 }
@@ -258,6 +260,7 @@ NetDef BuildTrainNet(const ParallelPlan& p) {
       train.ops.push_back(b.On(r, MakeOperatorDef("ConstantFill", {sum}, {sum}, {MakeArg("value", 0.0)})));
     });
   train.external_outputs.push_back(kLrBlob);  // the step's rate stays readable (a memory plan keeps it)
+  if (p.options.fuse) FuseSoftmaxLossGradient(train);
   ValidateNet(train);
   return train;
 }

@@ -75,6 +75,14 @@ void AddSoftmaxCases(CaseList& cases) {
                            MakeOperatorDef("SoftmaxWithLoss", {"X", "L"}, {"P", "loss"}),
                            {Uniform({4, 3001}, -20, 20), Labels({4, 1}, 3001)}));
 
+  // With its gradient fused (graph/fusion.h): dX from the rows' P, scaled.
+  cases.push_back(MakeCase("SoftmaxWithLoss/fused gradient, scaled",
+                           MakeOperatorDef("SoftmaxWithLoss", {"X", "L"}, {"P", "loss", "dX"},
+                                           {MakeArg("scale", 0.5), MakeArg("grad_seed", 0.125)}),
+                           {Uniform({9, 11}, -4, 4), Labels({9}, 11)}));
+  cases.push_back(MakeCase("SoftmaxWithLoss/fused gradient, rows wider than a block",
+                           MakeOperatorDef("SoftmaxWithLoss", {"X", "L"}, {"P", "loss", "dX"}),
+                           {Uniform({4, 3001}, -20, 20), Labels({4, 1}, 3001)}));
   cases.push_back(MakeCase("SoftmaxWithLossGradient",
                            MakeOperatorDef("SoftmaxWithLossGradient", {"P", "L", "dloss"}, {"dX"}),
                            {Uniform({9, 11}, 0, 0.2), Labels({9}, 11), Uniform({}, 0.5, 2)}));

@@ -15,6 +15,7 @@
 #include "exec/net.h"
 #include "graph/fusion.h"
 #include "graph/net_format.h"
+#include "expect_error.h"
 #include "op_test_util.h"
 
 using namespace dp;
@@ -214,6 +215,80 @@ TEST_CASE("the gradient net validates, runs, and survives a JSON round trip") {
   for (const auto& [p, g] : res.grads)
     CHECK(std::find(res.net.external_outputs.begin(), res.net.external_outputs.end(), g) !=
           res.net.external_outputs.end());
+}
+
+TEST_CASE("SoftmaxWithLoss fused with its gradient: the gradient op's bits, two ops fewer; the pass's rules") {
+  Feeds feeds;
+  const NetDef fwd = Mlp(&feeds, false);
+  GradientOptions opt;
+  opt.losses = {"loss"};
+  opt.wrt = {"w1", "b1", "w2", "b2"};
+  for (double seed : {1.0, 0.25}) {  // 1/N of N replicas, say
+    CAPTURE(seed);
+    opt.loss_scale = seed;
+    const GradientResult g = AddGradients(fwd, opt);
+    NetDef fused = g.net;
+    REQUIRE(FuseSoftmaxLossGradient(fused) == 1);
+    CHECK(fused.ops.size() == g.net.ops.size() - 2);
+    const auto loss_op = std::find_if(fused.ops.begin(), fused.ops.end(),
+                                      [](const OperatorDef& o) { return o.type == "SoftmaxWithLoss"; });
+    REQUIRE(loss_op != fused.ops.end());
+    CHECK(loss_op->outputs == std::vector<std::string>{"p", "loss", "logits_grad"});
+    for (const auto& op : fused.ops) CHECK(op.type != "SoftmaxWithLossGradient");
+    auto wa = Run(g.net, feeds), wb = Run(fused, feeds);
+    for (const std::string blob : {"loss", "p", "logits_grad", "w1_grad", "b1_grad", "w2_grad", "b2_grad"}) {
+      CAPTURE(blob);
+      const Tensor& ta = wa->GetTensor(blob);
+      const Tensor& tb = wb->GetTensor(blob);
+      REQUIRE(ta.numel() == tb.numel());
+      for (int64_t i = 0; i < ta.numel(); ++i) CHECK(ta.data<double>()[i] == tb.data<double>()[i]);
+    }
+  }
+  opt.loss_scale = 1.0;
+  const GradientResult g = AddGradients(fwd, opt);
+  auto seed_index = [](const NetDef& net) {
+    for (size_t i = 0; i < net.ops.size(); ++i)
+      if (net.ops[i].type == "ConstantFill") return i;
+    FAIL("no seed");
+    return size_t{0};
+  };
+  SUBCASE("the seed read by another op, or kept observable, stays") {
+    NetDef net = g.net;
+    net.ops.push_back(Op("Scale", {net.ops[seed_index(net)].outputs[0]}, {"seen"}));
+    CHECK(FuseSoftmaxLossGradient(net) == 0);
+    NetDef kept = g.net;
+    kept.external_outputs.push_back(kept.ops[seed_index(kept)].outputs[0]);
+    CHECK(FuseSoftmaxLossGradient(kept) == 0);
+  }
+  SUBCASE("a seed of another form (not a plain value) stays") {
+    NetDef net = g.net;
+    net.ops[seed_index(net)].args.push_back(MakeArg("dtype", int64_t{1}));
+    CHECK(FuseSoftmaxLossGradient(net) == 0);
+  }
+  SUBCASE("P written between the loss and its gradient blocks it") {
+    NetDef net = g.net;
+    net.ops.insert(net.ops.begin() + static_cast<std::ptrdiff_t>(seed_index(net)), Op("Scale", {"p"}, {"p"}));
+    CHECK(FuseSoftmaxLossGradient(net) == 0);
+  }
+  SUBCASE("another scale on the gradient op blocks it") {
+    NetDef net = g.net;
+    for (auto& op : net.ops)
+      if (op.type == "SoftmaxWithLossGradient") op.args.push_back(MakeArg("scale", 2.0));
+    CHECK(FuseSoftmaxLossGradient(net) == 0);
+  }
+  SUBCASE("weights keep the ops apart; a fused op with weights is refused") {
+    NetDef net = g.net;
+    for (auto& op : net.ops)
+      if (op.type == "SoftmaxWithLoss" || op.type == "SoftmaxWithLossGradient") op.inputs.push_back("x_w");
+    CHECK(FuseSoftmaxLossGradient(net) == 0);
+    Feeds w = feeds;
+    w.push_back({"x_w", RandomF64({6}, 9)});
+    testing::ExpectError(
+        [&] {
+          Run(MakeNet({Op("SoftmaxWithLoss", {"x", "label", "x_w"}, {"p", "loss", "dx"})}, w), w);
+        },
+        Code::kInvalidArgument, {"output 2 'dx'", "takes no weights"});
+  }
 }
 
 TEST_CASE("FC + Relu fusion: same values and gradients, observable blobs kept") {

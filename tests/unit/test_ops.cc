@@ -1986,7 +1986,7 @@ TEST_CASE("validation: input and output counts") {
               {"op 1 (Relu)", "takes 1 inputs, got 2"});
   ExpectError(validate({Op("Sum", {}, {"y"})}, {}), Code::kInvalidNet, {"op 0 (Sum)", "1 or more"});
   ExpectError(validate({Op("SoftmaxWithLoss", {"x", "l"}, {"p"})}, {"x", "l"}), Code::kInvalidNet,
-              {"op 0 (SoftmaxWithLoss)", "takes 2 outputs, got 1"});
+              {"op 0 (SoftmaxWithLoss)", "takes 2 to 3 outputs, got 1"});
   ExpectError(validate({Op("SoftmaxWithLoss", {"x", "l", "w", "v"}, {"p", "loss"})}, {"x", "l", "w", "v"}),
               Code::kInvalidNet, {"op 0 (SoftmaxWithLoss)", "2 to 3"});
   ExpectError(validate({Op("Reshape", {"x"}, {"y", "o", "p"}, {IntsArg("shape", {-1})})}, {"x"}), Code::kInvalidNet,

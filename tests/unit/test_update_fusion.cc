@@ -333,12 +333,13 @@ struct Trained {
   std::multiset<std::string> types;
 };
 
-Trained Train(const ModelDef& m, Setup setup, bool fuse_cpu_updates) {
+Trained Train(const ModelDef& m, Setup setup, bool fuse_cpu_updates, bool fuse = true) {
   auto ws = std::make_shared<Workspace>();
   NetDef init, train;
   std::vector<std::string> scopes = {""};
   if (setup == Setup::kOneDevice) {
     TrainingOptions o;
+    o.fuse = fuse;
     o.update_fusion.cpu = fuse_cpu_updates;
     TrainingNets nets = BuildTraining(m, o);
     init = nets.init;
@@ -346,6 +347,7 @@ Trained Train(const ModelDef& m, Setup setup, bool fuse_cpu_updates) {
   } else {
     ParallelizeOptions o;
     o.device_ids = {0, 1};
+    o.fuse = fuse;
     o.update_fusion.cpu = fuse_cpu_updates;
     o.first_bucket_bytes = 64 << 10;  // several buckets, some of several params
     o.bucket_bytes = 1536 << 10;
@@ -405,6 +407,24 @@ TEST_CASE("training with fused updates is bit for bit training without them") {
         }
         CHECK(fused.blobs == apart.blobs);
       }
+    }
+  }
+}
+
+// The step's other fusions (graph/fusion.h: FC + Relu on the CPU, the loss
+// with its gradient) change no bit either.
+TEST_CASE("training with the step's fusions (FC + Relu, SoftmaxWithLoss with its gradient) is bit for bit training without") {
+  for (const std::string file : {"fashion_mlp.json", "fashion_cnn.json"}) {
+    const ModelDef m = ModelFromFile(SampleNetsDir() + file);
+    for (Setup setup : {Setup::kOneDevice, Setup::kTwoReplicas}) {
+      CAPTURE(file);
+      CAPTURE(static_cast<int>(setup));
+      const Trained apart = Train(m, setup, false, /*fuse=*/false);
+      const Trained fused = Train(m, setup, false, /*fuse=*/true);
+      CHECK(apart.types.count("SoftmaxWithLossGradient") >= 1);
+      CHECK(fused.types.count("SoftmaxWithLossGradient") == 0);
+      CHECK(fused.types.size() < apart.types.size());
+      CHECK(fused.blobs == apart.blobs);
     }
   }
 }

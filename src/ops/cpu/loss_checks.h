@@ -46,6 +46,8 @@ void CheckLabelsInRange(const std::string& what, const int32_t* labels, int64_t 
 // SoftmaxWithLoss's optional per-sample weights (input `index`): N values of
 // the logits' dtype.
 void CheckLossWeights(const OperatorDef& op, int index, const Dims& w, DType wt, int64_t rows, DType xt);
+// SoftmaxWithLoss with its fused gradient (a third output) takes no weights.
+void CheckFusedGradient(const OperatorDef& op, int inputs, int outputs);
 
 // LabelCrossEntropy(Gradient): X [N, D] and label int32 [N] or [N, 1]; xn / ln
 // name the blobs in messages.

@@ -51,6 +51,12 @@ void CheckLossWeights(const OperatorDef& op, int index, const Dims& w, DType wt,
   DP_ENFORCE_CODE(NumElements(w) == rows, Code::kShape, wn, " ", DimsString(w), " must hold N = ", rows, " weights");
 }
 
+void CheckFusedGradient(const OperatorDef& op, int inputs, int outputs) {
+  DP_ENFORCE_CODE(outputs < 3 || inputs < 3, Code::kInvalidArgument, "output 2 '", op.outputs.back(),
+                  "' (the fused gradient) takes no weights; weights '", op.inputs.back(),
+                  "' need SoftmaxWithLossGradient");
+}
+
 namespace {
 
 // Elements per part when these row-wise ops split their rows across the op's
@@ -141,7 +147,10 @@ struct LogSoftmaxForwardRow {
 };
 
 // Outputs: P (softmax, [N, D]) and loss (scalar) = scale * mean_i(-log P[i, label_i]),
-// or a weighted mean with the optional per-sample weights (input 2).
+// or a weighted mean with the optional per-sample weights (input 2). With a
+// third output (graph/fusion.h: FuseSoftmaxLossGradient) also dX, what
+// SoftmaxWithLossGradient computes from P for a constant loss gradient
+// grad_seed, each row while it holds P (no weights then).
 class SoftmaxWithLossOp final : public Operator {
  public:
   using Operator::Operator;
@@ -154,6 +163,7 @@ class SoftmaxWithLossOp final : public Operator {
     CheckLogitsAndLabels(def(), x.dims(), x.dtype(), label.dims(), label.dtype(), &rows, &cols);
     const Tensor* weight = InputSize() > 2 ? &Input(2) : nullptr;
     if (weight != nullptr) CheckLossWeights(def(), 2, weight->dims(), weight->dtype(), rows, x.dtype());
+    CheckFusedGradient(def(), InputSize(), OutputSize());
     double scale = args().Float("scale", 1.0);
     DispatchFloat(x.dtype(), InputDesc(0), [&](auto zero) {
       using T = decltype(zero);
@@ -161,6 +171,13 @@ class SoftmaxWithLossOp final : public Operator {
       const int32_t* lp = label.data<int32_t>();
       const T* wp = weight ? weight->data<T>() : nullptr;
       T* pp = Output(0, x.dims(), x.dtype())->template mutable_data<T>();
+      // The fused gradient: the factor SoftmaxWithLossGradient takes from a
+      // loss gradient holding grad_seed (as T) over `rows` unit weights.
+      T* dx = OutputSize() > 2 ? Output(2, x.dims(), x.dtype())->template mutable_data<T>() : nullptr;
+      const T g = dx ? static_cast<T>(math::SoftmaxLossGradientFactor(
+                           scale, static_cast<double>(static_cast<T>(args().Float("grad_seed", 1.0))),
+                           static_cast<double>(rows)))
+                     : T(0);
       // One exp per element: the row's sum of exp(x - max) gives both the
       // softmax and -log P[label] = log(sum) - (x[label] - max), which stays
       // accurate when P[label] underflows.
@@ -174,6 +191,11 @@ class SoftmaxWithLossOp final : public Operator {
           const double sum = SoftmaxRow(xr, pp + i * cols, cols, &mx);
           const double w = wp ? static_cast<double>(wp[i]) : 1.0;
           row_loss[i] = w * math::SoftmaxCrossEntropy(sum, xr[lp[i]], mx);
+          if (dx != nullptr) {
+            const T* pr = pp + i * cols;
+            T* xr_grad = dx + i * cols;
+            for (int64_t c = 0; c < cols; ++c) xr_grad[c] = math::SoftmaxWithLossGradient(g, pr[c], c == lp[i]);
+          }
         }
       });
       double total = 0, wsum = 0;
@@ -305,17 +327,23 @@ DP_OPERATOR_SCHEMA(LogSoftmax)
 
 DP_OPERATOR_SCHEMA(SoftmaxWithLoss)
     .NumInputs(2, 3)
-    .NumOutputs(2)
+    .NumOutputs(2, 3)
     .Inputs({"logits", "labels", "weights"})
-    .Outputs({"softmax", "loss"})
+    .Outputs({"softmax", "loss", "dlogits"})
     .Arg("scale", ArgKind::kFloat, 1.0, "multiplies the loss (data-parallel loss scaling)")
+    .Arg("grad_seed", ArgKind::kFloat, 1.0,
+         "with output 2: the loss's gradient, a constant, from which dlogits is computed (no weights)")
     .ShapeInference([](const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
       int64_t rows, cols;
       CheckLogitsAndLabels(op, in[0].dims, in[0].dtype, in[1].dims, in[1].dtype, &rows, &cols);
       if (in.size() > 2) CheckLossWeights(op, 2, in[2].dims, in[2].dtype, rows, in[0].dtype);
-      return std::vector<TensorInfo>{in[0], {{}, in[0].dtype}};
+      CheckFusedGradient(op, static_cast<int>(in.size()), static_cast<int>(op.outputs.size()));
+      std::vector<TensorInfo> out{in[0], {{}, in[0].dtype}};
+      if (op.outputs.size() > 2) out.push_back(in[0]);
+      return out;
     })
-    .Doc("Softmax of logits [N, D] and mean cross-entropy against int32 labels [N].");
+    .Doc("Softmax of logits [N, D] and mean cross-entropy against int32 labels [N]; with a third output also "
+         "the gradient of the logits for the constant loss gradient grad_seed (the training nets fuse it).");
 
 DP_OPERATOR_SCHEMA(SoftmaxGradient)
     .NumInputs(2)
@@ -363,6 +391,8 @@ DP_SIMPLE_GRADIENT(LogSoftmax, { return {MakeOp("LogSoftmaxGradient", {O(0), GO(
 struct SoftmaxWithLossGradientMaker final : GradientMaker {
   using GradientMaker::GradientMaker;
   std::vector<OperatorDef> Get() override {
+    DP_ENFORCE_CODE(def().outputs.size() == 2, Code::kInvalidNet, label(),
+                    ": computes its own gradient (output 2, fused); gradients of it are not supported");
     DP_ENFORCE_CODE(!HasGO(0), Code::kInvalidNet, label(), ": a gradient through its softmax output '",
                     def().outputs[0], "' is not supported; use Softmax and LabelCrossEntropy for that");
     std::vector<std::string> in{O(0), I(1), GO(1)};

@@ -90,8 +90,11 @@ __global__ void LogSoftmaxGradientKernel(const float* y, const float* dy, float*
 
 // Per row: the softmax, and the row's weighted loss w * -log P[label] and
 // weight, for LossMeanKernel.
+// With dx (the fused gradient, no weights): each row's dX = g * (P - onehot)
+// as SoftmaxWithLossGradientKernel writes it, while the row's P is at hand.
 __global__ void SoftmaxWithLossRowsKernel(const float* x, const int32_t* labels, const float* weights, float* p,
-                                          double* row_loss, double* row_weight, int64_t rows, int64_t cols) {
+                                          double* row_loss, double* row_weight, int64_t rows, int64_t cols,
+                                          float* dx, float g) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + r * cols;
     const int32_t label = labels[r];
@@ -104,6 +107,13 @@ __global__ void SoftmaxWithLossRowsKernel(const float* x, const int32_t* labels,
       const double w = weights ? static_cast<double>(weights[r]) : 1.0;
       row_loss[r] = valid ? w * math::SoftmaxCrossEntropy(sum, x_label, mx) : NAN;
       row_weight[r] = w;
+    }
+    if (dx != nullptr) {
+      // The columns SoftmaxRow gave this thread: its P is this thread's own write.
+      const float* pr = p + r * cols;
+      float* dr = dx + r * cols;
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        dr[c] = valid ? math::SoftmaxWithLossGradient(g, pr[c], c == label) : NAN;
     }
   }
 }
@@ -282,10 +292,11 @@ cudaError_t LaunchLogSoftmaxGradient(const float* y, const float* dy, float* dx,
 }
 
 cudaError_t LaunchSoftmaxWithLoss(const float* x, const int32_t* labels, const float* weights, double scale, float* p,
-                                  float* loss, double* row_scratch, int64_t rows, int64_t cols, cudaStream_t stream) {
+                                  float* loss, double* row_scratch, int64_t rows, int64_t cols, float* dx,
+                                  float dx_factor, cudaStream_t stream) {
   if (rows > 0) {
-    SoftmaxWithLossRowsKernel<<<RowBlocks(rows), reduce::kThreads, 0, stream>>>(x, labels, weights, p, row_scratch,
-                                                                                row_scratch + rows, rows, cols);
+    SoftmaxWithLossRowsKernel<<<RowBlocks(rows), reduce::kThreads, 0, stream>>>(
+        x, labels, weights, p, row_scratch, row_scratch + rows, rows, cols, dx, dx_factor);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }

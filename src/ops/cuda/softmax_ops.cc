@@ -9,6 +9,7 @@
 #include "cuda/op_launchers.h"
 #include "ops/cpu/loss_checks.h"
 #include "ops/cuda/cuda_operator.h"
+#include "ops/math/softmax.h"
 
 namespace dp {
 namespace {
@@ -66,6 +67,7 @@ class SoftmaxWithLossOp final : public CudaOperator {
     CheckLogitsAndLabels(def(), x.dims(), x.dtype(), label.dims(), label.dtype(), &rows, &cols);
     const Tensor* weight = InputSize() > 2 ? &FloatInput(2) : nullptr;
     if (weight != nullptr) CheckLossWeights(def(), 2, weight->dims(), weight->dtype(), rows, x.dtype());
+    CheckFusedGradient(def(), InputSize(), OutputSize());
     const double scale = args().Float("scale", 1.0);
     const float* xp = x.data<float>();
     const int32_t* lp = label.data<int32_t>();
@@ -73,8 +75,15 @@ class SoftmaxWithLossOp final : public CudaOperator {
     const Dims dims = x.dims();
     float* pp = Output(0, dims, DType::kFloat32)->mutable_data<float>();
     float* loss = Output(1, {}, DType::kFloat32)->mutable_data<float>();
+    // The fused gradient (a third output): the CPU's factor, from grad_seed as float.
+    float* dx = OutputSize() > 2 ? Output(2, dims, DType::kFloat32)->mutable_data<float>() : nullptr;
+    const float g = dx ? static_cast<float>(math::SoftmaxLossGradientFactor(
+                             scale, static_cast<double>(static_cast<float>(args().Float("grad_seed", 1.0))),
+                             static_cast<double>(rows)))
+                       : 0.0f;
     double* row_scratch = Scratch<double>(2 * rows);  // each row's weighted loss and weight
-    DP_CUDA_CHECK(cuda::LaunchSoftmaxWithLoss(xp, lp, wp, scale, pp, loss, row_scratch, rows, cols, stream()));
+    DP_CUDA_CHECK(
+        cuda::LaunchSoftmaxWithLoss(xp, lp, wp, scale, pp, loss, row_scratch, rows, cols, dx, g, stream()));
   }
 };
 
