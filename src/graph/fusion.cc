@@ -16,6 +16,14 @@ bool Writes(const OperatorDef& op, const std::string& blob) {
   return std::find(op.outputs.begin(), op.outputs.end(), blob) != op.outputs.end();
 }
 
+// Removes the ops marked in `drop` (net.ops' size), keeping the others' order.
+void EraseDropped(NetDef& net, const std::vector<bool>& drop) {
+  std::vector<OperatorDef> kept;
+  for (size_t i = 0; i < net.ops.size(); ++i)
+    if (!drop[i]) kept.push_back(std::move(net.ops[i]));
+  net.ops = std::move(kept);
+}
+
 bool HasActivation(const OperatorDef& op) {
   const Argument* a = op.FindArg("activation");
   if (a == nullptr) return false;
@@ -70,10 +78,7 @@ int FuseFcRelu(NetDef& net, const std::set<std::string>& keep) {
     drop[r] = true;
     ++fused;
   }
-  std::vector<OperatorDef> kept;
-  for (size_t i = 0; i < net.ops.size(); ++i)
-    if (!drop[i]) kept.push_back(std::move(net.ops[i]));
-  net.ops = std::move(kept);
+  EraseDropped(net, drop);
   return fused;
 }
 
@@ -147,10 +152,7 @@ int FuseSoftmaxLossGradient(NetDef& net) {
     drop[seed] = drop[grad] = true;
     ++fused;
   }
-  std::vector<OperatorDef> kept;
-  for (size_t i = 0; i < net.ops.size(); ++i)
-    if (!drop[i]) kept.push_back(std::move(net.ops[i]));
-  net.ops = std::move(kept);
+  EraseDropped(net, drop);
   return fused;
 }
 
