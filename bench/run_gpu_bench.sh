@@ -13,8 +13,10 @@
 # graph's kernels per step, the step's wall time, the device's time for the
 # graph from CUDA events, and their ratio, the GPU-busy fraction).
 #
-#   bench/run_gpu_bench.sh [--build DIR] [--rounds R] [--cnn-limit N] [--python PY]
+#   bench/run_gpu_bench.sh [--build DIR] [--rounds R] [--cnn-limit N] [--python PY] [--rows "mlp:256 cnn:256"]
 #
+# --rows picks rows (default: mlp and cnn at 64, 256 and 1024), e.g. the
+# issue's target rows "mlp:256 mlp:1024 cnn:256" where device time is short.
 # For the GPU machine (../shared/gpu/README.md: `bash .gpukit/run.sh
 # 'bench/run_gpu_bench.sh --build $B'`): its python3 has torch with CUDA; the
 # Fashion-MNIST files are where the sample looks by default. The CNN trains on
@@ -30,13 +32,16 @@ build="$root/build"
 rounds=3
 cnn_limit=0
 py=${PYTHON:-python3}
+row_list="mlp:64 mlp:256 mlp:1024 cnn:64 cnn:256 cnn:1024"
+usage="usage: $0 [--build DIR] [--rounds R] [--cnn-limit N] [--python PY] [--rows \"mlp:256 cnn:256 ...\"]"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build=$(cd "$2" && pwd); shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --cnn-limit) cnn_limit=$2; shift 2 ;;
     --python) py=$2; shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--rounds R] [--cnn-limit N] [--python PY]" >&2; exit 2 ;;
+    --rows) row_list=$2; shift 2 ;;
+    *) echo "$usage" >&2; exit 2 ;;
   esac
 done
 sample="$build/samples/train_fashion_mnist"
@@ -52,8 +57,9 @@ machine_header
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/# GPU: /' || true
 
 rows=()
-for model in mlp cnn; do
-  for batch in 64 256 1024; do rows+=("$model $batch"); done
+for r in $row_list; do
+  [[ $r =~ ^(mlp|cnn):[0-9]+$ ]] || { echo "$usage" >&2; exit 2; }
+  rows+=("${r%%:*} ${r#*:}")
 done
 limit_args() {  # MODEL
   [[ $1 == cnn && $cnn_limit -gt 0 ]] && echo "--limit $cnn_limit"
