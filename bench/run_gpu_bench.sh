@@ -5,7 +5,8 @@
 # cuda: the same loop, batches gathered on the host and copied to the GPU, the
 # loss read every step), one epoch each, runs interleaved: MLP and CNN at
 # batches 64, 256 and 1024. Each row also runs dp op by op (--no-graphs), dp
-# with TF32 and BF16 GEMMs (--math), dp with the dataset in host memory
+# with TF32, BF16 and FP16 GEMMs (--math; fp16 with dynamic loss scaling),
+# dp with the dataset in host memory
 # (--host-loader; by default the sample keeps it on the GPU and gathers each
 # batch there), and PyTorch with its step captured as a CUDA graph
 # (--cuda-graphs, capturable Adam). Then, per row, where dp's step goes
@@ -67,7 +68,8 @@ limit_args() {  # MODEL
 }
 
 # Variants: name, then the program's extra arguments.
-dp_variants=("dp|" "dp_nographs|--no-graphs" "dp_tf32|--math tf32" "dp_bf16|--math bf16" "dp_hostloader|--host-loader")
+dp_variants=("dp|" "dp_nographs|--no-graphs" "dp_tf32|--math tf32" "dp_bf16|--math bf16" "dp_fp16|--math fp16"
+  "dp_hostloader|--host-loader")
 torch_variants=("torch|" "torch_graphs|--cuda-graphs")
 
 for ((round = 1; round <= rounds; ++round)); do

@@ -148,6 +148,14 @@ dp_status* dp_model_build_training(const dp_model* model, const dp_training_opti
     if (DP_OPTIONS_HAVE(options, lr)) lr = options->lr;
     if (DP_OPTIONS_HAVE(options, memory))
       opts.memory = dp::capi::CheckedMemoryMode(options->memory, dp::MemoryMode::kShare, "options->memory", __func__);
+    if (DP_OPTIONS_HAVE(options, loss_scaling)) {
+      DP_CHECK_ARG(options->loss_scaling == DP_LOSS_SCALING_NONE || options->loss_scaling == DP_LOSS_SCALING_DYNAMIC,
+                   "options->loss_scaling ", options->loss_scaling, " is not a DP_LOSS_SCALING_* value");
+      opts.loss_scaling.dynamic = options->loss_scaling == DP_LOSS_SCALING_DYNAMIC;
+      DP_CHECK_ARG(options->initial_loss_scale >= 0 && options->initial_loss_scale <= 3.4e38,
+                   "options->initial_loss_scale must be a positive float (0: 65536), got ", options->initial_loss_scale);
+      if (options->initial_loss_scale != 0) opts.loss_scaling.initial = options->initial_loss_scale;
+    }
   }
   dp::ModelDef overridden;
   dp::TrainingNets nets = dp::BuildTraining(dp::capi::ModelWithLr(*model->def, lr, &overridden, __func__), opts);

@@ -119,7 +119,7 @@ dp_status* dp_net_create(dp_workspace* workspace, const dp_netdef* netdef, const
       opts.cuda_graphs = static_cast<dp::CudaGraphs>(options->cuda_graphs);
     }
     if (DP_OPTIONS_HAVE(options, math_mode)) {
-      DP_CHECK_ARG(options->math_mode >= DP_MATH_DEFAULT && options->math_mode <= DP_MATH_BF16,
+      DP_CHECK_ARG(options->math_mode >= DP_MATH_DEFAULT && options->math_mode <= DP_MATH_FP16,
                    "options->math_mode ", options->math_mode, " is not a DP_MATH_* value");
       opts.math = static_cast<dp::MathMode>(options->math_mode);
     }

@@ -90,6 +90,16 @@ void ReadShardOptions(const dp_parallel_options* options, dp::ParallelizeOptions
                     options->shard_optimizer_state);
     o.shard_optimizer_state = options->shard_optimizer_state != 0;
   }
+  if (DP_OPTIONS_HAVE(options, loss_scaling)) {
+    DP_ENFORCE_CODE(options->loss_scaling == DP_LOSS_SCALING_NONE || options->loss_scaling == DP_LOSS_SCALING_DYNAMIC,
+                    dp::Code::kInvalidArgument, kApi, ": options->loss_scaling ", options->loss_scaling,
+                    " is not a DP_LOSS_SCALING_* value");
+    o.loss_scaling.dynamic = options->loss_scaling == DP_LOSS_SCALING_DYNAMIC;
+    DP_ENFORCE_CODE(options->initial_loss_scale >= 0 && options->initial_loss_scale <= 3.4e38,
+                    dp::Code::kInvalidArgument, kApi, ": options->initial_loss_scale must be a positive float (0: ",
+                    "65536), got ", options->initial_loss_scale);
+    if (options->initial_loss_scale != 0) o.loss_scaling.initial = options->initial_loss_scale;
+  }
   const char* transport = DP_OPTIONS_HAVE(options, local_transport) ? options->local_transport : nullptr;
   if (transport != nullptr) {
     o.local_transport = transport;

@@ -22,7 +22,7 @@
  *                       [--lr LR] [--seed S] [--data DIR] [--nets DIR]
  *                       [--limit N] [--test-limit N] [--min-acc A] [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]
  *                       [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16]
- *                       [--zero] [--export MODEL.onnx] [--math fp32|tf32|bf16] [--no-graphs]
+ *                       [--zero] [--export MODEL.onnx] [--math fp32|tf32|bf16|fp16] [--no-graphs]
  *                       [--host-loader]
  *
  * Several processes: `dp-run -n 2 -- train_fashion_mnist` (or with --devices
@@ -61,10 +61,13 @@
  * every process (ZeRO-1, dp_parallel_options.shard_optimizer_state): each
  * keeps 1 / replicas of Adam's moments; the training is the same, bit for
  * bit within a host, and checkpoints resume with or without it.
- * --math tf32|bf16 computes the GEMMs of the GPU nets (FC, Conv and their
- * gradients) with TF32 or bfloat16 products on tensor cores
+ * --math tf32|bf16|fp16 computes the GEMMs of the GPU nets (FC, Conv and
+ * their gradients) with TF32, bfloat16 or half products on tensor cores
  * (dp_net_options.math_mode); tensors, params and optimizer state stay
- * float32. CPU nets compute in float32 whatever it says.
+ * float32. fp16 trains with dynamic loss scaling (dp_parallel_options.
+ * loss_scaling: the loss's gradients scaled up so that small ones survive
+ * half products, a step that overflows skipped). CPU nets compute in
+ * float32 whatever it says.
  * --no-graphs runs the GPU train net op by op on its streams rather than as
  * a CUDA graph (dp_net_options.cuda_graphs; by default a net on one GPU is
  * captured on its third step and replayed after), for comparing the two.
@@ -403,7 +406,7 @@ static void usage(const char* argv0) {
           "          [--data DIR] [--nets DIR] [--limit N] [--test-limit N] [--min-acc A]\n"
           "          [--devices cpu:N|cuda:N|cuda:I,cuda:J,...]\n"
           "          [--checkpoint DIR [--resume] [--keep K]] [--trace FILE] [--compress bf16|fp16] [--zero]\n"
-          "          [--export MODEL.onnx] [--math fp32|tf32|bf16] [--no-graphs] [--host-loader]\n",
+          "          [--export MODEL.onnx] [--math fp32|tf32|bf16|fp16] [--no-graphs] [--host-loader]\n",
           argv0);
   exit(2);
 }
@@ -634,8 +637,10 @@ int main(int argc, char** argv) {
         math_mode = DP_MATH_TF32;
       } else if (strcmp(v, "bf16") == 0) {
         math_mode = DP_MATH_BF16;
+      } else if (strcmp(v, "fp16") == 0) {
+        math_mode = DP_MATH_FP16;
       } else {
-        fprintf(stderr, "%s: --math must be fp32, tf32 or bf16, got '%s'\n", argv[0], v);
+        fprintf(stderr, "%s: --math must be fp32, tf32, bf16 or fp16, got '%s'\n", argv[0], v);
         return 2;
       }
     } else {
@@ -712,6 +717,7 @@ int main(int argc, char** argv) {
   if (device_type < 0) {
     dp_training_options topts = DP_TRAINING_OPTIONS_INIT;
     topts.lr = lr; /* 0: the model's */
+    if (math_mode == DP_MATH_FP16) topts.loss_scaling = DP_LOSS_SCALING_DYNAMIC; /* half products need it */
     check(dp_model_build_training(app.model, &topts, &app.init_def, &app.train_def, &app.eval_def),
           "dp_model_build_training");
   } else {
@@ -738,6 +744,7 @@ int main(int argc, char** argv) {
     popts.shared_model = DP_SHARED_MODEL_AUTO;
     popts.gradient_compression = compression;
     popts.shard_optimizer_state = zero;
+    if (math_mode == DP_MATH_FP16) popts.loss_scaling = DP_LOSS_SCALING_DYNAMIC; /* half products need it */
     check(dp_model_parallelize(app.model, &popts, &app.parallel), "dp_model_parallelize");
     check(dp_parallel_model_nets(app.parallel, &app.init_def, &app.train_def, &app.eval_def),
           "dp_parallel_model_nets");

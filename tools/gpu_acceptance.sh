@@ -11,7 +11,8 @@
 #   - --checkpoint/--resume on cuda:1 (1 epoch, then resumed to 2), and a checkpoint of cuda:1 resumed on
 #     cpu:2 and one of cpu:2 resumed on cuda:1;
 #   - the missing-GPU error stays clear (cuda:9);
-#   - the MLP and CNN on cuda:1 with --math tf32 and --math bf16 (3 epochs), to the same accuracy bars;
+#   - the MLP and CNN on cuda:1 with --math tf32, bf16 and fp16 (fp16 with dynamic loss scaling; 3 epochs),
+#     to the same accuracy bars;
 #   - the MLP on cuda:1 with --host-loader (the dataset in host memory rather than on the GPU);
 #   - bench/run_gpu_bench.sh (1 round; --no-bench skips it).
 # Exit status: the number of failed checks (0: all passed).
@@ -58,7 +59,7 @@ else
   echo "FAIL missing GPU error: $missing"
   failed=$((failed + 1))
 fi
-for math in tf32 bf16; do
+for math in tf32 bf16 fp16; do
   check "mlp cuda:1 --math $math >= 0.88" 300 "$sample" --model mlp --devices cuda:1 --math "$math" --min-acc 0.88
   check "cnn cuda:1 --math $math >= 0.91" 300 "$sample" --model cnn --devices cuda:1 --math "$math" --min-acc 0.91
 done

@@ -108,7 +108,7 @@ func TestMathModeOption(t *testing.T) {
 	must(t, in.Run())
 	must(t, dp.FeedValues(ws, "data", []int64{2, 4}, []float32{1, -2, 3, 0.5, -1, 2, 0.25, 4}))
 	var first []float32
-	for _, m := range []dp.MathMode{dp.MathDefault, dp.MathFP32, dp.MathTF32, dp.MathBF16} {
+	for _, m := range []dp.MathMode{dp.MathDefault, dp.MathFP32, dp.MathTF32, dp.MathBF16, dp.MathFP16} {
 		n, err := dp.NewNet(ws, mdef, &dp.NetOptions{MathMode: m})
 		must(t, err)
 		must(t, n.Run())
@@ -121,8 +121,8 @@ func TestMathModeOption(t *testing.T) {
 		}
 		n.Close()
 	}
-	if _, err := dp.NewNet(ws, mdef, &dp.NetOptions{MathMode: 4}); !errors.Is(err, dp.ErrInvalidArgument) ||
+	if _, err := dp.NewNet(ws, mdef, &dp.NetOptions{MathMode: 5}); !errors.Is(err, dp.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "math_mode") {
-		t.Fatalf("MathMode 4: %v", err)
+		t.Fatalf("MathMode 5: %v", err)
 	}
 }

@@ -237,6 +237,10 @@ type TrainingOptions struct {
 	LossScale float64 // seed of the loss gradients; 0 means 1
 	LR        float64 // > 0 replaces the optimizer's base learning rate
 	Memory    Memory  // the train net's; MemoryDefault is MemoryShare. Since 0.6.
+	// Dynamic loss scaling (for MathFP16); its state ("optimizer/loss_scale",
+	// "optimizer/loss_scale_good_steps") belongs in checkpoints. Since 0.6.
+	LossScaling      LossScaling
+	InitialLossScale float64 // its first scale; 0: 65536 (2^16). Since 0.6.
 }
 
 // TrainingNets are the nets that train a model on one device; all run in
@@ -267,6 +271,8 @@ func (m *Model) BuildTraining(opts *TrainingOptions) (*TrainingNets, error) {
 		c.loss_scale = C.double(opts.LossScale)
 		c.lr = C.double(opts.LR)
 		c.memory = C.int32_t(opts.Memory)
+		c.loss_scaling = C.int32_t(opts.LossScaling)
+		c.initial_loss_scale = C.double(opts.InitialLossScale)
 		cp = &c
 	}
 	var i, t, e *C.dp_netdef

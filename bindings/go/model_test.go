@@ -519,3 +519,58 @@ func TestMemoryModes(t *testing.T) {
 		t.Errorf("memory 7: %v", err)
 	}
 }
+
+// TestLossScaling: dynamic loss scaling trains the same bits while nothing
+// overflows and keeps its scale in the workspace; a net in FP16 math that
+// computes gradients needs it; bad values are refused.
+func TestLossScaling(t *testing.T) {
+	m, err := dp.ModelFromJSON([]byte(modelJSON))
+	must(t, err)
+	defer m.Close()
+	var weights [2][]float32
+	for i, ls := range []dp.LossScaling{dp.LossScalingNone, dp.LossScalingDynamic} {
+		tr := newTrainer(t, m, &dp.TrainingOptions{LossScaling: ls, InitialLossScale: 1024})
+		g := lcg(77)
+		for s := 0; s < 4; s++ {
+			feedBatch(t, tr.ws, &g)
+			must(t, tr.train.Run())
+		}
+		weights[i], _, err = dp.FetchValues[float32](tr.ws, "w")
+		must(t, err)
+		if ls == dp.LossScalingDynamic {
+			scale, _, err := dp.FetchValues[float32](tr.ws, "optimizer/loss_scale")
+			must(t, err)
+			if len(scale) != 1 || scale[0] != 1024 {
+				t.Errorf("the loss scale after 4 good steps: %v", scale)
+			}
+		}
+		tr.Close()
+	}
+	if fmt.Sprint(weights[0]) != fmt.Sprint(weights[1]) {
+		t.Errorf("w with loss scaling %v, without %v", weights[1], weights[0])
+	}
+	ws, err := dp.NewWorkspace(nil)
+	must(t, err)
+	defer ws.Close()
+	for _, ls := range []dp.LossScaling{dp.LossScalingNone, dp.LossScalingDynamic} {
+		nets, err := m.BuildTraining(&dp.TrainingOptions{LossScaling: ls})
+		must(t, err)
+		n, err := dp.NewNet(ws, nets.Train, &dp.NetOptions{MathMode: dp.MathFP16})
+		if ls == dp.LossScalingNone {
+			if !dp.IsCode(err, dp.CodeInvalidArgument) || !strings.Contains(err.Error(), "loss scaling") {
+				t.Errorf("FP16 without loss scaling: %v", err)
+			}
+		} else {
+			must(t, err)
+			n.Close()
+		}
+		nets.Close()
+	}
+	if _, err := m.BuildTraining(&dp.TrainingOptions{LossScaling: 7}); !dp.IsCode(err, dp.CodeInvalidArgument) {
+		t.Errorf("loss scaling 7: %v", err)
+	}
+	if _, err := m.Parallelize(&dp.ParallelOptions{DeviceType: dp.DeviceCPU, DeviceIDs: []int32{0}, LossScaling: 7}); !dp.IsCode(err, dp.CodeInvalidArgument) ||
+		!strings.Contains(err.Error(), "loss_scaling") {
+		t.Errorf("parallel loss scaling 7: %v", err)
+	}
+}

@@ -46,9 +46,10 @@ const (
 )
 
 // MathMode is how a net's CUDA GEMMs (FC, Conv and their gradients) compute
-// (dp.h's DP_MATH_*): tensors stay float32 in every mode; TF32 and BF16 round
-// the GEMMs' inputs for tensor cores and accumulate in float32. CPU kernels
-// compute in float32 whatever the mode. Since 0.6.
+// (dp.h's DP_MATH_*): tensors stay float32 in every mode; TF32, BF16 and FP16
+// round the GEMMs' inputs for tensor cores and accumulate in float32; a
+// training net in FP16 needs dynamic loss scaling (LossScalingDynamic). CPU
+// kernels compute in float32 whatever the mode. Since 0.6.
 type MathMode int32
 
 const (
@@ -56,6 +57,19 @@ const (
 	MathFP32    MathMode = C.DP_MATH_FP32
 	MathTF32    MathMode = C.DP_MATH_TF32
 	MathBF16    MathMode = C.DP_MATH_BF16
+	MathFP16    MathMode = C.DP_MATH_FP16
+)
+
+// LossScaling is DP_LOSS_SCALING_*: dynamic loss scaling of the training
+// nets (TrainingOptions, ParallelOptions), which FP16 math needs: the
+// gradients of the loss times a scale, unscaled before the updates; a step
+// whose gradients overflowed is skipped and the scale halved (dp.h). Since
+// 0.6.
+type LossScaling int32
+
+const (
+	LossScalingNone    LossScaling = C.DP_LOSS_SCALING_NONE
+	LossScalingDynamic LossScaling = C.DP_LOSS_SCALING_DYNAMIC
 )
 
 // NetOptions: the zero value asks for every default.

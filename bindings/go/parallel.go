@@ -74,6 +74,10 @@ type ParallelOptions struct {
 	// ZeRO-1: the optimizer state sharded over every replica of every
 	// process (dp_parallel_options.shard_optimizer_state). Since 0.6.
 	ShardOptimizerState bool
+	// Dynamic loss scaling (for MathFP16): replicas of one memory (CPU, or
+	// one GPU); not with BMUF or ShardOptimizerState. Since 0.6.
+	LossScaling      LossScaling
+	InitialLossScale float64 // its first scale; 0: 65536 (2^16). Since 0.6.
 }
 
 // GradientCompression is DP_GRADIENT_COMPRESSION_*.
@@ -162,6 +166,8 @@ func (m *Model) Parallelize(opts *ParallelOptions) (*ParallelModel, error) {
 	c.memory = C.int32_t(opts.Memory)
 	c.gradient_compression = C.int32_t(opts.GradientCompression)
 	c.shard_optimizer_state = b2i(opts.ShardOptimizerState)
+	c.loss_scaling = C.int32_t(opts.LossScaling)
+	c.initial_loss_scale = C.double(opts.InitialLossScale)
 	// The strings go to C memory too, freed after the call; "" is NULL.
 	for _, s := range []struct {
 		field string

@@ -883,9 +883,16 @@ enum { DP_CUDA_GRAPHS_DEFAULT = 0, DP_CUDA_GRAPHS_ON = 1, DP_CUDA_GRAPHS_OFF = 2
  * - TF32: inputs rounded to TF32 (10 mantissa bits) inside the GEMM.
  * - BF16: inputs rounded to bfloat16 (7 mantissa bits) inside the GEMM:
  *   autocast at the GEMMs; bf16 has float32's range, so no loss scaling.
+ * - FP16 (since 0.6): inputs rounded to IEEE half (10 mantissa bits, range
+ *   +-65504) inside the GEMM. Small gradients underflow in half, so a
+ *   training net in FP16 must have been built with dynamic loss scaling
+ *   (dp_training_options / dp_parallel_options .loss_scaling): dp_net_create
+ *   refuses a net that computes gradients without it (no UnscaleGradients
+ *   op and no op reading "optimizer/loss_scale"; DP_ERR_INVALID_ARGUMENT
+ *   naming options->math_mode).
  * CPU kernels compute in float32 in every mode (a CPU net runs the same
  * bits whatever it says). */
-enum { DP_MATH_DEFAULT = 0, DP_MATH_FP32 = 1, DP_MATH_TF32 = 2, DP_MATH_BF16 = 3 };
+enum { DP_MATH_DEFAULT = 0, DP_MATH_FP32 = 1, DP_MATH_TF32 = 2, DP_MATH_BF16 = 3, DP_MATH_FP16 = 4 };
 
 /* Zero means default for every field; struct_size must reach at least
  * `executor`. */
@@ -1118,11 +1125,37 @@ DP_API DP_MUST_USE dp_status* dp_model_get_optimizer(const dp_model* model, dp_o
 
 /* Zero means default for every field; struct_size must reach at least
  * loss_scale. */
+/* Dynamic loss scaling (dp_training_options.loss_scaling,
+ * dp_parallel_options.loss_scaling; since 0.6), which the FP16 math mode
+ * needs (see DP_MATH_FP16): the step computes the gradients of the loss
+ * times a scale (initially 2^16), so that small gradients survive half
+ * products; the train net then divides them by it before the updates, and
+ * a step whose gradients overflowed (a gradient element not finite) is
+ * skipped: params and optimizer state stay (the updates read the rate
+ * "optimizer/lr_step", NaN for such a step; the iteration counter still
+ * advances), and the scale halves. After 2000 steps in a row without an
+ * overflow it doubles. While nothing overflows, training is the same as
+ * without it, bit for bit (the scales are powers of two). The scale and
+ * its count of good steps ("optimizer/loss_scale",
+ * "optimizer/loss_scale_good_steps", float32 scalars) are training state:
+ * dp_parallel_model_save holds them; with dp_model_build_training's nets
+ * add them to dp_model_checkpoint_blobs' names. Data parallelism: replicas
+ * sharing one memory (CPU replicas, or one GPU), not with BMUF or
+ * shard_optimizer_state (DP_ERR_INVALID_ARGUMENT / DP_ERR_UNIMPLEMENTED;
+ * several GPUs in one process: DP_ERR_UNIMPLEMENTED, run a process per GPU).
+ * - NONE (0): off.
+ * - DYNAMIC: as above. */
+enum { DP_LOSS_SCALING_NONE = 0, DP_LOSS_SCALING_DYNAMIC = 1 };
+
 typedef struct dp_training_options {
   uint32_t struct_size;   /* sizeof(dp_training_options) */
   double loss_scale;      /* seed of the loss gradients; 0 means 1 */
   double lr;              /* > 0: replaces the optimizer's base learning rate; 0: the model's */
   int32_t memory;         /* DP_MEMORY_* of the train net; DEFAULT (0) is SHARE. Since 0.6. */
+  /* Since 0.6: with loss_scaling DYNAMIC, the first scale (0: 65536 = 2^16;
+   * else a positive float, a power of two for exact unscaling). */
+  double initial_loss_scale;
+  int32_t loss_scaling;   /* DP_LOSS_SCALING_*: dynamic loss scaling (for FP16 math). Since 0.6. */
 } dp_training_options;
 
 #define DP_TRAINING_OPTIONS_INIT DP_OPTIONS_INIT_(dp_training_options)
@@ -1469,6 +1502,11 @@ typedef struct dp_parallel_options {
    * gradient_compression (DP_ERR_INVALID_ARGUMENT / DP_ERR_UNIMPLEMENTED);
    * CUDA replicas: DP_ERR_UNIMPLEMENTED. 0: off. */
   int32_t shard_optimizer_state;
+  /* Since 0.6: dynamic loss scaling (for FP16 math; see above
+   * dp_training_options): its first scale (0: 65536), and
+   * DP_LOSS_SCALING_*. */
+  double initial_loss_scale;
+  int32_t loss_scaling;
 } dp_parallel_options;
 
 /* Replica 0's values copied to all (the default), their average, or nothing. */

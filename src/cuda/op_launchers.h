@@ -22,6 +22,7 @@
 #include "ops/math/conv_geometry.h"
 #include "ops/math/fc_bias.h"
 #include "ops/math/learning_rate.h"
+#include "ops/math/loss_scaling.h"
 #include "ops/math/multi_tensor.h"
 #include "ops/math/optimizer_updates.h"
 #include "ops/math/pool_geometry.h"
@@ -189,9 +190,13 @@ namespace dp::cuda {
     (sums, channels, count, stats, stream))
 
 // ops/cuda/random_optimizer_kernels.cu: random fills, dropout, optimizer updates,
-// and the step counter and learning rate on the device (one thread each:
+// the step counter and learning rate on the device (one thread each:
 // Iter adds 1, saturating; LearningRate writes lr32 or lr64 from iter as
-// ops/math/learning_rate.h says, step 0 for an iter below 1).
+// ops/math/learning_rate.h says, step 0 for an iter below 1), and dynamic
+// loss scaling (ops/math/loss_scaling.h: the gradients of `list` (param =
+// the gradient) divided by *scale, *found set to 1 on a non-finite element
+// and left otherwise (the caller zeroes it first); the gate; the scale's
+// update). An update whose *lr is NaN leaves everything (SkipsUpdate).
 // The fills and dropout draw from Philox (core/philox.h) as the CPU does, so
 // their outputs are the CPU's bit for bit. The updates run in place; g2 is
 // null or a second gradient added to g; lr (float32) and iter (Adam's int64
@@ -244,6 +249,14 @@ namespace dp::cuda {
     (::dp::MultiTensorList list, int64_t blocks, const float* lr, float epsilon, float decay,                  \
      float weight_decay, cudaStream_t stream),                                                                \
     (list, blocks, lr, epsilon, decay, weight_decay, stream))                                                 \
+  X(LaunchUnscaleGradients,                                                                                   \
+    (::dp::MultiTensorList list, int64_t blocks, const float* scale, float* found, cudaStream_t stream),       \
+    (list, blocks, scale, found, stream))                                                                     \
+  X(LaunchGateLearningRate, (const float* lr, const float* found, float* lr_step, cudaStream_t stream),        \
+    (lr, found, lr_step, stream))                                                                             \
+  X(LaunchUpdateLossScale,                                                                                    \
+    (float* scale, float* good_steps, const float* found, ::dp::math::LossScaleArgs args, cudaStream_t stream), \
+    (scale, good_steps, found, args, stream))                                                                 \
   X(LaunchIterIncrement, (int64_t* iter, cudaStream_t stream), (iter, stream))                                \
   X(LaunchLearningRate,                                                                                       \
     (const int64_t* iter, ::dp::math::LrSchedule schedule, float* lr32, double* lr64, cudaStream_t stream),     \

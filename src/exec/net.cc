@@ -10,6 +10,7 @@
 #include "cuda/cuda_runtime.h"
 #include "ops/host_placement.h"
 #include "ops/net_validate.h"
+#include "ops/op_utils.h"  // kLossScaleBlob
 
 namespace dp {
 namespace {
@@ -37,6 +38,29 @@ struct ClearOnExit {
 
 const char* KindName(ExecutorKind k) { return k == ExecutorKind::kAsync ? "async" : "simple"; }
 
+// Half products underflow small gradients: a net that computes gradients
+// in fp16 must scale its loss's (model/training.h, LossScaling): hold the
+// unscaling, or read the scale (an accumulate net's seeds; its train net
+// unscales the sums).
+void CheckFp16Training(const NetDef& def, const std::string& label) {
+  const OperatorDef* gradient = nullptr;
+  size_t at = 0;
+  for (size_t i = 0; i < def.ops.size(); ++i) {
+    const std::string& type = def.ops[i].type;
+    const auto& in = def.ops[i].inputs;
+    if (type == "UnscaleGradients" || std::find(in.begin(), in.end(), kLossScaleBlob) != in.end()) return;
+    if (gradient == nullptr && type.size() > 8 && type.compare(type.size() - 8, 8, "Gradient") == 0) {
+      gradient = &def.ops[i];
+      at = i;
+    }
+  }
+  if (gradient != nullptr)
+    DP_THROW(Code::kInvalidArgument, label, ": math mode fp16 (NetOptions::math, dp_net_options.math_mode) trains ",
+             "only with dynamic loss scaling: ", OpLabel(*gradient, at), " computes a gradient but the net holds no ",
+             "UnscaleGradients op; build it with loss scaling (dp_training_options / dp_parallel_options "
+             ".loss_scaling)");
+}
+
 }  // namespace
 
 Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOptions options)
@@ -44,6 +68,7 @@ Net::Net(std::shared_ptr<const NetDef> def, std::shared_ptr<Workspace> ws, NetOp
       unread_feed_error_(options.unread_feed_error) {
   label_ = def_->name.empty() ? "net" : StrCat("net '", def_->name, "'");
   ValidateNet(*def_);
+  if (options.math == MathMode::kFp16) CheckFp16Training(*def_, label_);
   // Host ops of a CUDA net run on the host, their outputs copied to their readers.
   if (auto placed = PlaceHostOps(*def_)) def_ = std::move(placed);
   std::set<std::pair<int, int>> distinct_devices;

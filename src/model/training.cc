@@ -1,6 +1,7 @@
 #include "model/training.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -69,6 +70,64 @@ std::vector<OperatorDef> IterAndLearningRateOps(const OptimizerDef& opt, DeviceO
   iter.device = where;  // placed, even on a GPU: HostOpUnlessPlaced keeps them there
   lr.device = where;
   return {std::move(iter), std::move(lr)};
+}
+
+std::vector<std::string> LossScalingStateBlobs() { return {kLossScaleBlob, kLossScaleStepsBlob}; }
+
+void CheckLossScaling(const LossScaling& ls, const std::string& what) {
+  if (!ls.dynamic) return;
+  DP_ENFORCE_CODE(ls.initial > 0 && std::isfinite(ls.initial) && ls.initial <= 3.4e38, Code::kInvalidArgument,
+                  what, ": the initial loss scale must be a positive float, got ", ls.initial);
+  DP_ENFORCE_CODE(ls.growth_interval > 0 && ls.growth_interval <= (int64_t{1} << 24), Code::kInvalidArgument, what,
+                  ": the loss scale's growth interval must be in 1..2^24 steps, got ", ls.growth_interval);
+}
+
+std::vector<OperatorDef> LossScalingInitOps(const LossScaling& ls, DeviceOption where) {
+  std::vector<OperatorDef> ops;
+  const std::pair<const char*, double> blobs[] = {
+      {kLossScaleBlob, ls.initial}, {kLossScaleStepsBlob, 0.0}, {kFoundInfBlob, 0.0}};
+  for (const auto& [blob, value] : blobs) {
+    OperatorDef fill = MakeOperatorDef("ConstantFill", {}, {blob},
+                                       {MakeArg("shape", std::vector<int64_t>{}), MakeArg("value", value)});
+    fill.device = where;
+    ops.push_back(std::move(fill));
+  }
+  return ops;
+}
+
+void ScaleLossSeeds(NetDef& net, const std::vector<std::string>& losses) {
+  for (const auto& loss : losses) {
+    auto seed = std::find_if(net.ops.begin(), net.ops.end(), [&](const OperatorDef& op) {
+      return op.type == "ConstantFill" && op.name == loss + "_grad_seed" && op.outputs.size() == 1;
+    });
+    DP_ENFORCE_CODE(seed != net.ops.end(), Code::kInvalidNet, "loss scaling: no gradient seed of loss '", loss, "'");
+    const std::string g = seed->outputs[0];
+    OperatorDef scaled = MakeOperatorDef("Mul", {g, kLossScaleBlob}, {g});
+    scaled.name = loss + "_grad_seed_scaled";
+    scaled.device = seed->device;
+    net.ops.insert(seed + 1, std::move(scaled));
+  }
+}
+
+std::vector<OperatorDef> UnscaleOps(const std::vector<std::string>& grads, const std::string& lr, DeviceOption where) {
+  std::vector<std::string> ins{kLossScaleBlob, kFoundInfBlob};
+  std::vector<std::string> outs{kFoundInfBlob};
+  for (const auto& g : grads) {
+    ins.push_back(g);
+    outs.push_back(g);
+  }
+  OperatorDef unscale = MakeOperatorDef("UnscaleGradients", ins, outs);
+  OperatorDef gate = MakeOperatorDef("GateLearningRate", {lr, kFoundInfBlob}, {kLrStepBlob});
+  unscale.device = gate.device = where;
+  return {std::move(unscale), std::move(gate)};
+}
+
+OperatorDef LossScaleUpdateOp(const LossScaling& ls, DeviceOption where) {
+  OperatorDef op = MakeOperatorDef("UpdateLossScale", {kLossScaleBlob, kLossScaleStepsBlob, kFoundInfBlob},
+                                   {kLossScaleBlob, kLossScaleStepsBlob},
+                                   {MakeArg("growth_interval", ls.growth_interval)});
+  op.device = where;
+  return op;
 }
 
 OperatorDef OptimizerUpdateOp(const OptimizerDef& opt, const std::string& param, const std::string& grad,
@@ -145,6 +204,13 @@ TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options
   out.init = model.init_net;
   if (out.init.name.empty()) out.init.name = model.name + "_init";
   AddOptimizerInit(out.init, opt, model.params);
+  const LossScaling& ls = options.loss_scaling;
+  CheckLossScaling(ls, "TrainingOptions::loss_scaling");
+  if (ls.dynamic)
+    for (auto& op : LossScalingInitOps(ls, DeviceOption{})) {
+      op.device.reset();  // beside the params: the init net's device
+      out.init.ops.push_back(std::move(op));
+    }
   ValidateNet(out.init);
 
   GradientOptions gopt;
@@ -154,6 +220,7 @@ TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options
   const NetDef forward = TrainingForwardNet(model, options.fuse);
   GradientResult g = AddGradients(forward, gopt);
   out.grads = g.grads;
+  if (ls.dynamic) ScaleLossSeeds(g.net, model.losses);
 
   // Place each update after the last op that reads the param or writes its
   // gradient, so the sequential order is already correct.
@@ -167,9 +234,21 @@ TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options
                      std::find(op.outputs.begin(), op.outputs.end(), grad) != op.outputs.end();
       if (touches) last = std::max(last, j);
     }
-    OperatorDef update = OptimizerUpdateOp(opt, param, grad);
+    OperatorDef update = OptimizerUpdateOp(opt, param, grad, ls.dynamic ? kLrStepBlob : kLrBlob);
     update.device = g.net.ops[last].device;
-    after[last].push_back(std::move(update));
+    // Loss scaling: every update waits for the unscaling of every gradient.
+    after[ls.dynamic ? g.net.ops.size() - 1 : last].push_back(std::move(update));
+  }
+  if (ls.dynamic) {
+    std::vector<std::string> grads;
+    for (const auto& [param, grad] : g.grads) grads.push_back(grad);
+    std::vector<OperatorDef> unscale = UnscaleOps(grads, kLrBlob, DeviceOption{});
+    for (auto& op : unscale) op.device.reset();  // the net's device, as the gradients
+    auto& tail = after[g.net.ops.size() - 1];
+    tail.insert(tail.begin(), unscale.begin(), unscale.end());
+    OperatorDef update_scale = LossScaleUpdateOp(ls, DeviceOption{});
+    update_scale.device.reset();
+    tail.push_back(std::move(update_scale));
   }
 
   NetDef& train = out.train;
@@ -181,6 +260,8 @@ TrainingNets BuildTraining(const ModelDef& model, const TrainingOptions& options
     for (auto& u : after[j]) train.ops.push_back(std::move(u));
   }
   AddExternalInput(train, kIterBlob);
+  if (ls.dynamic)
+    for (const char* b : {kLossScaleBlob, kLossScaleStepsBlob, kFoundInfBlob}) AddExternalInput(train, b);
   for (const auto& p : model.params)
     for (const auto& s : OptimizerStateBlobs(opt, p)) AddExternalInput(train, s);
   train.external_outputs = model.losses;

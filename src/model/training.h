@@ -10,6 +10,7 @@
 
 #include "autodiff/add_gradients.h"
 #include "model/model_def.h"
+#include "ops/op_utils.h"  // kLossScaleBlob
 #include "ops/update_fusion.h"
 
 namespace dp {
@@ -17,6 +18,38 @@ namespace dp {
 // Blob names of the shared optimizer state.
 inline const char* kIterBlob = "optimizer/iter";  // int64 [1], on the CPU (or the one GPU of a step)
 inline const char* kLrBlob = "optimizer/lr";      // float32 [1]
+
+// Dynamic loss scaling (ops/math/loss_scaling.h), for fp16 products
+// (core/math_mode.h): the loss's gradient seed times the scale, the
+// gradients unscaled (UnscaleGradients) before the updates, a step whose
+// gradients overflowed skipped (the updates read GateLearningRate's rate,
+// NaN then), and the scale updated after them (UpdateLossScale). Its state,
+// the scale and its count of good steps, is training state: a checkpoint
+// holds it (LossScalingStateBlobs). One per process, global like the
+// iteration counter and beside it (on the step's GPU, or the host).
+struct LossScaling {
+  bool dynamic = false;
+  double initial = 65536.0;        // the first scale, > 0 (2^16)
+  int64_t growth_interval = 2000;  // good steps before it doubles; it halves after an overflow
+};
+inline const char* kLossScaleStepsBlob = "optimizer/loss_scale_good_steps";  // float32 []
+inline const char* kFoundInfBlob = "optimizer/found_inf";                  // float32 [], this step's
+inline const char* kLrStepBlob = "optimizer/lr_step";                      // the rate the updates read
+// kLossScaleBlob ("optimizer/loss_scale", ops/op_utils.h) holds the scale.
+std::vector<std::string> LossScalingStateBlobs();  // the scale and its good steps
+// Checks the options (kInvalidArgument naming `what`'s fields).
+void CheckLossScaling(const LossScaling& ls, const std::string& what);
+// The init net's part: the scale, its good steps and found_inf, on `where`.
+std::vector<OperatorDef> LossScalingInitOps(const LossScaling& ls, DeviceOption where);
+// In a gradient net: each loss's gradient seed (autodiff's "<loss>_grad_seed"
+// ConstantFill) multiplied by the scale, right after it. kInvalidNet when a
+// loss has no seed there.
+void ScaleLossSeeds(NetDef& net, const std::vector<std::string>& losses);
+// The ops between the gradients and the updates (UnscaleGradients over
+// `grads`, GateLearningRate of `lr` into kLrStepBlob) and the one after them
+// (UpdateLossScale), placed on `where`.
+std::vector<OperatorDef> UnscaleOps(const std::vector<std::string>& grads, const std::string& lr, DeviceOption where);
+OperatorDef LossScaleUpdateOp(const LossScaling& ls, DeviceOption where);
 
 // The state blobs `opt` keeps per param ("w/momentum", "w/adam_m", ...).
 std::vector<std::string> OptimizerStateBlobs(const OptimizerDef& opt, const std::string& param);
@@ -73,6 +106,7 @@ struct TrainingOptions {
   bool fuse = true;
   UpdateFusionOptions update_fusion;
   MemoryMode memory = MemoryMode::kShare;  // the train net's (graph/memory_plan.h)
+  LossScaling loss_scaling;  // dynamic: for fp16 products (the updates then follow every gradient)
 };
 
 struct TrainingNets {

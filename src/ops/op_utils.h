@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "graph/net_def.h"
+#include "ops/math/loss_scaling.h"
 
 namespace dp {
 
@@ -46,6 +47,15 @@ inline constexpr int64_t kElementwiseGrain = int64_t{1} << 16;
 // An iteration counter (Iter's blob, read by LearningRate and the optimizers):
 // int64 holding one value, else kDType / kShape naming it as `what`.
 void CheckIterationCounter(const Dims& dims, DType dtype, const std::string& what);
+// Loss scaling's scalars (the scale, found_inf, good_steps): one float32
+// value; `what` names the blob. And its update's arguments, checked
+// (ops/cpu/loss_scaling_ops.cc).
+void CheckLossScaleScalar(const Dims& dims, DType dtype, const std::string& what);
+// The loss scale's blob (model/training.h's dynamic loss scaling): the
+// step's gradient seeds read it, and a net computing gradients in fp16 must
+// (exec/net.cc checks).
+inline const char* kLossScaleBlob = "optimizer/loss_scale";  // float32 []
+math::LossScaleArgs ReadLossScaleArgs(const ArgReader& args);
 
 // Normalises a possibly negative axis for a tensor of rank `ndim`;
 // `allow_end` admits axis == ndim (as for "flatten from here").

@@ -88,6 +88,17 @@ void CheckOptions(const ParallelizeOptions& o) {
                     "options->gradient_compression with options->shard_optimizer_state (a 16-bit reduce-scatter) is "
                     "not built yet");
   }
+  if (o.loss_scaling.dynamic) {
+    CheckLossScaling(o.loss_scaling, std::string(kApi) + "options->loss_scaling");
+    DP_ENFORCE_CODE(!o.bmuf.enabled, Code::kInvalidArgument, kApi,
+                    "options->loss_scaling unscales the gradients summed every step, which BMUF does not sum");
+    DP_ENFORCE_CODE(!o.shard_optimizer_state, Code::kUnimplemented, kApi,
+                    "options->loss_scaling with options->shard_optimizer_state is not built: each replica would see "
+                    "the overflow of its shard alone");
+    DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU || seen.size() == 1, Code::kUnimplemented, kApi,
+                    "options->loss_scaling over several GPUs in one process is not built; run a process per GPU "
+                    "(dp-run)");
+  }
   DP_ENFORCE_CODE(o.accumulate_steps >= 1, Code::kInvalidArgument,
                   kApi, "options->accumulate_steps must be >= 1, got ", o.accumulate_steps);
   DP_ENFORCE_CODE(!o.shared_model || o.device_type == DeviceType::kCPU, Code::kInvalidArgument,
@@ -266,10 +277,12 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
   if (plan.weighted) gopt.loss_weight = kBatchShareBlob;
   const GradientResult g = AddGradients(plan.forward, gopt);
   plan.grad_of.insert(g.grads.begin(), g.grads.end());
+  NetDef grad_net = g.net;
+  if (o.loss_scaling.dynamic) ScaleLossSeeds(grad_net, model.losses);  // the seeds read the one global scale
   const std::map<std::string, TensorInfo> info = ParamInfo(model);
   const std::map<std::string, int64_t> bytes = ParamBytes(info);
   plan.buckets = MakeBuckets(g, bytes, o);
-  plan.tmpl = o.sync_bn && plan.total_replicas() > 1 ? SynchronizeBatchNorm(g.net, kCommBlob) : g.net;
+  plan.tmpl = o.sync_bn && plan.total_replicas() > 1 ? SynchronizeBatchNorm(grad_net, kCommBlob) : grad_net;
   if (replicas.cuda()) CheckKernels(plan.tmpl, o.device_type);
 
   plan.replicated = o.shared_model ? std::vector<std::string>{} : model.params;

@@ -32,6 +32,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "model/model_def.h"
+#include "model/training.h"  // LossScaling
 #include "ops/update_fusion.h"
 
 namespace dp {
@@ -64,6 +65,11 @@ struct ParallelizeOptions {
   int64_t bucket_bytes = int64_t{25} << 20;
   bool uneven_split = false;  // allow global batches that do not divide by the replica count
   bool fuse = true;           // graph/fusion.h on the forward net and the loss gradient; the updates fused (ops/update_fusion.h)
+  // Dynamic loss scaling (model/training.h), for fp16 products: one scale per
+  // process beside the iteration counter, the gradients of every replica
+  // unscaled together after their sums. Replicas of one memory only (CPU
+  // replicas, or one GPU); not with BMUF or a sharded optimizer state.
+  LossScaling loss_scaling;
   UpdateFusionOptions update_fusion;  // fused per replica and gradient bucket
   // Gradient accumulation: K > 1 builds an `accumulate` net that runs
   // forward and backward and adds the gradients up locally, without

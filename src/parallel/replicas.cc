@@ -44,7 +44,10 @@ Replicas::Replicas(const ModelDef& model, const ParallelizeOptions& options)
 Argument Replicas::NumDevicesArg() const { return MakeArg("num_devices", static_cast<int64_t>(n_)); }
 
 std::string Replicas::BlobName(size_t r, const std::string& blob) const {
-  if (blob == kCommBlob || blob == kIterBlob) return blob;  // one communicator, one counter
+  // One communicator, one counter; one loss scale with its state.
+  if (blob == kCommBlob || blob == kIterBlob || blob == kLossScaleBlob || blob == kLossScaleStepsBlob ||
+      blob == kFoundInfBlob || blob == kLrStepBlob)
+    return blob;
   return ScopedName(scopes_[shared_.count(blob) ? 0 : r], blob);
 }
 

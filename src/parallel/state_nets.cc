@@ -64,6 +64,8 @@ void AddBroadcastOfReplicated(const ParallelPlan& p, NetDef& init) {
 void AddOptimizerState(const ParallelPlan& p, NetDef& init) {
   const Replicas& b = p.replicas;
   for (auto& op : IterationCounterInitOps(p.counter_device)) init.ops.push_back(std::move(op));
+  if (p.options.loss_scaling.dynamic)
+    for (auto& op : LossScalingInitOps(p.options.loss_scaling, p.counter_device)) init.ops.push_back(std::move(op));
   if (p.zero) {
     for (size_t r = 0; r < p.n; ++r)
       for (const auto& param : p.model.params)
@@ -134,6 +136,8 @@ std::vector<std::pair<std::string, std::string>> CheckpointBindings(const Parall
   if (p.zero)
     for (const auto& param : p.model.params)
       for (const auto& st : OptimizerStateBlobs(p.opt, param)) sharded.insert(st);
+  if (p.options.loss_scaling.dynamic)
+    for (const auto& x : LossScalingStateBlobs()) out.emplace_back(x, x);  // global, as the counter
   for (const auto& x : TrainingStateBlobs(p.model))
     out.emplace_back(x, x == kIterBlob     ? x  // the counter is global
                         : sharded.count(x) ? FullStateName(x)

@@ -96,6 +96,7 @@ void AddReplicaSteps(const ParallelPlan& p, NetDef& net, const std::string& suff
   }
   if (p.weighted) AddSplit(p, net, "BatchShares", p.model.inputs.front(), kBatchShareBlob);
   b.AppendReplicated(net, p.tmpl);
+  if (p.options.loss_scaling.dynamic) AddExternalInput(net, kLossScaleBlob);  // the seeds read it
   for (const auto& x : p.model.params) AddExternalInput(net, b.BlobName(0, x));
   for (size_t r = 0; r < p.n; ++r)
     for (const auto& x : p.replicated) AddExternalInput(net, b.BlobName(r, x));
@@ -174,9 +175,20 @@ void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
 // (ParallelPlan::counter_device); updates on another device read a copy.
 void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
   const Replicas& b = p.replicas;
+  const bool scaled = p.options.loss_scaling.dynamic;
+  if (scaled) {
+    // Every replica's gradients (the updates may read any of them), summed
+    // where they are summed, unscaled together: one found_inf for all, so
+    // every update skips an overflowing step alike.
+    std::vector<std::string> grads;
+    for (size_t r = 0; r < p.n; ++r)
+      for (const auto& param : p.model.params) grads.push_back(p.Grad(r, param));
+    for (auto& op : UnscaleOps(grads, kLrBlob, p.counter_device)) train.ops.push_back(std::move(op));
+    for (const char* x : {kLossScaleBlob, kLossScaleStepsBlob, kFoundInfBlob}) AddExternalInput(train, x);
+  }
   std::set<size_t> lr_copied;
   for (const auto& u : p.Updates()) {
-    std::string lr = kLrBlob;
+    std::string lr = scaled ? kLrStepBlob : kLrBlob;
     if (b.cuda() && b.device(u.replica) != p.counter_device) {
       lr = b.BlobName(u.replica, kLrBlob);
       if (lr_copied.insert(u.replica).second)
@@ -215,6 +227,7 @@ void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
       }
     FuseOptimizerUpdates(train, groups, p.options.update_fusion);
   }
+  if (scaled) train.ops.push_back(LossScaleUpdateOp(p.options.loss_scaling, p.counter_device));
   if (!p.zero) return;
   // Each replica's part of the updated params to every replica, a bucket at
   // a time (the params of a bucket are updated once its sums are in).

@@ -1829,6 +1829,53 @@ static void test_memory_modes(void) {
     CHECK(mem[1].mode == DP_MEMORY_KEEP);
     CHECK(memcmp(w[1], w[0], sizeof w[0]) == 0);
   }
+  /* Dynamic loss scaling, which FP16 math needs in a net that computes
+   * gradients: a train net without it is refused, one with it accepted; a
+   * bad value of the option is INVALID_ARGUMENT. */
+  {
+    dp_model* model = NULL;
+    dp_netdef* plain = NULL;
+    dp_netdef* scaled = NULL;
+    dp_netdef* untouched_def = SENTINEL;
+    dp_training_options topt = DP_TRAINING_OPTIONS_INIT;
+    dp_parallel_options popt = DP_PARALLEL_OPTIONS_INIT;
+    dp_parallel_model* pm = SENTINEL;
+    dp_net_options fp16 = DP_NET_OPTIONS_INIT;
+    dp_workspace* ws = new_workspace();
+    dp_net* net = SENTINEL;
+    int32_t one_cpu[1] = {0};
+    fp16.math_mode = DP_MATH_FP16;
+    if (EXPECT_OK(dp_model_from_json(kModelJson, strlen(kModelJson), &model)) && ws != NULL) {
+      if (EXPECT_OK(dp_model_build_training(model, NULL, NULL, &plain, NULL)))
+        EXPECT_ERR2(dp_net_create(ws, plain, &fp16, &net), DP_ERR_INVALID_ARGUMENT, "math_mode", "loss scaling");
+      CHECK(net == SENTINEL);
+      topt.loss_scaling = DP_LOSS_SCALING_DYNAMIC;
+      if (EXPECT_OK(dp_model_build_training(model, &topt, NULL, &scaled, NULL)) &&
+          EXPECT_OK(dp_net_create(ws, scaled, &fp16, &net))) {
+        dp_net_free(net);
+        net = SENTINEL;
+      }
+      topt.initial_loss_scale = -2;
+      EXPECT_ERR(dp_model_build_training(model, &topt, NULL, &untouched_def, NULL), DP_ERR_INVALID_ARGUMENT,
+                 "options->initial_loss_scale");
+      topt.initial_loss_scale = 0;
+      topt.loss_scaling = 7;
+      EXPECT_ERR2(dp_model_build_training(model, &topt, NULL, &untouched_def, NULL), DP_ERR_INVALID_ARGUMENT,
+                  "options->loss_scaling", "7");
+      CHECK(untouched_def == SENTINEL);
+      popt.device_type = DP_DEVICE_CPU;
+      popt.device_ids = one_cpu;
+      popt.num_devices = 1;
+      popt.num_shards = 1;
+      popt.loss_scaling = 7;
+      EXPECT_ERR(dp_model_parallelize(model, &popt, &pm), DP_ERR_INVALID_ARGUMENT, "options->loss_scaling");
+      CHECK(pm == SENTINEL);
+    }
+    dp_netdef_free(plain);
+    dp_netdef_free(scaled);
+    dp_workspace_free(ws);
+    dp_model_free(model);
+  }
   /* Bad values: INVALID_ARGUMENT naming the option, out-parameters untouched. */
   {
     dp_model* model = NULL;
@@ -1856,7 +1903,7 @@ static void test_memory_modes(void) {
         dp_net_free(net);
         net = SENTINEL;
       }
-      nopt.math_mode = DP_MATH_BF16 + 1;
+      nopt.math_mode = DP_MATH_FP16 + 1;
       EXPECT_ERR(dp_net_create(ws, out, &nopt, &net), DP_ERR_INVALID_ARGUMENT, "options->math_mode");
       CHECK(net == SENTINEL);
       nopt.math_mode = -1;

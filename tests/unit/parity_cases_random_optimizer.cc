@@ -141,6 +141,27 @@ void AddOptimizerCases(CaseList& cases) {
   lr_case("cosine in warmup", 4,
           {MakeArg("policy", "cosine"), MakeArg("max_iter", int64_t{50}), MakeArg("warmup_iters", int64_t{10}),
            MakeArg("warmup_start_factor", 0.2)});
+  // Dynamic loss scaling: the gradients unscaled (a power of two: exact),
+  // an overflow found; the gate's rate (NaN after one); the scale's update.
+  const double inf = std::numeric_limits<double>::infinity();
+  cases.push_back(MakeCase("UnscaleGradients",
+                           MakeOperatorDef("UnscaleGradients", {"S", "F", "G0", "G1"}, {"F", "G0", "G1"}),
+                           {Constant({}, 1024.0), Constant({}, 7.0), {{3, 4100}}, {{5}}}, kExact));
+  Case overflow = MakeCase("UnscaleGradients/an overflow",
+                           MakeOperatorDef("UnscaleGradients", {"S", "F", "G0", "G1"}, {"F", "G0", "G1"}),
+                           {Constant({}, 65536.0), Constant({}, 0.0), {kParam}, Constant({9}, inf)}, kExact);
+  overflow.outputs = {0, 1};  // found_inf and the finite gradient (the other stays infinite)
+  cases.push_back(overflow);
+  // (The gate's NaN after an overflow is not finite, which the harness
+  // requires: test_loss_scaling covers it on the CPU, test_train_parity_gpu
+  // the skipped step on a GPU.)
+  cases.push_back(MakeCase("GateLearningRate", MakeOperatorDef("GateLearningRate", {"lr", "F"}, {"lr_step"}),
+                           {Lr(0.05), Constant({}, 0.0)}, kExact));
+  for (double found : {0.0, 1.0})
+    cases.push_back(MakeCase(found != 0 ? "UpdateLossScale/an overflow" : "UpdateLossScale/growth",
+                             MakeOperatorDef("UpdateLossScale", {"S", "N", "F"}, {"S", "N"},
+                                             {MakeArg("growth_interval", int64_t{3})}),
+                             {Constant({}, 4096.0), Constant({}, 2.0), Constant({}, found)}, kExact));
   cases.push_back(MakeCase("BmufUpdate",
                            MakeOperatorDef("BmufUpdate", {"W", "Wg", "D"}, {"W", "Wg", "D"},
                                            {MakeArg("block_lr", 0.9), MakeArg("block_momentum", 0.5)}),

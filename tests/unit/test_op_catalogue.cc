@@ -139,6 +139,12 @@ std::vector<DefaultCase> DefaultCases() {
   c.push_back(
       One(Op("LogSoftmaxGradient", {"y", "dy"}, {"dx"}), {{"y", F64({3, 4}, 55, -3, 0)}, {"dy", F64({3, 4}, 56)}}));
   c.push_back(One(Op("SoftmaxWithLoss", {"x", "l"}, {"p", "loss"}), {{"x", F64({3, 4}, 9)}, {"l", Labels({0, 3, 1})}}));
+  // The fused gradient with its seed's default (1).
+  c.push_back(One(Op("SoftmaxWithLoss", {"x", "l"}, {"p", "loss", "dx"}), {{"x", F64({3, 4}, 9)}, {"l", Labels({0, 3, 1})}}));
+  // A good step that completes the default interval (the scale grows), and an overflow (it is cut).
+  for (float found : {0.0f, 1.0f})
+    c.push_back(One(Op("UpdateLossScale", {"s", "n", "f"}, {"s", "n"}),
+                    {{"s", Make<float>({}, {8.0f})}, {"n", Make<float>({}, {1999.0f})}, {"f", Make<float>({}, {found})}}));
   c.push_back(One(Op("SoftmaxWithLossGradient", {"p", "l", "dl"}, {"dx"}),
                   {{"p", F64({3, 4}, 10, 0, 1)}, {"l", Labels({0, 3, 1})}, {"dl", Make<double>({}, {0.7})}}));
   c.push_back(One(Op("BmufUpdate", {"w", "wg", "d"}, {"w", "wg", "d"}),

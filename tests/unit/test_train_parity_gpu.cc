@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -259,6 +260,65 @@ TEST_CASE("GPU: a dataset held on cuda:0 feeds the host loader's batches; traini
         CHECK(stats->runs.replays >= steps - 3);
       }
     }
+}
+
+// The sample's MLP on cuda:0 with dynamic loss scaling: in fp32 bit for bit
+// as without it (powers of two, nothing overflows), replayed as a graph; in
+// fp16 products close to fp32; a step whose scaled gradients overflow is
+// skipped on the device (params unchanged, the scale halved).
+TEST_CASE("GPU: dynamic loss scaling on cuda:0: fp32 unchanged bit for bit, fp16 close to it, an overflow skipped") {
+  const ModelDef m = ModelFromFile(NetsDir() + "fashion_mlp.json");
+  struct Run {
+    std::vector<float> losses;
+    std::map<std::string, std::vector<float>> params;
+    float scale = 0;
+    uint64_t replays = 0;
+  };
+  auto train = [&](bool scaled, MathMode math, double initial, float pixels, int steps) {
+    ParallelizeOptions o;
+    o.device_type = DeviceType::kCUDA;
+    o.device_ids = {0};
+    o.loss_scaling.dynamic = scaled;
+    o.loss_scaling.initial = initial;
+    const ParallelNets nets = Parallelize(m, o);
+    auto ws = std::make_shared<Workspace>();
+    Net(std::make_shared<const NetDef>(nets.init), ws).Run();
+    NetOptions no;
+    no.math = math;
+    Net net(std::make_shared<const NetDef>(nets.train), ws, no);
+    Run r;
+    for (int s = 0; s < steps; ++s) {
+      FeedBatch(*ws, s);
+      if (pixels != 1.0f) {
+        Tensor x = ws->GetTensor("data");
+        for (int64_t i = 0; i < x.numel(); ++i) x.mutable_data<float>()[i] *= pixels;
+        ws->Feed("data", x);
+      }
+      net.Run();
+      r.losses.push_back(HostFloats(*ws, "loss").at(0));
+    }
+    for (const auto& p : m.params) r.params[p] = HostFloats(*ws, nets.scopes.at(0) + p);
+    if (scaled) r.scale = HostFloats(*ws, kLossScaleBlob).at(0);
+    if (auto stats = net.capture_stats()) r.replays = stats->runs.replays;
+    return r;
+  };
+  const Run fp32 = train(false, MathMode::kFp32, 65536, 1.0f, 20);
+  const Run fp32_scaled = train(true, MathMode::kFp32, 65536, 1.0f, 20);
+  CHECK(fp32_scaled.losses == fp32.losses);
+  CHECK(fp32_scaled.params == fp32.params);
+  CHECK(fp32_scaled.scale == 65536.0f);
+  CHECK(fp32_scaled.replays >= 17);  // the scaler's ops are in the graph
+  const Run fp16 = train(true, MathMode::kFp16, 65536, 1.0f, 20);
+  double worst = 0;
+  for (size_t s = 0; s < fp32.losses.size(); ++s)
+    worst = std::max(worst, std::fabs(double{fp16.losses[s]} - fp32.losses[s]) / (1.0 + std::fabs(double{fp32.losses[s]})));
+  MESSAGE("fp16 with loss scaling: worst loss error against fp32 over 20 steps ", worst, ", scale ", fp16.scale);
+  CHECK(worst <= 2e-2);
+  // An overflow: pixels 1000 times larger and a scale of 3e38.
+  const Run before = train(true, MathMode::kFp32, 3e38, 1000.0f, 0);
+  const Run skipped = train(true, MathMode::kFp32, 3e38, 1000.0f, 1);
+  CHECK(skipped.params == before.params);
+  CHECK(skipped.scale == 1.5e38f);
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ pub use net::{AsyncRun, Canceller, Net, NetMemoryStats};
 pub use netdef::{ArgDef, ArgKind, NetDef, OpDef};
 pub use opschema::{op_types, ArgValue, GradientKind, InplacePair, InplaceRule, OpArg, OpSchema};
 pub use options::{
-    ComputedParams, CudaCollectives, CudaGraphs, DeviceType, Executor, GradientCompression, GradientOptions, InferenceOptions, LoadOptions, MathMode,
+    ComputedParams, CudaCollectives, CudaGraphs, DeviceType, Executor, GradientCompression, GradientOptions, InferenceOptions, LoadOptions, LossScaling, MathMode,
     LoaderOptions, Memory, NetOptions, OnnxExportOptions, OnnxHead, OnnxImportOptions, ParallelOptions, SaveOptions,
     TrainingOptions, WorkspaceOptions,
 };

@@ -91,15 +91,44 @@ impl CudaGraphs {
 }
 
 /// How a net's CUDA GEMMs (FC, Conv and their gradients) compute
-/// (DP_MATH_*): tensors stay float32 in every mode; `Tf32` and `Bf16` round
-/// the GEMMs' inputs for tensor cores and accumulate in float32. CPU kernels
-/// compute in float32 whatever the mode. Since 0.6.
+/// (DP_MATH_*): tensors stay float32 in every mode; `Tf32`, `Bf16` and
+/// `Fp16` round the GEMMs' inputs for tensor cores and accumulate in
+/// float32; a training net in `Fp16` needs dynamic loss scaling
+/// (`LossScaling::Dynamic`). CPU kernels compute in float32 whatever the
+/// mode. Since 0.6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MathMode {
     Default,
     Fp32,
     Tf32,
     Bf16,
+    Fp16,
+}
+
+/// DP_LOSS_SCALING_*: dynamic loss scaling of the training nets, which
+/// `MathMode::Fp16` needs: the gradients of the loss times a scale, unscaled
+/// before the updates; a step whose gradients overflowed is skipped and the
+/// scale halved (dp.h). Since 0.6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossScaling {
+    None,
+    Dynamic,
+}
+
+impl LossScaling {
+    pub(crate) fn value(self) -> i32 {
+        match self {
+            LossScaling::None => sys::DP_LOSS_SCALING_NONE,
+            LossScaling::Dynamic => sys::DP_LOSS_SCALING_DYNAMIC,
+        }
+    }
+    pub(crate) fn from_value(v: i32) -> LossScaling {
+        if v == sys::DP_LOSS_SCALING_DYNAMIC {
+            LossScaling::Dynamic
+        } else {
+            LossScaling::None
+        }
+    }
 }
 
 impl MathMode {
@@ -109,6 +138,7 @@ impl MathMode {
             MathMode::Fp32 => sys::DP_MATH_FP32,
             MathMode::Tf32 => sys::DP_MATH_TF32,
             MathMode::Bf16 => sys::DP_MATH_BF16,
+            MathMode::Fp16 => sys::DP_MATH_FP16,
         }
     }
     pub(crate) fn from_value(v: i32) -> MathMode {
@@ -116,6 +146,7 @@ impl MathMode {
             sys::DP_MATH_FP32 => MathMode::Fp32,
             sys::DP_MATH_TF32 => MathMode::Tf32,
             sys::DP_MATH_BF16 => MathMode::Bf16,
+            sys::DP_MATH_FP16 => MathMode::Fp16,
             _ => MathMode::Default,
         }
     }
@@ -266,12 +297,24 @@ pub struct TrainingOptions {
     pub lr: f64,
     /// The train net's; `Memory::Default` is `Memory::Share`. Since 0.6.
     pub memory: Memory,
+    /// Dynamic loss scaling (for `MathMode::Fp16`); its state
+    /// ("optimizer/loss_scale", "optimizer/loss_scale_good_steps") belongs in
+    /// checkpoints. Since 0.6.
+    pub loss_scaling: LossScaling,
+    /// Its first scale; 0: 65536 (2^16). Since 0.6.
+    pub initial_loss_scale: f64,
 }
 
 impl Default for TrainingOptions {
     fn default() -> Self {
         let c: sys::dp_training_options = c_init(|p, n| unsafe { sys::dp_training_options_init(p, n) });
-        TrainingOptions { loss_scale: c.loss_scale, lr: c.lr, memory: Memory::from_value(c.memory) }
+        TrainingOptions {
+            loss_scale: c.loss_scale,
+            lr: c.lr,
+            memory: Memory::from_value(c.memory),
+            loss_scaling: LossScaling::from_value(c.loss_scaling),
+            initial_loss_scale: c.initial_loss_scale,
+        }
     }
 }
 
@@ -281,6 +324,8 @@ impl TrainingOptions {
         c.loss_scale = self.loss_scale;
         c.lr = self.lr;
         c.memory = self.memory.value();
+        c.loss_scaling = self.loss_scaling.value();
+        c.initial_loss_scale = self.initial_loss_scale;
         c
     }
 }
@@ -392,6 +437,11 @@ pub struct ParallelOptions {
     /// ZeRO-1: the optimizer state sharded over every replica of every
     /// process (dp_parallel_options.shard_optimizer_state). Since 0.6.
     pub shard_optimizer_state: bool,
+    /// Dynamic loss scaling (for `MathMode::Fp16`): replicas of one memory
+    /// (CPU, or one GPU); not with BMUF or `shard_optimizer_state`. Since 0.6.
+    pub loss_scaling: LossScaling,
+    /// Its first scale; 0: 65536 (2^16). Since 0.6.
+    pub initial_loss_scale: f64,
 }
 
 impl Default for ParallelOptions {
@@ -438,6 +488,8 @@ impl Default for ParallelOptions {
                 _ => GradientCompression::None,
             },
             shard_optimizer_state: c.shard_optimizer_state != 0,
+            loss_scaling: LossScaling::from_value(c.loss_scaling),
+            initial_loss_scale: c.initial_loss_scale,
         }
     }
 }
@@ -511,6 +563,8 @@ impl ParallelOptions {
             GradientCompression::Fp16 => sys::DP_GRADIENT_COMPRESSION_FP16,
         };
         c.shard_optimizer_state = self.shard_optimizer_state as i32;
+        c.loss_scaling = self.loss_scaling.value();
+        c.initial_loss_scale = self.initial_loss_scale;
         Ok(ParallelC { c, _keep: [store, network_interface, run_id, local_transport] })
     }
 }

@@ -109,6 +109,9 @@ pub const DP_MATH_DEFAULT: i32 = 0;
 pub const DP_MATH_FP32: i32 = 1;
 pub const DP_MATH_TF32: i32 = 2;
 pub const DP_MATH_BF16: i32 = 3;
+pub const DP_MATH_FP16: i32 = 4;
+pub const DP_LOSS_SCALING_NONE: i32 = 0;
+pub const DP_LOSS_SCALING_DYNAMIC: i32 = 1;
 pub const DP_GRADIENT_COMPRESSION_NONE: i32 = 0;
 pub const DP_GRADIENT_COMPRESSION_BF16: i32 = 1;
 pub const DP_GRADIENT_COMPRESSION_FP16: i32 = 2;
@@ -247,6 +250,9 @@ pub struct dp_training_options {
     pub loss_scale: f64,
     pub lr: f64,
     pub memory: i32,
+    // Since 0.6.
+    pub initial_loss_scale: f64,
+    pub loss_scaling: i32,
 }
 
 #[repr(C)]
@@ -291,6 +297,9 @@ pub struct dp_parallel_options {
     pub memory: i32,
     pub gradient_compression: i32,
     pub shard_optimizer_state: i32,
+    // Since 0.6.
+    pub initial_loss_scale: f64,
+    pub loss_scaling: i32,
 }
 
 #[repr(C)]

@@ -73,7 +73,7 @@ fn math_mode_option() {
     let ws = Workspace::new().unwrap();
     let def = NetDef::from_json(RELU).unwrap();
     let t = Tensor::new(&[2], &[1.0f32, -1.0]).unwrap();
-    for m in [MathMode::Default, MathMode::Fp32, MathMode::Tf32, MathMode::Bf16] {
+    for m in [MathMode::Default, MathMode::Fp32, MathMode::Tf32, MathMode::Bf16, MathMode::Fp16] {
         let net = Net::new(&ws, &def, Some(&NetOptions { math_mode: m, ..Default::default() })).unwrap();
         ws.feed("x", &t).unwrap();
         net.run().unwrap();

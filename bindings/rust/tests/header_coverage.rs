@@ -89,7 +89,7 @@ fn struct_sizes_are_the_c_ones() {
     assert_eq!(size_of::<dp_workspace_options>(), 16);
     assert_eq!(size_of::<dp_net_options>(), 36);
     assert_eq!(size_of::<dp_gradient_options>(), 72);
-    assert_eq!(size_of::<dp_training_options>(), 32);
+    assert_eq!(size_of::<dp_training_options>(), 48);
     assert_eq!(size_of::<dp_inference_options>(), 8);
     assert_eq!(size_of::<dp_checkpoint_save_options>(), 32);
     assert_eq!(size_of::<dp_checkpoint_load_options>(), 40);
@@ -97,7 +97,7 @@ fn struct_sizes_are_the_c_ones() {
     assert_eq!(size_of::<dp_memory_stats>(), 48);
     assert_eq!(size_of::<dp_net_memory>(), 48);
     assert_eq!(size_of::<dp_optimizer_info>(), 128);
-    assert_eq!(size_of::<dp_parallel_options>(), 168);
+    assert_eq!(size_of::<dp_parallel_options>(), 184);
     assert_eq!(size_of::<dp_loader_options>(), 56);
     assert_eq!(size_of::<dp_loader_input>(), 32);
     assert_eq!(size_of::<dp_onnx_import_options>(), 24);

@@ -66,6 +66,29 @@ fn memory_modes_train_alike() {
     assert!(model.build_training(Some(&opts(Memory::Default))).is_ok());
 }
 
+/// Dynamic loss scaling trains the same bits while nothing overflows; a net
+/// in fp16 math that computes gradients needs it.
+#[test]
+fn loss_scaling_trains_alike_and_fp16_needs_it() {
+    use dp::{LossScaling, MathMode, NetOptions};
+    let model = Model::from_file(&common::fashion_mlp_path()).unwrap();
+    assert_eq!(TrainingOptions::default().loss_scaling, LossScaling::None);
+    let scaled = TrainingOptions { loss_scaling: LossScaling::Dynamic, ..Default::default() };
+    assert_eq!(train_with(&model, Some(&scaled)).0, train_with(&model, None).0);
+    let small = TrainingOptions { initial_loss_scale: 8.0, ..scaled.clone() };
+    assert_eq!(train_with(&model, Some(&small)).0, train_with(&model, None).0);
+    let bad = TrainingOptions { initial_loss_scale: -1.0, ..scaled.clone() };
+    assert_eq!(model.build_training(Some(&bad)).err().map(|e| e.code()), Some(Code::InvalidArgument));
+    let ws = Workspace::new().unwrap();
+    let fp16 = NetOptions { math_mode: MathMode::Fp16, ..Default::default() };
+    let plain = model.build_training(None).unwrap();
+    let e = Net::new(&ws, &plain.train, Some(&fp16)).err().unwrap();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("loss scaling"), "{}", e.message());
+    let nets = model.build_training(Some(&scaled)).unwrap();
+    assert!(Net::new(&ws, &nets.train, Some(&fp16)).is_ok());
+}
+
 unsafe fn ok(s: *mut sys::dp_status) {
     if !s.is_null() {
         let m = CStr::from_ptr(sys::dp_status_message(s)).to_string_lossy().into_owned();

@@ -66,6 +66,7 @@ class MultiTensorUpdateOp : public Operator {
       DP_ENFORCE_CODE(iter >= 1, Code::kOutOfRange, Desc(layout_.one.iter(), 0), " is ", iter,
                       " but must be >= 1 (run Iter before the update)");
     }
+    if (SkipsUpdate(lr)) return;  // a skipped step (ops/math/optimizer_updates.h)
     for (int i = 0; i < layout_.tensors; ++i) {
       const cpu_update::Step step{Input(i).numel(), lr, iter};
       const ElementRange part = PartOfElements(step.n, parts_.part, parts_.parts);

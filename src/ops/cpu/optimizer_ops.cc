@@ -5,7 +5,9 @@
 //   Adagrad(param, grad, h, lr) -> param, h
 // param, grad and the state tensors share one float dtype and one shape; lr is
 // a one-element float32/float64 tensor (LearningRate's output) and iter the
-// one-element int64 step counter (Iter's output, 1 on the first step).
+// one-element int64 step counter (Iter's output, 1 on the first step). A NaN
+// lr skips the update (GateLearningRate's mark of a step whose loss-scaled
+// gradients overflowed): param and state stay as they are.
 //
 // Two options serve replicas that share one param (a shared model):
 //   - more gradients after the last input: the update uses grad + grad_1 +
@@ -86,6 +88,7 @@ class UpdateOp final : public Operator {
       DP_ENFORCE_CODE(step.iter >= 1, Code::kOutOfRange, InputDesc(kLayout.iter()), " is ", step.iter,
                       " but must be >= 1 (run Iter before the update)");
     }
+    if (SkipsUpdate(step.lr)) return;  // a skipped step (ops/math/optimizer_updates.h)
     // This op's part of the elements: parts of 64 elements, the last short.
     const ElementRange part = PartOfElements(step.n, parts_.part, parts_.parts);
     DispatchFloat(Input(0).dtype(), InputDesc(0), [&](auto zero) {

@@ -30,6 +30,7 @@ class CudaOperator : public Operator {
     switch (math_mode()) {
       case MathMode::kTf32: return CUBLAS_COMPUTE_32F_FAST_TF32;
       case MathMode::kBf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+      case MathMode::kFp16: return CUBLAS_COMPUTE_32F_FAST_16F;
       default: return std::nullopt;
     }
   }

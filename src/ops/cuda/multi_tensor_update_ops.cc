@@ -67,20 +67,15 @@ class CudaMultiTensorUpdateOp : public CudaOperator {
     for (const MultiTensorLaunch& launch : launches_) {
       DP_ENFORCE_CODE(launch.blocks <= INT_MAX, Code::kOutOfRange, "a launch of ", launch.blocks,
                       " chunks exceeds CUDA's grid");
-      MultiTensorList list;
-      list.count = static_cast<int>(launch.tensors.size());
-      for (int k = 0; k < list.count; ++k) {
-        const int i = launch.tensors[static_cast<size_t>(k)];
+      const MultiTensorList list = LaunchList(launch, sizes_, [&](MultiTensorList& l, int k, int i) {
         const int64_t begin = begins_[static_cast<size_t>(i)];
         // A sharded state holds the part alone.
         const int64_t state_begin = parts_.sharded_state ? 0 : begin;
-        list.n[k] = sizes_[static_cast<size_t>(i)];
-        list.chunk_end[k] = launch.chunk_end[static_cast<size_t>(k)];
-        list.param[k] = Output(i)->mutable_data<float>() + begin;
-        list.grad[k] = Input(layout_.grad(i)).data<float>() + begin;
-        if (layout_.one.num_states > 0) list.state0[k] = Output(layout_.state(0, i))->mutable_data<float>() + state_begin;
-        if (layout_.one.num_states > 1) list.state1[k] = Output(layout_.state(1, i))->mutable_data<float>() + state_begin;
-      }
+        l.param[k] = Output(i)->mutable_data<float>() + begin;
+        l.grad[k] = Input(layout_.grad(i)).data<float>() + begin;
+        if (layout_.one.num_states > 0) l.state0[k] = Output(layout_.state(0, i))->mutable_data<float>() + state_begin;
+        if (layout_.one.num_states > 1) l.state1[k] = Output(layout_.state(1, i))->mutable_data<float>() + state_begin;
+      });
       static_cast<Derived*>(this)->Launch(list, launch.blocks, lr, iter);
     }
   }

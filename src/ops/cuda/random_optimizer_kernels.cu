@@ -7,6 +7,7 @@
 #include "cuda/op_launchers.h"
 #include "ops/math/dropout.h"
 #include "ops/math/learning_rate.h"
+#include "ops/math/loss_scaling.h"
 #include "ops/math/multi_tensor.h"
 #include "ops/math/optimizer_updates.h"
 
@@ -62,6 +63,7 @@ __device__ __forceinline__ float Grad(const float* g, const float* g2, int64_t i
 template <bool kWD>
 __global__ void SgdKernel(float* p, const float* g, const float* g2, int64_t n, const float* lr_ptr, float wd) {
   const float lr = *lr_ptr;
+  if (SkipsUpdate(lr)) return;
   for (int64_t i = FirstIndex(); i < n; i += Stride()) p[i] = SgdStep<kWD>(p[i], Grad(g, g2, i), lr, wd);
 }
 
@@ -69,6 +71,7 @@ template <bool kWD, bool kNesterov>
 __global__ void MomentumKernel(float* p, const float* g, const float* g2, float* buf, int64_t n,
                                const float* lr_ptr, float mu, float wd) {
   const float lr = *lr_ptr;
+  if (SkipsUpdate(lr)) return;
   for (int64_t i = FirstIndex(); i < n; i += Stride())
     MomentumStep<kWD, kNesterov>(&p[i], &buf[i], Grad(g, g2, i), lr, mu, wd);
 }
@@ -80,6 +83,7 @@ __global__ void AdamKernel(float* p, const float* g, const float* g2, float* m, 
   __shared__ AdamCoeffs<float> c;
   if (threadIdx.x == 0) c = MakeAdamCoeffs<float>(hyper, static_cast<double>(*lr), *iter, DoubleSqrt{});
   __syncthreads();
+  if (SkipsUpdate(*lr)) return;  // every thread alike
   for (int64_t i = FirstIndex(); i < n; i += Stride())
     AdamStep<kWD>(&p[i], &m[i], &v[i], Grad(g, g2, i), c, FloatSqrt{});
 }
@@ -88,6 +92,7 @@ template <bool kWD>
 __global__ void AdagradKernel(float* p, const float* g, const float* g2, float* h, int64_t n, const float* lr_ptr,
                               float eps, float decay, float wd) {
   const float lr = *lr_ptr;
+  if (SkipsUpdate(lr)) return;
   for (int64_t i = FirstIndex(); i < n; i += Stride())
     AdagradStep<kWD>(&p[i], &h[i], Grad(g, g2, i), lr, eps, decay, wd, FloatSqrt{});
 }
@@ -102,6 +107,7 @@ __global__ void MultiSgdKernel(MultiTensorList list, const float* lr_ptr, float 
   float* p = list.param[c.tensor];
   const float* g = list.grad[c.tensor];
   const float lr = *lr_ptr;
+  if (SkipsUpdate(lr)) return;
   for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) p[i] = SgdStep<kWD>(p[i], g[i], lr, wd);
 }
 
@@ -112,6 +118,7 @@ __global__ void MultiMomentumKernel(MultiTensorList list, const float* lr_ptr, f
   float* buf = list.state0[c.tensor];
   const float* g = list.grad[c.tensor];
   const float lr = *lr_ptr;
+  if (SkipsUpdate(lr)) return;
   for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x)
     MomentumStep<kWD, kNesterov>(&p[i], &buf[i], g[i], lr, mu, wd);
 }
@@ -121,6 +128,7 @@ __global__ void MultiAdamKernel(MultiTensorList list, const float* lr, const int
   __shared__ AdamCoeffs<float> coeffs;
   if (threadIdx.x == 0) coeffs = MakeAdamCoeffs<float>(hyper, static_cast<double>(*lr), *iter, DoubleSqrt{});
   __syncthreads();
+  if (SkipsUpdate(*lr)) return;  // every thread alike
   const ChunkSpan c = LocateChunk(list.n, list.chunk_end, list.count, blockIdx.x);
   float* p = list.param[c.tensor];
   float* m = list.state0[c.tensor];
@@ -137,6 +145,7 @@ __global__ void MultiAdagradKernel(MultiTensorList list, const float* lr_ptr, fl
   float* h = list.state0[c.tensor];
   const float* g = list.grad[c.tensor];
   const float lr = *lr_ptr;
+  if (SkipsUpdate(lr)) return;
   for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x)
     AdagradStep<kWD>(&p[i], &h[i], g[i], lr, eps, decay, wd, FloatSqrt{});
 }
@@ -276,6 +285,51 @@ cudaError_t LaunchIterIncrement(int64_t* iter, cudaStream_t stream) {
 cudaError_t LaunchLearningRate(const int64_t* iter, math::LrSchedule schedule, float* lr32, double* lr64,
                                cudaStream_t stream) {
   LearningRateKernel<<<1, 1, 0, stream>>>(iter, schedule, lr32, lr64);
+  return cudaGetLastError();
+}
+
+namespace {
+
+// Block b divides one chunk of one gradient (LocateChunk) by the scale; a
+// thread that saw a non-finite element marks found (every such write stores
+// the same 1).
+__global__ void UnscaleKernel(MultiTensorList list, const float* scale, float* found) {
+  const ChunkSpan c = LocateChunk(list.n, list.chunk_end, list.count, blockIdx.x);
+  float* g = list.param[c.tensor];
+  const float inv = 1.0f / *scale;
+  bool any = false;
+  for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) {
+    any = any || !math::IsFinite(g[i]);
+    g[i] *= inv;
+  }
+  if (any) *found = 1.0f;
+}
+
+__global__ void GateLearningRateKernel(const float* lr, const float* found, float* lr_step) {
+  *lr_step = *found != 0.0f ? __int_as_float(0x7fc00000) : *lr;
+}
+
+__global__ void UpdateLossScaleKernel(float* scale, float* good_steps, const float* found, math::LossScaleArgs args) {
+  math::NextLossScale(scale, good_steps, *found != 0.0f, args);
+}
+
+}  // namespace
+
+cudaError_t LaunchUnscaleGradients(MultiTensorList list, int64_t blocks, const float* scale, float* found,
+                                   cudaStream_t stream) {
+  if (blocks <= 0) return cudaSuccess;
+  UnscaleKernel<<<MultiTensorGrid(blocks), kThreads, 0, stream>>>(list, scale, found);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGateLearningRate(const float* lr, const float* found, float* lr_step, cudaStream_t stream) {
+  GateLearningRateKernel<<<1, 1, 0, stream>>>(lr, found, lr_step);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchUpdateLossScale(float* scale, float* good_steps, const float* found, math::LossScaleArgs args,
+                                  cudaStream_t stream) {
+  UpdateLossScaleKernel<<<1, 1, 0, stream>>>(scale, good_steps, found, args);
   return cudaGetLastError();
 }
 

@@ -70,4 +70,19 @@ inline std::vector<MultiTensorLaunch> PlanMultiTensorLaunches(const std::vector<
   return launches;
 }
 
+// The list of one launch over tensors of `sizes`: counts and chunk ends set,
+// the pointers of slot k set by fill(list, k, i) from tensor i.
+template <typename Fill>
+MultiTensorList LaunchList(const MultiTensorLaunch& launch, const std::vector<int64_t>& sizes, Fill fill) {
+  MultiTensorList list;
+  list.count = static_cast<int>(launch.tensors.size());
+  for (int k = 0; k < list.count; ++k) {
+    const int i = launch.tensors[static_cast<size_t>(k)];
+    list.n[k] = sizes[static_cast<size_t>(i)];
+    list.chunk_end[k] = launch.chunk_end[static_cast<size_t>(k)];
+    fill(list, k, i);
+  }
+  return list;
+}
+
 }  // namespace dp

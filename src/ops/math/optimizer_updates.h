@@ -20,6 +20,15 @@
 
 namespace dp {
 
+// A NaN learning rate skips the update: param and state stay as they are.
+// GateLearningRate (ops/cpu/loss_scaling_ops.cc) makes the rate NaN for a
+// step whose loss-scaled gradients overflowed, so that every update of the
+// step skips it, on the host and on the device alike.
+template <typename T>
+DP_HD inline bool SkipsUpdate(T lr) {
+  return lr != lr;
+}
+
 // The elements [begin, end) of part `part` of `parts` (0 <= part < parts) of
 // n: parts of whole 64-element chunks, the last one short (or empty).
 struct ElementRange {

@@ -105,13 +105,16 @@ JNIEXPORT void JNICALL FN(modelGetOptimizer)(JNIEnv* env, jclass c, jlong m, job
 }
 
 JNIEXPORT void JNICALL FN(modelBuildTraining)(JNIEnv* env, jclass c, jlong m, jboolean has_options,
-                                              jdouble loss_scale, jdouble lr, jint memory, jlongArray out) {
+                                              jdouble loss_scale, jdouble lr, jint memory, jint loss_scaling,
+                                              jdouble initial_loss_scale, jlongArray out) {
   (void)c;
   dp_training_options o;
   dp_training_options_init(&o, sizeof o);
   o.loss_scale = loss_scale;
   o.lr = lr;
   o.memory = memory;
+  o.loss_scaling = loss_scaling;
+  o.initial_loss_scale = initial_loss_scale;
   dp_netdef* defs[3] = {NULL, NULL, NULL};
   if (!dpj_ok(env, dp_model_build_training(MODEL(m), has_options ? &o : NULL, &defs[0], &defs[1], &defs[2])))
     return;

@@ -16,7 +16,8 @@ JNIEXPORT jlong JNICALL FN(modelParallelize)(JNIEnv* env, jclass c, jlong m, jin
                                              jint shard_id, jint num_shards, jbyteArray jstore, jlong timeout_ms,
                                              jbyteArray jnetwork_interface, jbyteArray jrun_id,
                                              jbyteArray jlocal_transport, jint memory, jint gradient_compression,
-                                             jint shard_optimizer_state) {
+                                             jint shard_optimizer_state, jint loss_scaling,
+                                             jdouble initial_loss_scale) {
   (void)c;
   dp_parallel_options o;
   dp_parallel_options_init(&o, sizeof o);
@@ -54,6 +55,8 @@ JNIEXPORT jlong JNICALL FN(modelParallelize)(JNIEnv* env, jclass c, jlong m, jin
   o.memory = memory;
   o.gradient_compression = gradient_compression;
   o.shard_optimizer_state = shard_optimizer_state;
+  o.loss_scaling = loss_scaling;
+  o.initial_loss_scale = initial_loss_scale;
   o.first_bucket_bytes = first_bucket_bytes;
   o.bucket_bytes = bucket_bytes;
   o.uneven_split = uneven_split;

@@ -198,7 +198,7 @@ public final class Model extends NativeHandle {
       long[] out = new long[3];
       boolean has = options != null;
       Native.modelBuildTraining(p, has, has ? options.lossScale : 0, has ? options.lr : 0, has ? options.memory : 0,
-          out);
+          has ? options.lossScaling : 0, has ? options.initialLossScale : 0, out);
       return new TrainingNets(out);
     } finally {
       release();
@@ -240,7 +240,7 @@ public final class Model extends NativeHandle {
           Native.z("Model.parallelize: ParallelOptions.networkInterface", o.networkInterface),
           Native.z("Model.parallelize: ParallelOptions.runId", o.runId),
           Native.z("Model.parallelize: ParallelOptions.localTransport", o.localTransport), o.memory,
-          o.gradientCompression, o.shardOptimizerState ? 1 : 0));
+          o.gradientCompression, o.shardOptimizerState ? 1 : 0, o.lossScaling, o.initialLossScale));
     } finally {
       release();
     }

@@ -184,7 +184,7 @@ final class Native {
   static native boolean modelHasOptimizer(long model);
   static native void modelGetOptimizer(long model, String[] strings, double[] doubles, long[] longs);
   static native void modelBuildTraining(long model, boolean hasOptions, double lossScale, double lr, int memory,
-      long[] out);
+      int lossScaling, double initialLossScale, long[] out);
 
   static native long modelBuildInference(long model, byte[][] outputs, boolean hasOptions, int noFuse);
   static native String[] modelCheckpointBlobs(long model);
@@ -208,7 +208,7 @@ final class Native {
       double bmufBlockLr, double bmufBlockMomentum, int bmufNoNesterov, int bmufBlockLength,
       int computedParams, int cudaCollectives, int sharedModel, int syncBn, int shardId, int numShards,
       byte[] store, long timeoutMs, byte[] networkInterface, byte[] runId, byte[] localTransport, int memory,
-      int gradientCompression, int shardOptimizerState);
+      int gradientCompression, int shardOptimizerState, int lossScaling, double initialLossScale);
   static native void parallelModelNets(long pm, long[] out);
   static native long parallelModelAccumulateNet(long pm);
   static native long parallelModelBlockNet(long pm, int[] outBlockLength);

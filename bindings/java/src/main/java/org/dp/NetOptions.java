@@ -25,13 +25,15 @@ public final class NetOptions {
   public static final int CUDA_GRAPHS_OFF = 2;
   /**
    * How a net's CUDA GEMMs (FC, Conv and their gradients) compute (DP_MATH_*): tensors stay float32
-   * in every mode; TF32 and BF16 round the GEMMs' inputs for tensor cores and accumulate in float32.
-   * CPU kernels compute in float32 whatever the mode. Since 0.6.
+   * in every mode; TF32, BF16 and FP16 round the GEMMs' inputs for tensor cores and accumulate in
+   * float32; a training net in FP16 needs dynamic loss scaling ({@link
+   * TrainingOptions#LOSS_SCALING_DYNAMIC}). CPU kernels compute in float32 whatever the mode. Since 0.6.
    */
   public static final int MATH_DEFAULT = 0;
   public static final int MATH_FP32 = 1;
   public static final int MATH_TF32 = 2;
   public static final int MATH_BF16 = 3;
+  public static final int MATH_FP16 = 4;
 
   /** EXECUTOR_*; DEFAULT takes the definition's, else ASYNC for multi-device nets, SIMPLE otherwise. */
   public int executor;

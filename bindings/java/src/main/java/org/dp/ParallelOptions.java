@@ -80,6 +80,13 @@ public final class ParallelOptions {
    * (dp_parallel_options.shard_optimizer_state). Since 0.6.
    */
   public boolean shardOptimizerState;
+  /**
+   * {@link TrainingOptions}.LOSS_SCALING_*: dynamic loss scaling (for FP16 math): replicas of one memory
+   * (CPU, or one GPU); not with BMUF or {@link #shardOptimizerState}. Since 0.6.
+   */
+  public int lossScaling;
+  /** Its first scale; 0: 65536 (2^16). Since 0.6. */
+  public double initialLossScale;
 
   public static final int GRADIENT_COMPRESSION_NONE = 0;
   public static final int GRADIENT_COMPRESSION_BF16 = 1;

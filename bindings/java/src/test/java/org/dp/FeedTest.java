@@ -86,7 +86,8 @@ class FeedTest {
       ws.feed("w", ForwardTest.W, 2, 3);
       ws.feed("b", ForwardTest.B, 2);
       float[] first = null;
-      for (int m : new int[] {NetOptions.MATH_DEFAULT, NetOptions.MATH_FP32, NetOptions.MATH_TF32, NetOptions.MATH_BF16}) {
+      for (int m : new int[] {NetOptions.MATH_DEFAULT, NetOptions.MATH_FP32, NetOptions.MATH_TF32, NetOptions.MATH_BF16,
+               NetOptions.MATH_FP16}) {
         try (Net net = Net.create(ws, def, new NetOptions().mathMode(m))) {
           net.run();
           float[] y = ws.fetchFloats("y");
@@ -95,7 +96,7 @@ class FeedTest {
         }
       }
       DpInvalidArgumentException e =
-          assertThrows(DpInvalidArgumentException.class, () -> Net.create(ws, def, new NetOptions().mathMode(4)));
+          assertThrows(DpInvalidArgumentException.class, () -> Net.create(ws, def, new NetOptions().mathMode(5)));
       assertTrue(e.getMessage().contains("math_mode"), e.getMessage());
     }
   }

@@ -116,6 +116,41 @@ class ModelTest {
     }
   }
 
+  /**
+   * Dynamic loss scaling trains the same bits while nothing overflows and keeps its scale; a net in FP16
+   * math that computes gradients needs it (since 0.6).
+   */
+  @Test
+  void lossScalingTrainsAlikeAndFp16NeedsIt() {
+    try (Model m = Model.fromJson(TestSupport.TINY_MODEL)) {
+      float[][] w = new float[2][];
+      int[] modes = {TrainingOptions.LOSS_SCALING_NONE, TrainingOptions.LOSS_SCALING_DYNAMIC};
+      for (int i = 0; i < 2; ++i) {
+        TrainingOptions opts = new TrainingOptions().lossScaling(modes[i]);
+        opts.initialLossScale = 512;
+        try (TrainingNets defs = m.buildTraining(opts);
+             Workspace ws = Workspace.create(); Net init = Net.create(ws, defs.init);
+             Net train = Net.create(ws, defs.train)) {
+          trainTenSteps(ws, init, train);
+          w[i] = ws.fetchFloats("w");
+          if (i == 1) assertArrayEquals(new float[] {512f}, ws.fetchFloats("optimizer/loss_scale"));
+          NetOptions fp16 = new NetOptions().mathMode(NetOptions.MATH_FP16);
+          if (i == 0) {
+            DpException e = assertThrows(DpInvalidArgumentException.class, () -> Net.create(ws, defs.train, fp16));
+            assertTrue(e.getMessage().contains("loss scaling"), e.getMessage());
+          } else {
+            Net.create(ws, defs.train, fp16).close();
+          }
+        }
+      }
+      assertArrayEquals(w[0], w[1]);
+      assertThrows(DpInvalidArgumentException.class, () -> m.buildTraining(new TrainingOptions().lossScaling(7)));
+      ParallelOptions bad = ParallelOptions.cpu(1).shards(1, 0);
+      bad.lossScaling = 7;
+      assertThrows(DpInvalidArgumentException.class, () -> m.parallelize(bad));
+    }
+  }
+
   /** A copy per replica, one shared model and the layout dp picks train alike. */
   @Test
   void replicaLayoutsTrainAlike() {
