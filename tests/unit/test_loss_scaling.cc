@@ -223,7 +223,7 @@ TEST_CASE("an overflowing step is skipped: params and optimizer state stay, the 
       for (float v : values) finite = finite && std::isfinite(v);
     REQUIRE(finite);  // without the scale nothing overflows
     const Run one = Train(m, setup, huge, 1, kPixels);
-    for (const auto& [name, values] : start.blobs) CHECK_MESSAGE(one.blobs.at(name) == values, name);
+    for (const auto& blob : start.blobs) CHECK_MESSAGE(one.blobs.at(blob.first) == blob.second, blob.first);
     CHECK(one.scale == 1.5e38f);
     CHECK(one.good_steps == 0.0f);
     // Cut after cut until the gradients fit: then the steps update.
@@ -233,10 +233,10 @@ TEST_CASE("an overflowing step is skipped: params and optimizer state stay, the 
     bool moved = false;
     for (const auto& [name, values] : start.blobs) moved = moved || many.blobs.at(name) != values;
     CHECK(moved);
-    for (const auto& [name, values] : many.blobs) {
+    for (const auto& blob : many.blobs) {  // (no structured binding: clang cannot capture one in a lambda)
       bool all_finite = true;
-      for (float v : values) all_finite = all_finite && std::isfinite(v);
-      CHECK_MESSAGE(all_finite, name);
+      for (float v : blob.second) all_finite = all_finite && std::isfinite(v);
+      CHECK_MESSAGE(all_finite, blob.first);
     }
   }
 }
