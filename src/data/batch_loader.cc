@@ -90,6 +90,11 @@ void ReadyBatchBuffer(Tensor& t, int64_t rows, const LoaderInput& input, DeviceO
   t.raw_mutable_data();  // allocated here, before anything writes it
 }
 
+BatchOrder CheckedBatchOrder(int64_t samples, const LoaderOptions& options, const std::vector<LoaderInput>& inputs) {
+  CheckLoaderSetup(options, inputs);
+  return BatchOrder(samples, options);
+}
+
 int64_t SeekTarget(int64_t epoch, int64_t step, int64_t steps) {
   DP_ENFORCE_CODE(epoch >= 0 && step >= 0 && step < steps, Code::kOutOfRange, "cannot seek to step ", step,
                   " of epoch ", epoch, ": an epoch has steps 0..", steps - 1);

@@ -97,6 +97,9 @@ class BatchLoader {
 // somebody still holds, a fetched tensor, is theirs now).
 void ReadyBatchBuffer(Tensor& buffer, int64_t rows, const LoaderInput& input, DeviceOption device);
 
+// CheckLoaderSetup, then the order of a dataset of `samples` samples.
+BatchOrder CheckedBatchOrder(int64_t samples, const LoaderOptions& options, const std::vector<LoaderInput>& inputs);
+
 // Checks a Seek's target against an epoch of `steps` batches (kOutOfRange);
 // returns the sequence number of that batch.
 int64_t SeekTarget(int64_t epoch, int64_t step, int64_t steps);

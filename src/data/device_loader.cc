@@ -28,12 +28,6 @@ std::vector<LoaderInput> DatasetInputs(const std::vector<std::string>& blobs, co
   return inputs;
 }
 
-BatchOrder CheckedDatasetOrder(const std::vector<LoaderInput>& inputs, const std::vector<Tensor>& dataset,
-                        const LoaderOptions& options) {
-  CheckLoaderSetup(options, inputs);
-  return BatchOrder(dataset[0].dim(0), options);
-}
-
 }  // namespace
 
 DeviceLoader::DeviceLoader(std::shared_ptr<Workspace> ws, const std::vector<std::string>& blob_names,
@@ -42,7 +36,7 @@ DeviceLoader::DeviceLoader(std::shared_ptr<Workspace> ws, const std::vector<std:
       inputs_(DatasetInputs(blob_names, dataset, device)),
       device_(device),
       options_(options),
-      batches_(CheckedDatasetOrder(inputs_, dataset, options_)) {
+      batches_(CheckedBatchOrder(dataset.empty() ? 0 : dataset[0].dim(0), options_, inputs_)) {
   DP_ENFORCE_CODE(ws_, Code::kInvalidArgument, "a loader needs a workspace");
   ctx_ = CreateContext(device_);  // kUnavailable without the device
   for (size_t j = 0; j < dataset.size(); ++j) {

@@ -59,11 +59,9 @@ class TensorSource final : public BatchSource {
   std::vector<Tensor> tensors_;
 };
 
-BatchOrder CheckedOrder(const BatchSource* source, const std::vector<LoaderInput>& inputs,
-                        const LoaderOptions& options) {
+int64_t SourceSize(const BatchSource* source) {
   DP_ENFORCE_CODE(source != nullptr, Code::kInvalidArgument, "a loader needs a source");
-  CheckLoaderSetup(options, inputs);
-  return BatchOrder(source->size(), options);
+  return source->size();
 }
 
 }  // namespace
@@ -78,7 +76,7 @@ Loader::Loader(std::shared_ptr<Workspace> ws, std::vector<LoaderInput> inputs, s
       inputs_(std::move(inputs)),
       source_(std::move(source)),
       options_(options),
-      batches_(CheckedOrder(source_.get(), inputs_, options_)) {
+      batches_(CheckedBatchOrder(SourceSize(source_.get()), options_, inputs_)) {
   const LoaderOptions& o = options_;
   DP_ENFORCE_CODE(ws_, Code::kInvalidArgument, "a loader needs a workspace");
   const int64_t n = batches_.samples();

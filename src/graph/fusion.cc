@@ -108,9 +108,8 @@ int FuseSoftmaxLossGradient(NetDef& net) {
         !loss_op.engine.empty() || !loss_op.control_inputs.empty())
       continue;
     const DeviceOption dev = net.OpDevice(loss_op);
-    const std::string& p = loss_op.outputs[0];
-    const std::string& label = loss_op.inputs[1];
-    const std::string& loss = loss_op.outputs[1];
+    // Copies: loss_op.outputs grows below.
+    const std::string p = loss_op.outputs[0], label = loss_op.inputs[1], loss = loss_op.outputs[1];
     if (p == loss || Reads(loss_op, p) || Reads(loss_op, loss)) continue;
     const double scale = NumberArg(loss_op, "scale").value_or(1.0);
     // The seed: ConstantFill(loss) -> g, value only; then the gradient on
@@ -138,8 +137,7 @@ int FuseSoftmaxLossGradient(NetDef& net) {
         break;
     }
     if (grad == net.ops.size()) continue;
-    const std::string& g = net.ops[seed].outputs[0];
-    const std::string& dx = net.ops[grad].outputs[0];
+    const std::string g = net.ops[seed].outputs[0], dx = net.ops[grad].outputs[0];
     if (Observed(net, g) || dx == p || dx == loss || dx == label || dx == loss_op.inputs[0]) continue;
     bool clash = false;  // dX may not be touched before the gradient wrote it
     for (size_t j = i + 1; j < grad; ++j)
