@@ -7,8 +7,9 @@
 # batches 64, 256 and 1024. Each row also runs dp op by op (--no-graphs), dp
 # with TF32, BF16 and FP16 GEMMs (--math; fp16 with dynamic loss scaling),
 # dp with the dataset in host memory
-# (--host-loader; by default the sample keeps it on the GPU and gathers each
-# batch there), and PyTorch with its step captured as a CUDA graph
+# (--host-loader: each batch gathered on the host into page-locked buffers and
+# copied to the GPU on the loader's stream; by default the sample keeps the
+# dataset on the GPU and gathers each batch there), and PyTorch with its step captured as a CUDA graph
 # (--cuda-graphs, capturable Adam). Then, per row, where dp's step goes
 # (bench/gpu_step_breakdown.py on one profiled run's --trace: the CUDA
 # graph's kernels per step, the step's wall time, the device's time for the

@@ -62,6 +62,17 @@ dp::DeviceOption ReadDevice(const dp_loader_options* options, const char* func) 
   return {dp::DeviceType::kCUDA, options->device_id};
 }
 
+// Whether a dataset for a GPU stays in host memory: options->host_dataset.
+bool ReadHostDataset(const dp_loader_options* options, dp::DeviceOption device, const char* func) {
+  if (!DP_OPTIONS_HAVE(options, host_dataset) || options->host_dataset == 0) return false;
+  DP_CHECK_ARG_IN(func, options->host_dataset == 1, "options->host_dataset must be 0 or 1, got ",
+                  options->host_dataset);
+  DP_CHECK_ARG_IN(func, device.type != dp::DeviceType::kCPU,
+                  "options->host_dataset is 1 but options->device_type is the host: the dataset is in host memory "
+                  "anyway (set device_type DP_DEVICE_CUDA to stage its batches to a GPU)");
+  return true;
+}
+
 // Blob names: none empty, none repeated; `what(i)` names name i as the
 // caller passed it ("blob_names[1]", "inputs[1].blob").
 template <class What>
@@ -130,6 +141,7 @@ dp_status* dp_loader_create(dp_workspace* workspace, const char* const* blob_nam
   DP_CHECK_NOT_NULL(tensors);
   dp::LoaderOptions o = ReadOptions(options, __func__);
   const dp::DeviceOption device = ReadDevice(options, __func__);
+  const bool staged = ReadHostDataset(options, device, __func__);
   std::vector<dp::LoaderInput> inputs;
   std::vector<dp::Tensor> data;
   for (size_t i = 0; i < num_inputs; ++i) {
@@ -144,11 +156,12 @@ dp_status* dp_loader_create(dp_workspace* workspace, const char* const* blob_nam
   CheckBlobNames(inputs, [](size_t i) { return dp::StrCat("blob_names[", i, "]"); }, __func__);
   auto loader = NewLoader(
       [&]() -> std::unique_ptr<dp::BatchLoader> {
-        if (device.type != dp::DeviceType::kCPU) {
+        if (device.type != dp::DeviceType::kCPU && !staged) {
           std::vector<std::string> blobs;
           for (const dp::LoaderInput& in : inputs) blobs.push_back(in.blob);
           return std::make_unique<dp::DeviceLoader>(workspace->ws, blobs, data, device, o);
         }
+        o.target = device;  // the host, or the GPU the batches are staged to
         return std::make_unique<dp::Loader>(workspace->ws, std::move(inputs), dp::MakeTensorSource(std::move(data)),
                                             o);
       },
@@ -168,9 +181,8 @@ dp_status* dp_loader_create_callback(dp_workspace* workspace, const dp_loader_in
   DP_CHECK_ARG(num_inputs > 0, "num_inputs is 0: a loader feeds at least one blob");
   DP_CHECK_ARG(num_samples > 0, "num_samples must be positive, got ", num_samples);
   dp::LoaderOptions o = ReadOptions(options, __func__);
-  DP_CHECK_ARG(ReadDevice(options, __func__).type == dp::DeviceType::kCPU,
-               "options->device_type: a callback fills batches in host memory (a dataset on a GPU needs "
-               "dp_loader_create)");
+  o.target = ReadDevice(options, __func__);  // a GPU: the batches are staged there
+  ReadHostDataset(options, o.target, __func__);  // checked only: a callback's samples are on the host
   std::vector<dp::LoaderInput> in;
   for (size_t i = 0; i < num_inputs; ++i) {
     const dp_loader_input& x = inputs[i];

@@ -75,8 +75,11 @@
  * (dp_loader_options.device_type: 188 MB for Fashion-MNIST) and every
  * batch is gathered there, a few batches ahead, so no step waits on a host
  * copy; the batches are the host loader's, so training is the same.
- * --host-loader keeps the dataset in host memory (as on CPUs), for
- * comparing the two; a GPU without room for it falls back to that, saying so.
+ * --host-loader keeps the dataset in host memory (as on CPUs) and stages
+ * each batch to the GPU (dp_loader_options.host_dataset: gathered into
+ * page-locked buffers, copied on the loader's own stream while the step
+ * before runs), for comparing the two; a GPU without room for the dataset
+ * falls back to that, saying so.
  * --export MODEL.onnx writes the trained model as ONNX after serving it
  * (dp_model_save_onnx: the inference net from "data" to "logits" and
  * "softmax" with the trained params, the batch dim of its input "data" [N, 1,
@@ -790,19 +793,24 @@ int main(int argc, char** argv) {
     lopts.seed = seed;
     lopts.num_shards = shards;
     lopts.shard_id = shard;
-    if (device_type == DP_DEVICE_CUDA && !host_loader) {
-      /* The dataset on the first GPU, batches gathered there. */
+    if (device_type == DP_DEVICE_CUDA) {
+      /* Batches fed on the first GPU: the dataset held there and batches
+       * gathered there, or (--host-loader) the dataset in host memory and
+       * each batch staged there. */
       lopts.device_type = DP_DEVICE_CUDA;
       lopts.device_id = ids[0];
-      dp_status* st = dp_loader_create(app.ws, blobs, (const dp_tensor* const*)app.train_set, 2, &lopts, &app.loader);
-      if (st != NULL && dp_status_code(st) == DP_ERR_OUT_OF_MEMORY) {
-        printf("the training set does not fit on cuda:%d (%s): it stays in host memory\n", (int)ids[0],
-               dp_status_message(st));
-        dp_status_free(st);
-        lopts.device_type = DP_DEVICE_CPU;
-        lopts.device_id = 0;
-      } else {
-        check(st, "dp_loader_create (the training set on the GPU)");
+      lopts.host_dataset = host_loader;
+      if (!host_loader) {
+        dp_status* st =
+            dp_loader_create(app.ws, blobs, (const dp_tensor* const*)app.train_set, 2, &lopts, &app.loader);
+        if (st != NULL && dp_status_code(st) == DP_ERR_OUT_OF_MEMORY) {
+          printf("the training set does not fit on cuda:%d (%s): it stays in host memory, its batches staged\n",
+                 (int)ids[0], dp_status_message(st));
+          dp_status_free(st);
+          lopts.host_dataset = 1;
+        } else {
+          check(st, "dp_loader_create (the training set on the GPU)");
+        }
       }
     }
     if (app.loader == NULL)

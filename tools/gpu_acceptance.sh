@@ -13,7 +13,8 @@
 #   - the missing-GPU error stays clear (cuda:9);
 #   - the MLP and CNN on cuda:1 with --math tf32, bf16 and fp16 (fp16 with dynamic loss scaling; 3 epochs),
 #     to the same accuracy bars;
-#   - the MLP on cuda:1 with --host-loader (the dataset in host memory rather than on the GPU);
+#   - the MLP on cuda:1 and the CNN on cuda:0,cuda:0 with --host-loader (the dataset in host memory,
+#     batches staged to the GPU through page-locked buffers on the loader's copy stream);
 #   - bench/run_gpu_bench.sh (1 round; --no-bench skips it).
 # Exit status: the number of failed checks (0: all passed).
 set -uo pipefail
@@ -64,6 +65,8 @@ for math in tf32 bf16 fp16; do
   check "cnn cuda:1 --math $math >= 0.91" 300 "$sample" --model cnn --devices cuda:1 --math "$math" --min-acc 0.91
 done
 check "mlp cuda:1 --host-loader >= 0.88" 300 "$sample" --model mlp --devices cuda:1 --host-loader --min-acc 0.88
+check "cnn cuda:0,cuda:0 --host-loader >= 0.91" 300 "$sample" --model cnn --devices cuda:0,cuda:0 --host-loader \
+  --min-acc 0.91
 shown=9  # the bench's summary table
 [[ $bench -eq 1 ]] && check "bench (1 round)" 600 "$root/bench/run_gpu_bench.sh" --build "$build" --rounds 1
 

@@ -27,11 +27,16 @@ type LoaderOptions struct {
 	ShardID   int    // this process, in [0, NumShards): fed rows [ShardID*B/S, (ShardID+1)*B/S) of each batch
 	Prefetch  int    // batches gathered ahead, 1..64 (0: 2, double buffering)
 	TimeoutMS int    // longest Next waits for a batch (0: 60000)
-	// Where the dataset lives and batches are gathered (since 0.6): DeviceCPU
-	// (the default) in host memory; DeviceCUDA: copied to GPU DeviceID once,
-	// each batch gathered there (NewLoader only).
+	// Where the batches are fed (since 0.6): DeviceCPU (the default) in host
+	// memory; DeviceCUDA: on GPU DeviceID, NewLoader's dataset copied there
+	// once and each batch gathered there, unless HostDataset; a callback
+	// loader's batches staged there.
 	Device   DeviceType
 	DeviceID int // the GPU, with Device DeviceCUDA; 0 otherwise
+	// With DeviceCUDA (since 0.6): NewLoader keeps the dataset in host memory
+	// and stages each batch to the GPU (page-locked buffers, a copy stream
+	// ahead of the steps), for a dataset that does not fit there.
+	HostDataset bool
 }
 
 // toC converts; nil gives NULL (dp reports it: BatchSize has no default).
@@ -51,6 +56,7 @@ func (o *LoaderOptions) toC() *C.dp_loader_options {
 	c.timeout_ms = C.int32_t(o.TimeoutMS)
 	c.device_type = C.int32_t(o.Device)
 	c.device_id = C.int32_t(o.DeviceID)
+	c.host_dataset = b2i(o.HostDataset)
 	return c
 }
 

@@ -220,9 +220,9 @@ func TestLoaderErrors(t *testing.T) {
 	}
 }
 
-// TestLoaderOnGPU: a dataset on a GPU (Device DeviceCUDA): the device
-// fields are checked; without the GPU the loader is ErrUnavailable, with
-// one it feeds the host loader's batches.
+// TestLoaderOnGPU: a dataset on a GPU (Device DeviceCUDA), or staged to one
+// (HostDataset, callbacks): the device fields are checked; without the GPU
+// the loader is ErrUnavailable, with one it feeds the host loader's batches.
 func TestLoaderOnGPU(t *testing.T) {
 	ws, err := dp.NewWorkspace(nil)
 	must(t, err)
@@ -235,29 +235,38 @@ func TestLoaderOnGPU(t *testing.T) {
 		!strings.Contains(err.Error(), "device_id") {
 		t.Errorf("device_id 1 on the host: %v", err)
 	}
+	if _, err := dp.NewLoader(ws, blobs, tensors, &dp.LoaderOptions{BatchSize: 4, HostDataset: true}); !errors.Is(err, dp.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "host_dataset") {
+		t.Errorf("HostDataset without a GPU target: %v", err)
+	}
 	gpu := &dp.LoaderOptions{BatchSize: 4, Seed: 3, Device: dp.DeviceCUDA}
+	staged := &dp.LoaderOptions{BatchSize: 4, Seed: 3, Device: dp.DeviceCUDA, HostDataset: true}
 	in := []dp.LoaderInput{{Blob: "data", DType: dp.Float32, SampleDims: []int64{3}}}
 	fill := func([]int64, [][]byte) int32 { return 0 }
-	if _, err := dp.NewCallbackLoader(ws, in, 10, fill, gpu); !errors.Is(err, dp.ErrInvalidArgument) {
-		t.Errorf("callback loader on a GPU: %v", err)
-	}
 	if n, err := dp.DeviceCount(dp.DeviceCUDA); err != nil || n == 0 {
-		if _, err := dp.NewLoader(ws, blobs, tensors, gpu); !errors.Is(err, dp.ErrUnavailable) {
-			t.Errorf("no GPU: %v", err)
+		for _, o := range []*dp.LoaderOptions{gpu, staged} {
+			if _, err := dp.NewLoader(ws, blobs, tensors, o); !errors.Is(err, dp.ErrUnavailable) {
+				t.Errorf("no GPU (HostDataset %v): %v", o.HostDataset, err)
+			}
+		}
+		if _, err := dp.NewCallbackLoader(ws, in, 10, fill, gpu); !errors.Is(err, dp.ErrUnavailable) {
+			t.Errorf("callback loader staged to a missing GPU: %v", err)
 		}
 		return
 	}
 	host, err := dp.NewLoader(ws, blobs, tensors, &dp.LoaderOptions{BatchSize: 4, Seed: 3})
 	must(t, err)
 	defer host.Close()
-	onGPU, err := dp.NewLoader(ws, blobs, tensors, gpu)
-	must(t, err)
-	defer onGPU.Close()
-	for e := 0; e < 3; e++ {
-		want := epochBatches(t, host, ws)
-		if got := epochBatches(t, onGPU, ws); !reflect.DeepEqual(got, want) {
-			t.Fatalf("epoch %d on the GPU: %v, on the host %v", e, got, want)
+	for _, o := range []*dp.LoaderOptions{gpu, staged} {
+		onGPU, err := dp.NewLoader(ws, blobs, tensors, o)
+		must(t, err)
+		for e := 0; e < 3; e++ {
+			want := epochBatches(t, host, ws)
+			if got := epochBatches(t, onGPU, ws); !reflect.DeepEqual(got, want) {
+				t.Fatalf("epoch %d on the GPU (HostDataset %v): %v, on the host %v", e, o.HostDataset, got, want)
+			}
 		}
+		onGPU.Close()
 	}
 }
 

@@ -1873,6 +1873,10 @@ typedef struct dp_loader_options {
    * (DP_DEVICE_CPU): in host memory. */
   int32_t device_type;
   int32_t device_id;    /* the GPU, with device_type DP_DEVICE_CUDA; 0 otherwise */
+  /* Since 0.6. 1 with DP_DEVICE_CUDA: dp_loader_create keeps the dataset in
+   * host memory and copies each batch to the GPU (see below), for a dataset
+   * that does not fit there; 0: the dataset is copied to the GPU. */
+  int32_t host_dataset;
 } dp_loader_options;
 
 #define DP_LOADER_OPTIONS_INIT DP_OPTIONS_INIT_(dp_loader_options)
@@ -1901,7 +1905,18 @@ DP_API void dp_loader_options_init(dp_loader_options* options, size_t struct_siz
  * device-to-device copy); fetching one copies it to the host. Training is
  * the same as with the host loader. DP_ERR_UNAVAILABLE without that device,
  * DP_ERR_OUT_OF_MEMORY when the dataset and prefetch + 2 batches do not
- * fit. */
+ * fit.
+ *
+ * Staged to a GPU (options->device_type DP_DEVICE_CUDA with
+ * options->host_dataset 1, or a callback loader with DP_DEVICE_CUDA; since
+ * 0.6): the batches are gathered on the host as above, into page-locked
+ * buffers, and each is copied to the GPU as soon as it is gathered, on the
+ * loader's own stream, so the copy of the next batch runs while the current
+ * step computes; dp_loader_next feeds the batch on the device (as above),
+ * waiting only if its copy has not finished. The dataset stays shared as
+ * on the host. Page-locked memory the system will not give falls back to
+ * ordinary memory (copies then take longer). The same batches as on the
+ * host. */
 DP_API DP_MUST_USE dp_status* dp_loader_create(dp_workspace* workspace, const char* const* blob_names,
                                                const dp_tensor* const* tensors, size_t num_inputs,
                                                const dp_loader_options* options, dp_loader** out);
@@ -1928,9 +1943,10 @@ typedef int32_t (*dp_loader_fill_fn)(void* user_data, const int64_t* indices, si
 /* A loader over `num_samples` samples that `fill` writes. The inputs
  * (blob names and dims) are copied; `user_data` must stay valid until the
  * loader is freed. Errors as dp_loader_create, and DP_ERR_DTYPE for an
- * unknown inputs[i].dtype; batches are filled in host memory
- * (options->device_type other than DP_DEVICE_CPU: DP_ERR_INVALID_ARGUMENT).
- * Since 0.5. */
+ * unknown inputs[i].dtype. Batches are filled in host memory; with
+ * options->device_type DP_DEVICE_CUDA (since 0.6) they are then staged to
+ * that GPU as dp_loader_create's with host_dataset 1 (DP_ERR_UNAVAILABLE
+ * without the device). Since 0.5. */
 DP_API DP_MUST_USE dp_status* dp_loader_create_callback(dp_workspace* workspace, const dp_loader_input* inputs,
                                                         size_t num_inputs, int64_t num_samples,
                                                         dp_loader_fill_fn fill, void* user_data,

@@ -33,6 +33,7 @@ CpuAllocator g_cpu_allocator;
 std::array<std::atomic<Allocator*>, kNumDeviceTypes> g_allocators{&g_cpu_allocator, nullptr};
 std::array<std::atomic<CopyFn>, kNumDeviceTypes> g_copies{nullptr, nullptr};
 std::array<std::atomic<GatherRowsFn>, kNumDeviceTypes> g_gathers{nullptr, nullptr};
+std::atomic<Allocator*> g_pinned{nullptr};
 
 // Library storage alive per device type, and the peak (see MemoryStats).
 struct alignas(64) Counters {
@@ -212,6 +213,10 @@ void RegisterAllocator(DeviceType type, Allocator* allocator) {
   g_allocators[static_cast<size_t>(type)].store(allocator, std::memory_order_release);
 }
 
+Allocator* RegisterPinnedAllocator(Allocator* allocator) {
+  return g_pinned.exchange(allocator, std::memory_order_acq_rel);
+}
+
 void RegisterCopy(DeviceType type, CopyFn fn) {
   g_copies[static_cast<size_t>(type)].store(fn, std::memory_order_release);
 }
@@ -257,21 +262,27 @@ void GatherRows(DeviceOption device, const void* src, int64_t src_rows, size_t r
 
 std::shared_ptr<Storage> Storage::Allocate(DeviceOption device, size_t nbytes,
                                            std::shared_ptr<MemoryBudget> budget) {
-  return AllocateLibrary(device, nbytes, std::move(budget), /*zeroed=*/false);
+  return AllocateLibrary(device, nbytes, std::move(budget), Source::kAllocator);
+}
+
+std::shared_ptr<Storage> Storage::AllocatePinned(size_t nbytes, std::shared_ptr<MemoryBudget> budget) {
+  return AllocateLibrary(DeviceOption{}, nbytes, std::move(budget), Source::kPinned);
 }
 
 std::shared_ptr<Storage> Storage::AllocateZeroed(DeviceOption device, size_t nbytes,
                                                  std::shared_ptr<MemoryBudget> budget) {
   DP_ENFORCE_CODE(device.type == DeviceType::kCPU, Code::kInternal, "zero-filled storage is allocated on the cpu only, not ",
                   DeviceName(device));
-  return AllocateLibrary(device, nbytes, std::move(budget), /*zeroed=*/true);
+  return AllocateLibrary(device, nbytes, std::move(budget), Source::kZeroed);
 }
 
 std::shared_ptr<Storage> Storage::AllocateLibrary(DeviceOption device, size_t nbytes,
-                                                  std::shared_ptr<MemoryBudget> budget, bool zeroed) {
+                                                  std::shared_ptr<MemoryBudget> budget, Source source) {
   Allocator* allocator = GetAllocator(device.type);
   const bool host = device.type == DeviceType::kCPU;
+  const bool zeroed = source == Source::kZeroed;
   const bool mapped = zeroed && nbytes >= kMapZeroedFrom;
+  bool pinned = false;
   if (budget) budget->Charge(device, nbytes);
   if (host) {
     try {
@@ -284,12 +295,25 @@ std::shared_ptr<Storage> Storage::AllocateLibrary(DeviceOption device, size_t nb
   void* p = nullptr;
   Storage* raw = nullptr;
   try {
-    p = mapped ? MapZeroed(nbytes) : allocator->Allocate(device, nbytes);
+    if (Allocator* pin = g_pinned.load(std::memory_order_acquire); source == Source::kPinned && nbytes > 0 && pin) {
+      try {
+        p = pin->Allocate(device, nbytes);
+        pinned = true;
+      } catch (const Error&) {  // no GPU to pin for, or no page-locked memory left: ordinary memory
+      }
+    }
+    if (!pinned) p = mapped ? MapZeroed(nbytes) : allocator->Allocate(device, nbytes);
     if (zeroed && !mapped && nbytes > 0) std::memset(p, 0, nbytes);
     raw = new Storage(device, p, nbytes, Kind::kLibrary, {});
     raw->mapped_ = mapped;
+    raw->pinned_ = pinned;
   } catch (...) {
-    if (p != nullptr) mapped ? Unmap(p, nbytes) : allocator->Free(device, p);
+    if (p != nullptr) {
+      if (pinned)
+        g_pinned.load()->Free(device, p);
+      else
+        mapped ? Unmap(p, nbytes) : allocator->Free(device, p);
+    }
     if (host) CountFree(device.type, nbytes);
     if (budget) budget->Release(device, nbytes);
     throw;
@@ -329,6 +353,8 @@ Storage::~Storage() {
     case Kind::kLibrary:
       if (mapped_)
         Unmap(data_, nbytes_);
+      else if (pinned_)
+        g_pinned.load()->Free(device_, data_);
       else if (data_ != nullptr)
         g_allocators[static_cast<size_t>(device_.type)].load()->Free(device_, data_);
       CountFree(device_.type, nbytes_);

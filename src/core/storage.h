@@ -105,6 +105,12 @@ class Allocator {
 };
 Allocator* GetAllocator(DeviceType type);  // throws kUnavailable when the type is not built
 void RegisterAllocator(DeviceType type, Allocator* allocator);
+// Page-locked host memory (Storage::AllocatePinned), which a device copies
+// from and to asynchronously (the driver stages pageable memory itself, on
+// the calling thread). The CUDA backend registers cudaMallocHost's; its
+// Allocate throws when there is no GPU to pin for. Returns the allocator
+// registered before (tests put it back).
+Allocator* RegisterPinnedAllocator(Allocator* allocator);
 // One device's statistics (the device must exist: the caller checks).
 // Throws kUnavailable when its type is not built.
 DeviceMemoryStats GetDeviceMemoryStats(DeviceOption device);
@@ -156,6 +162,11 @@ class Storage {
   // see the shared zero page). Counted and charged like Allocate.
   static std::shared_ptr<Storage> AllocateZeroed(DeviceOption device, size_t nbytes,
                                                  std::shared_ptr<MemoryBudget> budget = nullptr);
+  // Host memory, page-locked when a backend that copies from it registered
+  // a pinned allocator and can give it (else ordinary host memory: copies
+  // from it are then staged by the driver, slower but the same); pinned()
+  // says which. Counted and charged as host memory.
+  static std::shared_ptr<Storage> AllocatePinned(size_t nbytes, std::shared_ptr<MemoryBudget> budget = nullptr);
   static std::shared_ptr<Storage> Borrow(DeviceOption device, void* data, size_t nbytes);
   // Takes ownership of caller memory: `deleter` runs once, when the last
   // reference goes. If Adopt throws (std::bad_alloc), the caller keeps
@@ -175,6 +186,7 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   DeviceOption device() const { return device_; }
   bool library_owned() const { return kind_ == Kind::kLibrary; }
+  bool pinned() const { return pinned_; }  // page-locked host memory (AllocatePinned)
   // Whether the memory lives as long as this storage (not borrowed from a
   // caller who may free it once dp no longer holds the tensor it fed).
   bool keeps_memory_alive() const { return kind_ != Kind::kBorrowed || parent_ != nullptr; }
@@ -185,14 +197,16 @@ class Storage {
   enum class Kind { kLibrary, kBorrowed, kAdopted };
   Storage(DeviceOption device, void* data, size_t nbytes, Kind kind, ExternalDeleter deleter)
       : device_(device), data_(data), nbytes_(nbytes), kind_(kind), deleter_(deleter) {}
+  enum class Source { kAllocator, kZeroed, kPinned };  // where library memory comes from
   static std::shared_ptr<Storage> AllocateLibrary(DeviceOption device, size_t nbytes,
-                                                  std::shared_ptr<MemoryBudget> budget, bool zeroed);
+                                                  std::shared_ptr<MemoryBudget> budget, Source source);
   DeviceOption device_;
   void* data_;
   size_t nbytes_;
   Kind kind_;
   ExternalDeleter deleter_;
   bool mapped_ = false;                   // library storage from mmap (AllocateZeroed), not the allocator
+  bool pinned_ = false;                   // library storage from the pinned allocator
   std::shared_ptr<MemoryBudget> budget_;  // charged nbytes_ (library storage only)
   std::shared_ptr<Storage> parent_;       // slices only
 };

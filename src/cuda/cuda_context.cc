@@ -283,12 +283,34 @@ void CudaGatherRows(DeviceOption device, const void* src, int64_t src_rows, size
 
 std::unique_ptr<DeviceContext> MakeCudaContext(DeviceOption device) { return std::make_unique<CudaContext>(device); }
 
+// Page-locked host memory (Storage::AllocatePinned): cudaMallocHost, which
+// under unified addressing (every 64-bit platform CUDA 13 runs on) every GPU
+// copies from asynchronously. Only asked for by code that targets a GPU;
+// without one it throws, and the storage falls back to ordinary memory.
+class PinnedHostAllocator final : public Allocator {
+ public:
+  void* Allocate(DeviceOption, size_t nbytes) override {
+    DP_ENFORCE_CODE(cuda::DeviceCount() > 0, Code::kUnavailable, "no GPU to page-lock host memory for");
+    void* p = nullptr;
+    const cudaError_t err = cudaMallocHost(&p, nbytes);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      DP_THROW(Code::kOutOfMemory, "cannot page-lock ", nbytes, " bytes of host memory: ", cudaGetErrorString(err));
+    }
+    return p;
+  }
+  void Free(DeviceOption, void* ptr) noexcept override { cudaFreeHost(ptr); }
+};
+
+PinnedHostAllocator g_pinned_host_allocator;
+
 // Runs at load time, so it only stores pointers: no CUDA call may happen
 // before somebody asks for a CUDA device (there may be no driver at all).
 struct Registrations {
   Registrations() {
     RegisterCopy(DeviceType::kCUDA, &CudaCopy);
     RegisterGatherRows(DeviceType::kCUDA, &CudaGatherRows);
+    RegisterPinnedAllocator(&g_pinned_host_allocator);
     RegisterContextFactory(DeviceType::kCUDA, &MakeCudaContext);
     RegisterDeviceCounter(DeviceType::kCUDA, &cuda::DeviceCount);
   }

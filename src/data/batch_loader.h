@@ -1,7 +1,8 @@
 // What every loader shares: the inputs it feeds, its options, the order it
 // feeds samples in (BatchOrder) and its interface (BatchLoader). Two
 // loaders implement it: Loader (data/loader.h) gathers batches on the host,
-// from host memory or a callback; DeviceLoader (data/device_loader.h) keeps
+// from host memory or a callback, and feeds them there or copies them to a
+// GPU ahead of the steps; DeviceLoader (data/device_loader.h) keeps
 // the dataset on a GPU and gathers there. Both feed the same samples in the
 // same order for the same options, so which one runs never changes training.
 //
@@ -39,10 +40,16 @@ struct LoaderOptions {
   int shard = 0;              // this process, in [0, num_shards)
   int prefetch = 2;           // batches gathered ahead, >= 1
   std::chrono::milliseconds timeout{std::chrono::minutes(1)};  // longest Next waits for a batch
+  // Where the host loader feeds its batches: the host, or a device it
+  // stages them to (data/loader.h, "Staging").
+  DeviceOption target;
   // Host loader tests: false starts no thread (Next gathers every batch);
-  // chunk_rows > 0 sets the rows of a chunk (0: about 32 KiB of samples).
+  // chunk_rows > 0 sets the rows of a chunk (0: about 32 KiB of samples);
+  // force_staging stages even to a host target (copies on a CPU context),
+  // so that the staging's logic runs on machines without a GPU.
   bool gather_ahead = true;
   int64_t chunk_rows = 0;
+  bool force_staging = false;
 };
 
 // Checks options and inputs (kInvalidArgument naming what is wrong, kDType

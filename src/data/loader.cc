@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/storage.h"
 
 namespace dp {
 namespace {
@@ -86,14 +87,26 @@ Loader::Loader(std::shared_ptr<Workspace> ws, std::vector<LoaderInput> inputs, s
     row_bytes_.push_back(TensorBytes(in.sample_dims, in.dtype));
     blobs_.push_back(ws_->CreateBlob(in.blob));
   }
+  staging_ = o.target.type != DeviceType::kCPU || o.force_staging;
+  if (staging_) copy_ctx_ = CreateContext(o.target);  // kUnavailable without the device
   slots_.resize(static_cast<size_t>(o.prefetch) + 2);
-  for (Slot& slot : slots_)
+  for (Slot& slot : slots_) {
     for (const LoaderInput& in : inputs_) {
       Dims d{rows_};
       d.insert(d.end(), in.sample_dims.begin(), in.sample_dims.end());
-      slot.tensors.emplace_back(std::move(d), in.dtype);
+      if (staging_) {
+        const size_t bytes = TensorBytes(d, in.dtype);
+        slot.tensors.push_back(Tensor::FromStorage(std::move(d), in.dtype, Storage::AllocatePinned(bytes)));
+      } else {
+        slot.tensors.emplace_back(std::move(d), in.dtype);
+      }
       slot.tensors.back().raw_mutable_data();  // allocated now, not on the loader's thread
     }
+    if (!staging_) continue;
+    slot.staged.resize(inputs_.size());
+    for (size_t j = 0; j < inputs_.size(); ++j) ReadyBatchBuffer(slot.staged[j], rows_, inputs_[j], o.target);
+    slot.copied = copy_ctx_->CreateEvent();
+  }
   order_.reserve(static_cast<size_t>(n));
   thread_buffers_.resize(inputs_.size());
   caller_buffers_.resize(inputs_.size());
@@ -127,6 +140,40 @@ Loader::~Loader() {
   produced_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   // A chunk Next was filling has landed (Next returned); the thread's too.
+  // The copies still queued read the host buffers and write the device
+  // ones, which go back to their allocators next: let them finish.
+  try {
+    if (copy_ctx_) copy_ctx_->FinishDeviceComputation();
+  } catch (...) {  // a failed copy was reported by Next, or nobody asked
+  }
+}
+
+void Loader::AwaitCopy(Slot& slot) {
+  if (!slot.copy_queued) return;
+  // The copy's own failure is the batch it carried's, reported by Next (or
+  // by nobody after a Seek): only its end matters here.
+  bool done = true;
+  try {
+    done = slot.copied->Finish(options_.timeout);
+  } catch (const Error&) {
+  }
+  DP_ENFORCE_CODE(done, Code::kTimeout, "the copy of an earlier batch to ", DeviceName(options_.target),
+                  " did not finish after ", options_.timeout.count(), " ms");
+  slot.copy_queued = false;
+}
+
+void Loader::QueueCopy(Slot& slot) {
+  for (size_t j = 0; j < inputs_.size(); ++j) {
+    Tensor& staged = slot.staged[j];
+    ReadyBatchBuffer(staged, slot.rows, inputs_[j], options_.target);
+    const Tensor& host = slot.tensors[j];
+    CopyBytes(host.nbytes(), host.raw_data(), host.device(), staged.raw_mutable_data(), options_.target,
+              copy_ctx_.get());
+  }
+  slot.copied->Reset();
+  slot.copied->Record(*copy_ctx_);
+  if (!copy_ctx_->IsAsync()) slot.copied->SetFinished();
+  slot.copy_queued = true;
 }
 
 void Loader::Prepare(std::unique_lock<std::mutex>& lock) {
@@ -146,6 +193,8 @@ void Loader::Prepare(std::unique_lock<std::mutex>& lock) {
   job_.slot = &slot;
   slot.error = nullptr;
   try {
+    // The host buffers are read by the copy queued for the slot's last batch.
+    if (staging_) AwaitCopy(slot);
     const int64_t epoch = seq / steps_, step = seq % steps_;
     if (order_epoch_ != epoch) {
       batches_.Permute(epoch, order_);
@@ -203,7 +252,15 @@ void Loader::FillChunks(std::unique_lock<std::mutex>& lock, std::vector<void*>& 
 }
 
 void Loader::Finish() {
-  if (job_.error && !job_.slot->error) job_.slot->error = job_.error;
+  Slot& slot = *job_.slot;
+  if (job_.error && !slot.error) slot.error = job_.error;
+  if (staging_ && !slot.error) {
+    try {
+      QueueCopy(slot);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
+  }
   produced_ = job_.seq + 1;
   produced_cv_.notify_all();
   consumed_cv_.notify_all();  // the thread may go on to the next batch
@@ -259,10 +316,23 @@ bool Loader::Next() {
   lock.unlock();
   // The producer does not touch this slot until `prefetch + 1` more batches
   // have been taken.
+  std::vector<Tensor>& batch = staging_ ? slot.staged : slot.tensors;
+  if (staging_) {
+    bool copied = false;
+    try {
+      copied = slot.copied->Finish(options_.timeout);
+    } catch (Error& e) {
+      throw e.Prepend(StrCat("copying batch ", next_ % steps_, " of epoch ", next_ / steps_, " to ",
+                             DeviceName(options_.target)));
+    }
+    DP_ENFORCE_CODE(copied, Code::kTimeout, "the copy of the loader's batch ", next_ % steps_, " of epoch ",
+                    next_ / steps_, " to ", DeviceName(options_.target), " did not finish after ",
+                    options_.timeout.count(), " ms");
+  }
   // Published as a feed is (another thread may fetch these blobs meanwhile),
   // and noted like dp_workspace_feed's: the next run checks that some net reads it.
   for (size_t j = 0; j < blobs_.size(); ++j) {
-    blobs_[j]->Publish(std::make_shared<Tensor>(slot.tensors[j]));
+    blobs_[j]->Publish(std::make_shared<Tensor>(batch[j]));
     ws_->feeds().NoteFed(*blobs_[j]);
   }
   lock.lock();

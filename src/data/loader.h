@@ -25,6 +25,19 @@
 // is left to them and replaced by a fresh one. So in steady state a step
 // allocates nothing and copies each sample once, from the dataset into the
 // buffer that the net reads in place.
+//
+// Staging (options.target a GPU): for a dataset that does not fit on the
+// device, or batches a callback makes. The ring's host buffers are
+// page-locked (Storage::AllocatePinned), and as soon as a batch is
+// gathered, whoever finished it queues its copy into the slot's device
+// buffers on the loader's own stream (its copy stream) and records an
+// event: the copy of batch k + 1 runs while step k computes, and Next waits
+// on the host for its batch's event (long passed in steady state) and
+// feeds the device buffers, as dp_workspace_feed would tensors on the
+// device. A host buffer is gathered into again only after its last copy
+// finished (its event); a device buffer, like a host one, only when nobody
+// holds it and the run that read it has returned. So no step waits on a
+// host copy and no stream of a net needs to wait on the loader's.
 #pragma once
 
 #include <chrono>
@@ -39,6 +52,8 @@
 #include <vector>
 
 #include "core/blob.h"
+#include "core/context.h"
+#include "core/event.h"
 #include "core/tensor.h"
 #include "core/workspace.h"
 #include "data/batch_loader.h"
@@ -86,6 +101,11 @@ class Loader final : public BatchLoader {
     std::vector<Tensor> tensors;  // one per input: the buffer, shaped [rows, ...]
     int64_t rows = 0;             // rows filled (the last batch may be short)
     std::exception_ptr error;     // what Fill threw for this batch
+    // Staging: the batch on the target, and the copy's event (recorded
+    // once copy_queued: the host buffers are read until it).
+    std::vector<Tensor> staged;
+    std::unique_ptr<Event> copied;
+    bool copy_queued = false;
   };
   // The batch being gathered: sequence number produced_, set up under mu_
   // by whichever of the loader's thread and Next comes first (Prepare),
@@ -108,8 +128,14 @@ class Loader final : public BatchLoader {
   // thread's own array) pointing at each chunk's rows; mu_ held on entry
   // and on return, not while copying.
   void FillChunks(std::unique_lock<std::mutex>& lock, std::vector<void*>& buffers);
-  // mu_ held: job_'s last chunk landed; publish the batch.
+  // mu_ held: job_'s last chunk landed; publish the batch (queueing its
+  // copy to the target when staging).
   void Finish();
+  // Staging, mu_ held: queues the copy of `slot`'s host buffers to its
+  // device buffers on copy_ctx_, then records slot.copied.
+  void QueueCopy(Slot& slot);
+  // Staging: waits (bounded) for the last copy out of `slot`'s host buffers.
+  void AwaitCopy(Slot& slot);
   // The loader's thread at the lowest priority (SCHED_IDLE) or the normal one.
   void SetThreadIdle(bool idle);
 
@@ -123,6 +149,8 @@ class Loader final : public BatchLoader {
   int64_t steps_ = 1;  // batches per epoch
   int64_t rows_ = 0;   // this process's rows of a full batch
   bool helped_ = false;  // Next gathers too (source_->fills_in_parts())
+  bool staging_ = false;  // batches are copied to options_.target
+  std::unique_ptr<DeviceContext> copy_ctx_;  // staging: the copy stream (used under mu_)
   std::vector<Slot> slots_;
 
   std::vector<int64_t> order_;  // mu_ (read outside it by chunks in flight): this epoch's permutation

@@ -377,10 +377,11 @@ static void test_bad_arguments(void) {
   dp_workspace_free(ws);
 }
 
-/* A dataset on a GPU (options->device_type DP_DEVICE_CUDA): bad device
- * fields are INVALID_ARGUMENT naming them; without that GPU the create is
- * UNAVAILABLE and leaves *out alone; with one, every epoch's batches are
- * the host loader's (fetched back to the host), and seeks agree. */
+/* A dataset on a GPU (options->device_type DP_DEVICE_CUDA), or staged to
+ * one (host_dataset, callbacks): bad device fields are INVALID_ARGUMENT
+ * naming them; without that GPU the create is UNAVAILABLE and leaves *out
+ * alone; with one, every epoch's batches are the host loader's (fetched
+ * back to the host), and seeks agree, held there or staged. */
 static void test_device_loader(void) {
   dp_workspace* ws = NULL;
   dp_loader_options o = DP_LOADER_OPTIONS_INIT;
@@ -407,39 +408,56 @@ static void test_device_loader(void) {
     o.device_id = -1;
     EXPECT_ERR(dp_loader_create(ws, names, tensors, 2, &o, &loader), DP_ERR_INVALID_ARGUMENT, "options->device_id");
     o.device_id = 0;
+    o.host_dataset = 2;
+    EXPECT_ERR(dp_loader_create(ws, names, tensors, 2, &o, &loader), DP_ERR_INVALID_ARGUMENT, "options->host_dataset");
     EXPECT_ERR(dp_loader_create_callback(ws, &input, 1, 10, fill_rows, NULL, &o, &loader), DP_ERR_INVALID_ARGUMENT,
-               "options->device_type");
+               "options->host_dataset");
+    o.host_dataset = 1;
+    o.device_type = DP_DEVICE_CPU;
+    EXPECT_ERR(dp_loader_create(ws, names, tensors, 2, &o, &loader), DP_ERR_INVALID_ARGUMENT, "options->host_dataset");
+    o.device_type = DP_DEVICE_CUDA;
     {
       dp_status* st = dp_device_count(DP_DEVICE_CUDA, &gpus);
       if (st != NULL) gpus = 0; /* a status here means none */
       dp_status_free(st);
     }
-    if (gpus == 0)
+    if (gpus == 0) {
+      /* Held on the GPU, staged to it from the host dataset, or from a callback. */
       EXPECT_ERR(dp_loader_create(ws, names, tensors, 2, &o, &loader), DP_ERR_UNAVAILABLE, "cuda");
+      o.host_dataset = 0;
+      EXPECT_ERR(dp_loader_create(ws, names, tensors, 2, &o, &loader), DP_ERR_UNAVAILABLE, "cuda");
+      EXPECT_ERR(dp_loader_create_callback(ws, &input, 1, 10, fill_rows, NULL, &o, &loader), DP_ERR_UNAVAILABLE,
+                 "cuda");
+    }
+    o.host_dataset = 0;
     CHECK(loader == SENTINEL);
     dp_tensor_free(data);
     dp_tensor_free(labels);
   }
   if (gpus > 0) {
-    dp_loader* host;
-    int want[3][8], got[3][8], e;
-    dp_loader_options h = o;
-    h.device_type = DP_DEVICE_CPU;
-    loader = make_loader(ws, &o);
-    host = make_loader(ws, &h);
-    if (CHECK(loader != NULL && loader != SENTINEL && host != NULL)) {
-      CHECK(dp_loader_steps_per_epoch(loader) == 2 && dp_loader_batch_rows(loader) == 4);
-      for (e = 0; e < 3; ++e) {
-        CHECK(run_epoch(host, ws, want[e], 4) == 2);
-        CHECK(run_epoch(loader, ws, got[e], 4) == 2);
-        CHECK(memcmp(want[e], got[e], sizeof want[e]) == 0);
+    int staged;
+    for (staged = 0; staged < 2; ++staged) { /* held on the GPU, then staged from the host */
+      dp_loader* host;
+      int want[3][8], got[3][8], e;
+      dp_loader_options h = o;
+      h.device_type = DP_DEVICE_CPU;
+      o.host_dataset = staged;
+      loader = make_loader(ws, &o);
+      host = make_loader(ws, &h);
+      if (CHECK(loader != NULL && loader != SENTINEL && host != NULL)) {
+        CHECK(dp_loader_steps_per_epoch(loader) == 2 && dp_loader_batch_rows(loader) == 4);
+        for (e = 0; e < 3; ++e) {
+          CHECK(run_epoch(host, ws, want[e], 4) == 2);
+          CHECK(run_epoch(loader, ws, got[e], 4) == 2);
+          CHECK(memcmp(want[e], got[e], sizeof want[e]) == 0);
+        }
+        EXPECT_OK(dp_loader_seek(loader, 1, 1));
+        CHECK(run_epoch(loader, ws, got[0], 4) == 1);
+        CHECK(memcmp(got[0], want[1] + 4, 4 * sizeof(int)) == 0);
       }
-      EXPECT_OK(dp_loader_seek(loader, 1, 1));
-      CHECK(run_epoch(loader, ws, got[0], 4) == 1);
-      CHECK(memcmp(got[0], want[1] + 4, 4 * sizeof(int)) == 0);
+      dp_loader_free(host);
+      dp_loader_free(loader);
     }
-    dp_loader_free(host);
-    dp_loader_free(loader);
   }
   dp_workspace_free(ws);
 }

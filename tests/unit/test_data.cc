@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
 #include <csignal>
 #include <cmath>
 #include <cstdint>
@@ -817,6 +818,160 @@ TEST_CASE("DeviceLoader: a bad dataset or options are errors naming them") {
   o.batch_size = 11;
   testing::ExpectError([&] { dp::DeviceLoader(ws, {"x", "y"}, CountingTensors(10), dp::DeviceOption{}, o); },
                        Code::kInvalidArgument, {"make no full batch"});
+}
+
+// ---- batches staged to a device (here the CPU, force_staging) ------------
+
+namespace {
+
+// A pinned allocator for the test: ordinary memory, counted; or one that
+// fails like a system out of page-locked memory. Registered for its scope.
+class FakePinnedAllocator final : public dp::Allocator {
+ public:
+  explicit FakePinnedAllocator(bool fails = false) : fails_(fails), before_(dp::RegisterPinnedAllocator(this)) {}
+  ~FakePinnedAllocator() override { dp::RegisterPinnedAllocator(before_); }
+  void* Allocate(dp::DeviceOption, size_t nbytes) override {
+    if (fails_) DP_THROW(dp::Code::kOutOfMemory, "no page-locked memory left");
+    ++allocs;
+    return std::aligned_alloc(dp::kCpuAlignment, (nbytes + dp::kCpuAlignment - 1) / dp::kCpuAlignment * dp::kCpuAlignment);
+  }
+  void Free(dp::DeviceOption, void* ptr) noexcept override {
+    ++frees;
+    std::free(ptr);
+  }
+  std::atomic<int> allocs{0}, frees{0};
+
+ private:
+  const bool fails_;
+  dp::Allocator* const before_;
+};
+
+std::unique_ptr<dp::Loader> StagedLoader(const std::shared_ptr<dp::Workspace>& ws, int64_t n, dp::LoaderOptions o) {
+  o.force_staging = true;
+  return TensorLoader(ws, n, o);
+}
+
+}  // namespace
+
+TEST_CASE("Storage::AllocatePinned: the pinned allocator's memory, counted as host memory; ordinary memory without it") {
+  {
+    FakePinnedAllocator pinned;
+    const uint64_t before = dp::GetMemoryStats(dp::DeviceType::kCPU).allocated;
+    {
+      auto s = dp::Storage::AllocatePinned(1000);
+      CHECK(s->pinned());
+      CHECK(s->library_owned());
+      CHECK(s->device() == dp::DeviceOption{});
+      CHECK(pinned.allocs == 1);
+      CHECK(dp::GetMemoryStats(dp::DeviceType::kCPU).allocated == before + 1000);
+      CHECK_FALSE(dp::Storage::Allocate(dp::DeviceOption{}, 64)->pinned());
+      CHECK(pinned.allocs == 1);
+    }
+    CHECK(pinned.frees == 1);  // back to the allocator it came from
+    CHECK(dp::GetMemoryStats(dp::DeviceType::kCPU).allocated == before);
+  }
+  FakePinnedAllocator refusing(/*fails=*/true);
+  auto s = dp::Storage::AllocatePinned(1000);
+  CHECK_FALSE(s->pinned());  // ordinary memory, still usable
+  std::memset(s->data(), 1, 1000);
+}
+
+TEST_CASE("Loader staged to a device feeds the host loader's batches from the staged buffers, not the host ring") {
+  FakePinnedAllocator pinned;
+  struct Case {
+    bool shuffle, drop_last, ahead;
+    int prefetch, shards;
+    int64_t chunk_rows;
+  };
+  for (const Case c : {Case{true, false, true, 2, 1, 0}, Case{false, false, false, 1, 1, 3},
+                       Case{true, true, true, 1, 1, 1}, Case{true, true, true, 3, 2, 0}, Case{true, true, true, 64, 1, 2}}) {
+    CAPTURE(c.shuffle);
+    CAPTURE(c.ahead);
+    CAPTURE(c.prefetch);
+    CAPTURE(c.shards);
+    CAPTURE(c.chunk_rows);
+    dp::LoaderOptions o;
+    o.batch_size = 10;
+    o.seed = 7;
+    o.shuffle = c.shuffle;
+    o.drop_last = c.drop_last;
+    o.prefetch = c.prefetch;
+    o.num_shards = c.shards;
+    o.chunk_rows = c.chunk_rows;
+    o.gather_ahead = c.ahead;
+    for (int shard = 0; shard < c.shards; ++shard) {
+      CAPTURE(shard);
+      o.shard = shard;
+      auto ws_host = std::make_shared<dp::Workspace>();
+      auto host = TensorLoader(ws_host, 57, o);
+      const std::vector<std::vector<int>> want = AllBatches(*host, *ws_host, 3);
+
+      const int allocs_before = pinned.allocs;
+      auto ws = std::make_shared<dp::Workspace>();
+      auto loader = StagedLoader(ws, 57, o);
+      // The host ring is page-locked: two inputs in prefetch + 2 slots.
+      CHECK(pinned.allocs - allocs_before == 2 * (c.prefetch + 2));
+      std::vector<std::vector<int>> got;
+      for (int e = 0; e < 3; ++e)
+        while (loader->Next()) {
+          got.push_back(FedSamples(*ws));
+          // What is fed is the staged copy, never a page-locked host buffer.
+          CHECK_FALSE(ws->GetTensor("x").storage()->pinned());
+          CHECK_FALSE(ws->GetTensor("y").storage()->pinned());
+        }
+      CHECK(got == want);
+      const int64_t steps = loader->steps_per_epoch();
+      loader->Seek(1, steps - 1);
+      REQUIRE(loader->Next());
+      CHECK(FedSamples(*ws) == want[static_cast<size_t>(2 * steps - 1)]);
+      CHECK_FALSE(loader->Next());
+      REQUIRE(loader->Next());
+      CHECK(FedSamples(*ws) == want[static_cast<size_t>(2 * steps)]);
+    }
+  }
+}
+
+TEST_CASE("Loader staged to a device: a held batch is left to its holder, the rings are reused, a failed fill is its batch's") {
+  FakePinnedAllocator pinned;
+  dp::LoaderOptions o;
+  o.batch_size = 8;
+  o.seed = 2;
+  o.force_staging = true;
+  {
+    auto ws = std::make_shared<dp::Workspace>();
+    auto loader = TensorLoader(ws, 40, o);
+    REQUIRE(loader->Next());
+    dp::Tensor held = ws->GetTensor("x");
+    const std::vector<int> kept = FedSamples(*ws);
+    std::set<const void*> buffers;
+    for (int i = 0; i < 12; ++i) {
+      if (!loader->Next()) continue;
+      buffers.insert(ws->GetTensor("x").raw_data());
+    }
+    for (int64_t r = 0; r < held.dim(0); ++r)
+      CHECK(held.data<float>()[2 * r] == static_cast<float>(kept[static_cast<size_t>(r)]));
+    CHECK(buffers.size() <= 5);  // prefetch + 2 = 4 device buffers, the held one replaced once
+    CHECK(buffers.count(held.raw_data()) == 0);
+    CHECK(pinned.allocs == 2 * 4);  // the host ring: allocated once
+  }
+  CHECK(pinned.frees == pinned.allocs);
+
+  // A callback-like source (whole batches on the loader's thread) that fails.
+  auto ws = std::make_shared<dp::Workspace>();
+  dp::LoaderOptions c;
+  c.batch_size = 10;
+  c.shuffle = false;
+  c.force_staging = true;
+  dp::Loader loader(ws, {{"x", dp::DType::kFloat32, {}}}, std::make_unique<CountingSource>(40, 25), c);
+  REQUIRE(loader.Next());
+  CHECK(FedRows(*ws).front() == 0);
+  REQUIRE(loader.Next());
+  CHECK_THROWS_WITH_AS(loader.Next(), doctest::Contains("sample 25 is unreadable"), dp::Error);
+  CHECK_THROWS_WITH_AS(loader.Next(), doctest::Contains("batch 2 of epoch 0"), dp::Error);
+  loader.Seek(0, 3);
+  REQUIRE(loader.Next());
+  CHECK(FedRows(*ws).front() == 30);
+  CHECK_FALSE(ws->GetTensor("x").storage()->pinned());
 }
 
 TEST_CASE("Loader threads: over tensors the lowest priority (SCHED_IDLE), for a callback the normal one") {

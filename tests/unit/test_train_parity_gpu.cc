@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/storage.h"
 #include "core/workspace.h"
 #include "data/device_loader.h"
 #include "data/loader.h"
@@ -217,7 +218,7 @@ TEST_CASE("GPU: the sample's train nets run as CUDA graphs, training as op by op
   }
 }
 
-TEST_CASE("GPU: a dataset held on cuda:0 feeds the host loader's batches; training is bit for bit the same") {
+TEST_CASE("GPU: a dataset held on cuda:0, or staged there, feeds the host loader's batches; training is bit for bit the same") {
   // 640 samples in batches of 64: two epochs of 10 steps (the second
   // uploads a new permutation while the first's last gathers may run).
   constexpr int64_t kSamples = 640;
@@ -229,6 +230,9 @@ TEST_CASE("GPU: a dataset held on cuda:0 feeds the host loader's batches; traini
   LoaderOptions o;
   o.batch_size = kBatch;
   o.seed = 9;
+  LoaderOptions staging = o;
+  staging.target = DeviceOption{DeviceType::kCUDA, 0};
+  CHECK(Storage::AllocatePinned(4096)->pinned());  // cudaMallocHost's page-locked memory
   for (const std::string file : {"fashion_mlp.json", "fashion_cnn.json"})
     for (const std::vector<int32_t>& ids : {std::vector<int32_t>{0}, std::vector<int32_t>{0, 0}}) {
       CAPTURE(file);
@@ -236,24 +240,34 @@ TEST_CASE("GPU: a dataset held on cuda:0 feeds the host loader's batches; traini
       const ModelDef m = ModelFromFile(NetsDir() + file);
       Trainer host(m, DeviceType::kCUDA, MemoryMode::kShare, true, ids);
       Trainer dev(m, DeviceType::kCUDA, MemoryMode::kShare, true, ids);
-      Loader from_host(host.ws, {{"data", DType::kFloat32, {1, 28, 28}}, {"label", DType::kInt32, {}}},
-                       MakeTensorSource({x, y}), o);
+      Trainer staged(m, DeviceType::kCUDA, MemoryMode::kShare, true, ids);
+      const std::vector<LoaderInput> inputs = {{"data", DType::kFloat32, {1, 28, 28}}, {"label", DType::kInt32, {}}};
+      Loader from_host(host.ws, inputs, MakeTensorSource({x, y}), o);
       DeviceLoader on_gpu(dev.ws, {"data", "label"}, {x, y}, DeviceOption{DeviceType::kCUDA, 0}, o);
+      Loader to_gpu(staged.ws, inputs, MakeTensorSource({x, y}), staging);
       int steps = 0;
       for (int epoch = 0; epoch < 2; ++epoch)
         while (from_host.Next()) {
           REQUIRE(on_gpu.Next());
+          REQUIRE(to_gpu.Next());
           CHECK(dev.ws->GetTensor("data").device() == DeviceOption{DeviceType::kCUDA, 0});
+          CHECK(staged.ws->GetTensor("label").device() == DeviceOption{DeviceType::kCUDA, 0});
           CHECK(HostFloats(*dev.ws, "data") == HostFloats(*host.ws, "data"));
+          CHECK(HostFloats(*staged.ws, "data") == HostFloats(*host.ws, "data"));
           host.train->Run();
           dev.train->Run();
+          staged.train->Run();
           CHECK_MESSAGE(HostFloats(*dev.ws, "loss") == HostFloats(*host.ws, "loss"), "step ", steps);
+          CHECK_MESSAGE(HostFloats(*staged.ws, "loss") == HostFloats(*host.ws, "loss"), "step ", steps);
           ++steps;
         }
       CHECK_FALSE(on_gpu.Next());  // its epoch ends with the host loader's
+      CHECK_FALSE(to_gpu.Next());
       CHECK(steps == 20);
-      for (const auto& p : m.params)
+      for (const auto& p : m.params) {
         CHECK_MESSAGE(HostFloats(*dev.ws, dev.scope + p) == HostFloats(*host.ws, host.scope + p), p);
+        CHECK_MESSAGE(HostFloats(*staged.ws, staged.scope + p) == HostFloats(*host.ws, host.scope + p), p);
+      }
       if (ids.size() == 1) {  // one GPU: replayed as a CUDA graph, batches fed from the GPU
         const std::optional<CaptureStats> stats = dev.train->capture_stats();
         REQUIRE(stats.has_value());

@@ -681,12 +681,17 @@ pub struct LoaderOptions {
     pub prefetch: i32,
     /// Longest `Loader::next` waits for a batch (0: 60000).
     pub timeout_ms: i32,
-    /// Where the dataset lives and batches are gathered (since 0.6):
-    /// `Cpu` (the default) in host memory; `Cuda`: copied to GPU
-    /// `device_id` once, each batch gathered there (`Loader::new` only).
+    /// Where the batches are fed (since 0.6): `Cpu` (the default) in host
+    /// memory; `Cuda`: on GPU `device_id`, `Loader::new`'s dataset copied
+    /// there once and each batch gathered there, unless `host_dataset`; a
+    /// callback loader's batches staged there.
     pub device: DeviceType,
     /// The GPU, with `device` `Cuda`; 0 otherwise.
     pub device_id: i32,
+    /// With `Cuda` (since 0.6): `Loader::new` keeps the dataset in host
+    /// memory and stages each batch to the GPU (page-locked buffers, a copy
+    /// stream ahead of the steps), for a dataset that does not fit there.
+    pub host_dataset: bool,
 }
 
 impl Default for LoaderOptions {
@@ -703,6 +708,7 @@ impl Default for LoaderOptions {
             timeout_ms: c.timeout_ms,
             device: if c.device_type == sys::DP_DEVICE_CUDA { DeviceType::Cuda } else { DeviceType::Cpu },
             device_id: c.device_id,
+            host_dataset: c.host_dataset != 0,
         }
     }
 }
@@ -725,6 +731,7 @@ impl LoaderOptions {
         c.timeout_ms = self.timeout_ms;
         c.device_type = self.device.value();
         c.device_id = self.device_id;
+        c.host_dataset = self.host_dataset as i32;
         c
     }
 }

@@ -371,6 +371,7 @@ pub struct dp_loader_options {
     // Since 0.6.
     pub device_type: i32,
     pub device_id: i32,
+    pub host_dataset: i32,
 }
 
 // Since 0.5.

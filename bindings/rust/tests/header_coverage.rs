@@ -98,7 +98,7 @@ fn struct_sizes_are_the_c_ones() {
     assert_eq!(size_of::<dp_net_memory>(), 48);
     assert_eq!(size_of::<dp_optimizer_info>(), 128);
     assert_eq!(size_of::<dp_parallel_options>(), 184);
-    assert_eq!(size_of::<dp_loader_options>(), 56);
+    assert_eq!(size_of::<dp_loader_options>(), 64);
     assert_eq!(size_of::<dp_loader_input>(), 32);
     assert_eq!(size_of::<dp_onnx_import_options>(), 24);
     assert_eq!(size_of::<dp_onnx_export_options>(), 32);

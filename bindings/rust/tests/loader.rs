@@ -221,8 +221,9 @@ fn failing_callbacks_give_internal() {
     );
 }
 
-/// A dataset on a GPU: the device fields are checked; without the GPU the
-/// loader is Unavailable, with one it feeds the host loader's batches.
+/// A dataset on a GPU, or staged to one (`host_dataset`, callbacks): the
+/// device fields are checked; without the GPU the loader is Unavailable,
+/// with one it feeds the host loader's batches.
 #[test]
 fn dataset_on_a_gpu() {
     let ws = Workspace::new().unwrap();
@@ -232,18 +233,26 @@ fn dataset_on_a_gpu() {
     let e = Loader::new(&ws, &inputs, &bad).err().unwrap();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("device_id"), "{}", e.message());
-    let gpu = LoaderOptions { device: dp::DeviceType::Cuda, ..opts(4, 3) };
-    let cb = [LoaderInput::new("data", DType::Float32, &[3])];
-    let e = Loader::with_callback(&ws, &cb, 10, &gpu, |_: &mut LoaderBatch<'_>| 0).err().unwrap();
+    let host_only = LoaderOptions { host_dataset: true, ..opts(4, 3) };
+    let e = Loader::new(&ws, &inputs, &host_only).err().unwrap();
     assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("host_dataset"), "{}", e.message());
+    let gpu = LoaderOptions { device: dp::DeviceType::Cuda, ..opts(4, 3) };
+    let staged = LoaderOptions { host_dataset: true, ..gpu.clone() };
+    let cb = [LoaderInput::new("data", DType::Float32, &[3])];
     if dp::device_count(dp::DeviceType::Cuda).unwrap_or(0) == 0 {
         assert_eq!(Loader::new(&ws, &inputs, &gpu).err().map(|e| e.code()), Some(Code::Unavailable));
+        assert_eq!(Loader::new(&ws, &inputs, &staged).err().map(|e| e.code()), Some(Code::Unavailable));
+        let e = Loader::with_callback(&ws, &cb, 10, &gpu, |_: &mut LoaderBatch<'_>| 0).err().unwrap();
+        assert_eq!(e.code(), Code::Unavailable);
         return;
     }
     let mut host = Loader::new(&ws, &inputs, &opts(4, 3)).unwrap();
-    let mut on_gpu = Loader::new(&ws, &inputs, &gpu).unwrap();
-    for _ in 0..3 {
-        let want = epoch(&mut host, &ws);
-        assert_eq!(epoch(&mut on_gpu, &ws), want);
+    for o in [&gpu, &staged] {
+        let mut on_gpu = Loader::new(&ws, &inputs, o).unwrap();
+        for _ in 0..3 {
+            let want = epoch(&mut host, &ws);
+            assert_eq!(epoch(&mut on_gpu, &ws), want, "host_dataset {}", o.host_dataset);
+        }
     }
 }

@@ -34,7 +34,7 @@ void dpj_loader_on_load(JNIEnv* env) {
 
 static void loader_options(dp_loader_options* o, jlong batch_size, jlong seed, jint no_shuffle, jint keep_last,
                            jint num_shards, jint shard_id, jint prefetch, jint timeout_ms, jint device_type,
-                           jint device_id) {
+                           jint device_id, jint host_dataset) {
   dp_loader_options_init(o, sizeof *o);
   o->batch_size = batch_size;
   o->seed = (uint64_t)seed;
@@ -46,6 +46,7 @@ static void loader_options(dp_loader_options* o, jlong batch_size, jlong seed, j
   o->timeout_ms = timeout_ms;
   o->device_type = device_type;
   o->device_id = device_id;
+  o->host_dataset = host_dataset;
 }
 
 /* Wraps a created loader; on failure (no memory) frees it and throws. */
@@ -65,7 +66,7 @@ static jlong wrap(JNIEnv* env, dp_loader* loader, jobject fill) {
 JNIEXPORT jlong JNICALL FN(loaderCreate)(JNIEnv* env, jclass c, jlong ws, jobjectArray jblobs, jlongArray jtensors,
                                          jboolean has_options, jlong batch_size, jlong seed, jint no_shuffle,
                                          jint keep_last, jint num_shards, jint shard_id, jint prefetch,
-                                         jint timeout_ms, jint device_type, jint device_id) {
+                                         jint timeout_ms, jint device_type, jint device_id, jint host_dataset) {
   (void)c;
   size_t n;
   int ok;
@@ -90,7 +91,7 @@ JNIEXPORT jlong JNICALL FN(loaderCreate)(JNIEnv* env, jclass c, jlong ws, jobjec
   for (jsize i = 0; i < nt; ++i) tensors[i] = DPJ_PTR(const dp_tensor, ptrs[i]);
   dp_loader_options o;
   loader_options(&o, batch_size, seed, no_shuffle, keep_last, num_shards, shard_id, prefetch, timeout_ms,
-                 device_type, device_id);
+                 device_type, device_id, host_dataset);
   dp_loader* loader = NULL;
   dp_status* s = dp_loader_create(DPJ_PTR(dp_workspace, ws), blobs, tensors, n, has_options ? &o : NULL, &loader);
   free(ptrs);
@@ -142,7 +143,7 @@ JNIEXPORT jlong JNICALL FN(loaderCreateCallback)(JNIEnv* env, jclass c, jlong ws
                                                  jobject jfill, jboolean has_options, jlong batch_size, jlong seed,
                                                  jint no_shuffle, jint keep_last, jint num_shards, jint shard_id,
                                                  jint prefetch, jint timeout_ms, jint device_type,
-                                                 jint device_id) {
+                                                 jint device_id, jint host_dataset) {
   (void)c;
   size_t n;
   int ok;
@@ -180,7 +181,7 @@ JNIEXPORT jlong JNICALL FN(loaderCreateCallback)(JNIEnv* env, jclass c, jlong ws
   if (ok) {
     dp_loader_options o;
     loader_options(&o, batch_size, seed, no_shuffle, keep_last, num_shards, shard_id, prefetch, timeout_ms,
-                   device_type, device_id);
+                   device_type, device_id, host_dataset);
     /* A null callback reaches dp as a NULL fill function (INVALID_ARGUMENT). */
     s = dp_loader_create_callback(DPJ_PTR(dp_workspace, ws), n > 0 ? inputs : NULL, n, num_samples,
                                   fill != NULL ? fill_trampoline : NULL, fill, has_options ? &o : NULL, &loader);

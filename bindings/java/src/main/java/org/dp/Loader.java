@@ -86,7 +86,8 @@ public final class Loader extends NativeHandle {
       long p = Native.loaderCreate(ws, Native.z("Loader.create: blob name", blobs), t, has, has ? options.batchSize : 0,
           has ? options.seed : 0, has && options.noShuffle ? 1 : 0, has && options.keepLast ? 1 : 0,
           has ? options.numShards : 0, has ? options.shardId : 0, has ? options.prefetch : 0,
-          has ? options.timeoutMs : 0, has ? options.deviceType : 0, has ? options.deviceId : 0);
+          has ? options.timeoutMs : 0, has ? options.deviceType : 0, has ? options.deviceId : 0,
+          has && options.hostDataset ? 1 : 0);
       return new Loader(p, workspace, blobs.toArray(new String[0]), keep, null);
     } finally {
       for (int i = acquired - 1; i >= 0; --i) releaseOrNull(tensors.get(i));
@@ -123,7 +124,7 @@ public final class Loader extends NativeHandle {
           has ? options.batchSize : 0, has ? options.seed : 0, has && options.noShuffle ? 1 : 0,
           has && options.keepLast ? 1 : 0, has ? options.numShards : 0, has ? options.shardId : 0,
           has ? options.prefetch : 0, has ? options.timeoutMs : 0, has ? options.deviceType : 0,
-          has ? options.deviceId : 0);
+          has ? options.deviceId : 0, has && options.hostDataset ? 1 : 0);
       return new Loader(p, workspace, blobs, new ArrayList<>(), holder);
     } finally {
       releaseOrNull(workspace);

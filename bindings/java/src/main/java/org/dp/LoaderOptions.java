@@ -25,13 +25,19 @@ public final class LoaderOptions {
   /** Longest {@link Loader#next} waits for a batch (0: 60000). */
   public int timeoutMs;
   /**
-   * Where the dataset lives and batches are gathered (since 0.6): {@link Dp#DEVICE_CPU} (0, the
-   * default) in host memory; {@link Dp#DEVICE_CUDA}: copied to GPU {@link #deviceId} once, each batch
-   * gathered there ({@link Loader#create} only).
+   * Where the batches are fed (since 0.6): {@link Dp#DEVICE_CPU} (0, the default) in host memory;
+   * {@link Dp#DEVICE_CUDA}: on GPU {@link #deviceId}, {@link Loader#create}'s dataset copied there once
+   * and each batch gathered there, unless {@link #hostDataset}; a callback loader's batches staged there.
    */
   public int deviceType;
   /** The GPU, with {@link #deviceType} {@link Dp#DEVICE_CUDA}; 0 otherwise. */
   public int deviceId;
+  /**
+   * With {@link Dp#DEVICE_CUDA} (since 0.6): {@link Loader#create} keeps the dataset in host memory and
+   * stages each batch to the GPU (page-locked buffers, a copy stream ahead of the steps), for a dataset
+   * that does not fit there.
+   */
+  public boolean hostDataset;
 
   public LoaderOptions batchSize(long v) {
     batchSize = v;
@@ -74,6 +80,12 @@ public final class LoaderOptions {
   public LoaderOptions onCuda(int id) {
     deviceType = Dp.DEVICE_CUDA;
     deviceId = id;
+    return this;
+  }
+
+  /** The dataset kept in host memory, its batches staged to the GPU of {@link #onCuda}. */
+  public LoaderOptions hostDataset(boolean v) {
+    hostDataset = v;
     return this;
   }
 }

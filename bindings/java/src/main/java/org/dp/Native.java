@@ -251,11 +251,12 @@ final class Native {
   // --- jni_loader.c ---------------------------------------------------------
   static native long loaderCreate(long ws, byte[][] blobs, long[] tensors, boolean hasOptions, long batchSize,
       long seed, int noShuffle, int keepLast, int numShards, int shardId, int prefetch, int timeoutMs,
-      int deviceType, int deviceId);
+      int deviceType, int deviceId, int hostDataset);
   /** fill is kept through a JNI global reference until {@link #loaderFree}. */
   static native long loaderCreateCallback(long ws, byte[][] blobs, int[] dtypes, long[][] sampleDims,
       long numSamples, Loader.Fill fill, boolean hasOptions, long batchSize, long seed, int noShuffle,
-      int keepLast, int numShards, int shardId, int prefetch, int timeoutMs, int deviceType, int deviceId);
+      int keepLast, int numShards, int shardId, int prefetch, int timeoutMs, int deviceType, int deviceId,
+      int hostDataset);
   static native boolean loaderNext(long loader);
   static native void loaderSeek(long loader, long epoch, long step);
   static native long loaderStepsPerEpoch(long loader);

@@ -164,8 +164,8 @@ class LoaderTest {
   }
 
   /**
-   * A dataset on a GPU: the device fields are checked; without the GPU the loader is unavailable, with
-   * one it feeds the host loader's batches.
+   * A dataset on a GPU, or staged to one (hostDataset, callbacks): the device fields are checked;
+   * without the GPU the loader is unavailable, with one it feeds the host loader's batches.
    */
   @Test
   void datasetOnAGpu() {
@@ -177,9 +177,11 @@ class LoaderTest {
       bad.deviceId = 1;
       DpException e = assertThrows(DpInvalidArgumentException.class, () -> Loader.create(ws, blobs, tensors, bad));
       assertTrue(e.getMessage().contains("device_id"), e.getMessage());
+      LoaderOptions hostOnly = new LoaderOptions().batchSize(4).hostDataset(true);
+      e = assertThrows(DpInvalidArgumentException.class, () -> Loader.create(ws, blobs, tensors, hostOnly));
+      assertTrue(e.getMessage().contains("host_dataset"), e.getMessage());
       LoaderOptions gpu = new LoaderOptions().batchSize(4).seed(3).onCuda(0);
-      assertThrows(DpInvalidArgumentException.class,
-          () -> Loader.createCallback(ws, List.of(new LoaderInput("data", DType.FLOAT32, 3)), 10, (i, b) -> 0, gpu));
+      LoaderOptions staged = new LoaderOptions().batchSize(4).seed(3).onCuda(0).hostDataset(true);
       int gpus;
       try {
         gpus = Dp.deviceCount(Dp.DEVICE_CUDA);
@@ -188,13 +190,19 @@ class LoaderTest {
       }
       if (gpus == 0) {
         assertThrows(DpUnavailableException.class, () -> Loader.create(ws, blobs, tensors, gpu));
+        assertThrows(DpUnavailableException.class, () -> Loader.create(ws, blobs, tensors, staged));
+        assertThrows(DpUnavailableException.class,
+            () -> Loader.createCallback(ws, List.of(new LoaderInput("data", DType.FLOAT32, 3)), 10, (i, b) -> 0, gpu));
         return;
       }
-      try (Loader host = Loader.create(ws, blobs, tensors, new LoaderOptions().batchSize(4).seed(3));
-           Loader onGpu = Loader.create(ws, blobs, tensors, gpu)) {
-        for (int k = 0; k < 3; ++k) {
-          List<List<Integer>> want = epoch(host, ws);
-          assertEquals(want, epoch(onGpu, ws), "epoch " + k);
+      try (Loader host = Loader.create(ws, blobs, tensors, new LoaderOptions().batchSize(4).seed(3))) {
+        for (LoaderOptions o : List.of(gpu, staged)) {
+          try (Loader onGpu = Loader.create(ws, blobs, tensors, o)) {
+            for (int k = 0; k < 3; ++k) {
+              List<List<Integer>> want = epoch(host, ws);
+              assertEquals(want, epoch(onGpu, ws), "epoch " + k + ", hostDataset " + o.hostDataset);
+            }
+          }
         }
       }
     }
