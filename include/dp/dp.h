@@ -1140,9 +1140,11 @@ DP_API DP_MUST_USE dp_status* dp_model_get_optimizer(const dp_model* model, dp_o
  * "optimizer/loss_scale_good_steps", float32 scalars) are training state:
  * dp_parallel_model_save holds them; with dp_model_build_training's nets
  * add them to dp_model_checkpoint_blobs' names. Data parallelism: replicas
- * sharing one memory (CPU replicas, or one GPU), not with BMUF or
- * shard_optimizer_state (DP_ERR_INVALID_ARGUMENT / DP_ERR_UNIMPLEMENTED;
- * several GPUs in one process: DP_ERR_UNIMPLEMENTED, run a process per GPU).
+ * sharing one memory (CPU replicas, or one GPU), not with BMUF
+ * (DP_ERR_INVALID_ARGUMENT); with shard_optimizer_state in one process
+ * only (DP_ERR_UNIMPLEMENTED across processes: each would see the overflows
+ * of its own shards alone); several GPUs in one process:
+ * DP_ERR_UNIMPLEMENTED, run a process per GPU.
  * - NONE (0): off.
  * - DYNAMIC: as above. */
 enum { DP_LOSS_SCALING_NONE = 0, DP_LOSS_SCALING_DYNAMIC = 1 };
@@ -1500,7 +1502,10 @@ typedef struct dp_parallel_options {
    * their shards (1-D). CPU replicas with a model each: not with
    * DP_SHARED_MODEL_ON (DP_SHARED_MODEL_AUTO keeps a model each), BMUF or
    * gradient_compression (DP_ERR_INVALID_ARGUMENT / DP_ERR_UNIMPLEMENTED);
-   * CUDA replicas: DP_ERR_UNIMPLEMENTED. 0: off. */
+   * CUDA replicas in one process (since 0.6; the reduce-scatter is then the
+   * allreduce, the all-gather a broadcast of each part, and checkpoints
+   * copy the shards through the host), not across processes
+   * (DP_ERR_UNIMPLEMENTED). 0: off. */
   int32_t shard_optimizer_state;
   /* Since 0.6: dynamic loss scaling (for FP16 math; see above
    * dp_training_options): its first scale (0: 65536), and

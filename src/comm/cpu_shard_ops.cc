@@ -4,6 +4,9 @@
 //   Allgather(comm, W_0, ..., W_{k-1}) -> (W_0, ..., W_{k-1})      in place
 //   GatherShards(comm, like, S_0, ..., S_{N-1}) -> full
 //   ScatterShards(comm, full) -> (S_0, ..., S_{N-1})
+// (GatherShards and ScatterShards are host ops that also take the state of
+// CUDA replicas, with their communicator, in one process: shards on GPUs
+// are copied to and from the host.)
 // Tensors are device-major as for Allreduce; which elements each device
 // owns is comm/shards.h's (device d of process p: part p * N + d of N * P).
 // ReduceScatter leaves each device's part of every gradient summed over
@@ -15,6 +18,7 @@
 // only each process's contiguous range crosses (ShardLayout::OfProcess),
 // packed per bucket into one block, blocks padded to the longest.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -25,6 +29,7 @@
 #include "comm/collective_checks.h"
 #include "comm/cpu_collective_op.h"
 #include "comm/shards.h"
+#include "core/storage.h"
 #include "ops/gradient_registry.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
@@ -286,6 +291,27 @@ class AllgatherOp final : public CpuCollectiveOp {
   }
 };
 
+std::atomic<ShardCommunicatorFn> g_other_communicator{nullptr};
+
+// The layout of a saved or loaded sharded state: a CPU communicator's
+// (*cpu set), or another device type's in one process (*cpu cleared).
+ShardLayout CheckpointLayout(const Blob& comm, const std::string& desc, int devices, CpuCommunicator* cpu,
+                             bool* is_cpu) {
+  int64_t processes = 0;
+  ShardCommunicatorFn other = g_other_communicator.load(std::memory_order_acquire);
+  if (!comm.IsType<CpuCommunicator>() && other != nullptr && other(comm, &processes)) {
+    DP_ENFORCE_CODE(processes == 1, Code::kUnimplemented, desc, ": a sharded state of GPU replicas over ",
+                    processes, " processes cannot be saved or loaded (one process only)");
+    *is_cpu = false;
+    ShardLayout l;
+    l.devices = devices;
+    return l;
+  }
+  *cpu = CommOf(comm, desc);
+  *is_cpu = true;
+  return LayoutOf(*cpu, devices);
+}
+
 // The op's devices from the count of its shards (inputs or outputs).
 int ShardDevices(const ArgReader& args, int shards) {
   const int64_t n = args.Int("num_devices", shards);
@@ -303,8 +329,9 @@ class GatherShardsOp final : public Operator {
 
  private:
   void RunOnDevice() override {
-    const CpuCommunicator comm = CommOf(*input_blobs()[0], InputDesc(0));
-    const ShardLayout l = LayoutOf(comm, devices_);
+    CpuCommunicator comm;
+    bool is_cpu = true;
+    const ShardLayout l = CheckpointLayout(*input_blobs()[0], InputDesc(0), devices_, &comm, &is_cpu);
     const Tensor& like = Input(1);
     const int64_t n = like.numel();
     const size_t item = DTypeSize(like.dtype());
@@ -318,10 +345,13 @@ class GatherShardsOp final : public Operator {
     char* out = static_cast<char*>(Output(0, like.dims(), like.dtype())->raw_mutable_data());
     for (int d = 0; d < devices_; ++d) {
       const ElementRange r = l.OfDevice(n, d);
+      const Tensor& s = Input(2 + d);
+      // From a GPU: a copy done before returning (the state is not being written).
       if (r.end > r.begin)
-        std::memcpy(out + r.begin * item, Input(2 + d).raw_data(), static_cast<size_t>(r.end - r.begin) * item);
+        CopyBytes(static_cast<size_t>(r.end - r.begin) * item, s.raw_data(), s.device(), out + r.begin * item,
+                  DeviceOption{});
     }
-    if (comm.peers) {
+    if (is_cpu && comm.peers) {
       size_t block = 0;
       for (int64_t q = 0; q < l.processes; ++q) {
         const ElementRange r = l.OfProcess(n, q);
@@ -351,16 +381,18 @@ class ScatterShardsOp final : public Operator {
 
  private:
   void RunOnDevice() override {
-    const CpuCommunicator comm = CommOf(*input_blobs()[0], InputDesc(0));
-    const ShardLayout l = LayoutOf(comm, devices_);
+    CpuCommunicator comm;
+    bool is_cpu = true;
+    const ShardLayout l = CheckpointLayout(*input_blobs()[0], InputDesc(0), devices_, &comm, &is_cpu);
     const Tensor full = Input(1);  // held: an output may replace the blob
     const size_t item = DTypeSize(full.dtype());
     for (int d = 0; d < devices_; ++d) {
       const ElementRange r = l.OfDevice(full.numel(), d);
+      // On the host (GPU replicas' nets copy them to their devices).
       Tensor* s = Output(d, {r.end - r.begin}, full.dtype());
       if (r.end > r.begin)
-        std::memcpy(s->raw_mutable_data(), static_cast<const char*>(full.raw_data()) + r.begin * item,
-                    static_cast<size_t>(r.end - r.begin) * item);
+        CopyBytes(static_cast<size_t>(r.end - r.begin) * item, static_cast<const char*>(full.raw_data()) + r.begin * item,
+                  full.device(), s->raw_mutable_data(), DeviceOption{});
     }
   }
 
@@ -442,4 +474,7 @@ DP_NO_GRADIENT(GatherShards);
 DP_NO_GRADIENT(ScatterShards);
 
 }  // namespace
+
+void RegisterShardCommunicator(ShardCommunicatorFn fn) { g_other_communicator.store(fn, std::memory_order_release); }
+
 }  // namespace dp

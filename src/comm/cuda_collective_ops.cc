@@ -4,8 +4,10 @@
 //   Allreduce(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
 //   Broadcast(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
 //   ReduceScatter, Allgather (comm/cpu_shard_ops.cc): a sharded optimizer
-//     state's; not yet tuned for GPUs, and Allgather in one process only
-//     (parallelize does not shard CUDA replicas' state yet).
+//     state's (ZeRO-1), in one process: ReduceScatter is the allreduce
+//     there, Allgather a broadcast of each device's part; GatherShards and
+//     ScatterShards (host ops) save and load the state through this
+//     communicator too (RegisterShardCommunicator).
 // Same graph as the CPU collectives (comm/cpu_collective_ops.cc, which owns the
 // Allreduce and Broadcast schemas): the k tensors are device-major, device d's
 // being on cuda:device_ids[d]. The op runs on one of those devices (normally
@@ -256,6 +258,19 @@ DP_REGISTER_CUDA_OPERATOR(Broadcast, CudaBroadcastOp);
 DP_REGISTER_CUDA_OPERATOR(ReduceScatter, CudaAllreduceOp);
 DP_REGISTER_CUDA_OPERATOR(Allgather, CudaAllgatherOp);
 DP_NO_GRADIENT(CreateCudaCollectives);
+
+// GatherShards and ScatterShards learn the processes of a CUDA communicator.
+bool CudaShardCommunicator(const Blob& comm, int64_t* processes) {
+  if (!comm.IsType<CudaCommunicator>()) return false;
+  const auto& held = comm.Get<CudaCommunicator>();
+  if (!held.collectives) return false;
+  *processes = held.collectives->num_processes();
+  return true;
+}
+
+struct ShardCommunicatorRegistration {
+  ShardCommunicatorRegistration() { RegisterShardCommunicator(&CudaShardCommunicator); }
+} g_shard_communicator_registration;
 
 }  // namespace
 }  // namespace dp

@@ -13,6 +13,8 @@
 
 namespace dp {
 
+class Blob;
+
 struct ShardLayout {
   int64_t devices = 1;    // replicas of each process (N)
   int64_t processes = 1;  // P
@@ -28,5 +30,13 @@ struct ShardLayout {
     return {PartOfElements(n, part(0, p), parts()).begin, PartOfElements(n, part(devices - 1, p), parts()).end};
   }
 };
+
+// The processes a communicator of another device type spans, for the host
+// ops that save and load a sharded state (GatherShards, ScatterShards, on
+// CPU communicators in comm/cpu_shard_ops.cc): true when `comm` holds one
+// (CUDA registers its own). Those ops take another type's state in one
+// process only (nothing crosses processes but through CPU communicators).
+using ShardCommunicatorFn = bool (*)(const Blob& comm, int64_t* processes);
+void RegisterShardCommunicator(ShardCommunicatorFn fn);
 
 }  // namespace dp

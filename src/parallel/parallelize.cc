@@ -75,9 +75,11 @@ void CheckOptions(const ParallelizeOptions& o) {
                     "options->gradient_compression compresses the gradient allreduce, which BMUF does not run");
   }
   if (o.shard_optimizer_state) {
-    DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU, Code::kUnimplemented, kApi,
-                    "options->shard_optimizer_state is implemented for CPU replicas; CUDA replicas' reduce-scatter ",
-                    "and all-gather through NCCL are not built yet");
+    // CUDA replicas: in one process (ReduceScatter is the allreduce there,
+    // Allgather a broadcast of each part).
+    DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU || o.num_shards == 1, Code::kUnimplemented, kApi,
+                    "options->shard_optimizer_state for CUDA replicas is built in one process; across processes ",
+                    "NCCL's reduce-scatter and all-gather are not built yet");
     DP_ENFORCE_CODE(!o.bmuf.enabled, Code::kInvalidArgument, kApi,
                     "options->shard_optimizer_state shards the state of the step's optimizer update; BMUF replicas "
                     "each run their own optimizer between blocks, so it cannot be combined with options->bmuf");
@@ -92,9 +94,12 @@ void CheckOptions(const ParallelizeOptions& o) {
     CheckLossScaling(o.loss_scaling, std::string(kApi) + "options->loss_scaling");
     DP_ENFORCE_CODE(!o.bmuf.enabled, Code::kInvalidArgument, kApi,
                     "options->loss_scaling unscales the gradients summed every step, which BMUF does not sum");
-    DP_ENFORCE_CODE(!o.shard_optimizer_state, Code::kUnimplemented, kApi,
-                    "options->loss_scaling with options->shard_optimizer_state is not built: each replica would see "
-                    "the overflow of its shard alone");
+    // In one process the replicas' reduce-scatter is the allreduce: every
+    // replica's buffers hold the whole sums, unscaled together as without
+    // shards. Across processes each holds its own shards' sums only.
+    DP_ENFORCE_CODE(!o.shard_optimizer_state || o.num_shards == 1, Code::kUnimplemented, kApi,
+                    "options->loss_scaling with options->shard_optimizer_state over several processes is not built: "
+                    "each process would see the overflow of its own shards alone");
     DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU || seen.size() == 1, Code::kUnimplemented, kApi,
                     "options->loss_scaling over several GPUs in one process is not built; run a process per GPU "
                     "(dp-run)");

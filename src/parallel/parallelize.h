@@ -68,7 +68,8 @@ struct ParallelizeOptions {
   // Dynamic loss scaling (model/training.h), for fp16 products: one scale per
   // process beside the iteration counter, the gradients of every replica
   // unscaled together after their sums. Replicas of one memory only (CPU
-  // replicas, or one GPU); not with BMUF or a sharded optimizer state.
+  // replicas, or one GPU); not with BMUF; with a sharded optimizer state in
+  // one process only (there the reduce-scatter leaves every sum everywhere).
   LossScaling loss_scaling;
   UpdateFusionOptions update_fusion;  // fused per replica and gradient bucket
   // Gradient accumulation: K > 1 builds an `accumulate` net that runs

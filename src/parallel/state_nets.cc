@@ -185,8 +185,16 @@ NetDef BuildShardScatterNet(const ParallelPlan& p) {
   AddExternalInput(net, kCommBlob);
   ForEachShardedState(p, [&](const std::string&, const std::string& full, const std::vector<std::string>& shards) {
     AddExternalInput(net, full);
-    net.ops.push_back(p.replicas.On(0, MakeOperatorDef("ScatterShards", {kCommBlob, full}, shards,
+    // ScatterShards is a host op: GPU replicas' shards are cut on the host,
+    // then each copied to its replica's device.
+    std::vector<std::string> cut = shards;
+    if (p.replicas.cuda())
+      for (auto& x : cut) x += "/host";
+    net.ops.push_back(p.replicas.On(0, MakeOperatorDef("ScatterShards", {kCommBlob, full}, cut,
                                                        {MakeArg("num_devices", static_cast<int64_t>(p.n))})));
+    if (p.replicas.cuda())
+      for (size_t r = 0; r < shards.size(); ++r)
+        net.ops.push_back(p.replicas.On(r, MakeOperatorDef("Copy", {cut[r]}, {shards[r]})));
     for (const auto& x : shards) net.external_outputs.push_back(x);
   });
   ValidateNet(net);

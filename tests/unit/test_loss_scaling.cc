@@ -138,7 +138,7 @@ TEST_CASE("UpdateLossScale cuts the scale after an overflow and grows it after g
 
 // ---- training with it ---------------------------------------------------------
 
-enum class Setup { kOneDevice, kOneReplica, kTwoReplicas, kTwoSharedReplicas };
+enum class Setup { kOneDevice, kOneReplica, kTwoReplicas, kTwoSharedReplicas, kTwoShardedReplicas };
 
 struct Run {
   std::map<std::string, std::vector<float>> blobs;  // losses per step, params and state
@@ -160,6 +160,7 @@ Run Train(const ModelDef& m, Setup setup, const LossScaling& ls, int steps, floa
     ParallelizeOptions o;
     o.device_ids = setup == Setup::kOneReplica ? std::vector<int32_t>{0} : std::vector<int32_t>{0, 1};
     o.shared_model = setup == Setup::kTwoSharedReplicas;
+    o.shard_optimizer_state = setup == Setup::kTwoShardedReplicas;  // ZeRO-1 in one process
     o.loss_scaling = ls;
     ParallelNets nets = Parallelize(m, o);
     init = nets.init;
@@ -196,7 +197,8 @@ TEST_CASE("training with dynamic loss scaling is bit for bit training without it
   on.growth_interval = 2;  // the scale grows within the run: 2^16, 2^17 after two steps, 2^18 after four
   for (const std::string file : {"fashion_mlp.json", "fashion_cnn.json"}) {
     const ModelDef m = ModelFromFile(SampleNetsDir() + file);
-    for (Setup setup : {Setup::kOneDevice, Setup::kOneReplica, Setup::kTwoReplicas, Setup::kTwoSharedReplicas}) {
+    for (Setup setup : {Setup::kOneDevice, Setup::kOneReplica, Setup::kTwoReplicas, Setup::kTwoSharedReplicas,
+                        Setup::kTwoShardedReplicas}) {
       CAPTURE(file);
       CAPTURE(static_cast<int>(setup));
       const Run plain = Train(m, setup, LossScaling{}, 5);
@@ -214,7 +216,7 @@ TEST_CASE("an overflowing step is skipped: params and optimizer state stay, the 
   huge.dynamic = true;
   huge.initial = 3e38;  // with pixels 1000 times larger, the scaled gradients overflow float32
   constexpr float kPixels = 1000.0f;
-  for (Setup setup : {Setup::kOneDevice, Setup::kTwoReplicas}) {
+  for (Setup setup : {Setup::kOneDevice, Setup::kTwoReplicas, Setup::kTwoShardedReplicas}) {
     CAPTURE(static_cast<int>(setup));
     const Run start = Train(m, setup, LossScaling{}, 0);  // the state after init
     const Run unscaled = Train(m, setup, LossScaling{}, 1, kPixels);
@@ -269,10 +271,12 @@ TEST_CASE("loss scaling's options are checked; its state is in the parallel mode
   bmuf.bmuf.enabled = true;
   bmuf.bmuf.block_lr = 1.0;
   testing::ExpectError([&] { Parallelize(m, bmuf); }, Code::kInvalidArgument, {"options->loss_scaling", "BMUF"});
-  ParallelizeOptions zero = o;
+  ParallelizeOptions zero = o;  // in one process built (the training above), across processes not
   zero.shard_optimizer_state = true;
+  zero.num_shards = 2;
+  zero.store = "file:///nonexistent";
   testing::ExpectError([&] { Parallelize(m, zero); }, Code::kUnimplemented,
-                       {"options->loss_scaling", "shard_optimizer_state"});
+                       {"options->loss_scaling", "shard_optimizer_state", "several processes"});
   ParallelizeOptions bad = o;
   bad.loss_scaling.initial = -1;
   testing::ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"initial loss scale"});

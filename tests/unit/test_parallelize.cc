@@ -776,11 +776,13 @@ TEST_CASE("sharded optimizer state (ZeRO-1) in one process: bitwise the unsharde
   bad.gradient_compression = DType::kUndefined;
   bad.shared_model_auto = true;  // AUTO keeps a model each
   CHECK(!Parallelize(m, bad).shard_full.empty());
-  ParallelizeOptions gpu;
+  ParallelizeOptions gpu;  // CUDA replicas: in one process (below), not across processes
   gpu.device_type = DeviceType::kCUDA;
   gpu.device_ids = {0, 1};
   gpu.shard_optimizer_state = true;
-  ExpectError([&] { Parallelize(m, gpu); }, Code::kUnimplemented, {"shard_optimizer_state", "CUDA"});
+  gpu.num_shards = 2;
+  gpu.store = "file:///nonexistent";
+  ExpectError([&] { Parallelize(m, gpu); }, Code::kUnimplemented, {"shard_optimizer_state", "CUDA", "processes"});
 }
 
 TEST_CASE("sync net: replica 0's params, statistics and optimizer state re-broadcast on demand") {
@@ -855,7 +857,7 @@ TEST_CASE("parallelize for CUDA: every CUDA op reads blobs written on its own de
   if (!cuda::BuiltWithCuda()) return;  // Parallelize refuses CUDA replicas then (tested above)
   auto check = [](const ParallelNets& nets) {
     std::map<std::string, DeviceOption> where;  // blob -> device of its last writer
-    for (const NetDef* net : {&nets.init, &nets.train, &nets.eval}) {
+    for (const NetDef* net : {&nets.init, &nets.train, &nets.eval, &nets.shard_gather, &nets.shard_scatter}) {
       CAPTURE(net->name);
       for (const char* fed : {"data", "label"}) where[fed] = DeviceOption{};  // the caller feeds host batches
       auto placed = PlaceHostOps(*net);
@@ -894,6 +896,21 @@ TEST_CASE("parallelize for CUDA: every CUDA op reads blobs written on its own de
       o.accumulate_steps = 2;
       check(Parallelize(Mlp(opt), o));
       o.accumulate_steps = 1;
+      o.shard_optimizer_state = true;  // ZeRO-1 in one process; its checkpoint nets copy shards to the GPUs
+      const ParallelNets zero = Parallelize(Mlp(opt), o);
+      check(zero);
+      const bool sharded = n > 1 && opt[10] != 's';  // one replica shards nothing, SGD has no state
+      CHECK(zero.shard_full.empty() == !sharded);
+      if (sharded) {
+        int copies = 0;
+        for (const auto& op : zero.shard_scatter.ops)
+          if (op.type == "Copy") {
+            CHECK(zero.shard_scatter.OpDevice(op).type == DeviceType::kCUDA);
+            ++copies;
+          }
+        CHECK(copies > 0);
+      }
+      o.shard_optimizer_state = false;
       o.bmuf.enabled = true;
       o.bmuf.block_lr = 1.0;
       check(Parallelize(Mlp(opt), o));

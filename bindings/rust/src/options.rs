@@ -438,7 +438,8 @@ pub struct ParallelOptions {
     /// process (dp_parallel_options.shard_optimizer_state). Since 0.6.
     pub shard_optimizer_state: bool,
     /// Dynamic loss scaling (for `MathMode::Fp16`): replicas of one memory
-    /// (CPU, or one GPU); not with BMUF or `shard_optimizer_state`. Since 0.6.
+    /// (CPU, or one GPU); not with BMUF; with `shard_optimizer_state` in one
+    /// process only. Since 0.6.
     pub loss_scaling: LossScaling,
     /// Its first scale; 0: 65536 (2^16). Since 0.6.
     pub initial_loss_scale: f64,
