@@ -726,6 +726,36 @@ TEST_CASE("GatherRows: rows by index in any row size, zeros for an index out of 
 
 namespace {
 
+// Batches of 10 in the order these options give.
+dp::LoaderOptions OrderOptions(bool shuffle, bool drop_last, int prefetch, int shards, uint64_t seed) {
+  dp::LoaderOptions o;
+  o.batch_size = 10;
+  o.seed = seed;
+  o.shuffle = shuffle;
+  o.drop_last = drop_last;
+  o.prefetch = prefetch;
+  o.num_shards = shards;
+  return o;
+}
+
+// A loader of prefetch 2 over 40 samples in batches of 8: a fed batch that
+// somebody holds keeps its samples while 12 more are fed; the fed batches
+// come from the ring of prefetch + 2 = 4 buffers, the held one replaced once.
+void CheckHeldBatchLeftAlone(dp::BatchLoader& loader, dp::Workspace& ws) {
+  REQUIRE(loader.Next());
+  dp::Tensor held = ws.GetTensor("x");
+  const std::vector<int> kept = FedSamples(ws);
+  std::set<const void*> buffers;
+  for (int i = 0; i < 12; ++i) {
+    if (!loader.Next()) continue;
+    buffers.insert(ws.GetTensor("x").raw_data());
+  }
+  for (int64_t r = 0; r < held.dim(0); ++r)
+    CHECK(held.data<float>()[2 * r] == static_cast<float>(kept[static_cast<size_t>(r)]));
+  CHECK(buffers.size() <= 5);
+  CHECK(buffers.count(held.raw_data()) == 0);
+}
+
 std::unique_ptr<dp::DeviceLoader> DatasetLoader(const std::shared_ptr<dp::Workspace>& ws, int64_t n,
                                                 dp::LoaderOptions o) {
   return std::make_unique<dp::DeviceLoader>(ws, std::vector<std::string>{"x", "y"}, CountingTensors(n),
@@ -745,13 +775,7 @@ TEST_CASE("DeviceLoader feeds the host loader's batches: shuffled or not, a shor
     CAPTURE(c.drop_last);
     CAPTURE(c.prefetch);
     CAPTURE(c.shards);
-    dp::LoaderOptions o;
-    o.batch_size = 10;
-    o.seed = 11;
-    o.shuffle = c.shuffle;
-    o.drop_last = c.drop_last;
-    o.prefetch = c.prefetch;
-    o.num_shards = c.shards;
+    dp::LoaderOptions o = OrderOptions(c.shuffle, c.drop_last, c.prefetch, c.shards, 11);
     for (int shard = 0; shard < c.shards; ++shard) {
       CAPTURE(shard);
       o.shard = shard;
@@ -790,19 +814,7 @@ TEST_CASE("DeviceLoader: a batch still held is left to its holder; the ring is r
   o.seed = 2;
   auto ws = std::make_shared<dp::Workspace>();
   auto loader = DatasetLoader(ws, 40, o);
-  REQUIRE(loader->Next());
-  dp::Tensor held = ws->GetTensor("x");
-  const std::vector<int> kept = FedSamples(*ws);
-  std::set<const void*> buffers;
-  for (int i = 0; i < 12; ++i) {
-    if (!loader->Next()) continue;
-    buffers.insert(ws->GetTensor("x").raw_data());
-  }
-  for (int64_t r = 0; r < held.dim(0); ++r)
-    CHECK(held.data<float>()[2 * r] == static_cast<float>(kept[static_cast<size_t>(r)]));
-  // prefetch + 2 = 4 buffers, one of them replaced once (the held one).
-  CHECK(buffers.size() <= 5);
-  CHECK(buffers.count(held.raw_data()) == 0);
+  CheckHeldBatchLeftAlone(*loader, *ws);
 }
 
 TEST_CASE("DeviceLoader: a bad dataset or options are errors naming them") {
@@ -890,13 +902,7 @@ TEST_CASE("Loader staged to a device feeds the host loader's batches from the st
     CAPTURE(c.prefetch);
     CAPTURE(c.shards);
     CAPTURE(c.chunk_rows);
-    dp::LoaderOptions o;
-    o.batch_size = 10;
-    o.seed = 7;
-    o.shuffle = c.shuffle;
-    o.drop_last = c.drop_last;
-    o.prefetch = c.prefetch;
-    o.num_shards = c.shards;
+    dp::LoaderOptions o = OrderOptions(c.shuffle, c.drop_last, c.prefetch, c.shards, 7);
     o.chunk_rows = c.chunk_rows;
     o.gather_ahead = c.ahead;
     for (int shard = 0; shard < c.shards; ++shard) {
@@ -940,18 +946,7 @@ TEST_CASE("Loader staged to a device: a held batch is left to its holder, the ri
   {
     auto ws = std::make_shared<dp::Workspace>();
     auto loader = TensorLoader(ws, 40, o);
-    REQUIRE(loader->Next());
-    dp::Tensor held = ws->GetTensor("x");
-    const std::vector<int> kept = FedSamples(*ws);
-    std::set<const void*> buffers;
-    for (int i = 0; i < 12; ++i) {
-      if (!loader->Next()) continue;
-      buffers.insert(ws->GetTensor("x").raw_data());
-    }
-    for (int64_t r = 0; r < held.dim(0); ++r)
-      CHECK(held.data<float>()[2 * r] == static_cast<float>(kept[static_cast<size_t>(r)]));
-    CHECK(buffers.size() <= 5);  // prefetch + 2 = 4 device buffers, the held one replaced once
-    CHECK(buffers.count(held.raw_data()) == 0);
+    CheckHeldBatchLeftAlone(*loader, *ws);
     CHECK(pinned.allocs == 2 * 4);  // the host ring: allocated once
   }
   CHECK(pinned.frees == pinned.allocs);
