@@ -235,7 +235,8 @@ func TestLoaderOnGPU(t *testing.T) {
 		!strings.Contains(err.Error(), "device_id") {
 		t.Errorf("device_id 1 on the host: %v", err)
 	}
-	if _, err := dp.NewLoader(ws, blobs, tensors, &dp.LoaderOptions{BatchSize: 4, HostDataset: true}); !errors.Is(err, dp.ErrInvalidArgument) ||
+	hostOnly := &dp.LoaderOptions{BatchSize: 4, HostDataset: true}
+	if _, err := dp.NewLoader(ws, blobs, tensors, hostOnly); !errors.Is(err, dp.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "host_dataset") {
 		t.Errorf("HostDataset without a GPU target: %v", err)
 	}

@@ -390,9 +390,10 @@ class ScatterShardsOp final : public Operator {
       const ElementRange r = l.OfDevice(full.numel(), d);
       // On the host (GPU replicas' nets copy them to their devices).
       Tensor* s = Output(d, {r.end - r.begin}, full.dtype());
+      const char* from = static_cast<const char*>(full.raw_data()) + r.begin * item;
       if (r.end > r.begin)
-        CopyBytes(static_cast<size_t>(r.end - r.begin) * item, static_cast<const char*>(full.raw_data()) + r.begin * item,
-                  full.device(), s->raw_mutable_data(), DeviceOption{});
+        CopyBytes(static_cast<size_t>(r.end - r.begin) * item, from, full.device(), s->raw_mutable_data(),
+                  DeviceOption{});
     }
   }
 

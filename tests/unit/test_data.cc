@@ -845,7 +845,8 @@ class FakePinnedAllocator final : public dp::Allocator {
   void* Allocate(dp::DeviceOption, size_t nbytes) override {
     if (fails_) DP_THROW(dp::Code::kOutOfMemory, "no page-locked memory left");
     ++allocs;
-    return std::aligned_alloc(dp::kCpuAlignment, (nbytes + dp::kCpuAlignment - 1) / dp::kCpuAlignment * dp::kCpuAlignment);
+    const size_t rounded = (nbytes + dp::kCpuAlignment - 1) / dp::kCpuAlignment * dp::kCpuAlignment;
+    return std::aligned_alloc(dp::kCpuAlignment, rounded);
   }
   void Free(dp::DeviceOption, void* ptr) noexcept override {
     ++frees;
@@ -895,8 +896,8 @@ TEST_CASE("Loader staged to a device feeds the host loader's batches from the st
     int prefetch, shards;
     int64_t chunk_rows;
   };
-  for (const Case c : {Case{true, false, true, 2, 1, 0}, Case{false, false, false, 1, 1, 3},
-                       Case{true, true, true, 1, 1, 1}, Case{true, true, true, 3, 2, 0}, Case{true, true, true, 64, 1, 2}}) {
+  for (const Case c : {Case{true, false, true, 2, 1, 0}, Case{false, false, false, 1, 1, 3}, Case{true, true, true, 1, 1, 1},
+                       Case{true, true, true, 3, 2, 0}, Case{true, true, true, 64, 1, 2}}) {
     CAPTURE(c.shuffle);
     CAPTURE(c.ahead);
     CAPTURE(c.prefetch);
