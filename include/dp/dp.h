@@ -1873,9 +1873,10 @@ typedef struct dp_loader_options {
                            [shard_id * B / S, (shard_id + 1) * B / S) of every global batch */
   int32_t prefetch;     /* batches gathered ahead, 1..64 (0: 2, double buffering) */
   int32_t timeout_ms;   /* longest dp_loader_next waits for a batch (0: 60000) */
-  /* Since 0.6. DP_DEVICE_CUDA: the dataset lives on GPU device_id and the
-   * batches are gathered there (dp_loader_create only; see below); 0
-   * (DP_DEVICE_CPU): in host memory. */
+  /* Since 0.6. DP_DEVICE_CUDA: batches are fed on GPU device_id, the
+   * dataset held and gathered there (dp_loader_create) or the batches
+   * staged there from the host (host_dataset 1, callback loaders; see
+   * below); 0 (DP_DEVICE_CPU): in host memory. */
   int32_t device_type;
   int32_t device_id;    /* the GPU, with device_type DP_DEVICE_CUDA; 0 otherwise */
   /* Since 0.6. 1 with DP_DEVICE_CUDA: dp_loader_create keeps the dataset in
