@@ -46,6 +46,21 @@ func loaderDataset(t testing.TB) (data, label *dp.Tensor) {
 	return data, label
 }
 
+// loaderSetup is a workspace and loaderDataset's tensors with their blob
+// names, all closed when the test ends.
+func loaderSetup(t testing.TB) (*dp.Workspace, []string, []*dp.Tensor) {
+	t.Helper()
+	ws, err := dp.NewWorkspace(nil)
+	must(t, err)
+	data, label := loaderDataset(t)
+	t.Cleanup(func() {
+		label.Close()
+		data.Close()
+		ws.Close()
+	})
+	return ws, []string{"data", "label"}, []*dp.Tensor{data, label}
+}
+
 // fedBatch checks the batch in ws's "data" and "label" blobs (shapes [4,3]
 // and [4], each data row equal to its label) and returns its samples.
 func fedBatch(t testing.TB, ws *dp.Workspace) []int32 {
@@ -185,13 +200,7 @@ func TestLoaderTensors(t *testing.T) {
 
 // TestLoaderErrors: bad options and datasets.
 func TestLoaderErrors(t *testing.T) {
-	ws, err := dp.NewWorkspace(nil)
-	must(t, err)
-	defer ws.Close()
-	data, label := loaderDataset(t)
-	defer data.Close()
-	defer label.Close()
-	blobs, tensors := []string{"data", "label"}, []*dp.Tensor{data, label}
+	ws, blobs, tensors := loaderSetup(t)
 	for _, opts := range []*dp.LoaderOptions{nil, {BatchSize: 0}, {BatchSize: -4}, {BatchSize: 11},
 		{BatchSize: 4, TimeoutMS: -1}} {
 		if _, err := dp.NewLoader(ws, blobs, tensors, opts); !errors.Is(err, dp.ErrInvalidArgument) {
@@ -201,7 +210,7 @@ func TestLoaderErrors(t *testing.T) {
 	short, err := dp.NewTensorOf([]int64{9}, make([]int32, 9))
 	must(t, err)
 	defer short.Close()
-	if _, err := dp.NewLoader(ws, blobs, []*dp.Tensor{data, short}, &dp.LoaderOptions{BatchSize: 4}); !errors.Is(err, dp.ErrShape) {
+	if _, err := dp.NewLoader(ws, blobs, []*dp.Tensor{tensors[0], short}, &dp.LoaderOptions{BatchSize: 4}); !errors.Is(err, dp.ErrShape) {
 		t.Errorf("dim 0 differs: %v", err)
 	}
 	if _, err := dp.NewLoader(ws, []string{"data", "data"}, tensors, &dp.LoaderOptions{BatchSize: 4}); !errors.Is(err, dp.ErrInvalidArgument) {
@@ -224,13 +233,7 @@ func TestLoaderErrors(t *testing.T) {
 // (HostDataset, callbacks): the device fields are checked; without the GPU
 // the loader is ErrUnavailable, with one it feeds the host loader's batches.
 func TestLoaderOnGPU(t *testing.T) {
-	ws, err := dp.NewWorkspace(nil)
-	must(t, err)
-	defer ws.Close()
-	data, label := loaderDataset(t)
-	defer data.Close()
-	defer label.Close()
-	blobs, tensors := []string{"data", "label"}, []*dp.Tensor{data, label}
+	ws, blobs, tensors := loaderSetup(t)
 	if _, err := dp.NewLoader(ws, blobs, tensors, &dp.LoaderOptions{BatchSize: 4, DeviceID: 1}); !errors.Is(err, dp.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "device_id") {
 		t.Errorf("device_id 1 on the host: %v", err)

@@ -11,7 +11,7 @@
 //       steps in a row without one.
 // scale, found_inf and good_steps are float32 scalars ([] or [1]); the
 // gradients float32 or float64. The training builders add them when asked
-// for loss scaling (model/loss_scaling.h), which fp16 products need.
+// for loss scaling (model/training.h, LossScaling), which fp16 products need.
 #include <cmath>
 #include <cstdint>
 #include <limits>
