@@ -1,13 +1,14 @@
 #include "comm/gloo_communicator.h"
 
 #include <csignal>
+#include <cstring>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
-#include <gloo/allgather_ring.h>
 #include <gloo/allreduce_bcube.h>
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring.h>
@@ -18,6 +19,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "comm/gloo_exchange.h"
+#include "comm/sum_types.h"
 #include "core/error.h"
 #include "core/half_float.h"
 #include "core/logging.h"
@@ -88,8 +91,83 @@ class GlooPrepared final : public PreparedCollective {
  private:
   GlooCommunicator* comm_;  // outlives this (prepared collectives belong to ops holding the communicator)
   const char* what_;
-  size_t allreduce_bytes_;
   std::vector<std::unique_ptr<gloo::Algorithm>> pieces_;
+  size_t allreduce_bytes_;
+};
+
+// A reduce-scatter over a GlooExchange: block p of the buffer goes to rank
+// p, whose own block becomes the sum of every rank's in rank order (the
+// shared-memory communicator's sums, bit for bit). On a caller's buffer
+// (ReduceScatterSum) or its own (prepared once: the ZeRO buckets' hot path).
+class GlooReduceScatter final : public BufferedCollective {
+ public:
+  GlooReduceScatter(GlooCommunicator* comm, const std::shared_ptr<gloo::Context>& ctx, char* data, int64_t count,
+                    DType dtype)
+      : comm_(comm), count_(count), dtype_(dtype), block_(static_cast<size_t>(count) * DTypeSize(dtype)),
+        me_(ctx->rank), n_(ctx->size) {
+    const auto n = static_cast<size_t>(n_), me = static_cast<size_t>(me_);
+    if (data == nullptr) {
+      own_.resize(block_ * n);
+      data = own_.data();
+    }
+    data_ = data;
+    inbox_.resize(block_ * (n - 1));
+    std::vector<size_t> offsets(n);
+    std::vector<char*> recv(n, nullptr);
+    for (size_t p = 0; p < n; ++p) {
+      offsets[p] = block_ * p;
+      recv[p] = p == me ? nullptr : inbox_.data() + block_ * (p < me ? p : p - 1);
+      bufs_.push_back(p == me ? data_ + block_ * me : recv[p]);
+    }
+    exchange_ = std::make_unique<GlooExchange>(ctx, data_, block_ * n, std::move(offsets), block_, recv);
+  }
+
+  void* input() override { return data_; }
+  void Run(const ResultSink& sink) override {
+    Reduce();
+    const size_t at = block_ * static_cast<size_t>(me_);
+    sink(data_ + at, at, block_);
+  }
+  // This rank's block of the buffer summed (the other blocks as they were).
+  void Reduce();
+
+ private:
+  GlooCommunicator* comm_;  // outlives this
+  const int64_t count_;
+  const DType dtype_;
+  const size_t block_;
+  const int me_, n_;
+  char* data_;
+  std::vector<char> own_, inbox_;  // own_: the buffer when it is not the caller's
+  std::vector<char*> bufs_;        // the blocks summed, rank order (inboxes and this rank's own)
+  std::unique_ptr<GlooExchange> exchange_;
+};
+
+// An all-gather over a GlooExchange on private buffers: every peer's block
+// lands in its place of `out_`; this rank's is handed out from `in_`.
+class GlooAllgather final : public BufferedCollective {
+ public:
+  GlooAllgather(GlooCommunicator* comm, const std::shared_ptr<gloo::Context>& ctx, size_t nbytes)
+      : comm_(comm), nbytes_(nbytes), me_(ctx->rank), n_(ctx->size), in_(nbytes),
+        out_(nbytes * static_cast<size_t>(ctx->size)) {
+    std::vector<char*> recv;
+    for (int p = 0; p < n_; ++p) recv.push_back(out_.data() + nbytes * static_cast<size_t>(p));
+    exchange_ = std::make_unique<GlooExchange>(ctx, in_.data(), nbytes, std::vector<size_t>(static_cast<size_t>(n_)),
+                                               nbytes, recv);
+  }
+
+  void* input() override { return in_.data(); }
+  // The sink reads the received blocks before the exchange's notification
+  // round (after it, peers may send the next run's); its error waits for
+  // the round, so that the peers still finish.
+  void Run(const ResultSink& sink) override;
+
+ private:
+  GlooCommunicator* comm_;
+  const size_t nbytes_;
+  const int me_, n_;
+  std::vector<char> in_, out_;
+  std::unique_ptr<GlooExchange> exchange_;
 };
 
 class GlooCommunicator final : public Communicator {
@@ -156,20 +234,26 @@ class GlooCommunicator final : public Communicator {
 
   void Allgather(const void* in, void* out, size_t nbytes) override {
     if (nbytes == 0) return;
-    DP_ENFORCE(nbytes <= static_cast<size_t>(kMaxPiece), "Allgather: ", nbytes, " bytes per process is more than ",
-               kMaxPiece);
-    Prepare("allgather", [&](Pieces& pieces) {
-      pieces.push_back(std::make_unique<gloo::AllgatherRing<char>>(
-          ctx_, std::vector<const char*>{static_cast<const char*>(in)}, static_cast<char*>(out),
-          static_cast<int>(nbytes)));
-    })->Run();
+    auto gather = PrepareBufferedAllgather(nbytes);
+    std::memcpy(gather->input(), in, nbytes);
+    auto copy = [&](const void* piece, size_t offset, size_t n) {
+      std::memcpy(static_cast<char*>(out) + offset, piece, n);
+    };
+    gather->Run(SinkOf(copy));
   }
 
   void ReduceScatterSum(void* data, int64_t count, DType dtype) override {
-    // Gloo 0.5's reduce-scatter needs power-of-two groups; the allreduce of
-    // all blocks leaves this rank's block summed too.
-    DP_ENFORCE(count >= 0, "ReduceScatterSum: negative count ", count);
-    AllreduceSum(data, count * o_.size, dtype);
+    CheckReduceScatter(count, dtype);
+    Make<GlooReduceScatter>("reduce-scatter", static_cast<char*>(data), count, dtype)->Reduce();
+  }
+
+  std::unique_ptr<BufferedCollective> PrepareBufferedReduceScatterSum(int64_t count, DType dtype) override {
+    CheckReduceScatter(count, dtype);
+    return Make<GlooReduceScatter>("reduce-scatter", nullptr, count, dtype);
+  }
+
+  std::unique_ptr<BufferedCollective> PrepareBufferedAllgather(size_t nbytes) override {
+    return Make<GlooAllgather>("allgather", nbytes);
   }
 
   void Barrier() override {
@@ -248,6 +332,22 @@ class GlooCommunicator final : public Communicator {
 
   friend class GlooPrepared;  // counts its runs' bytes
 
+  static void CheckReduceScatter(int64_t count, DType dtype) {
+    DP_ENFORCE(count >= 0, "ReduceScatterSum: negative count ", count);
+    DP_ENFORCE_CODE(IsProcessSumType(dtype), Code::kDType,
+                    "ReduceScatterSum across processes supports float32, float64, int32, int64, bfloat16 and "
+                    "float16, got ", DTypeName(dtype));
+  }
+
+  // A collective object registering its buffers on the context (under the
+  // lock and the error handling, as Prepare's).
+  template <typename C, typename... Args>
+  std::unique_ptr<C> Make(const char* what, Args&&... args) {
+    std::unique_ptr<C> made;
+    Call(what, [&] { made = std::make_unique<C>(this, ctx_, std::forward<Args>(args)...); });
+    return made;
+  }
+
   template <typename T>
   std::unique_ptr<PreparedCollective> PrepareSum(void* data, int64_t count) {
     return Prepare("allreduce", [&](Pieces& pieces) {
@@ -319,6 +419,33 @@ void GlooPrepared::Run() {
     for (auto& piece : pieces_) piece->run();
   });
   if (allreduce_bytes_ > 0) comm_->CountAllreduce(allreduce_bytes_);
+}
+
+void GlooReduceScatter::Reduce() {
+  comm_->Call("reduce-scatter", [&] {
+    exchange_->Run([&] {
+      if (n_ > 1 && count_ > 0)
+        WithProcessSumType(dtype_, "gloo reduce-scatter",
+                           [&](auto zero) { ReduceInto<decltype(zero)>(bufs_.data(), n_, me_, 0, count_); });
+    });
+  });
+}
+
+void GlooAllgather::Run(const ResultSink& sink) {
+  std::exception_ptr error;
+  comm_->Call("allgather", [&] {
+    exchange_->Run([&] {
+      try {
+        for (int p = 0; p < n_; ++p) {
+          const size_t at = nbytes_ * static_cast<size_t>(p);
+          sink(p == me_ ? in_.data() : out_.data() + at, at, nbytes_);
+        }
+      } catch (...) {
+        error = std::current_exception();
+      }
+    });
+  });
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace

@@ -39,8 +39,6 @@ constexpr auto kSpin = std::chrono::microseconds(10);
 // names the missing rank, comes within the timeout plus its roll call
 // (0.5 s), and is then published here; waiting less would blame the peer.
 constexpr auto kAcrossGrace = std::chrono::milliseconds(750);
-// A reduce reads the same chunk of every region while its sum stays in L1.
-constexpr size_t kReduceChunkBytes = size_t{32} << 10;
 
 size_t AlignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -68,18 +66,6 @@ bool ProcessGone(int pid) {
   if (!std::getline(stat, line)) return false;
   const size_t close = line.rfind(')');
   return close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'Z' || line[close + 2] == 'X');
-}
-
-template <typename T>
-void ReduceInto(char* const* regions, int parts, int me, int64_t lo, int64_t hi) {
-  constexpr int64_t kChunk = static_cast<int64_t>(kReduceChunkBytes / sizeof(T));
-  alignas(64) T acc[kChunk];
-  T* out = reinterpret_cast<T*>(regions[me]);
-  for (int64_t pos = lo; pos < hi; pos += kChunk) {
-    const int64_t c = std::min(kChunk, hi - pos);
-    SumInOrder(acc, regions, static_cast<size_t>(parts), pos, c);  // out's own slice is among the inputs
-    std::memcpy(out + pos, acc, static_cast<size_t>(c) * sizeof(T));
-  }
 }
 
 }  // namespace

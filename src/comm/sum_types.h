@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "core/dtype.h"
@@ -80,6 +81,21 @@ void SumInOrder(T* out, const Ptr* bufs, size_t n, int64_t off, int64_t c) {
       const T* bi = reinterpret_cast<const T*>(bufs[i]) + off;
       for (int64_t k = 0; k < c; ++k) out[k] += bi[k];
     }
+  }
+}
+
+// bufs[me][k] = the SumInOrder of bufs[0..n)[k] for lo <= k < hi: a process's
+// own part of a reduction, in place (chunk by chunk through an accumulator
+// that stays in L1 while every input's chunk is read). n >= 2.
+template <typename T>
+void ReduceInto(char* const* bufs, int n, int me, int64_t lo, int64_t hi) {
+  constexpr int64_t kChunk = static_cast<int64_t>((size_t{32} << 10) / sizeof(T));
+  alignas(64) T acc[kChunk];
+  T* out = reinterpret_cast<T*>(bufs[me]);
+  for (int64_t pos = lo; pos < hi; pos += kChunk) {
+    const int64_t c = hi - pos < kChunk ? hi - pos : kChunk;
+    SumInOrder(acc, bufs, static_cast<size_t>(n), pos, c);  // out's own slice is among the inputs
+    std::memcpy(out + pos, acc, static_cast<size_t>(c) * sizeof(T));
   }
 }
 

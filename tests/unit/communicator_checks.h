@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -64,8 +65,10 @@ void CheckHalfAllreduceOn(Communicator& comm, int r, int size, int64_t count, DT
 
 // Broadcast from rank 1 (size >= 2) of every length in `lengths`, allgather
 // in rank order, reduce-scatter, barrier; argument errors leave the
-// communicator usable.
-inline void CheckOtherCollectives(Communicator& comm, int r, int size, const std::vector<size_t>& lengths) {
+// communicator usable. rank_order: the reduce-scatter sums each element in
+// rank order (shared memory, Gloo); otherwise as its allreduce does.
+inline void CheckOtherCollectives(Communicator& comm, int r, int size, const std::vector<size_t>& lengths,
+                                  bool rank_order = true) {
   for (size_t n : lengths) {
     std::vector<char> b(n, static_cast<char>(r));
     if (r == 1) std::memcpy(b.data(), "from rank one", 13);
@@ -88,15 +91,23 @@ inline void CheckOtherCollectives(Communicator& comm, int r, int size, const std
     CHECK(blocks[at] == static_cast<float>(size * static_cast<int>(at) + size * (size - 1) / 2));
   }
   // Blocks longer than a communicator's scratch (shared memory's 512 KiB),
-  // of values whose sum rounds: this rank's block holds the allreduce's sums
-  // of it, bit for bit (the same order), and the other blocks are untouched
-  // or scratch.
+  // of values whose sum rounds: this rank's block holds the sums in rank
+  // order (or the allreduce's), bit for bit.
   const int64_t count = 150000;
-  std::vector<float> values(static_cast<size_t>(count * size)), sums;
-  for (size_t i = 0; i < values.size(); ++i)
-    values[i] = std::sin(0.001f * static_cast<float>(i) + 0.7f * static_cast<float>(r)) * 1e3f + 1e-3f;
-  sums = values;
-  comm.AllreduceSum(sums.data(), count * size, DType::kFloat32);
+  auto value = [](size_t i, int rank) {
+    return std::sin(0.001f * static_cast<float>(i) + 0.7f * static_cast<float>(rank)) * 1e3f + 1e-3f;
+  };
+  std::vector<float> values(static_cast<size_t>(count * size)), sums(values.size());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = value(i, r);
+  if (rank_order) {
+    for (size_t i = 0; i < sums.size(); ++i) {
+      sums[i] = value(i, 0);
+      for (int k = 1; k < size; ++k) sums[i] += value(i, k);
+    }
+  } else {
+    sums = values;
+    comm.AllreduceSum(sums.data(), count * size, DType::kFloat32);
+  }
   comm.ReduceScatterSum(values.data(), count, DType::kFloat32);
   CHECK(std::equal(values.begin() + r * count, values.begin() + (r + 1) * count, sums.begin() + r * count));
   comm.Barrier();
@@ -106,6 +117,68 @@ inline void CheckOtherCollectives(Communicator& comm, int r, int size, const std
   ExpectError([&] { comm.PrepareBufferedAllreduceSum(-1, DType::kFloat32); }, Code::kInvalidArgument,
               {"negative count"});
   comm.Barrier();  // still usable after argument errors
+}
+
+// Prepared reduce-scatters and all-gathers run again and again on their
+// buffers, new values every run, as the ZeRO buckets run them: blocks empty,
+// of one element and longer than a message, float32 and bfloat16 (small
+// integers: exact sums). A sink that throws on one rank fails that rank's
+// call alone; the peers finish, and the next run is exact everywhere.
+inline void CheckPreparedShardCollectives(Communicator& comm, int r, int size) {
+  auto v = [](int run, int rank, int64_t i) { return static_cast<float>(run + (rank + 1) * (i % 5 + 1)); };
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16})
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{70000}}) {
+      CAPTURE(count);
+      auto rs = comm.PrepareBufferedReduceScatterSum(count, dtype);
+      auto ag = comm.PrepareBufferedAllgather(static_cast<size_t>(count) * sizeof(int32_t));
+      for (int run = 0; run < 3; ++run) {
+        for (int64_t i = 0; i < count * size; ++i) {
+          if (dtype == DType::kFloat32) static_cast<float*>(rs->input())[i] = v(run, r, i);
+          else static_cast<BFloat16*>(rs->input())[i] = FromFloat<BFloat16>(v(run, r, i));
+        }
+        size_t at = 0, bytes = 0;
+        bool exact = true;
+        auto take = [&](const void* piece, size_t offset, size_t n) {
+          at = offset;
+          bytes = n;
+          const size_t item = DTypeSize(dtype), first = offset / item;
+          for (size_t k = 0; k < n / item; ++k) {
+            float want = 0;
+            for (int q = 0; q < size; ++q) want += v(run, q, static_cast<int64_t>(first + k));
+            const float got = dtype == DType::kFloat32 ? static_cast<const float*>(piece)[k]
+                                                       : ToFloat(static_cast<const BFloat16*>(piece)[k]);
+            exact = exact && got == want;
+          }
+        };
+        rs->Run(SinkOf(take));
+        CHECK(exact);
+        if (count > 0) {
+          CHECK(at == static_cast<size_t>(r * count) * DTypeSize(dtype));
+          CHECK(bytes == static_cast<size_t>(count) * DTypeSize(dtype));
+        }
+
+        auto* mine = static_cast<int32_t*>(ag->input());
+        for (int64_t i = 0; i < count; ++i) mine[i] = run * 1000000 + r * 100000 + static_cast<int32_t>(i);
+        std::vector<int32_t> all(static_cast<size_t>(count * size), -1);
+        auto gather = [&](const void* piece, size_t offset, size_t n) {
+          std::memcpy(reinterpret_cast<char*>(all.data()) + offset, piece, n);
+        };
+        bool fail_here = run == 1 && r == 0 && count > 0;
+        auto failing = [&](const void*, size_t, size_t) { throw std::runtime_error("the sink failed"); };
+        if (fail_here) {
+          CHECK_THROWS(ag->Run(SinkOf(failing)));
+          continue;
+        }
+        ag->Run(SinkOf(gather));
+        bool gathered = true;
+        for (int q = 0; q < size; ++q)
+          for (int64_t i = 0; i < count; ++i)
+            gathered = gathered && all[static_cast<size_t>(q * count + i)] ==
+                                       run * 1000000 + q * 100000 + static_cast<int32_t>(i);
+        CHECK(gathered);
+      }
+    }
+  comm.Barrier();
 }
 
 // What a rank sees after a peer left: its next allreduce's error ("CODE:

@@ -225,7 +225,10 @@ TEST_CASE("gloo: allreduce sums bfloat16 and float16 (compressed gradients), ide
 }
 
 TEST_CASE("gloo: broadcast, allgather, reduce-scatter and barrier") {
-  WithGloo(3, [&](int r, Communicator& comm) { CheckOtherCollectives(comm, r, 3, {1000}); });
+  WithGloo(3, [&](int r, Communicator& comm) {
+    CheckOtherCollectives(comm, r, 3, {1000});
+    CheckPreparedShardCollectives(comm, r, 3);
+  });
 }
 
 TEST_CASE("gloo: a rank that never arrives fails the rendezvous in bounded time, naming it") {
