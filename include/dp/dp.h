@@ -1499,10 +1499,11 @@ typedef struct dp_parallel_options {
    * runs write it (dp_parallel_model_save gathers it, which makes the save a
    * collective: every process must call it), so a sharded run resumes
    * unsharded and the other way round. The replicas' state blobs hold
-   * their shards (1-D). CPU replicas with a model each: not with
-   * DP_SHARED_MODEL_ON (DP_SHARED_MODEL_AUTO keeps a model each), BMUF or
-   * gradient_compression (DP_ERR_INVALID_ARGUMENT / DP_ERR_UNIMPLEMENTED);
-   * CUDA replicas in one process (since 0.6; the reduce-scatter is then the
+   * their shards (1-D). With gradient_compression (since 0.6) the
+   * reduce-scatter carries the gradients in 16 bits as the allreduce does,
+   * with the same sums. CPU replicas with a model each: not with
+   * DP_SHARED_MODEL_ON (DP_SHARED_MODEL_AUTO keeps a model each) or BMUF
+   * (DP_ERR_INVALID_ARGUMENT); CUDA replicas in one process (since 0.6; the reduce-scatter is then the
    * allreduce, the all-gather a broadcast of each part, and checkpoints
    * copy the shards through the host), not across processes
    * (DP_ERR_UNIMPLEMENTED). 0: off. */

@@ -23,6 +23,7 @@
 #include "comm/active_scale.h"
 #include "comm/collective_checks.h"
 #include "comm/collective_op.h"
+#include "comm/compression.h"
 #include "comm/cpu_collective_op.h"
 #include "ops/op_utils.h"
 #include "ops/operator.h"
@@ -129,7 +130,8 @@ class AllreduceOp final : public CpuCollectiveOp {
       const bool with_flags = average_active_ && g == 0;
       const double s = average_active_ && g > 0 ? ActiveScale(scale, count) : scale;
       if (groups[g].compressed) {
-        WithHalfType(compress_, [&](auto zero) { AllreduceCompressed<decltype(zero)>(comm, g, segments, s); });
+        WithCompressionType(compress_,
+                            [&](auto zero) { AllreduceCompressed<decltype(zero)>(comm, g, segments, s); });
         continue;
       }
       if (!comm.peers) {
@@ -180,48 +182,18 @@ class AllreduceOp final : public CpuCollectiveOp {
     std::vector<CpuCollectives::Segment> segments;
   };
 
-  template <typename Fn>
-  static void WithHalfType(DType dtype, const Fn& fn) {
-    if (dtype == DType::kBFloat16)
-      fn(BFloat16{});
-    else
-      fn(Half{});
-  }
-
-  // A float32 group through the 16-bit type H: cast, reduce, cast back,
-  // times `s`. Each contribution is rounded to H once and the contributions
-  // are summed in float and the sum rounded once, so one process's two
-  // replicas give the bits of two processes of one replica each. binary16
-  // (range 65504) is scaled by 1 / contributions before the cast and back
-  // after, so that the sum cannot overflow where each term does not.
-  // Across processes each process's contribution is its replicas' float
-  // sum, and only H's bytes cross: half of float32's.
+  // A float32 group through the 16-bit type H (comm/compression.h), times
+  // `s`. Across processes each process's contribution is its replicas'
+  // float sum, and only H's bytes cross: half of float32's.
   template <typename H>
   void AllreduceCompressed(const CpuCommunicator& comm, size_t g, const std::vector<CpuCollectives::Segment>& segments,
                            double s) {
-    const bool half = std::is_same_v<H, Half>;
-    if (!comm.peers) {
-      const float pre = half ? 1.0f / static_cast<float>(num_devices_) : 1.0f;
-      const float post = static_cast<float>((half ? num_devices_ : 1) * s);
-      for (const auto& seg : segments)
-        for (void* b : seg.buffers) {
-          float* p = static_cast<float*>(b);
-          for (int64_t i = 0; i < seg.count; ++i) p[i] = ToFloat(FromFloat<H>(p[i] * pre));
-        }
-      comm.collectives->AllreduceSum(segments, DType::kFloat32, 1.0);
-      for (const auto& seg : segments)
-        for (void* b : seg.buffers) {
-          float* p = static_cast<float*>(b);
-          for (int64_t i = 0; i < seg.count; ++i) p[i] = ToFloat(FromFloat<H>(p[i])) * post;
-        }
-      return;
-    }
+    if (!comm.peers) return AllreduceThroughHalf<H>(*comm.collectives, segments, num_devices_, s);
     int64_t total = 0;
     for (const auto& seg : segments) total += seg.count;
     if (total == 0) return;
     const int processes = comm.peers->size();
-    const float pre = half ? 1.0f / static_cast<float>(processes) : 1.0f;
-    const float post = static_cast<float>((half ? processes : 1) * s);
+    const float pre = CompressionPreScale<H>(processes), post = CompressionPostScale<H>(processes, s);
     StagedCollective& st = Stage(comm, g, total, DTypeOf<H>());
     float* sums = Scratch<float>(total);  // this process's sum, then the result as it arrives
     comm.collectives->SumInto(segments, DType::kFloat32, sums);

@@ -27,6 +27,7 @@
 
 #include "comm/active_scale.h"
 #include "comm/collective_checks.h"
+#include "comm/compression.h"
 #include "comm/cpu_collective_op.h"
 #include "comm/shards.h"
 #include "core/storage.h"
@@ -85,6 +86,9 @@ class ReduceScatterOp final : public CpuCollectiveOp {
                       Code::kDType, InputDesc(In(0, j)), " is ", Input(In(0, j)).DebugString(),
                       ": ReduceScatter reduces float32 or float64 tensors, all of one dtype (",
                       InputDesc(In(0, 0)), " is ", DTypeName(dtype), ")");
+    DP_ENFORCE_CODE(compress_ == DType::kUndefined || dtype == DType::kFloat32, Code::kDType, InputDesc(In(0, 0)),
+                    " is ", Input(In(0, 0)).DebugString(), ": compressed tensors (compress ", DTypeName(compress_),
+                    ") must be float32");
     const int flag = average_active_ ? per_device_ - 1 : -1;
     if (average_active_)
       DP_ENFORCE_CODE(dtype == DType::kFloat32 && Input(In(0, flag)).numel() == 1, Code::kShape,
@@ -108,8 +112,20 @@ class ReduceScatterOp final : public CpuCollectiveOp {
         s = ActiveScale(scale, static_cast<const float*>(whole.back().buffers[0])[0]);
         whole.pop_back();
       }
+      if (compress_ != DType::kUndefined) {
+        WithCompressionType(compress_, [&](auto zero) {
+          AllreduceThroughHalf<decltype(zero)>(*comm.collectives, all, num_devices_, s);
+        });
+        if (!whole.empty()) comm.collectives->AllreduceSum(whole, dtype, s);
+        return;
+      }
       all.insert(all.end(), whole.begin(), whole.end());
       comm.collectives->AllreduceSum(all, dtype, s);
+      return;
+    }
+    if (compress_ != DType::kUndefined) {
+      WithCompressionType(compress_,
+                          [&](auto zero) { AcrossCompressed<decltype(zero)>(comm, layout, std::move(whole), scale); });
       return;
     }
     // Across processes: block q holds the whole tensors' sums over this
@@ -162,6 +178,61 @@ class ReduceScatterOp final : public CpuCollectiveOp {
     if (pieces != nullptr) finish(pieces);
   }
 
+  // Across processes with compress: the whole tensors (losses, the active
+  // flag: kept exact) by a float32 allreduce of their own, then the ranges
+  // through the 16-bit H, as Allreduce compresses them (comm/compression.h):
+  // each process's float sum rounded to H once, the processes' summed in
+  // float and rounded once (shared memory: the allreduce's bits), and only
+  // H's bytes cross.
+  template <typename H>
+  void AcrossCompressed(const CpuCommunicator& comm, const ShardLayout& layout,
+                        std::vector<CpuCollectives::Segment> whole, double scale) {
+    double s = scale;
+    int64_t head = 0;
+    for (const auto& seg : whole) head += seg.count;
+    if (head > 0) {
+      StagedCollective& st = Stage(comm, 1, head, DType::kFloat32);
+      comm.collectives->SumInto(whole, DType::kFloat32, st.prepared->input());
+      float* sums = Scratch<float>(head);
+      auto sink = [&](const void* piece, size_t off, size_t n) {
+        std::memcpy(reinterpret_cast<char*>(sums) + off, piece, n);
+      };
+      st.prepared->Run(SinkOf(sink));
+      if (average_active_) {
+        comm.collectives->CopyOut(sums + head - 1, {whole.back()}, DType::kFloat32, 1.0);
+        s = ActiveScale(scale, sums[head - 1]);
+        whole.pop_back();
+      }
+      comm.collectives->CopyOut(sums, whole, DType::kFloat32, s);
+    }
+    int64_t block = 0;
+    for (int64_t q = 0; q < layout.processes; ++q) block = std::max(block, RangesTotal(layout, q));
+    if (block == 0) return;
+    const int processes = static_cast<int>(layout.processes);
+    const float pre = CompressionPreScale<H>(processes), post = CompressionPostScale<H>(processes, s);
+    StagedCollective& st = Stage(comm, StagedKind::kReduceScatter, block, DTypeOf<H>());
+    H* buf = static_cast<H*>(st.prepared->input());
+    float* sums = Scratch<float>(block);  // a block's float sums, then this process's result
+    for (int64_t q = 0; q < layout.processes; ++q) {
+      comm.collectives->SumInto(Ranges(layout, q), DType::kFloat32, sums);
+      const int64_t used = RangesTotal(layout, q);
+      H* b = buf + q * block;
+      for (int64_t i = 0; i < used; ++i) b[i] = FromFloat<H>(sums[i] * pre);
+      for (int64_t i = used; i < block; ++i) b[i] = FromFloat<H>(0.0f);
+    }
+    const size_t at = static_cast<size_t>(block * layout.rank) * sizeof(H);
+    auto sink = [&](const void* piece, size_t off, size_t n) {
+      DP_ENFORCE_CODE(off >= at && n <= static_cast<size_t>(block) * sizeof(H) - (off - at), Code::kInternal,
+                      label(), ": the reduce-scatter handed out bytes outside this process's block");
+      const H* p = static_cast<const H*>(piece);
+      float* out = sums + (off - at) / sizeof(H);
+      for (size_t i = 0; i < n / sizeof(H); ++i) out[i] = ToFloat(p[i]) * post;
+    };
+    st.prepared->Run(SinkOf(sink));
+    for (int d = 0; d < num_devices_; ++d)
+      Scatter(reinterpret_cast<const char*>(sums), layout, d, DType::kFloat32, 1.0);
+  }
+
   // Elements [begin, begin + count) of tensor j, on every device.
   CpuCollectives::Segment Segment(int j, int64_t begin, int64_t count) {
     CpuCollectives::Segment seg;
@@ -207,6 +278,8 @@ class ReduceScatterOp final : public CpuCollectiveOp {
   }
 
   const bool average_active_ = args().Int("average_active", 0) != 0;
+  // compress "bf16" / "fp16": the sharded tensors through kBFloat16 / kFloat16; "": none.
+  const DType compress_ = AllreduceCompression(args().String("compress", ""));
   int sharded_ = 0;
 };
 
@@ -427,6 +500,9 @@ DP_OPERATOR_SCHEMA(ReduceScatter)
          "1: each device's last tensor is its float32 [1] active flag, reduced whole; the other sums are divided by "
          "the flags' sum (Join, as for Allreduce)")
     .Arg("key", ArgKind::kString, ArgDefault::Described("this op's own"), "names the collective (as for Allreduce)")
+    .Arg("compress", ArgKind::kString, "",
+         "\"bf16\" or \"fp16\": the sharded float32 tensors cross in 16 bits, as Allreduce's compress (the "
+         "tensors reduced whole stay float32); \"\": none")
     .ShapeInference(AllreduceInference)
     .Doc(StrCat("Sums each device's part of tensor j over every device of every process into that device's tensor j, "
                 "in place (the sums Allreduce gives those elements, in the same order; the other elements are "

@@ -86,9 +86,6 @@ void CheckOptions(const ParallelizeOptions& o) {
     DP_ENFORCE_CODE(!o.shared_model, Code::kInvalidArgument, kApi,
                     "options->shard_optimizer_state shards a model per replica; options->shared_model keeps one "
                     "model and one optimizer state for the replicas of a process already");
-    DP_ENFORCE_CODE(o.gradient_compression == DType::kUndefined, Code::kUnimplemented, kApi,
-                    "options->gradient_compression with options->shard_optimizer_state (a 16-bit reduce-scatter) is "
-                    "not built yet");
   }
   if (o.loss_scaling.dynamic) {
     CheckLossScaling(o.loss_scaling, std::string(kApi) + "options->loss_scaling");

@@ -132,7 +132,8 @@ void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
     std::vector<Argument> args{MakeArg("key", "grad_bucket_" + std::to_string(k))};
     if (p.options.gradient_compression != DType::kUndefined) {  // the gradients, not the scalars riding along
       args.push_back(MakeArg("compress", AllreduceCompressionArg(p.options.gradient_compression)));
-      args.push_back(MakeArg("compress_tensors", static_cast<int64_t>(tensors.size())));
+      // (ReduceScatter compresses the tensors it shards: these same ones.)
+      if (!p.zero) args.push_back(MakeArg("compress_tensors", static_cast<int64_t>(tensors.size())));
     }
     // Several processes: each replica's losses and metrics ride the last
     // bucket (no collective of their own), summed over every replica of

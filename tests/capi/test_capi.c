@@ -2121,8 +2121,8 @@ static void test_shard_optimizer_state(void) {
     o.shared_model = DP_SHARED_MODEL_ON;
     EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "shared_model");
     o.shared_model = DP_SHARED_MODEL_OFF;
-    o.gradient_compression = DP_GRADIENT_COMPRESSION_FP16;
-    EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_UNIMPLEMENTED, "gradient_compression");
+    o.bmuf = 1;
+    EXPECT_ERR(dp_model_parallelize(model, &o, &untouched), DP_ERR_INVALID_ARGUMENT, "BMUF");
     CHECK(untouched == SENTINEL);
   }
   for (k = 0; k < 2; ++k) {

@@ -35,6 +35,10 @@
  *     same processes (bit for bit through shared memory) and one device on
  *     the global batch; its checkpoint resumes unsharded (over the
  *     processes, and on one device) and one device's resumes sharded.
+ *   mp_worker zero_compressed --devices D [--steps K]
+ *     the same with gradients compressed to bfloat16 (a 16-bit reduce-scatter):
+ *     bit for bit the unsharded job compressed alike over the same processes,
+ *     and within bfloat16's rounding of one device on the global batch.
  * Exits 0 when every check held.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -161,7 +165,7 @@ typedef struct {
   dp_net* extra; /* the accumulate net (kAccumulate) or the BMUF block net (kBmuf) */
 } job;
 
-enum { kSyncBn = 1, kAccumulate = 2, kBmuf = 4, kShared = 8, kZero = 16 };
+enum { kSyncBn = 1, kAccumulate = 2, kBmuf = 4, kShared = 8, kZero = 16, kBf16 = 32 };
 
 /* shards 0: the environment's processes (dp-run); 1: this process alone.
  * flags: kSyncBn, kAccumulate (2 steps), kBmuf (blocks of 2 steps), kShared (a shared model), kZero (a
@@ -181,6 +185,7 @@ static int make_job(job* j, dp_model* model, int devices, int shards, int flags)
   o.sync_bn = (flags & kSyncBn) != 0;
   o.shared_model = (flags & kShared) != 0;
   o.shard_optimizer_state = (flags & kZero) != 0;
+  if (flags & kBf16) o.gradient_compression = DP_GRADIENT_COMPRESSION_BF16;
   if (flags & kAccumulate) o.accumulate_steps = 2;
   if (flags & kBmuf) {
     o.bmuf = 1;
@@ -428,6 +433,32 @@ static int zero(const config* c) {
   return ok;
 }
 
+/* ZeRO-1 with bfloat16 gradients against the unsharded job compressed alike:
+ * each process's float sum is rounded to bfloat16 once and the processes'
+ * are summed in float in rank order (shared memory; two processes over Gloo
+ * likewise), so the same bits; one device in float32 to bfloat16's rounding. */
+static int zero_compressed(const config* c) {
+  dp_model *model = NULL, *mine = NULL;
+  job sharded = {0}, plain = {0}, single = {0};
+  int step, ok;
+  if (!load_model(kMlp, 1, &model) || !load_model(kMlp, 1 + 10 * c->rank, &mine)) return 0;
+  ok = make_job(&sharded, mine, c->devices, 0, kZero | kBf16) && make_job(&plain, mine, c->devices, 0, kBf16) &&
+       make_job(&single, model, 1, 1, 0);
+  for (step = 0; ok && step < c->steps; ++step) {
+    job* all[] = {&sharded, &plain, &single};
+    ok = step_all(all, 3, step, c) &&
+         compare_params_within("compressed zero against compressed unsharded", sharded.ws, plain.ws, model, 0);
+  }
+  ok = ok && compare_params_within("compressed zero against one device in float32", sharded.ws, single.ws, model,
+                                   2e-2);
+  free_job(&sharded);
+  free_job(&plain);
+  free_job(&single);
+  dp_model_free(model);
+  dp_model_free(mine);
+  return ok;
+}
+
 /* Uneven data: rank r runs out after K - r steps and joins. */
 static int join(const config* c) {
   dp_model *model = NULL, *mine = NULL;
@@ -528,6 +559,8 @@ int main(int argc, char** argv) {
     ok = join(&c);
   } else if (strcmp(c.mode, "zero") == 0) {
     ok = zero(&c);
+  } else if (strcmp(c.mode, "zero_compressed") == 0) {
+    ok = zero_compressed(&c);
   } else if (strcmp(c.mode, "accumulate") == 0) {
     ok = variant(&c, kAccumulate, "accumulating 2 batches per update, against one process over all devices");
   } else if (strcmp(c.mode, "shared") == 0) {
