@@ -105,7 +105,7 @@ int ProcessAllreduceMain(int argc, char** argv) {
     std::vector<std::pair<std::string, std::string>> runs;
     if (transports.find("shm") != std::string::npos) runs.emplace_back("shm", "reduce_scatter");
     if (transports.find("gloo") != std::string::npos)
-      for (const char* a : {"auto", "ring", "halving_doubling", "bcube"}) runs.emplace_back("gloo", a);
+      for (const char* a : {"auto", "ring", "halving_doubling", "bcube", "direct"}) runs.emplace_back("gloo", a);
     for (const auto& [transport, algorithm] : runs) {
       auto store = dp::Store::Open(dp::ParseStoreAddress(store_url), std::string(run_id ? run_id : "dp") + "/bench/" +
                                                                          transport + "/" + algorithm);

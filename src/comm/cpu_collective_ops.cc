@@ -336,7 +336,8 @@ DP_OPERATOR_SCHEMA(CreateCpuCollectives)
     .Arg("timeout_ms", ArgKind::kInt, 60000, "bound of the rendezvous and of every collective across processes")
     .Arg("interface", ArgKind::kString, "",
          "network interface for Gloo's TCP transport (\"\": the host name's address)")
-    .Arg("algorithm", ArgKind::kString, "auto", "Gloo's allreduce: auto, ring, halving_doubling or bcube")
+    .Arg("algorithm", ArgKind::kString, "auto",
+         "the allreduce over Gloo: auto, ring, halving_doubling, bcube or direct (comm/gloo_communicator.h)")
     .Arg("local_transport", ArgKind::kString, "auto",
          "between the processes of one host: auto (shared memory where available), shm or tcp (Gloo)")
     .Arg("run_id", ArgKind::kString, "dp", "the job's id: keys in the store live under it")

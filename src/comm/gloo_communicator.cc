@@ -1,5 +1,6 @@
 #include "comm/gloo_communicator.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <exception>
@@ -54,12 +55,17 @@ void IgnoreSigpipeOnce() {
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
 // Below this size an allreduce is latency-bound: "auto" and "ring" run
 // Gloo's plain ring (the whole buffer passed along: fewest messages); from
-// it on the chunked ring (reduce-scatter + allgather in chunks: 2 (n - 1) / n
-// of the buffer per process). Halving-doubling and bcube measured no faster
-// here, and a halving-doubling prepared after plain rings on the same
-// context ran a 64 KiB allreduce in ~40 ms instead of ~0.3 ms
-// (bench/README.md), so "auto" keeps to the ring.
+// it on "ring" runs the chunked ring (reduce-scatter + allgather in chunks:
+// 2 (n - 1) / n of the buffer per process) and "auto" dp's direct exchange
+// (the same bytes in 2 steps instead of 2 (n - 1): 2 processes on loopback
+// TCP, 64 KiB 89 us against the ring's 243, 1 MiB 0.79 ms against 0.87,
+// 16 MiB 10.1 ms against 16.7; bench/README.md), up to kDirectMaxRanks
+// processes (each then receives from all the others at once) and the
+// chunked ring beyond. Halving-doubling and bcube measured no faster here,
+// and a halving-doubling prepared after plain rings on the same context
+// ran a 64 KiB allreduce in ~40 ms instead of ~0.3 ms.
 constexpr size_t kLargeBytes = size_t{64} << 10;
+constexpr int kDirectMaxRanks = 8;
 
 // A 16-bit float (BFloat16, Half) as Gloo's algorithms sum it: each pair in
 // float, rounded to nearest even (a compressed gradient's bytes on the wire;
@@ -112,14 +118,13 @@ class GlooReduceScatter final : public BufferedCollective {
     }
     data_ = data;
     inbox_.resize(block_ * (n - 1));
-    std::vector<size_t> offsets(n);
-    std::vector<char*> recv(n, nullptr);
+    std::vector<GlooExchange::Block> to(n), from(n);
     for (size_t p = 0; p < n; ++p) {
-      offsets[p] = block_ * p;
-      recv[p] = p == me ? nullptr : inbox_.data() + block_ * (p < me ? p : p - 1);
-      bufs_.push_back(p == me ? data_ + block_ * me : recv[p]);
+      to[p] = {data_ + block_ * p, block_};
+      from[p] = {p == me ? nullptr : inbox_.data() + block_ * (p < me ? p : p - 1), block_};
+      bufs_.push_back(p == me ? data_ + block_ * me : from[p].data);
     }
-    exchange_ = std::make_unique<GlooExchange>(ctx, data_, block_ * n, std::move(offsets), block_, recv);
+    exchange_ = std::make_unique<GlooExchange>(ctx, data_, block_ * n, to, from);
   }
 
   void* input() override { return data_; }
@@ -150,10 +155,12 @@ class GlooAllgather final : public BufferedCollective {
   GlooAllgather(GlooCommunicator* comm, const std::shared_ptr<gloo::Context>& ctx, size_t nbytes)
       : comm_(comm), nbytes_(nbytes), me_(ctx->rank), n_(ctx->size), in_(nbytes),
         out_(nbytes * static_cast<size_t>(ctx->size)) {
-    std::vector<char*> recv;
-    for (int p = 0; p < n_; ++p) recv.push_back(out_.data() + nbytes * static_cast<size_t>(p));
-    exchange_ = std::make_unique<GlooExchange>(ctx, in_.data(), nbytes, std::vector<size_t>(static_cast<size_t>(n_)),
-                                               nbytes, recv);
+    std::vector<GlooExchange::Block> to, from;
+    for (int p = 0; p < n_; ++p) {
+      to.push_back({in_.data(), nbytes});
+      from.push_back({out_.data() + nbytes * static_cast<size_t>(p), nbytes});
+    }
+    exchange_ = std::make_unique<GlooExchange>(ctx, in_.data(), nbytes, to, from);
   }
 
   void* input() override { return in_.data(); }
@@ -168,6 +175,47 @@ class GlooAllgather final : public BufferedCollective {
   const int me_, n_;
   std::vector<char> in_, out_;
   std::unique_ptr<GlooExchange> exchange_;
+};
+
+// The allreduce of algorithm "direct": a GlooExchange reduce-scatter, then
+// an all-gather into the same buffer. Block p (ceil(count / n) elements,
+// the last ones shorter or empty) is summed by rank p in rank order and
+// sent to every rank, so all hold the same bytes, shared memory's sums, in
+// two steps (a ring takes 2 (n - 1)).
+class GlooDirectAllreduce final : public PreparedCollective {
+ public:
+  GlooDirectAllreduce(GlooCommunicator* comm, const std::shared_ptr<gloo::Context>& ctx, char* data, int64_t count,
+                      DType dtype)
+      : comm_(comm), count_(count), dtype_(dtype), me_(ctx->rank), n_(ctx->size) {
+    const auto n = static_cast<size_t>(n_), me = static_cast<size_t>(me_), item = DTypeSize(dtype);
+    const auto total = static_cast<size_t>(count), per = (total + n - 1) / n;
+    auto begin = [&](size_t p) { return std::min(total, p * per); };
+    auto length = [&](size_t p) { return std::min(total, (p + 1) * per) - begin(p); };
+    mine_ = static_cast<int64_t>(length(me));
+    inbox_.resize(length(me) * item * (n - 1));
+    std::vector<GlooExchange::Block> to(n), from(n), gather_to(n), gather_from(n);
+    for (size_t p = 0; p < n; ++p) {
+      char* inbox = p == me ? nullptr : inbox_.data() + length(me) * item * (p < me ? p : p - 1);
+      to[p] = {data + begin(p) * item, length(p) * item};
+      from[p] = {inbox, length(me) * item};
+      gather_to[p] = {data + begin(me) * item, length(me) * item};
+      gather_from[p] = {data + begin(p) * item, length(p) * item};
+      bufs_.push_back(p == me ? data + begin(me) * item : inbox);
+    }
+    scatter_ = std::make_unique<GlooExchange>(ctx, data, total * item, to, from);
+    gather_ = std::make_unique<GlooExchange>(ctx, data, total * item, gather_to, gather_from);
+  }
+  void Run() override;
+
+ private:
+  GlooCommunicator* comm_;  // outlives this
+  const int64_t count_;
+  const DType dtype_;
+  const int me_, n_;
+  int64_t mine_ = 0;        // elements of this rank's block
+  std::vector<char> inbox_;  // the peers' parts of this rank's block
+  std::vector<char*> bufs_;  // the block's parts summed, rank order
+  std::unique_ptr<GlooExchange> scatter_, gather_;
 };
 
 class GlooCommunicator final : public Communicator {
@@ -263,6 +311,13 @@ class GlooCommunicator final : public Communicator {
 
   std::unique_ptr<PreparedCollective> PrepareAllreduceSum(void* data, int64_t count, DType dtype) override {
     DP_ENFORCE(count >= 0, "AllreduceSum: negative count ", count);
+    const bool large = static_cast<size_t>(count) * DTypeSize(dtype) >= kLargeBytes;
+    if (o_.algorithm == "direct" || (o_.algorithm == "auto" && large && o_.size <= kDirectMaxRanks)) {
+      DP_ENFORCE_CODE(IsProcessSumType(dtype), Code::kDType,
+                      "AllreduceSum across processes supports float32, float64, int32, int64, bfloat16 and float16, "
+                      "got ", DTypeName(dtype));
+      return Make<GlooDirectAllreduce>("allreduce", static_cast<char*>(data), count, dtype);
+    }
     switch (dtype) {
       case DType::kFloat32: return PrepareSum<float>(data, count);
       case DType::kFloat64: return PrepareSum<double>(data, count);
@@ -330,7 +385,8 @@ class GlooCommunicator final : public Communicator {
     return std::make_unique<GlooPrepared>(this, what, std::move(pieces), allreduce_bytes);
   }
 
-  friend class GlooPrepared;  // counts its runs' bytes
+  friend class GlooPrepared;         // count their runs' bytes
+  friend class GlooDirectAllreduce;
 
   static void CheckReduceScatter(int64_t count, DType dtype) {
     DP_ENFORCE(count >= 0, "ReduceScatterSum: negative count ", count);
@@ -422,29 +478,46 @@ void GlooPrepared::Run() {
 }
 
 void GlooReduceScatter::Reduce() {
+  if (n_ == 1 || count_ == 0) return;
   comm_->Call("reduce-scatter", [&] {
     exchange_->Run([&] {
-      if (n_ > 1 && count_ > 0)
-        WithProcessSumType(dtype_, "gloo reduce-scatter",
-                           [&](auto zero) { ReduceInto<decltype(zero)>(bufs_.data(), n_, me_, 0, count_); });
+      WithProcessSumType(dtype_, "gloo reduce-scatter",
+                         [&](auto zero) { ReduceInto<decltype(zero)>(bufs_.data(), n_, me_, 0, count_); });
     });
   });
 }
 
+void GlooDirectAllreduce::Run() {
+  if (n_ == 1 || count_ == 0) return;
+  comm_->Call("allreduce", [&] {
+    scatter_->Run(
+        [&] {
+          if (mine_ > 0)
+            WithProcessSumType(dtype_, "gloo allreduce",
+                               [&](auto zero) { ReduceInto<decltype(zero)>(bufs_.data(), n_, me_, 0, mine_); });
+        },
+        false);  // the all-gather's round ends the run
+    gather_->Run([] {});
+  });
+  comm_->CountAllreduce(static_cast<size_t>(count_) * DTypeSize(dtype_));
+}
+
 void GlooAllgather::Run(const ResultSink& sink) {
   std::exception_ptr error;
-  comm_->Call("allgather", [&] {
-    exchange_->Run([&] {
-      try {
-        for (int p = 0; p < n_; ++p) {
-          const size_t at = nbytes_ * static_cast<size_t>(p);
-          sink(p == me_ ? in_.data() : out_.data() + at, at, nbytes_);
-        }
-      } catch (...) {
-        error = std::current_exception();
+  auto hand_out = [&] {
+    try {
+      for (int p = 0; p < n_; ++p) {
+        const size_t at = nbytes_ * static_cast<size_t>(p);
+        sink(p == me_ ? in_.data() : out_.data() + at, at, nbytes_);
       }
-    });
-  });
+    } catch (...) {
+      error = std::current_exception();
+    }
+  };
+  if (n_ == 1 || nbytes_ == 0)
+    hand_out();
+  else
+    comm_->Call("allgather", [&] { exchange_->Run(hand_out); });
   if (error) std::rethrow_exception(error);
 }
 
@@ -456,7 +529,7 @@ std::unique_ptr<Communicator> ConnectGloo(std::shared_ptr<Store> store, const Gl
              options.size);
   DP_ENFORCE(options.timeout.count() > 0, "timeout ", options.timeout.count(), " ms must be positive");
   DP_ENFORCE(IsGlooAlgorithm(options.algorithm),
-             "unknown Gloo allreduce algorithm '", options.algorithm, "' (auto, ring, halving_doubling or bcube)");
+             "unknown Gloo allreduce algorithm '", options.algorithm, "' (auto, ring, halving_doubling, bcube or direct)");
   DP_ENFORCE(options.names.empty() || options.names.size() == static_cast<size_t>(options.size), "gloo: ",
              options.names.size(), " rank names for ", options.size, " processes");
   DP_ENFORCE_CODE(store != nullptr, Code::kInvalidArgument, "no store to meet the other processes");

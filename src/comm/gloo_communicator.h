@@ -24,8 +24,11 @@ struct GlooOptions {
   // Network interface to listen on ("eth0"); empty: the address the host
   // name resolves to (Gloo's default).
   std::string interface;
-  // Gloo's allreduce algorithm: "auto" (default: today the ring), "ring"
-  // (plain below 64 KiB, chunked above), "halving_doubling" or "bcube".
+  // The allreduce's algorithm: "ring" (Gloo's: plain below 64 KiB, chunked
+  // above), "halving_doubling", "bcube" (Gloo's), "direct" (dp's: every
+  // block sent straight to the rank that sums it, in rank order, then to
+  // all; comm/gloo_exchange.h), or "auto" (default: the plain ring below
+  // 64 KiB, direct above with up to 8 processes, the chunked ring beyond).
   std::string algorithm = "auto";
   // How messages name rank i (the job's ranks, when this is a group of
   // them: one local rank of every host); empty: i itself.
@@ -34,7 +37,7 @@ struct GlooOptions {
 
 // Whether `a` is one of GlooOptions::algorithm's values.
 inline bool IsGlooAlgorithm(const std::string& a) {
-  return a == "auto" || a == "ring" || a == "halving_doubling" || a == "bcube";
+  return a == "auto" || a == "ring" || a == "halving_doubling" || a == "bcube" || a == "direct";
 }
 
 // Rendezvous of `options.size` processes through `store` (scoped to this

@@ -9,6 +9,7 @@
 // two "processes" (threads with a workspace each) of two devices each.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -134,7 +135,8 @@ TEST_CASE("redis store: a server that is not there is UNAVAILABLE naming the URL
 // ---- Gloo communicator, ranks as threads -------------------------------------
 
 // Runs fn(rank, communicator) on `size` threads after their rendezvous.
-void WithGloo(int size, const std::function<void(int, Communicator&)>& fn, milliseconds timeout = milliseconds(20000)) {
+void WithGloo(int size, const std::function<void(int, Communicator&)>& fn, milliseconds timeout = milliseconds(20000),
+              const std::string& algorithm = "auto") {
   TempDir dir("dp_gloo");
   const std::string url = "file://" + dir.Path("store");
   std::vector<std::thread> threads;
@@ -146,6 +148,7 @@ void WithGloo(int size, const std::function<void(int, Communicator&)>& fn, milli
         o.rank = r;
         o.size = size;
         o.timeout = timeout;
+        o.algorithm = algorithm;
         auto comm = ConnectGloo(Store::Open(ParseStoreAddress(url), "t"), o);
         fn(r, *comm);
         comm->Barrier();  // nobody closes its connections while another still uses them
@@ -224,6 +227,57 @@ TEST_CASE("gloo: allreduce sums bfloat16 and float16 (compressed gradients), ide
   }
 }
 
+// The direct allreduce (dp's exchange over Gloo's pairs) sums each element in
+// rank order: shared memory's bits, the same on every rank. Counts that the
+// ranks do not divide (the last blocks short or empty), prepared runs again
+// and again on one buffer, 16-bit floats; "auto" takes it from 64 KiB.
+TEST_CASE("gloo: the direct allreduce sums in rank order, identical on every rank") {
+  auto value = [](int run, int rank, int64_t i) {
+    return std::sin(0.37f * static_cast<float>(i) + 0.7f * static_cast<float>(rank + run)) * 1e3f + 1e-3f;
+  };
+  for (int size : {2, 3}) {
+    for (const char* algorithm : {"direct", "auto"}) {
+      CAPTURE(size);
+      CAPTURE(algorithm);
+      const bool direct = std::string(algorithm) == "direct";
+      const std::vector<int64_t> counts = direct ? std::vector<int64_t>{1, 2, 5, 1000, 100003}
+                                                 : std::vector<int64_t>{16384, 100003};  // 64 KiB and more
+      std::vector<std::vector<float>> results(static_cast<size_t>(size));
+      WithGloo(
+          size,
+          [&](int r, Communicator& comm) {
+            for (int64_t count : counts) {
+              CAPTURE(count);
+              std::vector<float> v(static_cast<size_t>(count));
+              auto prepared = comm.PrepareAllreduceSum(v.data(), count, DType::kFloat32);
+              for (int run = 0; run < 3; ++run) {
+                for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = value(run, r, i);
+                prepared->Run();
+                bool in_order = true;
+                for (int64_t i = 0; i < count; ++i) {
+                  float want = value(run, 0, i);
+                  for (int k = 1; k < size; ++k) want += value(run, k, i);
+                  in_order = in_order && v[static_cast<size_t>(i)] == want;
+                }
+                CHECK(in_order);
+              }
+              results[static_cast<size_t>(r)].insert(results[static_cast<size_t>(r)].end(), v.begin(), v.end());
+            }
+            if (direct) {
+              std::vector<int32_t> n(7, r + 1);
+              comm.AllreduceSum(n.data(), 7, DType::kInt32);
+              CHECK(std::all_of(n.begin(), n.end(), [&](int32_t x) { return x == size * (size + 1) / 2; }));
+              CheckHalfAllreduceOn<BFloat16>(comm, r, size, 1001, DType::kBFloat16);
+              CheckHalfAllreduceOn<Half>(comm, r, size, 3, DType::kFloat16);
+            }
+          },
+          milliseconds(20000), algorithm);
+      for (int r = 1; r < size; ++r)
+        CHECK(std::memcmp(results[static_cast<size_t>(r)].data(), results[0].data(), results[0].size() * 4) == 0);
+    }
+  }
+}
+
 TEST_CASE("gloo: broadcast, allgather, reduce-scatter and barrier") {
   WithGloo(3, [&](int r, Communicator& comm) {
     CheckOtherCollectives(comm, r, 3, {1000});
@@ -261,36 +315,40 @@ TEST_CASE("gloo: a rank that never arrives fails the rendezvous in bounded time,
 }
 
 TEST_CASE("gloo: a peer that goes away fails the others in bounded time, naming it; the communicator stays failed") {
-  TempDir dir("dp_gloo");
-  const std::string url = "file://" + dir.Path("store");
-  std::vector<std::unique_ptr<AfterPeerLeft>> seen(3);
-  std::vector<std::string> errors(3);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        GlooOptions o;
-        o.rank = r;
-        o.size = 3;
-        o.timeout = milliseconds(3000);
-        auto comm = ConnectGloo(Store::Open(ParseStoreAddress(url), "t"), o);
-        comm->Barrier();
-        if (r == 2) return;  // leaves: its connections close with the communicator
-        seen[static_cast<size_t>(r)] = std::make_unique<AfterPeerLeft>(*comm);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  CHECK(errors == std::vector<std::string>(3));
-  for (int r = 0; r < 2; ++r) {
-    REQUIRE(seen[static_cast<size_t>(r)]);
-    const AfterPeerLeft& s = *seen[static_cast<size_t>(r)];
-    CAPTURE(s.first);
-    CHECK((s.first.rfind("UNAVAILABLE", 0) == 0 || s.first.rfind("TIMEOUT", 0) == 0));
-    CHECK(s.first.find("rank 2 is missing") != std::string::npos);
-    CHECK(s.seconds < 3.0 + 1.0);
-    CHECK(s.StaysFailed());
+  for (const char* algorithm : {"auto", "direct"}) {  // Gloo's ring, dp's exchange
+    CAPTURE(algorithm);
+    TempDir dir("dp_gloo");
+    const std::string url = "file://" + dir.Path("store");
+    std::vector<std::unique_ptr<AfterPeerLeft>> seen(3);
+    std::vector<std::string> errors(3);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          GlooOptions o;
+          o.rank = r;
+          o.size = 3;
+          o.timeout = milliseconds(3000);
+          o.algorithm = algorithm;
+          auto comm = ConnectGloo(Store::Open(ParseStoreAddress(url), "t"), o);
+          comm->Barrier();
+          if (r == 2) return;  // leaves: its connections close with the communicator
+          seen[static_cast<size_t>(r)] = std::make_unique<AfterPeerLeft>(*comm);
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(r)] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    CHECK(errors == std::vector<std::string>(3));
+    for (int r = 0; r < 2; ++r) {
+      REQUIRE(seen[static_cast<size_t>(r)]);
+      const AfterPeerLeft& s = *seen[static_cast<size_t>(r)];
+      CAPTURE(s.first);
+      CHECK((s.first.rfind("UNAVAILABLE", 0) == 0 || s.first.rfind("TIMEOUT", 0) == 0));
+      CHECK(s.first.find("rank 2 is missing") != std::string::npos);
+      CHECK(s.seconds < 3.0 + 1.0);
+      CHECK(s.StaysFailed());
+    }
   }
 }
 
