@@ -13,6 +13,7 @@
 
 #include "comm/cpu_collectives.h"
 #include "core/dtype.h"
+#include "core/half_convert.h"
 #include "core/half_float.h"
 
 namespace dp {
@@ -39,6 +40,46 @@ float CompressionPostScale(int contributions, double s) {
   return static_cast<float>((std::is_same_v<H, Half> ? contributions : 1) * s);
 }
 
+// out[i] = H(in[i] * scale), n elements. binary16 goes through the bulk
+// conversion (core/half_convert.h), in blocks that stay in L1.
+template <typename H>
+void CastScaled(const float* in, float scale, H* out, int64_t n) {
+  if constexpr (std::is_same_v<H, Half>) {
+    constexpr int64_t kBlock = 256;
+    float scaled[kBlock];
+    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+      const int64_t len = n - i0 < kBlock ? n - i0 : kBlock;
+      for (int64_t i = 0; i < len; ++i) scaled[i] = in[i0 + i] * scale;
+      FloatsToHalves(scaled, out + i0, len);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = FromFloat<H>(in[i] * scale);
+  }
+}
+
+// out[i] = float(in[i]) * scale, n elements.
+template <typename H>
+void UncastScaled(const H* in, float scale, float* out, int64_t n) {
+  if constexpr (std::is_same_v<H, Half>) {
+    HalvesToFloats(in, out, n);
+    for (int64_t i = 0; i < n; ++i) out[i] *= scale;
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = ToFloat(in[i]) * scale;
+  }
+}
+
+// p[i] = float(H(p[i] * pre)) * post, in place, n elements.
+template <typename H>
+void RoundThrough(float* p, float pre, float post, int64_t n) {
+  constexpr int64_t kBlock = 256;
+  H cast[kBlock];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t len = n - i0 < kBlock ? n - i0 : kBlock;
+    CastScaled<H>(p + i0, pre, cast, len);
+    UncastScaled<H>(cast, post, p + i0, len);
+  }
+}
+
 // In one process: every device's contribution rounded through H, summed in
 // device order, the sum rounded through H, times s, into every device.
 template <typename H>
@@ -46,16 +87,10 @@ void AllreduceThroughHalf(CpuCollectives& collectives, const std::vector<CpuColl
                           int devices, double s) {
   const float pre = CompressionPreScale<H>(devices), post = CompressionPostScale<H>(devices, s);
   for (const auto& seg : segments)
-    for (void* b : seg.buffers) {
-      float* p = static_cast<float*>(b);
-      for (int64_t i = 0; i < seg.count; ++i) p[i] = ToFloat(FromFloat<H>(p[i] * pre));
-    }
+    for (void* b : seg.buffers) RoundThrough<H>(static_cast<float*>(b), pre, 1.0f, seg.count);
   collectives.AllreduceSum(segments, DType::kFloat32, 1.0);
   for (const auto& seg : segments)
-    for (void* b : seg.buffers) {
-      float* p = static_cast<float*>(b);
-      for (int64_t i = 0; i < seg.count; ++i) p[i] = ToFloat(FromFloat<H>(p[i])) * post;
-    }
+    for (void* b : seg.buffers) RoundThrough<H>(static_cast<float*>(b), 1.0f, post, seg.count);
 }
 
 }  // namespace dp

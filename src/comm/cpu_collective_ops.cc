@@ -197,12 +197,10 @@ class AllreduceOp final : public CpuCollectiveOp {
     StagedCollective& st = Stage(comm, g, total, DTypeOf<H>());
     float* sums = Scratch<float>(total);  // this process's sum, then the result as it arrives
     comm.collectives->SumInto(segments, DType::kFloat32, sums);
-    H* in = static_cast<H*>(st.prepared->input());
-    for (int64_t i = 0; i < total; ++i) in[i] = FromFloat<H>(sums[i] * pre);
+    CastScaled<H>(sums, pre, static_cast<H*>(st.prepared->input()), total);
     auto sink = [&](const void* piece, size_t off, size_t n) {
-      const H* p = static_cast<const H*>(piece);
       const int64_t begin = static_cast<int64_t>(off / sizeof(H)), count = static_cast<int64_t>(n / sizeof(H));
-      for (int64_t i = 0; i < count; ++i) sums[begin + i] = ToFloat(p[i]) * post;
+      UncastScaled<H>(static_cast<const H*>(piece), post, sums + begin, count);
       comm.collectives->CopyOut(sums + begin, segments, DType::kFloat32, 1.0, begin, count);
     };
     st.prepared->Run(SinkOf(sink));

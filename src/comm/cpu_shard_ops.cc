@@ -217,16 +217,15 @@ class ReduceScatterOp final : public CpuCollectiveOp {
       comm.collectives->SumInto(Ranges(layout, q), DType::kFloat32, sums);
       const int64_t used = RangesTotal(layout, q);
       H* b = buf + q * block;
-      for (int64_t i = 0; i < used; ++i) b[i] = FromFloat<H>(sums[i] * pre);
+      CastScaled<H>(sums, pre, b, used);
       for (int64_t i = used; i < block; ++i) b[i] = FromFloat<H>(0.0f);
     }
     const size_t at = static_cast<size_t>(block * layout.rank) * sizeof(H);
     auto sink = [&](const void* piece, size_t off, size_t n) {
       DP_ENFORCE_CODE(off >= at && n <= static_cast<size_t>(block) * sizeof(H) - (off - at), Code::kInternal,
                       label(), ": the reduce-scatter handed out bytes outside this process's block");
-      const H* p = static_cast<const H*>(piece);
-      float* out = sums + (off - at) / sizeof(H);
-      for (size_t i = 0; i < n / sizeof(H); ++i) out[i] = ToFloat(p[i]) * post;
+      UncastScaled<H>(static_cast<const H*>(piece), post, sums + (off - at) / sizeof(H),
+                      static_cast<int64_t>(n / sizeof(H)));
     };
     st.prepared->Run(SinkOf(sink));
     for (int d = 0; d < num_devices_; ++d)

@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/half_convert.h"
 #include "core/half_float.h"
 
 namespace dp {
@@ -59,7 +60,21 @@ inline constexpr bool kIsHalfFloat = std::is_same_v<T, BFloat16> || std::is_same
 // floats are summed in float and rounded once (to nearest even).
 template <typename T, typename Ptr>
 void SumInOrder(T* out, const Ptr* bufs, size_t n, int64_t off, int64_t c) {
-  if constexpr (kIsHalfFloat<T>) {
+  if constexpr (std::is_same_v<T, Half>) {
+    // In blocks, input by input, through the bulk conversions (the scalar
+    // binary16 ones do not vectorise).
+    constexpr int64_t kBlock = 256;
+    float acc[kBlock], term[kBlock];
+    for (int64_t k0 = 0; k0 < c; k0 += kBlock) {
+      const int64_t len = c - k0 < kBlock ? c - k0 : kBlock;
+      HalvesToFloats(reinterpret_cast<const T*>(bufs[0]) + off + k0, acc, len);
+      for (size_t i = 1; i < n; ++i) {
+        HalvesToFloats(reinterpret_cast<const T*>(bufs[i]) + off + k0, term, len);
+        for (int64_t k = 0; k < len; ++k) acc[k] += term[k];
+      }
+      FloatsToHalves(acc, out + k0, len);
+    }
+  } else if constexpr (kIsHalfFloat<T>) {
     // In blocks, input by input, so that the conversions vectorise.
     constexpr int64_t kBlock = 256;
     float acc[kBlock];

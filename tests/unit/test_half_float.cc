@@ -1,4 +1,5 @@
-// core/half_float.h against references: every binary16 and every bfloat16
+// core/half_float.h (and the bulk conversions of core/half_convert.h)
+// against references: every binary16 and every bfloat16
 // value back and forth, and floats (boundaries, then random bit patterns)
 // rounded to the nearest representable value, ties to even, found in double
 // (and, where the compiler has _Float16, against its conversions too).
@@ -10,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "core/half_convert.h"
 #include "core/half_float.h"
 
 using namespace dp;
@@ -123,4 +125,90 @@ TEST_CASE("half floats: floats round to nearest even, as the compiler's _Float16
   CHECK(FloatToHalf(std::ldexp(1.0f, -25)).bits == 0);  // the tie below the smallest subnormal: even, zero
   CHECK(FromFloat<BFloat16>(1.0f).bits == 0x3f80);
   CHECK(ToFloat(FromFloat<Half>(0.5f)) == 0.5f);
+}
+
+// The floats that become binary16 subnormals or the smallest normals (|f| in
+// [2^-26, 2^-13]: one bit pattern in 29, every tie (k + 1/2) 2^-24 and its
+// float neighbours; both signs) against the rounding rule, by the scalar
+// function and the bulk one (which rounds them by a float addition), and
+// the halves of the same range back.
+TEST_CASE("half floats: the subnormal range, densely, scalar and bulk") {
+  int wrong = 0;
+  float example = 0;
+  const uint32_t lo = FloatBits(std::ldexp(1.0f, -26)), hi = FloatBits(std::ldexp(1.0f, -13));
+  std::vector<float> fs;
+  for (uint32_t u = lo; u <= hi; u += 29) fs.push_back(BitsFloat(u));
+  for (int k = 0; k < 2048; ++k) {
+    const float tie = std::ldexp(static_cast<float>(k) + 0.5f, -24);
+    for (float f : {tie, std::nextafter(tie, 0.0f), std::nextafter(tie, 1.0f)}) fs.push_back(f);
+  }
+  std::vector<Half> hs(fs.size()), bulk(fs.size());
+  for (size_t i = 0; i < fs.size(); ++i) hs[i] = FloatToHalf(fs[i]);
+  FloatsToHalves(fs.data(), bulk.data(), static_cast<int64_t>(fs.size()));
+  for (size_t i = 0; i < fs.size(); ++i) {
+    if (bulk[i].bits != hs[i].bits && wrong++ == 0) example = fs[i];
+    // The reference's search is slow: the rounding is checked against the two
+    // neighbours of the result instead (nearest, ties to even), which is the
+    // same property.
+    const double a = fs[i];
+    const uint16_t h = hs[i].bits;
+    const double v = HalfToFloat(hs[i]);
+    const double below = h == 0 ? -1.0 : static_cast<double>(HalfToFloat(Half{static_cast<uint16_t>(h - 1)}));
+    const double above = HalfToFloat(Half{static_cast<uint16_t>(h + 1)});
+    bool ok = std::fabs(v - a) <= std::fabs(below - a) && std::fabs(v - a) <= std::fabs(above - a);
+    if (ok && (std::fabs(v - a) == std::fabs(below - a) || std::fabs(v - a) == std::fabs(above - a)))
+      ok = (h & 1) == 0;  // a tie: the even one
+    ok = ok && FloatToHalf(-fs[i]).bits == (h | 0x8000);
+    if (!ok && wrong++ == 0) example = fs[i];
+  }
+  CHECK_MESSAGE(wrong == 0, "e.g. ", example, " (bits ", FloatBits(example), ")");
+  std::vector<Half> small(0x800);
+  std::vector<float> back(0x800);
+  for (uint32_t b = 0; b < 0x800; ++b) small[b] = Half{static_cast<uint16_t>(b)};
+  HalvesToFloats(small.data(), back.data(), 0x800);
+  for (uint32_t b = 0; b < 0x800; ++b) {
+    const double want = b < 0x400 ? std::ldexp(static_cast<double>(b), -24)
+                                  : std::ldexp(1.0 + static_cast<double>(b - 0x400) / 1024.0, -14);
+    CHECK(back[b] == want);
+    CHECK(HalfToFloat(small[b]) == want);
+  }
+}
+
+// The bulk conversions (SSE2 on x86-64) give the scalar functions' bits:
+// every binary16, and floats of every kind (the boundaries, ties, NaNs of
+// any payload, infinities, random patterns), at every alignment and with
+// tails shorter than a vector.
+TEST_CASE("half floats: the bulk conversions give the scalar functions' bits") {
+  std::vector<Half> all(65536);
+  for (uint32_t b = 0; b < 65536; ++b) all[b] = Half{static_cast<uint16_t>(b)};
+  std::vector<float> f(all.size() + 1);
+  int wrong = 0;
+  for (size_t skip : {0, 1, 3}) {
+    HalvesToFloats(all.data() + skip, f.data(), static_cast<int64_t>(all.size() - skip));
+    for (size_t b = skip; b < all.size(); ++b) wrong += FloatBits(f[b - skip]) != FloatBits(HalfToFloat(all[b]));
+  }
+  CHECK(wrong == 0);
+  std::vector<float> fs = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e10f, INFINITY, -INFINITY,
+                           std::ldexp(1.0f, -14), std::nextafter(std::ldexp(1.0f, -14), 0.0f), std::ldexp(1.0f, -25),
+                           std::nextafter(std::ldexp(1.0f, -25), 1.0f), std::ldexp(1.0f, -130), BitsFloat(0x7f800001u),
+                           BitsFloat(0xffc00000u), BitsFloat(0x7fbfffffu), BitsFloat(0x477fefffu), BitsFloat(0x477ff000u)};
+  for (int e = -30; e < 17; ++e)
+    for (uint32_t m = 0; m < 64; ++m) {
+      const float base = std::ldexp(1.0f + static_cast<float>(m) / 64.0f, e);
+      for (float x : {base, std::nextafter(base, 0.0f), std::nextafter(base, INFINITY)}) {
+        fs.push_back(x);
+        fs.push_back(-x);
+      }
+    }
+  std::mt19937 gen(20261206);
+  for (int i = 0; i < 200000; ++i) fs.push_back(BitsFloat(gen()));
+  std::vector<Half> hs(fs.size());
+  wrong = 0;
+  float example = 0;
+  for (size_t skip : {0, 1, 5}) {
+    FloatsToHalves(fs.data() + skip, hs.data(), static_cast<int64_t>(fs.size() - skip));
+    for (size_t i = skip; i < fs.size(); ++i)
+      if (hs[i - skip].bits != FloatToHalf(fs[i]).bits && wrong++ == 0) example = fs[i];
+  }
+  CHECK_MESSAGE(wrong == 0, "e.g. bits ", FloatBits(example));
 }

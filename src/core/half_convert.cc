@@ -1,0 +1,88 @@
+#include "core/half_convert.h"
+
+#include "core/half_float.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace dp {
+namespace {
+
+#if defined(__SSE2__)
+// (mask & a) | (~mask & b), lane by lane.
+inline __m128i Select(__m128i mask, __m128i a, __m128i b) {
+  return _mm_or_si128(_mm_and_si128(mask, a), _mm_andnot_si128(mask, b));
+}
+
+// Four halves (the low 16 bits of each lane) to four floats' bits.
+inline __m128i HalfToFloat4(__m128i h) {
+  const __m128i sign = _mm_slli_epi32(_mm_and_si128(h, _mm_set1_epi32(0x8000)), 16);
+  const __m128i exponent = _mm_and_si128(_mm_srli_epi32(h, 10), _mm_set1_epi32(0x1f));
+  const __m128i significand = _mm_and_si128(h, _mm_set1_epi32(0x3ff));
+  const __m128i shifted = _mm_slli_epi32(significand, 13);
+  const __m128i normal = _mm_or_si128(_mm_slli_epi32(_mm_add_epi32(exponent, _mm_set1_epi32(112)), 23), shifted);
+  const __m128i special = _mm_or_si128(_mm_set1_epi32(0x7f800000), shifted);  // inf, NaN
+  // Zero or subnormal: significand * 2^-24, exact in float.
+  const __m128i subnormal =
+      _mm_castps_si128(_mm_mul_ps(_mm_cvtepi32_ps(significand), _mm_set1_ps(1.0f / 16777216.0f)));
+  __m128i magnitude = Select(_mm_cmpeq_epi32(exponent, _mm_set1_epi32(0x1f)), special, normal);
+  magnitude = Select(_mm_cmpeq_epi32(exponent, _mm_setzero_si128()), subnormal, magnitude);
+  return _mm_or_si128(sign, magnitude);
+}
+
+// Four floats' bits to four halves (in the low 16 bits of each lane).
+inline __m128i FloatToHalf4(__m128i u) {
+  const __m128i sign = _mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(0x8000));
+  const __m128i a = _mm_and_si128(u, _mm_set1_epi32(0x7fffffff));  // non-negative: signed compares work
+  // A normal binary16 (>= 2^-14): drop 13 significand bits, to nearest
+  // even, rebias 127 -> 15.
+  const __m128i odd = _mm_and_si128(_mm_srli_epi32(a, 13), _mm_set1_epi32(1));
+  const __m128i normal = _mm_srli_epi32(
+      _mm_add_epi32(_mm_sub_epi32(a, _mm_set1_epi32(0x38000000)), _mm_add_epi32(_mm_set1_epi32(0xfff), odd)), 13);
+  // Below 2^-14: |f| + 0.5 lies where floats are 2^-24 apart, the smallest
+  // subnormal, so the addition rounds |f| to a multiple of it, to nearest
+  // even (as the scalar function's shifts do); what it added to 0.5's bits
+  // is the subnormal. The sum is a normal float: flush-to-zero modes leave
+  // it alone, and an input they treat as zero rounds to zero anyway.
+  const __m128i subnormal = _mm_sub_epi32(
+      _mm_castps_si128(_mm_add_ps(_mm_castsi128_ps(a), _mm_set1_ps(0.5f))), _mm_set1_epi32(0x3f000000));
+  __m128i h = Select(_mm_cmpgt_epi32(a, _mm_set1_epi32(0x387fffff)), normal, subnormal);
+  h = Select(_mm_cmpgt_epi32(a, _mm_set1_epi32(0x477fefff)), _mm_set1_epi32(0x7c00), h);  // past 65504: inf
+  h = Select(_mm_cmpgt_epi32(a, _mm_set1_epi32(0x7f800000)), _mm_set1_epi32(0x7e00), h);  // NaN
+  return _mm_or_si128(sign, h);
+}
+#endif
+
+}  // namespace
+
+void HalvesToFloats(const Half* in, float* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), HalfToFloat4(_mm_unpacklo_epi16(h, _mm_setzero_si128())));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 4),
+                     HalfToFloat4(_mm_unpackhi_epi16(h, _mm_setzero_si128())));
+  }
+#endif
+  for (; i < n; ++i) out[i] = HalfToFloat(in[i]);
+}
+
+void FloatsToHalves(const float* in, Half* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 8 <= n; i += 8) {
+    // Each lane's half sign-extended to 32 bits, so that the signed
+    // saturating pack keeps its 16 bits exactly.
+    const __m128i lo = _mm_srai_epi32(
+        _mm_slli_epi32(FloatToHalf4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))), 16), 16);
+    const __m128i hi = _mm_srai_epi32(
+        _mm_slli_epi32(FloatToHalf4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 4))), 16), 16);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packs_epi32(lo, hi));
+  }
+#endif
+  for (; i < n; ++i) out[i] = FloatToHalf(in[i]);
+}
+
+}  // namespace dp
