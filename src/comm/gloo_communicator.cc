@@ -529,7 +529,8 @@ std::unique_ptr<Communicator> ConnectGloo(std::shared_ptr<Store> store, const Gl
              options.size);
   DP_ENFORCE(options.timeout.count() > 0, "timeout ", options.timeout.count(), " ms must be positive");
   DP_ENFORCE(IsGlooAlgorithm(options.algorithm),
-             "unknown Gloo allreduce algorithm '", options.algorithm, "' (auto, ring, halving_doubling, bcube or direct)");
+             "unknown Gloo allreduce algorithm '", options.algorithm,
+             "' (auto, ring, halving_doubling, bcube or direct)");
   DP_ENFORCE(options.names.empty() || options.names.size() == static_cast<size_t>(options.size), "gloo: ",
              options.names.size(), " rank names for ", options.size, " processes");
   DP_ENFORCE_CODE(store != nullptr, Code::kInvalidArgument, "no store to meet the other processes");

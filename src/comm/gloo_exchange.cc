@@ -15,8 +15,9 @@ GlooExchange::GlooExchange(const std::shared_ptr<gloo::Context>& ctx, char* send
   send_bytes_.assign(n, 0);
   for (size_t p = 0; p < n; ++p) {
     if (p == me || to[p].bytes == 0) continue;
-    DP_ENFORCE(to[p].data >= send && to[p].bytes <= send_bytes && to[p].data - send <= static_cast<ptrdiff_t>(send_bytes - to[p].bytes),
-               "GlooExchange: the block for rank ", p, " lies outside the ", send_bytes, " bytes sent");
+    const bool inside = to[p].data >= send && to[p].bytes <= send_bytes &&
+                        static_cast<size_t>(to[p].data - send) <= send_bytes - to[p].bytes;
+    DP_ENFORCE(inside, "GlooExchange: the block for rank ", p, " lies outside the ", send_bytes, " bytes sent");
     send_offset_[p] = static_cast<size_t>(to[p].data - send);
     send_bytes_[p] = to[p].bytes;
   }

@@ -88,7 +88,8 @@ std::unique_ptr<Communicator> ConnectProcesses(std::shared_ptr<Store> store, con
   DP_ENFORCE(o.rank >= 0 && o.rank < o.size, "rank ", o.rank, " is out of range for world size ", o.size);
   DP_ENFORCE(o.timeout.count() > 0, "timeout ", o.timeout.count(), " ms must be positive");
   DP_ENFORCE(IsGlooAlgorithm(o.algorithm),
-             "unknown Gloo allreduce algorithm '", o.algorithm, "' (auto, ring, halving_doubling, bcube or direct)");
+             "unknown Gloo allreduce algorithm '", o.algorithm,
+             "' (auto, ring, halving_doubling, bcube or direct)");
   DP_ENFORCE(IsLocalTransport(o.local_transport), "unknown local transport '", o.local_transport, "' (auto, shm or tcp)");
   DP_ENFORCE_CODE(store != nullptr, Code::kInvalidArgument, "no store to meet the other processes");
   const std::string domain = o.local_transport == "tcp" ? std::string() : ShmDomain();
