@@ -74,9 +74,31 @@ class HierarchicalCommunicator final : public Communicator {
                       all.data() + (h * per_host + l) * nbytes, nbytes);
   }
 
+  // Each rank's block through its host, then its column: the blocks laid
+  // out local rank by local rank (local rank l's part: the blocks of the
+  // ranks with local rank l, host by host) are reduce-scattered inside the
+  // host, then each column reduce-scatters its part across the hosts, so
+  // that rank r gets block r summed over its host's processes (rank order)
+  // and then over the hosts (host order). (n - 1) / n of the blocks cross
+  // each link, not all of them as by an allreduce of every block.
   void ReduceScatterSum(void* data, int64_t count, DType dtype) override {
     DP_ENFORCE(count >= 0, "ReduceScatterSum: negative count ", count);
-    AllreduceSum(data, count * size(), dtype);  // every block summed, this rank's among them
+    if (count == 0) return;
+    const size_t hosts = layout_.ranks_of.size(), per_host = layout_.ranks_of[0].size();
+    const size_t block = static_cast<size_t>(count) * DTypeSize(dtype);
+    char* blocks = static_cast<char*>(data);
+    std::vector<char> by_local(hosts * per_host * block);
+    for (size_t l = 0; l < per_host; ++l)
+      for (size_t h = 0; h < hosts; ++h)
+        std::memcpy(by_local.data() + (l * hosts + h) * block,
+                    blocks + static_cast<size_t>(layout_.ranks_of[h][l]) * block, block);
+    const auto me = static_cast<size_t>(rank_);
+    const auto l = static_cast<size_t>(layout_.local_of[me]), h = static_cast<size_t>(layout_.host_of[me]);
+    Guard([&] {
+      local_->ReduceScatterSum(by_local.data(), count * static_cast<int64_t>(hosts), dtype);
+      across_->ReduceScatterSum(by_local.data() + l * hosts * block, count, dtype);
+    });
+    std::memcpy(blocks + me * block, by_local.data() + (l * hosts + h) * block, block);
   }
 
   void Barrier() override {
