@@ -30,6 +30,41 @@ class GuardedBuffered final : public BufferedCollective {
   size_t allreduce_bytes_;
 };
 
+// A reduce-scatter through the host, then the column (see
+// HierarchicalCommunicator::ReduceScatterSum), prepared once: the caller's
+// blocks (rank order) go, laid out local rank by local rank, into the
+// host's shared-memory reduce-scatter, whose result for this process (its
+// column's blocks summed over the host) goes straight into the column's
+// reduce-scatter across the hosts.
+class HierarchicalReduceScatter final : public BufferedCollective {
+ public:
+  HierarchicalReduceScatter(HierarchicalCommunicator* comm, std::unique_ptr<BufferedCollective> local,
+                            std::unique_ptr<BufferedCollective> across, const HostLayout& layout, int rank,
+                            size_t block)
+      : comm_(comm), local_(std::move(local)), across_(std::move(across)), block_(block),
+        blocks_(block * layout.host_of.size()) {
+    const size_t hosts = layout.ranks_of.size();
+    for (size_t r = 0; r < layout.host_of.size(); ++r)
+      position_.push_back(static_cast<size_t>(layout.local_of[r]) * hosts + static_cast<size_t>(layout.host_of[r]));
+    const auto me = static_cast<size_t>(rank);
+    column_at_ = static_cast<size_t>(layout.local_of[me]) * hosts * block;
+    host_at_ = static_cast<size_t>(layout.host_of[me]) * block;
+    rank_at_ = me * block;
+  }
+  void* input() override { return blocks_.data(); }
+  void Run(const ResultSink& sink) override;
+
+ private:
+  HierarchicalCommunicator* comm_;
+  std::unique_ptr<BufferedCollective> local_, across_;
+  const size_t block_;
+  std::vector<char> blocks_;     // the caller's, rank order
+  std::vector<size_t> position_;  // rank r's block in the host's layout
+  size_t column_at_ = 0;          // this process's part of the host's layout
+  size_t host_at_ = 0;            // this process's block in the column's
+  size_t rank_at_ = 0;            // and in the caller's
+};
+
 class HierarchicalCommunicator final : public Communicator {
  public:
   HierarchicalCommunicator(int rank, HostLayout layout, std::unique_ptr<ShmCommunicator> local,
@@ -84,21 +119,24 @@ class HierarchicalCommunicator final : public Communicator {
   void ReduceScatterSum(void* data, int64_t count, DType dtype) override {
     DP_ENFORCE(count >= 0, "ReduceScatterSum: negative count ", count);
     if (count == 0) return;
-    const size_t hosts = layout_.ranks_of.size(), per_host = layout_.ranks_of[0].size();
-    const size_t block = static_cast<size_t>(count) * DTypeSize(dtype);
-    char* blocks = static_cast<char*>(data);
-    std::vector<char> by_local(hosts * per_host * block);
-    for (size_t l = 0; l < per_host; ++l)
-      for (size_t h = 0; h < hosts; ++h)
-        std::memcpy(by_local.data() + (l * hosts + h) * block,
-                    blocks + static_cast<size_t>(layout_.ranks_of[h][l]) * block, block);
-    const auto me = static_cast<size_t>(rank_);
-    const auto l = static_cast<size_t>(layout_.local_of[me]), h = static_cast<size_t>(layout_.host_of[me]);
+    auto rs = PrepareBufferedReduceScatterSum(count, dtype);
+    std::memcpy(rs->input(), data, static_cast<size_t>(count) * DTypeSize(dtype) * layout_.host_of.size());
+    auto copy = [&](const void* piece, size_t off, size_t n) {
+      std::memcpy(static_cast<char*>(data) + off, piece, n);
+    };
+    rs->Run(SinkOf(copy));
+  }
+
+  std::unique_ptr<BufferedCollective> PrepareBufferedReduceScatterSum(int64_t count, DType dtype) override {
+    DP_ENFORCE(count >= 0, "ReduceScatterSum: negative count ", count);
+    const auto hosts = static_cast<int64_t>(layout_.ranks_of.size());
+    std::unique_ptr<BufferedCollective> local, across;
     Guard([&] {
-      local_->ReduceScatterSum(by_local.data(), count * static_cast<int64_t>(hosts), dtype);
-      across_->ReduceScatterSum(by_local.data() + l * hosts * block, count, dtype);
+      local = local_->PrepareBufferedReduceScatterSum(count * hosts, dtype);
+      across = across_->PrepareBufferedReduceScatterSum(count, dtype);
     });
-    std::memcpy(blocks + me * block, by_local.data() + (l * hosts + h) * block, block);
+    return std::make_unique<HierarchicalReduceScatter>(this, std::move(local), std::move(across), layout_, rank_,
+                                                       static_cast<size_t>(count) * DTypeSize(dtype));
   }
 
   void Barrier() override {
@@ -171,6 +209,22 @@ class HierarchicalCommunicator final : public Communicator {
   std::unique_ptr<ShmCommunicator> local_;
   std::unique_ptr<Communicator> across_;  // this process's column: the same local rank on every host
 };
+
+void HierarchicalReduceScatter::Run(const ResultSink& sink) {
+  if (block_ == 0) return;
+  comm_->Guard([&] {
+    char* host_in = static_cast<char*>(local_->input());
+    for (size_t r = 0; r < position_.size(); ++r)
+      std::memcpy(host_in + position_[r] * block_, blocks_.data() + r * block_, block_);
+    char* column_in = static_cast<char*>(across_->input());
+    auto to_column = [&](const void* piece, size_t off, size_t n) {
+      std::memcpy(column_in + (off - column_at_), piece, n);
+    };
+    local_->Run(SinkOf(to_column));
+    auto out = [&](const void* piece, size_t off, size_t n) { sink(piece, rank_at_ + (off - host_at_), n); };
+    across_->Run(SinkOf(out));
+  });
+}
 
 void* GuardedBuffered::input() {
   void* p = nullptr;
