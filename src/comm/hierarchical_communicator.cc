@@ -119,12 +119,9 @@ class HierarchicalCommunicator final : public Communicator {
   void ReduceScatterSum(void* data, int64_t count, DType dtype) override {
     DP_ENFORCE(count >= 0, "ReduceScatterSum: negative count ", count);
     if (count == 0) return;
-    auto rs = PrepareBufferedReduceScatterSum(count, dtype);
-    std::memcpy(rs->input(), data, static_cast<size_t>(count) * DTypeSize(dtype) * layout_.host_of.size());
-    auto copy = [&](const void* piece, size_t off, size_t n) {
-      std::memcpy(static_cast<char*>(data) + off, piece, n);
-    };
-    rs->Run(SinkOf(copy));
+    InPlaceThrough(PrepareBufferedReduceScatterSum(count, dtype), data,
+                   static_cast<size_t>(count) * DTypeSize(dtype) * layout_.host_of.size(), true)
+        ->Run();
   }
 
   std::unique_ptr<BufferedCollective> PrepareBufferedReduceScatterSum(int64_t count, DType dtype) override {
