@@ -75,8 +75,8 @@ type ParallelOptions struct {
 	// process (dp_parallel_options.shard_optimizer_state). Since 0.6.
 	ShardOptimizerState bool
 	// Dynamic loss scaling (for MathFP16): replicas of one memory (CPU, or
-	// one GPU); not with BMUF; with ShardOptimizerState in one process only.
-	// Since 0.6.
+	// one GPU); not with BMUF; with ShardOptimizerState each replica checks
+	// its shard, one verdict over every process. Since 0.6.
 	LossScaling      LossScaling
 	InitialLossScale float64 // its first scale; 0: 65536 (2^16). Since 0.6.
 }

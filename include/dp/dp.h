@@ -1141,9 +1141,10 @@ DP_API DP_MUST_USE dp_status* dp_model_get_optimizer(const dp_model* model, dp_o
  * dp_parallel_model_save holds them; with dp_model_build_training's nets
  * add them to dp_model_checkpoint_blobs' names. Data parallelism: replicas
  * sharing one memory (CPU replicas, or one GPU), not with BMUF
- * (DP_ERR_INVALID_ARGUMENT); with shard_optimizer_state in one process
- * only (DP_ERR_UNIMPLEMENTED across processes: each would see the overflows
- * of its own shards alone); several GPUs in one process:
+ * (DP_ERR_INVALID_ARGUMENT); with shard_optimizer_state each replica checks
+ * its shard of the gradients and the verdict is summed over every replica
+ * of every process, so every shard skips the same steps (CUDA replicas: in
+ * one process, as shard_optimizer_state itself); several GPUs in one process:
  * DP_ERR_UNIMPLEMENTED, run a process per GPU.
  * - NONE (0): off.
  * - DYNAMIC: as above. */

@@ -56,6 +56,13 @@ void CheckLossScaleScalar(const Dims& dims, DType dtype, const std::string& what
 // (exec/net.cc checks).
 inline const char* kLossScaleBlob = "optimizer/loss_scale";  // float32 []
 math::LossScaleArgs ReadLossScaleArgs(const ArgReader& args);
+// UnscaleGradients' part of each gradient: a replica of a sharded optimizer
+// state unscales and checks its shard alone (PartOfElements of
+// ops/math/optimizer_updates.h); 0 of 1 is the whole.
+struct UnscaleParts {
+  int64_t part = 0, parts = 1;
+};
+UnscaleParts ReadUnscaleParts(const ArgReader& args);
 
 // Normalises a possibly negative axis for a tensor of rank `ndim`;
 // `allow_end` admits axis == ndim (as for "flatten from here").

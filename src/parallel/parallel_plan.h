@@ -103,6 +103,12 @@ struct ParallelPlan {
 
   // Replica r's gradient of `param`.
   std::string Grad(size_t r, const std::string& param) const { return replicas.BlobName(r, grad_of.at(param)); }
+  // Replica r's overflow flag under a sharded state with loss scaling
+  // (step_nets.cc, AddShardedUnscaling): replica 0's is the global one,
+  // which the gate and the scale's update read.
+  std::string FoundInfName(size_t r) const {
+    return r == 0 ? std::string(kFoundInfBlob) : ScopedName(replicas.scopes()[r], kFoundInfBlob);
+  }
 };
 
 // init: replica 0 runs the model's init net, the others receive its values;

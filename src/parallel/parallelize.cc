@@ -91,12 +91,6 @@ void CheckOptions(const ParallelizeOptions& o) {
     CheckLossScaling(o.loss_scaling, std::string(kApi) + "options->loss_scaling");
     DP_ENFORCE_CODE(!o.bmuf.enabled, Code::kInvalidArgument, kApi,
                     "options->loss_scaling unscales the gradients summed every step, which BMUF does not sum");
-    // In one process the replicas' reduce-scatter is the allreduce: every
-    // replica's buffers hold the whole sums, unscaled together as without
-    // shards. Across processes each holds its own shards' sums only.
-    DP_ENFORCE_CODE(!o.shard_optimizer_state || o.num_shards == 1, Code::kUnimplemented, kApi,
-                    "options->loss_scaling with options->shard_optimizer_state over several processes is not built: "
-                    "each process would see the overflow of its own shards alone");
     DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU || seen.size() == 1, Code::kUnimplemented, kApi,
                     "options->loss_scaling over several GPUs in one process is not built; run a process per GPU "
                     "(dp-run)");

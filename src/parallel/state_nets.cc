@@ -67,6 +67,10 @@ void AddOptimizerState(const ParallelPlan& p, NetDef& init) {
   if (p.options.loss_scaling.dynamic)
     for (auto& op : LossScalingInitOps(p.options.loss_scaling, p.counter_device)) init.ops.push_back(std::move(op));
   if (p.zero) {
+    if (p.options.loss_scaling.dynamic)  // the other replicas' overflow flags (step_nets.cc)
+      for (size_t r = 1; r < p.n; ++r)
+        init.ops.push_back(b.On(r, MakeOperatorDef("ConstantFill", {}, {p.FoundInfName(r)},
+                                                   {MakeArg("shape", std::vector<int64_t>{}), MakeArg("value", 0.0)})));
     for (size_t r = 0; r < p.n; ++r)
       for (const auto& param : p.model.params)
         for (const auto& st : OptimizerStateBlobs(p.opt, b.BlobName(r, param)))

@@ -170,6 +170,37 @@ void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
   }
 }
 
+// Loss scaling with a sharded optimizer state: replica r holds the sums of
+// its shard of each gradient alone (the rest of its buffers are not summed
+// and differ between processes), so each replica unscales and checks its
+// shard, and an Allreduce sums the replicas' flags over every process: one
+// verdict, in replica 0's flag (the global one), for every shard's update.
+// On one replica's flags the gate would let one shard update and another
+// skip, and the processes' scales would part.
+namespace {
+void AddShardedUnscaling(const ParallelPlan& p, NetDef& train) {
+  const Replicas& b = p.replicas;
+  std::vector<std::vector<std::string>> flags;
+  for (size_t r = 0; r < p.n; ++r) {
+    const std::string found = p.FoundInfName(r);
+    flags.push_back({found});
+    std::vector<std::string> ins{kLossScaleBlob, found}, outs{found};
+    for (const auto& param : p.model.params) {
+      ins.push_back(p.Grad(r, param));
+      outs.push_back(p.Grad(r, param));
+    }
+    train.ops.push_back(b.On(r, MakeOperatorDef("UnscaleGradients", ins, outs,
+                                                {MakeArg("part", p.ShardPart(r)),
+                                                 MakeArg("parts", static_cast<int64_t>(p.total_replicas()))})));
+    AddExternalInput(train, found);
+  }
+  train.ops.push_back(b.Collective("Allreduce", flags, {MakeArg("key", std::string("found_inf"))}));
+  OperatorDef gate = MakeOperatorDef("GateLearningRate", {kLrBlob, kFoundInfBlob}, {kLrStepBlob});
+  gate.device = p.counter_device;
+  train.ops.push_back(std::move(gate));
+}
+}  // namespace
+
 // The optimizer updates (ParallelPlan::Updates), each on the replica that
 // runs it, reading that replica's summed gradient, or every replica's
 // gradient (sum_in_update). The learning rate lives where the counter does
@@ -181,10 +212,14 @@ void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
     // Every replica's gradients (the updates may read any of them), summed
     // where they are summed, unscaled together: one found_inf for all, so
     // every update skips an overflowing step alike.
-    std::vector<std::string> grads;
-    for (size_t r = 0; r < p.n; ++r)
-      for (const auto& param : p.model.params) grads.push_back(p.Grad(r, param));
-    for (auto& op : UnscaleOps(grads, kLrBlob, p.counter_device)) train.ops.push_back(std::move(op));
+    if (p.zero) {
+      AddShardedUnscaling(p, train);
+    } else {
+      std::vector<std::string> grads;
+      for (size_t r = 0; r < p.n; ++r)
+        for (const auto& param : p.model.params) grads.push_back(p.Grad(r, param));
+      for (auto& op : UnscaleOps(grads, kLrBlob, p.counter_device)) train.ops.push_back(std::move(op));
+    }
     for (const char* x : {kLossScaleBlob, kLossScaleStepsBlob, kFoundInfBlob}) AddExternalInput(train, x);
   }
   std::set<size_t> lr_copied;

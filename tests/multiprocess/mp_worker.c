@@ -25,11 +25,13 @@
  *     over all the job's devices in one process (relative error <= 1e-5),
  *     params and unscoped loss (but BMUF's: its replicas train on their own
  *     shards, and its loss is this process's).
- *   mp_worker join --devices D [--steps K] [--zero 1]
+ *   mp_worker join --devices D [--steps K] [--zero 1|2]
  *     uneven data: rank r has K - r batches, then joins; the params equal
  *     one device trained on the active processes' batches of each step, so
  *     does each step's loss on the active ranks, and rank r's join shadows r
- *     steps (with --zero 1 under a sharded optimizer state).
+ *     steps (with --zero 1 under a sharded optimizer state; --zero 2 with
+ *     dynamic loss scaling too, from 2^16: nothing overflows, so the same
+ *     params).
  *   mp_worker zero --devices D [--steps K]
  *     a sharded optimizer state (ZeRO-1) equals the unsharded job over the
  *     same processes (bit for bit through shared memory) and one device on
@@ -39,6 +41,10 @@
  *     the same with gradients compressed to bfloat16 (a 16-bit reduce-scatter):
  *     bit for bit the unsharded job compressed alike over the same processes,
  *     and within bfloat16's rounding of one device on the global batch.
+ *   mp_worker zero_scaled --devices D [--steps K]
+ *     a sharded optimizer state with dynamic loss scaling from 2^127: the
+ *     overflowing steps are skipped as the unsharded job skips them, bit for
+ *     bit through shared memory, with the same scale.
  * Exits 0 when every check held.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -117,7 +123,7 @@ typedef struct {
   const char* mode;
   const char* model;
   int devices, steps, victim, step;
-  int zero; /* join: under a sharded optimizer state */
+  int zero; /* join: under a sharded optimizer state (2: with dynamic loss scaling too) */
   int rank, world;
   long long timeout_ms;
   const char* dir; /* checkpoints (DP_TEST_DIR) */
@@ -134,6 +140,11 @@ static int env_int(const char* name, int fallback) {
   return v != NULL && *v != '\0' ? atoi(v) : fallback;
 }
 
+/* What the inputs are multiplied by, and kScaled's first loss scale (0: the
+ * default, 2^16); zero_scaled: larger gradients, and 2^127. */
+static float g_gain = 1.0f;
+static double g_initial_scale = 0;
+
 /* Rows [first, first + rows) of step `step`'s global batch: deterministic
  * values that do not depend on how the batch is cut. */
 static int feed_rows(dp_workspace* ws, int step, int first, int rows) {
@@ -146,7 +157,7 @@ static int feed_rows(dp_workspace* ws, int step, int first, int rows) {
     uint32_t s = 2654435761u * (uint32_t)(step + 1) + 40503u * (uint32_t)(first + i + 1);
     for (k = 0; k < kIn; ++k) {
       s = s * 1664525u + 1013904223u;
-      x[i * kIn + k] = (float)((double)(s >> 8) / 16777216.0 * 4.0 - 2.0);
+      x[i * kIn + k] = (float)((double)(s >> 8) / 16777216.0 * 4.0 - 2.0) * g_gain;
     }
     y[i] = (int32_t)((x[i * kIn] > 0) + (x[i * kIn + 1] > 0.5f));
   }
@@ -165,11 +176,11 @@ typedef struct {
   dp_net* extra; /* the accumulate net (kAccumulate) or the BMUF block net (kBmuf) */
 } job;
 
-enum { kSyncBn = 1, kAccumulate = 2, kBmuf = 4, kShared = 8, kZero = 16, kBf16 = 32 };
+enum { kSyncBn = 1, kAccumulate = 2, kBmuf = 4, kShared = 8, kZero = 16, kBf16 = 32, kScaled = 64 };
 
 /* shards 0: the environment's processes (dp-run); 1: this process alone.
  * flags: kSyncBn, kAccumulate (2 steps), kBmuf (blocks of 2 steps), kShared (a shared model), kZero (a
- * sharded optimizer state). */
+ * sharded optimizer state), kBf16 (bfloat16 gradients), kScaled (dynamic loss scaling from g_initial_scale). */
 static int make_job(job* j, dp_model* model, int devices, int shards, int flags) {
   int32_t ids[kMaxDevices] = {0, 1, 2, 3, 4, 5, 6, 7};
   dp_parallel_options o;
@@ -186,6 +197,10 @@ static int make_job(job* j, dp_model* model, int devices, int shards, int flags)
   o.shared_model = (flags & kShared) != 0;
   o.shard_optimizer_state = (flags & kZero) != 0;
   if (flags & kBf16) o.gradient_compression = DP_GRADIENT_COMPRESSION_BF16;
+  if (flags & kScaled) {
+    o.loss_scaling = DP_LOSS_SCALING_DYNAMIC;
+    o.initial_loss_scale = g_initial_scale;
+  }
   if (flags & kAccumulate) o.accumulate_steps = 2;
   if (flags & kBmuf) {
     o.bmuf = 1;
@@ -459,6 +474,47 @@ static int zero_compressed(const config* c) {
   return ok;
 }
 
+/* The first element of a float32 blob. */
+static float fetch_first(dp_workspace* ws, const char* blob) {
+  dp_tensor* t = NULL;
+  float v = NAN;
+  if (EXPECT_OK(dp_workspace_fetch(ws, blob, &t)) && CHECK(dp_tensor_numel(t) >= 1))
+    v = ((const float*)dp_tensor_data(t))[0];
+  dp_tensor_free(t);
+  return v;
+}
+
+/* ZeRO-1 with dynamic loss scaling from 2^127: the first steps overflow in
+ * some elements of some gradients only, which lie in some processes' shards
+ * alone; each replica checks its shard and the flags are summed over every
+ * process, so the sharded job skips exactly the steps the unsharded one
+ * skips, bit for bit through shared memory, and both cut the scale alike. */
+static int zero_scaled(const config* c) {
+  dp_model* mine = NULL;
+  job sharded = {0}, plain = {0};
+  int step, ok;
+  float scale = NAN, before = NAN;
+  if (!load_model(kMlp, 1 + 10 * c->rank, &mine)) return 0;
+  g_gain = 100.0f; /* gradients up to ~2^7: 2^127 overflows them */
+  g_initial_scale = ldexp(1.0, 127);
+  ok = make_job(&sharded, mine, c->devices, 0, kZero | kScaled) && make_job(&plain, mine, c->devices, 0, kScaled);
+  if (ok) before = fetch_first(sharded.ws, "cpu_0/w2");
+  for (step = 0; ok && step < c->steps; ++step) {
+    job* all[] = {&sharded, &plain};
+    ok = step_all(all, 2, step, c) &&
+         compare_params_within("scaled zero against scaled unsharded", sharded.ws, plain.ws, mine, 0);
+    scale = ok ? fetch_first(sharded.ws, "optimizer/loss_scale") : NAN;
+    ok = ok && CHECK(scale == fetch_first(plain.ws, "optimizer/loss_scale"));
+  }
+  /* Steps were skipped (the scale was cut) and steps trained. */
+  ok = ok && CHECK(scale < (float)ldexp(1.0, 127)) && CHECK(before != fetch_first(sharded.ws, "cpu_0/w2"));
+  if (ok && c->rank == 0) printf("zero_scaled: the loss scale after %d steps is 2^%g\n", c->steps, log2(scale));
+  free_job(&sharded);
+  free_job(&plain);
+  dp_model_free(mine);
+  return ok;
+}
+
 /* Uneven data: rank r runs out after K - r steps and joins. */
 static int join(const config* c) {
   dp_model *model = NULL, *mine = NULL;
@@ -467,7 +523,8 @@ static int join(const config* c) {
   int step, ok;
   int64_t shadowed = -1;
   if (!load_model(kMlp, 1, &model) || !load_model(kMlp, 1 + 10 * c->rank, &mine)) return 0;
-  ok = make_job(&multi, mine, c->devices, 0, c->zero ? kZero : 0) && make_job(&single, model, 1, 1, 0);
+  ok = make_job(&multi, mine, c->devices, 0, (c->zero ? kZero : 0) | (c->zero == 2 ? kScaled : 0)) &&
+       make_job(&single, model, 1, 1, 0);
   for (step = 0; ok && step < c->steps; ++step) {
     const int active = c->steps - step < c->world ? c->steps - step : c->world; /* ranks 0..active-1 */
     if (c->rank < active)
@@ -561,6 +618,8 @@ int main(int argc, char** argv) {
     ok = zero(&c);
   } else if (strcmp(c.mode, "zero_compressed") == 0) {
     ok = zero_compressed(&c);
+  } else if (strcmp(c.mode, "zero_scaled") == 0) {
+    ok = zero_scaled(&c);
   } else if (strcmp(c.mode, "accumulate") == 0) {
     ok = variant(&c, kAccumulate, "accumulating 2 batches per update, against one process over all devices");
   } else if (strcmp(c.mode, "shared") == 0) {

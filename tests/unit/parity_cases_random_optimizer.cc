@@ -152,6 +152,17 @@ void AddOptimizerCases(CaseList& cases) {
                            {Constant({}, 65536.0), Constant({}, 0.0), {kParam}, Constant({9}, inf)}, kExact);
   overflow.outputs = {0, 1};  // found_inf and the finite gradient (the other stays infinite)
   cases.push_back(overflow);
+  // A shard of each gradient (part 1 of 3: elements 1408..2815 of 4100, none
+  // of 5); an infinite gradient outside the part is not found.
+  const std::vector<Argument> part_of_3{MakeArg("part", int64_t{1}), MakeArg("parts", int64_t{3})};
+  cases.push_back(MakeCase("UnscaleGradients/part 1 of 3",
+                           MakeOperatorDef("UnscaleGradients", {"S", "F", "G0", "G1"}, {"F", "G0", "G1"}, part_of_3),
+                           {Constant({}, 1024.0), Constant({}, 7.0), {{3, 4100}}, {{5}}}, kExact));
+  Case outside = MakeCase("UnscaleGradients/an overflow outside the part",
+                          MakeOperatorDef("UnscaleGradients", {"S", "F", "G0", "G1"}, {"F", "G0", "G1"}, part_of_3),
+                          {Constant({}, 65536.0), Constant({}, 1.0), {kParam}, Constant({9}, inf)}, kExact);
+  outside.outputs = {0, 1};
+  cases.push_back(outside);
   // (The gate's NaN after an overflow is not finite, which the harness
   // requires: test_loss_scaling covers it on the CPU, test_train_parity_gpu
   // the skipped step on a GPU.)

@@ -63,6 +63,31 @@ TEST_CASE("UnscaleGradients divides every gradient by the scale in place and fin
       Code::kShape, {"scale 'scale'", "one value"});
 }
 
+TEST_CASE("UnscaleGradients with part and parts unscales and checks that part of each gradient alone") {
+  // Part 1 of 3 of 300 elements (64-element chunks): [128, 256); of 5: none.
+  const std::vector<float> g = Random<float>(300, 5, -100, 100);
+  const std::vector<float> small = {1, 2, 3, 4, 5};
+  auto run = [&](std::vector<float> a, std::vector<float> b, int64_t part, int64_t parts) {
+    return RunOps({Op("UnscaleGradients", {"scale", "found", "g0", "g1"}, {"found", "g0", "g1"},
+                      {IntArg("part", part), IntArg("parts", parts)})},
+                  {{"scale", Scalar(4.0f)}, {"found", Scalar(7.0f)}, {"g0", Make<float>({300}, a)},
+                   {"g1", Make<float>({5}, b)}});
+  };
+  auto ws = run(g, small, 1, 3);
+  CHECK(Value(*ws, "found") == 0.0f);
+  const std::vector<float> out = Values<float>(ws->GetTensor("g0"));
+  for (size_t i = 0; i < g.size(); ++i) CHECK(out[i] == (i >= 128 && i < 256 ? g[i] / 4.0f : g[i]));
+  CHECK(Values<float>(ws->GetTensor("g1")) == small);
+  // Non-finite elements count inside the part only.
+  std::vector<float> bad = g;
+  bad[127] = bad[256] = std::numeric_limits<float>::infinity();
+  CHECK(Value(*run(bad, {1, 2, std::numeric_limits<float>::quiet_NaN(), 4, 5}, 1, 3), "found") == 0.0f);
+  bad[128] = std::numeric_limits<float>::quiet_NaN();
+  CHECK(Value(*run(bad, small, 1, 3), "found") == 1.0f);
+  CHECK(Value(*run(g, {1, 2, std::numeric_limits<float>::infinity(), 4, 5}, 0, 3), "found") == 1.0f);
+  testing::ExpectError([&] { run(g, small, 3, 3); }, Code::kInvalidArgument, {"'part'", "part 3 of 3"});
+}
+
 TEST_CASE("GateLearningRate gives the rate, or NaN after an overflow") {
   for (float found : {0.0f, 1.0f}) {
     auto ws = RunOps({Op("GateLearningRate", {"lr", "found"}, {"lr_step"})},
@@ -271,12 +296,36 @@ TEST_CASE("loss scaling's options are checked; its state is in the parallel mode
   bmuf.bmuf.enabled = true;
   bmuf.bmuf.block_lr = 1.0;
   testing::ExpectError([&] { Parallelize(m, bmuf); }, Code::kInvalidArgument, {"options->loss_scaling", "BMUF"});
-  ParallelizeOptions zero = o;  // in one process built (the training above), across processes not
+  // A sharded state across processes (trained in tests/multiprocess,
+  // mp_zero_scaled): each replica unscales its shard of every gradient, and
+  // one Allreduce sums the flags of every replica of every process into the
+  // global one, which the gate reads.
+  ParallelizeOptions zero = o;
   zero.shard_optimizer_state = true;
   zero.num_shards = 2;
+  zero.shard_id = 1;
   zero.store = "file:///nonexistent";
-  testing::ExpectError([&] { Parallelize(m, zero); }, Code::kUnimplemented,
-                       {"options->loss_scaling", "shard_optimizer_state", "several processes"});
+  const ParallelNets sharded = Parallelize(m, zero);
+  std::vector<int64_t> parts;
+  const OperatorDef* found_sum = nullptr;
+  size_t gate = 0, sum_at = 0;
+  for (size_t i = 0; i < sharded.train.ops.size(); ++i) {
+    const OperatorDef& op = sharded.train.ops[i];
+    if (op.type == "UnscaleGradients") {
+      CHECK(ArgReader(op, "").Int("parts", 1) == 4);
+      parts.push_back(ArgReader(op, "").Int("part", -1));
+      CHECK(op.inputs.size() == 2 + m.params.size());
+    }
+    if (op.type == "Allreduce" && op.outputs.size() == 2 && op.outputs[0] == kFoundInfBlob) {
+      found_sum = &op;
+      sum_at = i;
+    }
+    if (op.type == "GateLearningRate") gate = i;
+  }
+  CHECK(parts == std::vector<int64_t>{2, 3});  // process 1's replicas own parts 2 and 3 of 4
+  REQUIRE(found_sum != nullptr);
+  CHECK(found_sum->outputs[1] == nets.scopes[1] + kFoundInfBlob);
+  CHECK(sum_at < gate);
   ParallelizeOptions bad = o;
   bad.loss_scaling.initial = -1;
   testing::ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"initial loss scale"});

@@ -145,6 +145,9 @@ std::vector<DefaultCase> DefaultCases() {
   for (float found : {0.0f, 1.0f})
     c.push_back(One(Op("UpdateLossScale", {"s", "n", "f"}, {"s", "n"}),
                     {{"s", Make<float>({}, {8.0f})}, {"n", Make<float>({}, {1999.0f})}, {"f", Make<float>({}, {found})}}));
+  // The whole of each gradient (part 0 of 1).
+  c.push_back(One(Op("UnscaleGradients", {"s", "f", "g"}, {"f", "g"}),
+                  {{"s", Make<float>({}, {4.0f})}, {"f", Make<float>({}, {0.0f})}, {"g", F64({200}, 60)}}));
   c.push_back(One(Op("SoftmaxWithLossGradient", {"p", "l", "dl"}, {"dx"}),
                   {{"p", F64({3, 4}, 10, 0, 1)}, {"l", Labels({0, 3, 1})}, {"dl", Make<double>({}, {0.7})}}));
   c.push_back(One(Op("BmufUpdate", {"w", "wg", "d"}, {"w", "wg", "d"}),

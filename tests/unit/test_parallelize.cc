@@ -936,4 +936,21 @@ TEST_CASE("parallelize for CUDA: every CUDA op reads blobs written on its own de
       check(Parallelize(Mlp(opt), o));
     }
   }
+  // ZeRO-1 with loss scaling on one GPU named twice (the copy-and-sum tree):
+  // each replica unscales its shard there, the flags are summed on the GPU.
+  ParallelizeOptions o = Cpus(2);
+  o.device_type = DeviceType::kCUDA;
+  o.device_ids = {0, 0};
+  o.nccl = false;
+  o.shard_optimizer_state = true;
+  o.loss_scaling.dynamic = true;
+  const ParallelNets scaled = Parallelize(Mlp(R"({"type": "adam", "lr": 0.02})"), o);
+  check(scaled);
+  int unscales = 0;
+  for (const auto& op : scaled.train.ops)
+    if (op.type == "UnscaleGradients") {
+      CHECK(scaled.train.OpDevice(op) == DeviceOption{DeviceType::kCUDA, 0});
+      ++unscales;
+    }
+  CHECK(unscales == 2);
 }

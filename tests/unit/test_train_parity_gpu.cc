@@ -44,7 +44,9 @@ std::string NetsDir() {
 }
 
 // Batch `step`: pixels like standardised Fashion-MNIST, labels a function of them.
-void FeedBatch(Workspace& ws, int step) {
+// `pixels`: what the pixels are multiplied by (larger gradients), after
+// the labels are drawn from them.
+void FeedBatch(Workspace& ws, int step, float pixels = 1.0f) {
   std::mt19937 gen(static_cast<uint32_t>(1000 + step));
   std::uniform_real_distribution<float> px(-0.8f, 2.0f);
   Tensor x({kBatch, 1, 28, 28}, DType::kFloat32), y({kBatch}, DType::kInt32);
@@ -55,6 +57,8 @@ void FeedBatch(Workspace& ws, int step) {
     for (int j = 0; j < 28 * 28; j += 97) s += xp[i * 28 * 28 + j];
     y.mutable_data<int32_t>()[i] = static_cast<int32_t>(std::fabs(s * 3.0)) % 10;
   }
+  if (pixels != 1.0f)
+    for (int64_t i = 0; i < x.numel(); ++i) xp[i] *= pixels;
   ws.Feed("data", x);
   ws.Feed("label", y);
 }
@@ -345,12 +349,7 @@ TEST_CASE("GPU: dynamic loss scaling on cuda:0: fp32 unchanged bit for bit, fp16
     Net net(std::make_shared<const NetDef>(nets.train), ws, no);
     Run r;
     for (int s = 0; s < steps; ++s) {
-      FeedBatch(*ws, s);
-      if (pixels != 1.0f) {
-        Tensor x = ws->GetTensor("data");
-        for (int64_t i = 0; i < x.numel(); ++i) x.mutable_data<float>()[i] *= pixels;
-        ws->Feed("data", x);
-      }
+      FeedBatch(*ws, s, pixels);
       net.Run();
       r.losses.push_back(HostFloats(*ws, "loss").at(0));
     }
@@ -376,6 +375,40 @@ TEST_CASE("GPU: dynamic loss scaling on cuda:0: fp32 unchanged bit for bit, fp16
   const Run skipped = train(true, MathMode::kFp32, 3e38, 1000.0f, 1);
   CHECK(skipped.params == before.params);
   CHECK(skipped.scale == 1.5e38f);
+}
+
+// With a sharded optimizer state each replica checks its shard of the
+// gradients and the flags are summed: the steps skipped are the unsharded
+// run's, bit for bit, through cut after cut of the scale from 2^127.
+TEST_CASE("GPU: loss scaling with a sharded optimizer state on cuda:0,cuda:0 skips as unsharded") {
+  const ModelDef m = ModelFromFile(NetsDir() + "fashion_mlp.json");
+  auto train = [&](bool zero) {
+    ParallelizeOptions o;
+    o.device_type = DeviceType::kCUDA;
+    o.device_ids = {0, 0};
+    o.nccl = false;  // one GPU named twice: the copy-and-sum tree
+    o.shard_optimizer_state = zero;
+    o.loss_scaling.dynamic = true;
+    o.loss_scaling.initial = std::ldexp(1.0, 127);
+    const ParallelNets nets = Parallelize(m, o);
+    auto ws = std::make_shared<Workspace>();
+    Net(std::make_shared<const NetDef>(nets.init), ws).Run();
+    Net net(std::make_shared<const NetDef>(nets.train), ws);
+    std::vector<float> scales;
+    for (int s = 0; s < 30; ++s) {
+      FeedBatch(*ws, s, 1000.0f);
+      net.Run();
+      scales.push_back(HostFloats(*ws, kLossScaleBlob).at(0));
+    }
+    std::map<std::string, std::vector<float>> params;
+    for (const auto& scope : nets.scopes)
+      for (const auto& p : m.params) params[scope + p] = HostFloats(*ws, scope + p);
+    return std::make_pair(scales, params);
+  };
+  const auto plain = train(false), sharded = train(true);
+  CHECK(sharded.first == plain.first);
+  CHECK(sharded.first.back() < std::ldexp(1.0f, 127));  // cut: steps were skipped
+  CHECK(sharded.second == plain.second);
 }
 
 }  // namespace

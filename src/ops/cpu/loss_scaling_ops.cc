@@ -2,7 +2,10 @@
 //   UnscaleGradients(scale, found_inf, g_0, ..., g_{n-1}) -> found_inf, g_0, ..., g_{n-1}
 //       every g_i divided by the scale in place (times its float inverse:
 //       exact for the powers of two the scaler uses); found_inf = 1 when any
-//       element of any g_i was not finite, else 0;
+//       element of any g_i was not finite, else 0; with arguments part and
+//       parts (a sharded optimizer state: the replica's shard of each
+//       gradient, comm/shards.h) the elements PartOfElements(n, part, parts)
+//       of each g_i alone, the only ones its update reads;
 //   GateLearningRate(lr, found_inf) -> lr_step
 //       lr, or NaN when found_inf is set: every update reading it then skips
 //       the step (ops/math/optimizer_updates.h, SkipsUpdate);
@@ -20,6 +23,7 @@
 
 #include "ops/gradient_registry.h"
 #include "ops/math/loss_scaling.h"
+#include "ops/math/optimizer_updates.h"  // PartOfElements
 #include "ops/op_utils.h"
 #include "ops/operator.h"
 
@@ -28,6 +32,13 @@ namespace dp {
 void CheckLossScaleScalar(const Dims& dims, DType dtype, const std::string& what) {
   DP_ENFORCE_CODE(dtype == DType::kFloat32, Code::kDType, what, " must be float32, got ", DTypeName(dtype));
   DP_ENFORCE_CODE(NumElements(dims) == 1, Code::kShape, what, " ", DimsString(dims), " must hold one value");
+}
+
+UnscaleParts ReadUnscaleParts(const ArgReader& args) {
+  const int64_t part = args.Int("part", 0), parts = args.Int("parts", 1);
+  DP_ENFORCE(parts >= 1 && part >= 0 && part < parts, "arguments 'part' and 'parts' must satisfy 0 <= part < ",
+             "parts, got part ", part, " of ", parts);
+  return {part, parts};
 }
 
 math::LossScaleArgs ReadLossScaleArgs(const ArgReader& args) {
@@ -45,7 +56,7 @@ namespace {
 
 class UnscaleGradientsOp final : public Operator {
  public:
-  using Operator::Operator;
+  explicit UnscaleGradientsOp(const OpInit& init) : Operator(init), parts_(ReadUnscaleParts(args())) {}
 
  private:
   void RunOnDevice() override {
@@ -57,10 +68,10 @@ class UnscaleGradientsOp final : public Operator {
     for (int i = 2; i < InputSize(); ++i) {
       DispatchFloat(Input(i).dtype(), InputDesc(i), [&](auto zero) {
         using T = decltype(zero);
-        const int64_t n = Input(i).numel();
+        const ElementRange part = PartOfElements(Input(i).numel(), parts_.part, parts_.parts);
         T* g = Output(i - 1)->template mutable_data<T>();  // in place
         bool any = false;
-        for (int64_t k = 0; k < n; ++k) {
+        for (int64_t k = part.begin; k < part.end; ++k) {
           any = any || !math::IsFinite(g[k]);
           g[k] *= static_cast<T>(inv);
         }
@@ -69,6 +80,8 @@ class UnscaleGradientsOp final : public Operator {
     }
     Output(0)->mutable_data<float>()[0] = found ? 1.0f : 0.0f;
   }
+
+  const UnscaleParts parts_;
 };
 
 class GateLearningRateOp final : public Operator {
@@ -107,12 +120,13 @@ class UpdateLossScaleOp final : public Operator {
   const math::LossScaleArgs args_;
 };
 
-std::vector<TensorInfo> InferUnscale(const OperatorDef& op, const ArgReader&, const std::vector<TensorInfo>& in) {
+std::vector<TensorInfo> InferUnscale(const OperatorDef& op, const ArgReader& args, const std::vector<TensorInfo>& in) {
   DP_ENFORCE(op.outputs.size() + 1 == op.inputs.size(), "takes the scale, found_inf and N gradients and gives ",
              "found_inf and the N gradients (in place), got ", op.inputs.size(), " inputs and ", op.outputs.size(),
              " outputs");
   CheckLossScaleScalar(in[0].dims, in[0].dtype, StrCat("scale '", op.inputs[0], "'"));
   CheckLossScaleScalar(in[1].dims, in[1].dtype, StrCat("found_inf '", op.inputs[1], "'"));
+  ReadUnscaleParts(args);
   return std::vector<TensorInfo>(in.begin() + 1, in.end());
 }
 
@@ -124,9 +138,11 @@ DP_OPERATOR_SCHEMA(UnscaleGradients)
     .EnforceInplaceAll(1)
     .Inputs({"scale", "found_inf"})
     .Outputs({"found_inf"})
+    .Arg("part", ArgKind::kInt, 0, "with parts: the part of each gradient to unscale and check (0 <= part < parts)")
+    .Arg("parts", ArgKind::kInt, 1, "the parts each gradient is cut into (a sharded optimizer state's shards)")
     .ShapeInference(InferUnscale)
     .Doc("Divides the gradients (inputs 2..) by the loss scale in place; found_inf = 1 if any element was not "
-         "finite, else 0.");
+         "finite, else 0. With part/parts: that part of each gradient alone (the rest is left as it is).");
 
 DP_OPERATOR_SCHEMA(GateLearningRate)
     .NumInputs(2)

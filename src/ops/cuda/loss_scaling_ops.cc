@@ -1,9 +1,10 @@
 // CUDA kernels of dynamic loss scaling's ops (schemas and semantics in
 // ops/cpu/loss_scaling_ops.cc; arithmetic in ops/math/loss_scaling.h):
-// float32 gradients, unscaled by multi-tensor launches (ops/math/
-// multi_tensor.h: ceil(N / 24) of them), found_inf zeroed first on the
-// stream; the gate and the scale's update one thread each. Everything stays
-// on the device: a step with loss scaling still needs no host sync.
+// float32 gradients (with part/parts: each gradient's part) unscaled by
+// multi-tensor launches (ops/math/multi_tensor.h: ceil(N / 24) of them),
+// found_inf zeroed first on the stream; the gate and the scale's update one
+// thread each. Everything stays on the device: a step with loss scaling
+// still needs no host sync.
 #include <climits>
 #include <cstdint>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "cuda/op_launchers.h"
 #include "ops/cuda/cuda_operator.h"
 #include "ops/math/multi_tensor.h"
+#include "ops/math/optimizer_updates.h"  // PartOfElements
 #include "ops/op_utils.h"
 
 namespace dp {
@@ -18,7 +20,7 @@ namespace {
 
 class CudaUnscaleGradientsOp final : public CudaOperator {
  public:
-  using CudaOperator::CudaOperator;
+  explicit CudaUnscaleGradientsOp(const OpInit& init) : CudaOperator(init), parts_(ReadUnscaleParts(args())) {}
 
  private:
   void RunOnDevice() override {
@@ -26,7 +28,12 @@ class CudaUnscaleGradientsOp final : public CudaOperator {
     CheckLossScaleScalar(scale.dims(), scale.dtype(), InputDesc(0));
     CheckLossScaleScalar(DeviceInput(1).dims(), Input(1).dtype(), InputDesc(1));
     sizes_.clear();
-    for (int i = 2; i < InputSize(); ++i) sizes_.push_back(FloatInput(i).numel());
+    begins_.clear();
+    for (int i = 2; i < InputSize(); ++i) {  // each gradient's part (the whole without parts)
+      const ElementRange part = PartOfElements(FloatInput(i).numel(), parts_.part, parts_.parts);
+      sizes_.push_back(part.end - part.begin);
+      begins_.push_back(part.begin);
+    }
     if (sizes_ != planned_sizes_) {  // the plan holds while the gradients keep their sizes
       launches_ = PlanMultiTensorLaunches(sizes_);
       planned_sizes_ = sizes_;
@@ -37,13 +44,15 @@ class CudaUnscaleGradientsOp final : public CudaOperator {
       DP_ENFORCE_CODE(launch.blocks <= INT_MAX, Code::kOutOfRange, "a launch of ", launch.blocks,
                       " chunks exceeds CUDA's grid");
       const MultiTensorList list = LaunchList(launch, sizes_, [&](MultiTensorList& l, int k, int i) {
-        l.param[k] = Output(1 + i)->mutable_data<float>();  // in place of input 2 + i
+        // in place of input 2 + i, from its part's first element
+        l.param[k] = Output(1 + i)->mutable_data<float>() + begins_[static_cast<size_t>(i)];
       });
       DP_CUDA_CHECK(cuda::LaunchUnscaleGradients(list, launch.blocks, scale.data<float>(), found, stream()));
     }
   }
 
-  std::vector<int64_t> sizes_, planned_sizes_;
+  const UnscaleParts parts_;
+  std::vector<int64_t> sizes_, begins_, planned_sizes_;
   std::vector<MultiTensorLaunch> launches_;
 };
 

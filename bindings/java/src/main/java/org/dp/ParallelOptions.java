@@ -82,7 +82,8 @@ public final class ParallelOptions {
   public boolean shardOptimizerState;
   /**
    * {@link TrainingOptions}.LOSS_SCALING_*: dynamic loss scaling (for FP16 math): replicas of one memory
-   * (CPU, or one GPU); not with BMUF; with {@link #shardOptimizerState} in one process only. Since 0.6.
+   * (CPU, or one GPU); not with BMUF; with {@link #shardOptimizerState} each replica checks its shard, one verdict
+   * over every process. Since 0.6.
    */
   public int lossScaling;
   /** Its first scale; 0: 65536 (2^16). Since 0.6. */
