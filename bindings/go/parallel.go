@@ -74,9 +74,10 @@ type ParallelOptions struct {
 	// ZeRO-1: the optimizer state sharded over every replica of every
 	// process (dp_parallel_options.shard_optimizer_state). Since 0.6.
 	ShardOptimizerState bool
-	// Dynamic loss scaling (for MathFP16): replicas of one memory (CPU, or
-	// one GPU); not with BMUF; with ShardOptimizerState each replica checks
-	// its shard, one verdict over every process. Since 0.6.
+	// Dynamic loss scaling (for MathFP16): one scale for every replica;
+	// not with BMUF; with ShardOptimizerState or several GPUs each replica
+	// checks its gradients (its shard), one verdict over every process.
+	// Since 0.6.
 	LossScaling      LossScaling
 	InitialLossScale float64 // its first scale; 0: 65536 (2^16). Since 0.6.
 }

@@ -1139,13 +1139,12 @@ DP_API DP_MUST_USE dp_status* dp_model_get_optimizer(const dp_model* model, dp_o
  * its count of good steps ("optimizer/loss_scale",
  * "optimizer/loss_scale_good_steps", float32 scalars) are training state:
  * dp_parallel_model_save holds them; with dp_model_build_training's nets
- * add them to dp_model_checkpoint_blobs' names. Data parallelism: replicas
- * sharing one memory (CPU replicas, or one GPU), not with BMUF
- * (DP_ERR_INVALID_ARGUMENT); with shard_optimizer_state each replica checks
- * its shard of the gradients and the verdict is summed over every replica
- * of every process, so every shard skips the same steps (CUDA replicas: in
- * one process, as shard_optimizer_state itself); several GPUs in one process:
- * DP_ERR_UNIMPLEMENTED, run a process per GPU.
+ * add them to dp_model_checkpoint_blobs' names. Data parallelism: one
+ * scale for every replica of every process, not with BMUF
+ * (DP_ERR_INVALID_ARGUMENT). With shard_optimizer_state, or replicas on
+ * several GPUs of a process, each replica checks its gradients (its shard)
+ * on its device and the verdicts are summed over every replica of every
+ * process, so every replica skips the same steps.
  * - NONE (0): off.
  * - DYNAMIC: as above. */
 enum { DP_LOSS_SCALING_NONE = 0, DP_LOSS_SCALING_DYNAMIC = 1 };

@@ -95,14 +95,14 @@ std::vector<OperatorDef> LossScalingInitOps(const LossScaling& ls, DeviceOption 
   return ops;
 }
 
-void ScaleLossSeeds(NetDef& net, const std::vector<std::string>& losses) {
+void ScaleLossSeeds(NetDef& net, const std::vector<std::string>& losses, const std::string& scale) {
   for (const auto& loss : losses) {
     auto seed = std::find_if(net.ops.begin(), net.ops.end(), [&](const OperatorDef& op) {
       return op.type == "ConstantFill" && op.name == loss + "_grad_seed" && op.outputs.size() == 1;
     });
     DP_ENFORCE_CODE(seed != net.ops.end(), Code::kInvalidNet, "loss scaling: no gradient seed of loss '", loss, "'");
     const std::string g = seed->outputs[0];
-    OperatorDef scaled = MakeOperatorDef("Mul", {g, kLossScaleBlob}, {g});
+    OperatorDef scaled = MakeOperatorDef("Mul", {g, scale}, {g});
     scaled.name = loss + "_grad_seed_scaled";
     scaled.device = seed->device;
     net.ops.insert(seed + 1, std::move(scaled));

@@ -42,9 +42,9 @@ void CheckLossScaling(const LossScaling& ls, const std::string& what);
 // The init net's part: the scale, its good steps and found_inf, on `where`.
 std::vector<OperatorDef> LossScalingInitOps(const LossScaling& ls, DeviceOption where);
 // In a gradient net: each loss's gradient seed (autodiff's "<loss>_grad_seed"
-// ConstantFill) multiplied by the scale, right after it. kInvalidNet when a
-// loss has no seed there.
-void ScaleLossSeeds(NetDef& net, const std::vector<std::string>& losses);
+// ConstantFill) multiplied by the scale (`scale`: kLossScaleBlob, or a copy
+// of it), right after it. kInvalidNet when a loss has no seed there.
+void ScaleLossSeeds(NetDef& net, const std::vector<std::string>& losses, const std::string& scale = kLossScaleBlob);
 // The ops between the gradients and the updates (UnscaleGradients over
 // `grads`, GateLearningRate of `lr` into kLrStepBlob) and the one after them
 // (UpdateLossScale), placed on `where`.

@@ -23,6 +23,10 @@
 
 namespace dp {
 
+// A replica's copy of the loss scale on its GPU (a template name, scoped per
+// replica), with replicas on several GPUs (ParallelPlan::LossScaleOnReplicas).
+inline const char* kReplicaLossScaleBlob = "optimizer/loss_scale_copy";
+
 struct ParallelPlan {
   ParallelPlan(const ModelDef& model_, const ParallelizeOptions& options_, const OptimizerDef& opt_,
                const Replicas& replicas_)
@@ -103,12 +107,20 @@ struct ParallelPlan {
 
   // Replica r's gradient of `param`.
   std::string Grad(size_t r, const std::string& param) const { return replicas.BlobName(r, grad_of.at(param)); }
-  // Replica r's overflow flag under a sharded state with loss scaling
-  // (step_nets.cc, AddShardedUnscaling): replica 0's is the global one,
-  // which the gate and the scale's update read.
+  // Loss scaling with replicas on several GPUs: the scale and the verdict
+  // live on the host (counter_device); each replica reads a copy of the
+  // scale on its GPU (kReplicaLossScaleBlob) and writes its flag there.
+  bool LossScaleOnReplicas() const { return replicas.cuda() && counter_device.type != DeviceType::kCUDA; }
+  // Replica r's overflow flag when each replica checks its own gradients
+  // (a sharded state, or several GPUs; step_nets.cc, AddReplicaUnscaling):
+  // replica 0's is the global one, which the gate and the scale's update
+  // read, where it lives on replica 0's device.
   std::string FoundInfName(size_t r) const {
-    return r == 0 ? std::string(kFoundInfBlob) : ScopedName(replicas.scopes()[r], kFoundInfBlob);
+    return r == 0 && !LossScaleOnReplicas() ? std::string(kFoundInfBlob)
+                                            : ScopedName(replicas.scopes()[r], kFoundInfBlob);
   }
+  // Whether each replica unscales and checks its own gradients (see above).
+  bool UnscalesPerReplica() const { return options.loss_scaling.dynamic && (zero || LossScaleOnReplicas()); }
 };
 
 // init: replica 0 runs the model's init net, the others receive its values;

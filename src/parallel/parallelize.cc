@@ -91,9 +91,6 @@ void CheckOptions(const ParallelizeOptions& o) {
     CheckLossScaling(o.loss_scaling, std::string(kApi) + "options->loss_scaling");
     DP_ENFORCE_CODE(!o.bmuf.enabled, Code::kInvalidArgument, kApi,
                     "options->loss_scaling unscales the gradients summed every step, which BMUF does not sum");
-    DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU || seen.size() == 1, Code::kUnimplemented, kApi,
-                    "options->loss_scaling over several GPUs in one process is not built; run a process per GPU "
-                    "(dp-run)");
   }
   DP_ENFORCE_CODE(o.accumulate_steps >= 1, Code::kInvalidArgument,
                   kApi, "options->accumulate_steps must be >= 1, got ", o.accumulate_steps);
@@ -274,7 +271,13 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
   const GradientResult g = AddGradients(plan.forward, gopt);
   plan.grad_of.insert(g.grads.begin(), g.grads.end());
   NetDef grad_net = g.net;
-  if (o.loss_scaling.dynamic) ScaleLossSeeds(grad_net, model.losses);  // the seeds read the one global scale
+  bool one_gpu = replicas.cuda();
+  for (size_t r = 1; r < plan.n; ++r) one_gpu = one_gpu && replicas.device(r) == replicas.device(0);
+  if (one_gpu) plan.counter_device = replicas.device(0);
+  // The seeds read the one global scale, or on several GPUs each replica's
+  // copy of it on its device (AddReplicaSteps copies it there).
+  if (o.loss_scaling.dynamic)
+    ScaleLossSeeds(grad_net, model.losses, plan.LossScaleOnReplicas() ? kReplicaLossScaleBlob : kLossScaleBlob);
   const std::map<std::string, TensorInfo> info = ParamInfo(model);
   const std::map<std::string, int64_t> bytes = ParamBytes(info);
   plan.buckets = MakeBuckets(g, bytes, o);
@@ -294,9 +297,6 @@ ParallelPlan MakePlan(const ModelDef& model, const ParallelizeOptions& o, const 
   // on cores without a shared cache, batch 64: 1.37-1.42 -> 1.11-1.34 ms.
   constexpr size_t kMaxCopiesSummingInUpdate = 4;
   plan.zero = o.shard_optimizer_state && plan.total_replicas() > 1;
-  bool one_gpu = replicas.cuda();
-  for (size_t r = 1; r < plan.n; ++r) one_gpu = one_gpu && replicas.device(r) == replicas.device(0);
-  if (one_gpu) plan.counter_device = replicas.device(0);
   if (plan.zero) {
     // The shards' lengths are part of the nets (the state's init, the updates' parts).
     for (const auto& [param, t] : info)

@@ -66,11 +66,12 @@ void AddOptimizerState(const ParallelPlan& p, NetDef& init) {
   for (auto& op : IterationCounterInitOps(p.counter_device)) init.ops.push_back(std::move(op));
   if (p.options.loss_scaling.dynamic)
     for (auto& op : LossScalingInitOps(p.options.loss_scaling, p.counter_device)) init.ops.push_back(std::move(op));
-  if (p.zero) {
-    if (p.options.loss_scaling.dynamic)  // the other replicas' overflow flags (step_nets.cc)
-      for (size_t r = 1; r < p.n; ++r)
+  if (p.UnscalesPerReplica())  // the replicas' overflow flags (step_nets.cc), but the global one
+    for (size_t r = 0; r < p.n; ++r)
+      if (p.FoundInfName(r) != kFoundInfBlob)
         init.ops.push_back(b.On(r, MakeOperatorDef("ConstantFill", {}, {p.FoundInfName(r)},
                                                    {MakeArg("shape", std::vector<int64_t>{}), MakeArg("value", 0.0)})));
+  if (p.zero) {
     for (size_t r = 0; r < p.n; ++r)
       for (const auto& param : p.model.params)
         for (const auto& st : OptimizerStateBlobs(p.opt, b.BlobName(r, param)))

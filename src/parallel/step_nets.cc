@@ -95,8 +95,13 @@ void AddReplicaSteps(const ParallelPlan& p, NetDef& net, const std::string& suff
     AddExternalInput(net, x);
   }
   if (p.weighted) AddSplit(p, net, "BatchShares", p.model.inputs.front(), kBatchShareBlob);
+  if (p.options.loss_scaling.dynamic) {
+    AddExternalInput(net, kLossScaleBlob);  // the seeds read it, or each GPU's copy
+    if (p.LossScaleOnReplicas())
+      for (size_t r = 0; r < p.n; ++r)
+        net.ops.push_back(b.On(r, MakeOperatorDef("Copy", {kLossScaleBlob}, {b.BlobName(r, kReplicaLossScaleBlob)})));
+  }
   b.AppendReplicated(net, p.tmpl);
-  if (p.options.loss_scaling.dynamic) AddExternalInput(net, kLossScaleBlob);  // the seeds read it
   for (const auto& x : p.model.params) AddExternalInput(net, b.BlobName(0, x));
   for (size_t r = 0; r < p.n; ++r)
     for (const auto& x : p.replicated) AddExternalInput(net, b.BlobName(r, x));
@@ -170,31 +175,36 @@ void AddGradientAllreduce(const ParallelPlan& p, NetDef& train, bool active) {
   }
 }
 
-// Loss scaling with a sharded optimizer state: replica r holds the sums of
-// its shard of each gradient alone (the rest of its buffers are not summed
-// and differ between processes), so each replica unscales and checks its
-// shard, and an Allreduce sums the replicas' flags over every process: one
-// verdict, in replica 0's flag (the global one), for every shard's update.
-// On one replica's flags the gate would let one shard update and another
-// skip, and the processes' scales would part.
+// Loss scaling where each replica checks its own gradients
+// (ParallelPlan::UnscalesPerReplica). A sharded optimizer state: replica r
+// holds the sums of its shard of each gradient alone (the rest of its
+// buffers are not summed and differ between processes), so it unscales and
+// checks its shard. Several GPUs: each unscales its gradients on its GPU,
+// reading its copy of the scale. Either way an Allreduce sums the replicas'
+// flags over every process: one verdict, in replica 0's flag, copied to the
+// host's global one where the scale lives there. On one replica's flags the
+// gate would let one shard (or GPU) update and another skip, and the
+// processes' scales would part.
 namespace {
-void AddShardedUnscaling(const ParallelPlan& p, NetDef& train) {
+void AddReplicaUnscaling(const ParallelPlan& p, NetDef& train) {
   const Replicas& b = p.replicas;
+  const bool copies = p.LossScaleOnReplicas();
   std::vector<std::vector<std::string>> flags;
   for (size_t r = 0; r < p.n; ++r) {
     const std::string found = p.FoundInfName(r);
     flags.push_back({found});
-    std::vector<std::string> ins{kLossScaleBlob, found}, outs{found};
+    std::vector<std::string> ins{copies ? b.BlobName(r, kReplicaLossScaleBlob) : kLossScaleBlob, found}, outs{found};
     for (const auto& param : p.model.params) {
       ins.push_back(p.Grad(r, param));
       outs.push_back(p.Grad(r, param));
     }
-    train.ops.push_back(b.On(r, MakeOperatorDef("UnscaleGradients", ins, outs,
-                                                {MakeArg("part", p.ShardPart(r)),
-                                                 MakeArg("parts", static_cast<int64_t>(p.total_replicas()))})));
+    std::vector<Argument> args;
+    if (p.zero) args = {MakeArg("part", p.ShardPart(r)), MakeArg("parts", static_cast<int64_t>(p.total_replicas()))};
+    train.ops.push_back(b.On(r, MakeOperatorDef("UnscaleGradients", ins, outs, std::move(args))));
     AddExternalInput(train, found);
   }
   train.ops.push_back(b.Collective("Allreduce", flags, {MakeArg("key", std::string("found_inf"))}));
+  if (copies) train.ops.push_back(MakeOperatorDef("Copy", {flags[0][0]}, {kFoundInfBlob}));  // to the host
   OperatorDef gate = MakeOperatorDef("GateLearningRate", {kLrBlob, kFoundInfBlob}, {kLrStepBlob});
   gate.device = p.counter_device;
   train.ops.push_back(std::move(gate));
@@ -212,8 +222,8 @@ void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
     // Every replica's gradients (the updates may read any of them), summed
     // where they are summed, unscaled together: one found_inf for all, so
     // every update skips an overflowing step alike.
-    if (p.zero) {
-      AddShardedUnscaling(p, train);
+    if (p.UnscalesPerReplica()) {
+      AddReplicaUnscaling(p, train);
     } else {
       std::vector<std::string> grads;
       for (size_t r = 0; r < p.n; ++r)
@@ -225,10 +235,11 @@ void AddOptimizerUpdates(const ParallelPlan& p, NetDef& train) {
   std::set<size_t> lr_copied;
   for (const auto& u : p.Updates()) {
     std::string lr = scaled ? kLrStepBlob : kLrBlob;
-    if (b.cuda() && b.device(u.replica) != p.counter_device) {
+    if (b.cuda() && b.device(u.replica) != p.counter_device) {  // the step's rate, gated or not, to the GPU
+      const std::string from = lr;
       lr = b.BlobName(u.replica, kLrBlob);
       if (lr_copied.insert(u.replica).second)
-        train.ops.push_back(b.On(u.replica, MakeOperatorDef("Copy", {kLrBlob}, {lr})));
+        train.ops.push_back(b.On(u.replica, MakeOperatorDef("Copy", {from}, {lr})));
     }
     const std::string w = b.BlobName(u.replica, u.param);
     if (u.parts > 1 && u.part == 0) {  // the parts may not copy on write: copy now if need be

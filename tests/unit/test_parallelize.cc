@@ -870,6 +870,14 @@ TEST_CASE("parallelize for CUDA: the counter and the rate live on the GPU when e
     CHECK(copies_of(nets.train, kLrBlob) == (one_gpu ? 0 : 2));
     // The init net fills the counter on the host and moves it to the GPU.
     CHECK(copies_of(nets.init, kIterBlob) == (one_gpu ? 1 : 0));
+    // With loss scaling the GPUs get the gated rate (NaN on a skipped step),
+    // and the scale: from the host on two GPUs, read in place on one.
+    o.loss_scaling.dynamic = true;
+    const ParallelNets scaled = Parallelize(Mlp(adam), o);
+    CHECK(copies_of(scaled.train, kLrBlob) == 0);
+    CHECK(copies_of(scaled.train, kLrStepBlob) == (one_gpu ? 0 : 2));
+    CHECK(copies_of(scaled.train, kLossScaleBlob) == (one_gpu ? 0 : 2));
+    CHECK(device_of(scaled.train, "GateLearningRate") == counter);
   }
 }
 
@@ -877,7 +885,8 @@ TEST_CASE("parallelize for CUDA: every CUDA op reads blobs written on its own de
   if (!cuda::BuiltWithCuda()) return;  // Parallelize refuses CUDA replicas then (tested above)
   auto check = [](const ParallelNets& nets) {
     std::map<std::string, DeviceOption> where;  // blob -> device of its last writer
-    for (const NetDef* net : {&nets.init, &nets.train, &nets.eval, &nets.shard_gather, &nets.shard_scatter}) {
+    for (const NetDef* net :
+         {&nets.init, &nets.accumulate, &nets.train, &nets.eval, &nets.shard_gather, &nets.shard_scatter}) {
       CAPTURE(net->name);
       for (const char* fed : {"data", "label"}) where[fed] = DeviceOption{};  // the caller feeds host batches
       auto placed = PlaceHostOps(*net);
@@ -915,7 +924,15 @@ TEST_CASE("parallelize for CUDA: every CUDA op reads blobs written on its own de
       o.uneven_split = false;
       o.accumulate_steps = 2;
       check(Parallelize(Mlp(opt), o));
+      // Loss scaling: with 2 GPUs each replica reads a copy of the scale
+      // on its GPU, in the accumulate net's seeds too.
+      o.loss_scaling.dynamic = true;
+      check(Parallelize(Mlp(opt), o));
       o.accumulate_steps = 1;
+      o.shard_optimizer_state = true;
+      check(Parallelize(Mlp(opt), o));
+      o.shard_optimizer_state = false;
+      o.loss_scaling.dynamic = false;
       o.shard_optimizer_state = true;  // ZeRO-1 in one process; its checkpoint nets copy shards to the GPUs
       const ParallelNets zero = Parallelize(Mlp(opt), o);
       check(zero);

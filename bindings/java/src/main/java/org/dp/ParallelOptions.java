@@ -81,9 +81,9 @@ public final class ParallelOptions {
    */
   public boolean shardOptimizerState;
   /**
-   * {@link TrainingOptions}.LOSS_SCALING_*: dynamic loss scaling (for FP16 math): replicas of one memory
-   * (CPU, or one GPU); not with BMUF; with {@link #shardOptimizerState} each replica checks its shard, one verdict
-   * over every process. Since 0.6.
+   * {@link TrainingOptions}.LOSS_SCALING_*: dynamic loss scaling (for FP16 math): one scale for every replica; not
+   * with BMUF; with {@link #shardOptimizerState} or several GPUs each replica checks its gradients (its shard), one
+   * verdict over every process. Since 0.6.
    */
   public int lossScaling;
   /** Its first scale; 0: 65536 (2^16). Since 0.6. */
