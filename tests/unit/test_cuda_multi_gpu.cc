@@ -33,11 +33,10 @@
 #include "exec/net.h"
 #include "graph/net_def.h"
 #include "model/model_format.h"
-#include "model/training.h"
-#include "parallel/parallelize.h"
 #include "cuda_collectives_test_util.h"
 #include "op_test_util.h"
 #include "sample_batches.h"
+#include "scaled_training.h"
 #include "temp_dir.h"
 
 using namespace dp;
@@ -304,44 +303,19 @@ TEST_CASE("GPUs: NCCL across processes: a process that leaves fails the other in
 // (two replicas: a + b in either sum), with and without a sharded state.
 TEST_CASE("GPUs: loss scaling over cuda:0,cuda:1 skips the steps cuda:0,cuda:0 skips") {
   const ModelDef m = ModelFromFile(SampleNetsDir() + "fashion_mlp.json");
-  auto train = [&](std::vector<int32_t> ids, bool zero) {
-    ParallelizeOptions o;
-    o.device_type = DeviceType::kCUDA;
-    o.device_ids = ids;
-    o.nccl = ids[0] != ids[1];
-    o.shard_optimizer_state = zero;
-    o.loss_scaling.dynamic = true;
-    o.loss_scaling.initial = std::ldexp(1.0, 127);
-    const ParallelNets nets = Parallelize(m, o);
-    auto ws = std::make_shared<Workspace>();
-    Net(std::make_shared<const NetDef>(nets.init), ws).Run();
-    Net net(std::make_shared<const NetDef>(nets.train), ws);
-    std::vector<float> scales;
-    for (int s = 0; s < 20; ++s) {
-      FeedSyntheticBatch(*ws, 32, static_cast<uint32_t>(40 + s));
-      Tensor x = ws->GetTensor("data");
-      for (int64_t i = 0; i < x.numel(); ++i) x.mutable_data<float>()[i] *= 1000.0f;
-      ws->Feed("data", x);
-      net.Run();
-      Tensor scale;
-      scale.CopyFrom(ws->GetTensor(kLossScaleBlob));
-      scales.push_back(scale.data<float>()[0]);
-    }
-    std::vector<std::vector<float>> params;
-    for (const auto& scope : nets.scopes)
-      for (const auto& p : m.params) {
-        Tensor host;
-        host.CopyFrom(ws->GetTensor(scope + p));
-        params.emplace_back(host.data<float>(), host.data<float>() + host.numel());
-      }
-    return std::make_pair(scales, params);
+  auto feed = [](Workspace& ws, int step) {
+    FeedSyntheticBatch(ws, 32, static_cast<uint32_t>(40 + step));
+    Tensor x = ws.GetTensor("data");
+    for (int64_t i = 0; i < x.numel(); ++i) x.mutable_data<float>()[i] *= 1000.0f;
+    ws.Feed("data", x);
   };
   for (bool zero : {false, true}) {
     CAPTURE(zero);
-    const auto one = train({0, 0}, zero), two = train({0, 1}, zero);
-    CHECK(two.first == one.first);
-    CHECK(two.first.back() < std::ldexp(1.0f, 127));
-    CHECK(two.second == one.second);
+    const ScaledRun one = TrainScaledOnGpus(m, {0, 0}, zero, 20, feed);
+    const ScaledRun two = TrainScaledOnGpus(m, {0, 1}, zero, 20, feed);
+    CHECK(two.scales == one.scales);
+    CHECK(two.scales.back() < std::ldexp(1.0f, 127));
+    CHECK(two.params == one.params);
   }
 }
 

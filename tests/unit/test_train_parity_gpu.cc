@@ -29,6 +29,7 @@
 #include "model/model_format.h"
 #include "model/training.h"
 #include "parallel/parallelize.h"
+#include "scaled_training.h"
 
 using namespace dp;
 
@@ -382,33 +383,12 @@ TEST_CASE("GPU: dynamic loss scaling on cuda:0: fp32 unchanged bit for bit, fp16
 // run's, bit for bit, through cut after cut of the scale from 2^127.
 TEST_CASE("GPU: loss scaling with a sharded optimizer state on cuda:0,cuda:0 skips as unsharded") {
   const ModelDef m = ModelFromFile(NetsDir() + "fashion_mlp.json");
-  auto train = [&](bool zero) {
-    ParallelizeOptions o;
-    o.device_type = DeviceType::kCUDA;
-    o.device_ids = {0, 0};
-    o.nccl = false;  // one GPU named twice: the copy-and-sum tree
-    o.shard_optimizer_state = zero;
-    o.loss_scaling.dynamic = true;
-    o.loss_scaling.initial = std::ldexp(1.0, 127);
-    const ParallelNets nets = Parallelize(m, o);
-    auto ws = std::make_shared<Workspace>();
-    Net(std::make_shared<const NetDef>(nets.init), ws).Run();
-    Net net(std::make_shared<const NetDef>(nets.train), ws);
-    std::vector<float> scales;
-    for (int s = 0; s < 30; ++s) {
-      FeedBatch(*ws, s, 1000.0f);
-      net.Run();
-      scales.push_back(HostFloats(*ws, kLossScaleBlob).at(0));
-    }
-    std::map<std::string, std::vector<float>> params;
-    for (const auto& scope : nets.scopes)
-      for (const auto& p : m.params) params[scope + p] = HostFloats(*ws, scope + p);
-    return std::make_pair(scales, params);
-  };
-  const auto plain = train(false), sharded = train(true);
-  CHECK(sharded.first == plain.first);
-  CHECK(sharded.first.back() < std::ldexp(1.0f, 127));  // cut: steps were skipped
-  CHECK(sharded.second == plain.second);
+  auto feed = [](Workspace& ws, int step) { FeedBatch(ws, step, 1000.0f); };
+  const testing::ScaledRun plain = testing::TrainScaledOnGpus(m, {0, 0}, false, 30, feed);
+  const testing::ScaledRun sharded = testing::TrainScaledOnGpus(m, {0, 0}, true, 30, feed);
+  CHECK(sharded.scales == plain.scales);
+  CHECK(sharded.scales.back() < std::ldexp(1.0f, 127));  // cut: steps were skipped
+  CHECK(sharded.params == plain.params);
 }
 
 }  // namespace
