@@ -1,16 +1,16 @@
 // Compressed gradients (the `compress` argument of Allreduce and
-// ReduceScatter): float32 tensors summed through a 16-bit float H (BFloat16
-// or Half). Each contribution is rounded to H once, the contributions are
-// summed in float and the sum is rounded once, so one process's two
-// replicas give the bits of two processes of one replica each. binary16
-// (range 65504) is scaled by 1 / contributions before the cast and back
-// after, so that the sum cannot overflow where each term does not.
+// ReduceScatter) on the CPU: float32 tensors summed through a 16-bit float H
+// (BFloat16 or Half), in the arithmetic of comm/compressed_sum.h. Each
+// contribution is rounded to H once, the contributions are summed in float
+// and the sum is rounded once, so one process's two replicas give the bits
+// of two processes of one replica each.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
+#include "comm/compressed_sum.h"
 #include "comm/cpu_collectives.h"
 #include "core/dtype.h"
 #include "core/half_convert.h"
@@ -25,19 +25,6 @@ void WithCompressionType(DType compress, const Fn& fn) {
     fn(BFloat16{});
   else
     fn(Half{});
-}
-
-// What each contribution is multiplied by before its cast to H.
-template <typename H>
-float CompressionPreScale(int contributions) {
-  return std::is_same_v<H, Half> ? 1.0f / static_cast<float>(contributions) : 1.0f;
-}
-
-// What the sum is multiplied by after its cast back: the pre-scale undone,
-// times the collective's scale s.
-template <typename H>
-float CompressionPostScale(int contributions, double s) {
-  return static_cast<float>((std::is_same_v<H, Half> ? contributions : 1) * s);
 }
 
 // out[i] = H(in[i] * scale), n elements. binary16 goes through the bulk

@@ -57,8 +57,8 @@ class CreateCudaCollectivesOp final : public Operator {
     if (out->IsType<CudaCommunicator>()) {
       const auto& held = out->Get<CudaCommunicator>();
       if (held.collectives && held.collectives->devices() == devices_ && held.collectives->nccl() == nccl_ &&
-          held.processes_config == process_.Config())
-        return;
+          held.processes_config == process_.Config() && !held.collectives->broken())
+        return;  // (an aborted one is made again: the init net's re-run is the way back)
     }
     CudaProcesses processes;
     processes.rank = process_.rank;
@@ -158,15 +158,19 @@ class CudaBroadcastOp final : public CudaCollectiveOp {
   void RunOnDevice() override {
     auto comm = Comm();
     const int n = num_devices_, m = per_device_;
+    // Across processes NCCL's root is process 0's device root_: the others'
+    // device root_ receives too, and is written like any other.
+    const bool root_receives = comm->process_rank() != 0;
     std::vector<CudaCollectives::Segment> segments(static_cast<size_t>(m));
     for (int j = 0; j < m; ++j) {
       const Tensor& src = Replica(*comm, root_, j);
+      const Dims dims = src.dims();
       CudaCollectives::Segment& seg = segments[static_cast<size_t>(j)];
       seg.count = src.numel();
       seg.dtype = src.dtype();
       seg.buffers.resize(static_cast<size_t>(n));
       for (int d = 0; d < n; ++d) {
-        if (d == root_) {
+        if (d == root_ && !root_receives) {
           seg.buffers[static_cast<size_t>(d)] = const_cast<void*>(src.raw_data());  // only read
           continue;
         }
@@ -180,7 +184,7 @@ class CudaBroadcastOp final : public CudaCollectiveOp {
                         ", not a tensor");
         Tensor* t = Output(o);
         if (t->defined()) Replica(*comm, d, j);  // rejects a tensor on another device
-        t->Resize(src.dims(), src.dtype(), {DeviceType::kCUDA, comm->devices()[static_cast<size_t>(d)]});
+        t->Resize(dims, seg.dtype, {DeviceType::kCUDA, comm->devices()[static_cast<size_t>(d)]});
         seg.buffers[static_cast<size_t>(d)] = t->raw_mutable_data();
       }
     }

@@ -14,6 +14,7 @@
 #include "core/logging.h"
 #include "comm/collective_kernels.h"
 #include "comm/store.h"
+#include "cuda/cuda_caching_allocator.h"
 #include "cuda/cuda_context.h"
 #include "ops/op_utils.h"
 
@@ -51,9 +52,12 @@ std::mutex& NcclMutex() {
 
 // Ends an NCCL group on every path: a failed call inside must not leave the
 // thread in a group, which would swallow every later NCCL call. When a call
-// inside failed, `abort` (ncclCommAbort of the communicators) runs first, so
-// that ending the group launches no part of the group's collectives, which
-// would wait for peers that never join them.
+// inside failed, NCCL marks the group failed and its end drops the group's
+// queued work without launching any of it (so none waits for peers that
+// never join); `abort` (ncclCommAbort of the communicators) runs after that.
+// (Aborting inside the open group would only queue the abort into the group
+// that is dropped.) Nothing but NCCL calls may throw inside a group: a group
+// ended after another exception would launch the calls queued so far.
 class NcclGroup {
  public:
   NcclGroup(std::function<void()> abort, bool nonblocking) : abort_(std::move(abort)), nonblocking_(nonblocking) {
@@ -61,8 +65,8 @@ class NcclGroup {
   }
   ~NcclGroup() {
     if (!open_) return;
-    abort_();  // a call inside failed: no partial launch of the others
-    ncclGroupEnd();
+    ncclGroupEnd();  // a call inside failed: the group is dropped
+    abort_();
   }
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
@@ -219,6 +223,12 @@ CudaCollectives::CudaCollectives(std::vector<int> devices, bool nccl, CudaProces
       cuda::DeviceGuard guard(p.device);
       // Non-blocking: the legacy default stream must not serialise with it.
       DP_CUDA_CHECK(cudaStreamCreateWithFlags(&p.stream, cudaStreamNonBlocking));
+      // Memory freed on the device waits for this stream's work too: a
+      // tensor an op frees right after queuing a collective that reads it
+      // (an active flag, a temporary) is not handed out again before the
+      // collective is done with it (Join orders the other devices' reads).
+      cuda::DeviceAllocator(p.device).RegisterStream(reinterpret_cast<StreamId>(p.stream));
+      p.registered = true;
       for (cudaEvent_t* e : {&p.start, &p.ready, &p.done})
         DP_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     }
@@ -260,6 +270,7 @@ void CudaCollectives::Release() noexcept {
         cuda::OnDeviceNoThrow(p.device, [&] { across() ? ncclCommAbort(p.comm) : ncclCommDestroy(p.comm); });
   }
   for (PerDevice& p : per_device_) {
+    if (p.registered) cuda::DeviceAllocator(p.device).UnregisterStream(reinterpret_cast<StreamId>(p.stream));
     if (p.stream != nullptr) {  // created first: without it there is nothing else
       cuda::OnDeviceNoThrow(p.device, [&] {
         for (cudaEvent_t e : {p.start, p.ready, p.done})
@@ -298,6 +309,15 @@ void CudaCollectives::Join(const CudaContext& ctx) {
     cuda::DeviceGuard guard(p.device);
     DP_CUDA_CHECK(cudaEventRecord(p.done, p.stream));
   }
+  // Every stream past every other's end of the call: a device's buffers are
+  // read by the other devices' streams too (the tree's peer copies), and
+  // its allocator orders a free after its own devices' streams alone.
+  if (per_device_.size() > 1)
+    for (const PerDevice& p : per_device_) {
+      cuda::DeviceGuard guard(p.device);
+      for (const PerDevice& q : per_device_)
+        if (&q != &p) DP_CUDA_CHECK(cudaStreamWaitEvent(p.stream, q.done, 0));
+    }
   cuda::DeviceGuard guard(ctx.device().id);
   for (const PerDevice& p : per_device_) DP_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(), p.done, 0));
 }
@@ -386,7 +406,7 @@ void CudaCollectives::IssueJoined(CudaContext& ctx, const char* what, const Issu
     Fork(caller, ctx);
     issue();
     Join(ctx);
-    if (across()) WaitAcross(what);
+    if (across()) WaitAcross(what, true);
   } catch (const std::exception& e) {
     AbortAndDrain(e.what());
     throw;
@@ -425,32 +445,40 @@ void CudaCollectives::Broadcast(const std::vector<Segment>& segments, int root, 
 }
 
 void CudaCollectives::NcclAllreduce(const std::vector<Segment>& segments) {
-  std::unique_lock<std::mutex> lock(NcclMutex());
-  NcclGroup group([&] { AbortComms(); }, across());
-  for (const Segment& seg : segments) {
-    if (seg.count == 0) continue;
-    const ncclDataType_t type = NcclType(seg.dtype);
-    for (size_t d = 0; d < per_device_.size(); ++d)
-      DP_NCCL_QUEUED(ncclAllReduce(seg.buffers[d], seg.buffers[d], static_cast<size_t>(seg.count), type, ncclSum,
-                                   per_device_[d].comm, per_device_[d].stream),
-                     across());
+  std::vector<ncclDataType_t> types;  // before the group: nothing else may throw inside it
+  for (const Segment& seg : segments) types.push_back(NcclType(seg.dtype));
+  {
+    std::unique_lock<std::mutex> lock(NcclMutex());
+    NcclGroup group([&] { AbortComms(); }, across());
+    for (size_t s = 0; s < segments.size(); ++s) {
+      const Segment& seg = segments[s];
+      if (seg.count == 0) continue;
+      for (size_t d = 0; d < per_device_.size(); ++d)
+        DP_NCCL_QUEUED(ncclAllReduce(seg.buffers[d], seg.buffers[d], static_cast<size_t>(seg.count), types[s], ncclSum,
+                                     per_device_[d].comm, per_device_[d].stream),
+                       across());
+    }
+    group.End();
   }
-  group.End();
+  if (across()) WaitAcross("allreduce", false);  // on the streams before anything queued after it
 }
 
 void CudaCollectives::NcclBroadcast(const std::vector<Segment>& segments, int root) {
-  std::unique_lock<std::mutex> lock(NcclMutex());
-  NcclGroup group([&] { AbortComms(); }, across());
-  for (const Segment& seg : segments) {
-    if (seg.count == 0) continue;
-    // Bytes: a broadcast does not care about the element type. Across
-    // processes, NCCL rank `root` is process 0's device `root`.
-    for (size_t d = 0; d < per_device_.size(); ++d)
-      DP_NCCL_QUEUED(ncclBroadcast(seg.buffers[d], seg.buffers[d], SegmentBytes(seg), ncclUint8, root,
-                                   per_device_[d].comm, per_device_[d].stream),
-                     across());
+  {
+    std::unique_lock<std::mutex> lock(NcclMutex());
+    NcclGroup group([&] { AbortComms(); }, across());
+    for (const Segment& seg : segments) {
+      if (seg.count == 0) continue;
+      // Bytes: a broadcast does not care about the element type. Across
+      // processes, NCCL rank `root` is process 0's device `root`.
+      for (size_t d = 0; d < per_device_.size(); ++d)
+        DP_NCCL_QUEUED(ncclBroadcast(seg.buffers[d], seg.buffers[d], SegmentBytes(seg), ncclUint8, root,
+                                     per_device_[d].comm, per_device_[d].stream),
+                       across());
+    }
+    group.End();
   }
-  group.End();
+  if (across()) WaitAcross("broadcast", false);
 }
 
 void CudaCollectives::TreeReduce(const std::vector<Segment>& segments) {
@@ -561,10 +589,10 @@ void CudaCollectives::InitAcrossProcesses() {
     }
     group.End();
   }
-  WaitAcross("initialisation");
+  WaitAcross("initialisation", true);
 }
 
-void CudaCollectives::WaitAcross(const char* what) {
+void CudaCollectives::WaitAcross(const char* what, bool complete) {
   const auto deadline = std::chrono::steady_clock::now() + processes_.timeout;
   for (int round = 0;; ++round) {
     bool done = true;
@@ -582,6 +610,7 @@ void CudaCollectives::WaitAcross(const char* what) {
                                        ncclGetErrorString(state),
                                        last != nullptr && *last != '\0' ? StrCat(" (", last, ")") : std::string()));
       }
+      if (!complete) continue;
       // Then the work on the device (`done` is recorded at the end of every
       // call; an event never recorded counts as complete).
       const cudaError_t e = cudaEventQuery(p.done);

@@ -97,6 +97,11 @@ class CudaCollectives {
   int size() const { return static_cast<int>(devices_.size()); }  // this process's devices
   bool nccl() const { return nccl_; }
   int process_rank() const { return processes_.rank; }
+  // Whether an earlier failure aborted it (every call then fails at once).
+  bool broken() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !broken_.empty();
+  }
   int num_processes() const { return processes_.size; }
 
   // Every buffer of every segment ends up holding scale * (sum of the
@@ -125,6 +130,7 @@ class CudaCollectives {
     cudaEvent_t ready = nullptr;  // this stream's point a tree peer waits for
     cudaEvent_t done = nullptr;   // this stream's end of a call
     ncclComm_t comm = nullptr;    // NCCL mode only
+    bool registered = false;      // stream registered with the device's caching allocator
     std::shared_ptr<Storage> scratch;  // tree mode: what a receiver adds from
   };
 
@@ -134,10 +140,13 @@ class CudaCollectives {
   void InitAcrossProcesses();
   bool across() const { return processes_.store != nullptr; }
   // Across processes, after work is queued: waits (bounded) until NCCL has
-  // taken it and every device has finished it; on an error or the timeout,
-  // aborts the communicators, runs the roll call and throws naming the
-  // processes that are missing.
-  void WaitAcross(const char* what);
+  // put it on the streams (non-blocking communicators may do that after
+  // ncclGroupEnd returns ncclInProgress, from a thread of their own: nothing
+  // may be queued after it before then) and, when `complete`, until every
+  // device has finished it; on an error or the timeout, aborts the
+  // communicators, runs the roll call and throws naming the processes that
+  // are missing. Called without NcclMutex held.
+  void WaitAcross(const char* what, bool complete);
   [[noreturn]] void FailAcross(const char* what, bool timed_out, const std::string& cause);
   // Runs issue() (the work of one call after Fork) and Join. If anything in
   // between throws, the call's work must not outlive it: NCCL communicators
@@ -172,7 +181,7 @@ class CudaCollectives {
   const bool nccl_;
   const CudaProcesses processes_;
   std::vector<PerDevice> per_device_;
-  std::mutex mu_;  // one call issues at a time: the streams, events and scratch are shared
+  mutable std::mutex mu_;  // one call issues at a time: the streams, events and scratch are shared
   std::string broken_;  // mu_: why the communicator was aborted ("" while usable)
 };
 

@@ -182,6 +182,9 @@ void CapturingExecutor::Issue(RunControl& rc) {
 void CapturingExecutor::Launch(RunControl& rc) {
   rc.graph_ops = graph_ops_.size();
   rc.graph_kernels = graph_->kernel_nodes();
+  // The graph's device current: a replay runs no op that would make it so,
+  // and a profiled launch makes its timing events on the current device.
+  contexts_[0]->SwitchToDevice();
   if (rc.timings == nullptr) {
     graph_->Launch(*contexts_[0]);
     return;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/current_stream.h"
 #include "core/logging.h"
 
 namespace dp {
@@ -138,6 +139,16 @@ void NetMemory::Release(int temporary) noexcept {
   if (slot >= 0 && sole_tensor && storage && storage.use_count() == 1 && storage->library_owned()) {
     StorageSlot& s = *slots_[static_cast<size_t>(slot)];
     if (s.parked_bytes() < storage->nbytes()) s.Park(std::move(storage));
+  }
+  // Freed (when this was the last reference) as outside any op: the op that
+  // counted the temporary's last access finished issuing last, but its
+  // stream is not ordered after the other accessors' streams (they ran in
+  // whatever order the executor chose), so the block must wait for the
+  // events of every stream of its device rather than serve this op's stream
+  // at once (core/caching_allocator.h).
+  if (storage) {
+    CurrentStreamScope unordered(storage->device(), kNoStream);
+    storage.reset();
   }
 }
 
