@@ -41,9 +41,10 @@
 // freeing op's stream is.
 //
 // Memory read from another GPU's stream (a peer copy) is not covered by this
-// device's events directly: the op that drops the blob waits for the copy
-// (the executor's dependencies), so F's free-time event comes after it; a
-// free outside any op comes after a run, which waits for every device.
+// device's events: when an op on another GPU drops it (its input held for the
+// kernel, Operator::Run), the CUDA allocator first waits for that op's
+// stream (cuda/cuda_caching_allocator.cc); a free outside any op comes after
+// a run, which waits for every device.
 //
 // Thread-safe: one mutex per allocator (one device); backend calls are made
 // with it held.

@@ -12,6 +12,8 @@ StreamId CurrentStream(DeviceOption device) {
   return t_stream != kNoStream && t_device == device ? t_stream : kNoStream;
 }
 
+ThreadStream CurrentThreadStream() { return {t_device, t_stream}; }
+
 CurrentStreamScope::CurrentStreamScope(DeviceOption device, StreamId stream)
     : previous_device_(t_device), previous_stream_(t_stream) {
   t_device = device;

@@ -24,6 +24,15 @@ inline constexpr StreamId kNoStream = 0;
 // The stream current on this thread for `device`; kNoStream when none is.
 StreamId CurrentStream(DeviceOption device);
 
+// The device and stream current on this thread, whatever the device
+// (stream kNoStream: none): what an allocator of another device needs to
+// know that an op elsewhere frees its memory.
+struct ThreadStream {
+  DeviceOption device;
+  StreamId stream = kNoStream;
+};
+ThreadStream CurrentThreadStream();
+
 class CurrentStreamScope {
  public:
   CurrentStreamScope(DeviceOption device, StreamId stream);

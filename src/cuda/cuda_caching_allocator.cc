@@ -107,6 +107,13 @@ class CudaCachingAllocator final : public Allocator {
 
   void Free(DeviceOption device, void* ptr) noexcept override {
     if (ptr == nullptr) return;
+    // Dropped by an op on another GPU (it read this memory: a peer copy):
+    // work queued on that op's stream may still read the block, and this
+    // device's free-time events cover this device's streams alone. Rare
+    // (multi-GPU nets' cross-device copies), so the host waits for it.
+    const ThreadStream op = CurrentThreadStream();
+    if (op.stream != kNoStream && op.device.type == DeviceType::kCUDA && op.device.id != device.id)
+      OnDeviceNoThrow(op.device.id, [&] { cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(op.stream)); });
     auto& devices = Devices();  // exists: ptr came from it
     devices[static_cast<size_t>(device.id)]->allocator.Free(ptr, CurrentStream(device));
   }

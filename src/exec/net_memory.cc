@@ -146,10 +146,10 @@ void NetMemory::Release(int temporary) noexcept {
   // whatever order the executor chose), so the block must wait for the
   // events of every stream of its device rather than serve this op's stream
   // at once (core/caching_allocator.h).
-  if (storage) {
+  if (storage && CurrentStream(storage->device()) != kNoStream) {
     CurrentStreamScope unordered(storage->device(), kNoStream);
     storage.reset();
-  }
+  }  // (memory of another device than the op's: its allocator orders the free, cuda_caching_allocator.cc)
 }
 
 std::vector<const StorageSlot*> NetMemory::slots(DeviceOption device) const {

@@ -455,11 +455,14 @@ TEST_CASE("an op allocates on its context's stream; outside ops there is none") 
       CurrentStreamScope outer(DeviceOption{}, 5);
       CHECK(CurrentStream(DeviceOption{}) == 5);
       CHECK(CurrentStream({DeviceType::kCUDA, 0}) == kNoStream);  // another device's stream is not this one's
+      CHECK(CurrentThreadStream().stream == 5);  // but the thread's, whatever the device
+      CHECK(CurrentThreadStream().device == DeviceOption{});
       Tensor t({10}, DType::kFloat32);
       CHECK(cached.last_stream_ == 5);
     }
     Tensor t({10}, DType::kFloat32);
     CHECK(cached.last_stream_ == kNoStream);
+    CHECK(CurrentThreadStream().stream == kNoStream);
   }
   RegisterAllocator(DeviceType::kCPU, previous);
   cached.cache_.UnregisterStream(77);
