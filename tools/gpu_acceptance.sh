@@ -15,7 +15,8 @@
 #     to the same accuracy bars;
 #   - the MLP on cuda:1 and the CNN on cuda:0,cuda:0 with --host-loader (the dataset in host memory,
 #     batches staged to the GPU through page-locked buffers on the loader's copy stream);
-#   - the MLP on cuda:0,cuda:0 with --zero (ZeRO-1: Adam's moments sharded over the two replicas);
+#   - the MLP on cuda:0,cuda:0 with --zero (ZeRO-1: Adam's moments sharded over the two replicas), and
+#     with --compress bf16 --zero (the gradients rounded through bfloat16);
 #   - bench/run_gpu_bench.sh (1 round; --no-bench skips it).
 # Exit status: the number of failed checks (0: all passed).
 set -uo pipefail
@@ -69,6 +70,8 @@ check "mlp cuda:1 --host-loader >= 0.88" 300 "$sample" --model mlp --devices cud
 check "cnn cuda:0,cuda:0 --host-loader >= 0.91" 300 "$sample" --model cnn --devices cuda:0,cuda:0 --host-loader \
   --min-acc 0.91
 check "mlp cuda:0,cuda:0 --zero >= 0.88" 300 "$sample" --model mlp --devices cuda:0,cuda:0 --zero --min-acc 0.88
+check "mlp cuda:0,cuda:0 --compress bf16 --zero >= 0.88" 300 "$sample" --model mlp --devices cuda:0,cuda:0 \
+  --compress bf16 --zero --min-acc 0.88
 shown=9  # the bench's summary table
 [[ $bench -eq 1 ]] && check "bench (1 round)" 600 "$root/bench/run_gpu_bench.sh" --build "$build" --rounds 1
 

@@ -1486,8 +1486,10 @@ typedef struct dp_parallel_options {
    * once, Gloo at each step of its ring), then cast back: half the bytes
    * between processes, and gradients within the 16-bit
    * type's rounding of float32's (binary16 is scaled by 1 / contributions
-   * against overflow). CPU replicas (shared memory, Gloo, one process);
-   * CUDA replicas: DP_ERR_UNIMPLEMENTED. Not with BMUF. NONE (0): float32. */
+   * against overflow). CPU replicas (shared memory, Gloo, one process) and
+   * CUDA replicas (in one process each GPU's gradient is a contribution;
+   * across processes every GPU's, exchanged over NCCL in 16 bits and
+   * summed in float in rank order). Not with BMUF. NONE (0): float32. */
   int32_t gradient_compression;
   /* 1: ZeRO-1. The optimizer state is sharded over every replica of every
    * process: each keeps the state of 1 / (replicas x processes) of each

@@ -1,6 +1,7 @@
 // libdp's launchers of comm/collective_kernels.h: each instantiation forwards
 // to the CUDA module's table (cuda/module_api.h), where the kernels live.
 #include "comm/collective_kernels.h"
+#include "core/dtype.h"  // BFloat16, Half
 #include "cuda/module_api.h"
 #include "cuda/module_loader.h"
 
@@ -22,6 +23,20 @@ struct TableLaunchers<double> {
   static constexpr auto kAccumulate = &ModuleApi::LaunchAccumulateF64;
   static constexpr auto kScaleInPlace = &ModuleApi::LaunchScaleInPlaceF64;
   static constexpr auto kScaleByActive = &ModuleApi::LaunchScaleByActiveF64;
+};
+template <>
+struct TableLaunchers<BFloat16> {
+  static constexpr auto kRoundThrough = &ModuleApi::LaunchRoundThroughBF16;
+  static constexpr auto kCastScaled = &ModuleApi::LaunchCastScaledBF16;
+  static constexpr auto kSumContributions = &ModuleApi::LaunchSumContributionsBF16;
+  static constexpr auto kUncastScaled = &ModuleApi::LaunchUncastScaledBF16;
+};
+template <>
+struct TableLaunchers<Half> {
+  static constexpr auto kRoundThrough = &ModuleApi::LaunchRoundThroughF16;
+  static constexpr auto kCastScaled = &ModuleApi::LaunchCastScaledF16;
+  static constexpr auto kSumContributions = &ModuleApi::LaunchSumContributionsF16;
+  static constexpr auto kUncastScaled = &ModuleApi::LaunchUncastScaledF16;
 };
 template <>
 struct TableLaunchers<int32_t> {
@@ -56,6 +71,29 @@ cudaError_t LaunchScaleByActive(T* x, const float* active, double scale, int64_t
   return Forward(TableLaunchers<T>::kScaleByActive, x, active, scale, n, stream);
 }
 
+template <typename H>
+cudaError_t LaunchRoundThrough(float* x, float pre, double factor, const float* active, double scale, int64_t n,
+                               cudaStream_t stream) {
+  return Forward(TableLaunchers<H>::kRoundThrough, x, pre, factor, active, scale, n, stream);
+}
+
+template <typename H>
+cudaError_t LaunchCastScaled(const float* in, float pre, uint16_t* out, int64_t n, cudaStream_t stream) {
+  return Forward(TableLaunchers<H>::kCastScaled, in, pre, out, n, stream);
+}
+
+template <typename H>
+cudaError_t LaunchSumContributions(const uint16_t* inbox, int ranks, int64_t chunk, uint16_t* out,
+                                   cudaStream_t stream) {
+  return Forward(TableLaunchers<H>::kSumContributions, inbox, ranks, chunk, out, stream);
+}
+
+template <typename H>
+cudaError_t LaunchUncastScaled(const uint16_t* in, double factor, const float* active, double scale, float* out,
+                               int64_t n, cudaStream_t stream) {
+  return Forward(TableLaunchers<H>::kUncastScaled, in, factor, active, scale, out, n, stream);
+}
+
 template cudaError_t LaunchAccumulate<float>(float*, const float*, int64_t, cudaStream_t);
 template cudaError_t LaunchAccumulate<double>(double*, const double*, int64_t, cudaStream_t);
 template cudaError_t LaunchAccumulate<int32_t>(int32_t*, const int32_t*, int64_t, cudaStream_t);
@@ -64,5 +102,14 @@ template cudaError_t LaunchScaleInPlace<float>(float*, float, int64_t, cudaStrea
 template cudaError_t LaunchScaleInPlace<double>(double*, double, int64_t, cudaStream_t);
 template cudaError_t LaunchScaleByActive<float>(float*, const float*, double, int64_t, cudaStream_t);
 template cudaError_t LaunchScaleByActive<double>(double*, const float*, double, int64_t, cudaStream_t);
+#define DP_COMPRESSED_INSTANTIATIONS_(H)                                                                      \
+  template cudaError_t LaunchRoundThrough<H>(float*, float, double, const float*, double, int64_t, cudaStream_t); \
+  template cudaError_t LaunchCastScaled<H>(const float*, float, uint16_t*, int64_t, cudaStream_t);             \
+  template cudaError_t LaunchSumContributions<H>(const uint16_t*, int, int64_t, uint16_t*, cudaStream_t);      \
+  template cudaError_t LaunchUncastScaled<H>(const uint16_t*, double, const float*, double, float*, int64_t,   \
+                                             cudaStream_t);
+DP_COMPRESSED_INSTANTIATIONS_(BFloat16)
+DP_COMPRESSED_INSTANTIATIONS_(Half)
+#undef DP_COMPRESSED_INSTANTIATIONS_
 
 }  // namespace dp::cuda

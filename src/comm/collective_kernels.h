@@ -4,7 +4,9 @@
 // header. Each queues its kernel on `stream` (the caller makes the stream's
 // device current) and returns the launch status; n == 0 launches nothing.
 // Instantiated for float, double, int32_t and int64_t (LaunchScaleInPlace and
-// LaunchScaleByActive: float and double).
+// LaunchScaleByActive: float and double). The compressed collectives'
+// kernels (comm/compressed_sum.h's arithmetic) take a 16-bit float H,
+// BFloat16 or Half (core/half_float.h), its buffers as raw 16-bit words.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,5 +28,25 @@ cudaError_t LaunchScaleInPlace(T* x, T scale, int64_t n, cudaStream_t stream);
 // device (so the host never waits for it).
 template <typename T>
 cudaError_t LaunchScaleByActive(T* x, const float* active, double scale, int64_t n, cudaStream_t stream);
+
+// The post-scale of a compressed sum: static_cast<float>(factor * s), s being
+// ActiveScale(scale, *active) when `active` is given (on the device), else
+// scale (comm/compressed_sum.h, CompressionPostScale).
+
+// x[i] = float(H(x[i] * pre)) * post(factor, active, scale)
+template <typename H>
+cudaError_t LaunchRoundThrough(float* x, float pre, double factor, const float* active, double scale, int64_t n,
+                               cudaStream_t stream);
+// out[i] = H(in[i] * pre)
+template <typename H>
+cudaError_t LaunchCastScaled(const float* in, float pre, uint16_t* out, int64_t n, cudaStream_t stream);
+// out[j] = SumContributions<H>(inbox, ranks, chunk, j) for j < chunk
+template <typename H>
+cudaError_t LaunchSumContributions(const uint16_t* inbox, int ranks, int64_t chunk, uint16_t* out,
+                                   cudaStream_t stream);
+// out[i] = float(in[i]) * post(factor, active, scale)
+template <typename H>
+cudaError_t LaunchUncastScaled(const uint16_t* in, double factor, const float* active, double scale, float* out,
+                               int64_t n, cudaStream_t stream);
 
 }  // namespace dp::cuda

@@ -1,7 +1,10 @@
 // Collectives between the CUDA replicas of a data-parallel net, through a
 // CudaCollectives communicator held in a blob:
 //   CreateCudaCollectives(device_ids=[...], nccl=1[, world_size, rank, store, ...]) -> comm
-//   Allreduce(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
+//   Allreduce(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel);
+//     with compress "bf16" / "fp16" its first compress_tensors float32
+//     tensors (ReduceScatter: the sharded ones) in 16 bits
+//     (CudaCollectives::AllreduceCompressed)
 //   Broadcast(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
 //   ReduceScatter, Allgather (comm/cpu_shard_ops.cc): a sharded optimizer
 //     state's (ZeRO-1), in one process: ReduceScatter is the allreduce
@@ -15,6 +18,7 @@
 // comm/cuda_collectives.h for the ordering. With world_size > 1 the
 // communicator spans this device list in every process of the job (NCCL
 // across processes, meeting through the store).
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -113,8 +117,13 @@ class CudaAllreduceOp final : public CudaCollectiveOp {
   explicit CudaAllreduceOp(const OpInit& init) : CudaCollectiveOp(init) {
     DP_ENFORCE(!average_active_ || per_device_ >= 2, "average_active needs each device's tensors followed by its ",
                "active flag (at least 2 tensors per device), got ", per_device_);
-    DP_ENFORCE_CODE(args().String("compress", "").empty(), Code::kUnimplemented, "compress '",
-                    args().String("compress", ""), "': CUDA replicas' collectives in 16 bits are not built yet");
+    // The compressed tensors: the first compress_tensors (Allreduce), or the
+    // sharded ones (ReduceScatter's shard_tensors), never the flag.
+    const int tensors = average_active_ ? per_device_ - 1 : per_device_;
+    const int64_t asked = def().type == "ReduceScatter" ? args().Int("shard_tensors", per_device_)
+                                                         : args().Int("compress_tensors", per_device_);
+    DP_ENFORCE(asked >= 0, "the compressed tensors' count ", asked, " must not be negative");
+    compressed_ = compress_ == DType::kUndefined ? 0 : static_cast<int>(std::min<int64_t>(asked, tensors));
   }
 
  private:
@@ -132,6 +141,23 @@ class CudaAllreduceOp final : public CudaCollectiveOp {
     for (int j = 0; j < m; ++j)
       for (int d = 0; d < n; ++d)
         segments[static_cast<size_t>(j)].buffers.push_back(Output(In(d, j) - 1)->raw_mutable_data());
+    if (compressed_ > 0) {
+      for (int j = 0; j < compressed_; ++j)
+        DP_ENFORCE_CODE(segments[static_cast<size_t>(j)].dtype == DType::kFloat32, Code::kDType,
+                        InputDesc(In(0, j)), " is ", Replica(*comm, 0, j).DebugString(), ": compressed tensors ",
+                        "(compress ", DTypeName(compress_), ") must be float32");
+      std::vector<CudaCollectives::Segment> compressed(segments.begin(), segments.begin() + compressed_);
+      std::vector<CudaCollectives::Segment> rest(segments.begin() + compressed_, segments.end());
+      CudaCollectives::Segment flags;
+      if (average_active_) {
+        flags = std::move(rest.back());
+        rest.pop_back();
+        CheckActiveFlag(*comm, flags, m);
+      }
+      comm->AllreduceCompressed(compressed, compress_, rest, average_active_ ? &flags : nullptr, scale,
+                                cuda_context());
+      return;
+    }
     if (!average_active_) {
       comm->AllreduceSum(segments, scale, cuda_context());
       return;
@@ -140,13 +166,20 @@ class CudaAllreduceOp final : public CudaCollectiveOp {
     // replicas that had data, as the CPU op computes it.
     CudaCollectives::Segment flags = std::move(segments.back());
     segments.pop_back();
-    DP_ENFORCE_CODE(flags.dtype == DType::kFloat32 && flags.count == 1, Code::kShape, InputDesc(In(0, m - 1)),
-                    " is ", Replica(*comm, 0, m - 1).DebugString(), ": the active flag of average_active must be ",
-                    "float32 [1]");
+    CheckActiveFlag(*comm, flags, m);
     comm->AllreduceActive(segments, flags, scale, cuda_context());
   }
 
+  void CheckActiveFlag(const CudaCollectives& comm, const CudaCollectives::Segment& flags, int m) const {
+    DP_ENFORCE_CODE(flags.dtype == DType::kFloat32 && flags.count == 1, Code::kShape, InputDesc(In(0, m - 1)),
+                    " is ", Replica(comm, 0, m - 1).DebugString(), ": the active flag of average_active must be ",
+                    "float32 [1]");
+  }
+
   const bool average_active_ = args().Int("average_active", 0) != 0;
+  // compress "bf16" / "fp16": kBFloat16 / kFloat16; "": kUndefined (none).
+  const DType compress_ = AllreduceCompression(args().String("compress", ""));
+  int compressed_ = 0;  // each device's first tensors that cross compressed
 };
 
 class CudaBroadcastOp final : public CudaCollectiveOp {

@@ -4,6 +4,7 @@
 #include "comm/cuda_collectives.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -13,6 +14,7 @@
 
 #include "core/logging.h"
 #include "comm/collective_kernels.h"
+#include "comm/compressed_sum.h"
 #include "comm/store.h"
 #include "cuda/cuda_caching_allocator.h"
 #include "cuda/cuda_context.h"
@@ -357,7 +359,11 @@ void CudaCollectives::AllreduceSum(const std::vector<Segment>& segments, double 
     DP_ENFORCE(is_float || scale == 1.0, "AllreduceSum: scale must be 1 for ", DTypeName(seg.dtype), ", got ",
                scale);
   }
-  IssueJoined(ctx, "allreduce", [&] {
+  IssueJoined(ctx, "allreduce", [&] { IssueSum(segments, nullptr, scale); });
+}
+
+void CudaCollectives::IssueSum(const std::vector<Segment>& segments, const Segment* flags, double scale) {
+  if (flags == nullptr) {
     if (nccl_) {
       NcclAllreduce(segments);
       // Every device scales its own copy of the same sum: still equal bitwise.
@@ -368,7 +374,19 @@ void CudaCollectives::AllreduceSum(const std::vector<Segment>& segments, double 
       if (scale != 1.0) Scale(segments, scale, 0);  // once, before the result goes down the tree
       TreeBroadcast(segments, 0);
     }
-  });
+    return;
+  }
+  std::vector<Segment> all = segments;
+  all.push_back(*flags);
+  if (nccl_) {
+    NcclAllreduce(all);
+    // Every device reads its own copy of the same flag sum: equal bitwise.
+    for (int d = 0; d < size(); ++d) ScaleByActive(segments, *flags, scale, d);
+  } else {
+    TreeReduce(all);
+    ScaleByActive(segments, *flags, scale, 0);  // once, before the result goes down the tree
+    TreeBroadcast(all, 0);
+  }
 }
 
 void CudaCollectives::AllreduceActive(const std::vector<Segment>& segments, const Segment& flags, double scale,
@@ -381,19 +399,145 @@ void CudaCollectives::AllreduceActive(const std::vector<Segment>& segments, cons
   for (const Segment& seg : segments)
     DP_ENFORCE_CODE(seg.dtype == DType::kFloat32 || seg.dtype == DType::kFloat64, Code::kDType,
                     "AllreduceSum averaged over active replicas needs float tensors, got ", DTypeName(seg.dtype));
-  std::vector<Segment> all = segments;
-  all.push_back(flags);
-  IssueJoined(ctx, "allreduce", [&] {
-    if (nccl_) {
-      NcclAllreduce(all);
-      // Every device reads its own copy of the same flag sum: equal bitwise.
-      for (int d = 0; d < size(); ++d) ScaleByActive(segments, flags, scale, d);
-    } else {
-      TreeReduce(all);
-      ScaleByActive(segments, flags, scale, 0);  // once, before the result goes down the tree
-      TreeBroadcast(all, 0);
-    }
+  IssueJoined(ctx, "allreduce", [&] { IssueSum(segments, &flags, scale); });
+}
+
+void CudaCollectives::AllreduceCompressed(const std::vector<Segment>& compressed, DType half,
+                                          const std::vector<Segment>& rest, const Segment* flags, double scale,
+                                          CudaContext& ctx) {
+  DP_ENFORCE_CODE(half == DType::kBFloat16 || half == DType::kFloat16, Code::kInvalidArgument,
+                  "AllreduceCompressed: compress to bfloat16 or float16, not ", DTypeName(half));
+  CheckSegments(compressed, size(), "AllreduceCompressed");
+  for (const Segment& seg : compressed)
+    DP_ENFORCE_CODE(seg.dtype == DType::kFloat32, Code::kDType, "AllreduceCompressed: compressed tensors must be ",
+                    "float32, got ", DTypeName(seg.dtype));
+  CheckSegments(rest, size(), "AllreduceCompressed");
+  for (const Segment& seg : rest)
+    DP_ENFORCE_CODE(seg.dtype == DType::kFloat32 || seg.dtype == DType::kFloat64, Code::kDType,
+                    "AllreduceCompressed needs float tensors, got ", DTypeName(seg.dtype));
+  if (flags != nullptr) {
+    CheckSegments({*flags}, size(), "AllreduceCompressed (active flags)");
+    DP_ENFORCE_CODE(flags->dtype == DType::kFloat32 && flags->count == 1, Code::kShape,
+                    "AllreduceCompressed: the active flags must be float32 [1] per device");
+  }
+  IssueJoined(ctx, "compressed allreduce", [&] {
+    // The whole tensors and the flags first: the compressed sums' scale
+    // reads the flags' sum.
+    if (!rest.empty() || flags != nullptr) IssueSum(rest, flags, scale);
+    if (half == DType::kBFloat16)
+      IssueCompressed<BFloat16>(compressed, flags, scale);
+    else
+      IssueCompressed<Half>(compressed, flags, scale);
   });
+}
+
+// In one process (no wire): every device's contribution rounded through H,
+// summed in float (NCCL or the tree), the sum rounded through H: the CPU
+// collectives' bits for two devices (comm/compression.h). Across processes
+// only H crosses: the exchange of comm/compressed_sum.h, every NCCL rank a
+// contribution.
+template <typename H>
+void CudaCollectives::IssueCompressed(const std::vector<Segment>& segments, const Segment* flags, double scale) {
+  int64_t total = 0;
+  for (const Segment& seg : segments) total += seg.count;
+  if (total == 0) return;
+  const int n = size();
+  const int contributions = across() ? n * num_processes() : n;
+  const float pre = CompressionPreScale<H>(contributions);
+  const double factor = std::is_same_v<H, Half> ? contributions : 1;
+  auto active = [&](int d) {
+    return flags != nullptr ? static_cast<const float*>(flags->buffers[static_cast<size_t>(d)]) : nullptr;
+  };
+  if (!across()) {
+    for (int d = 0; d < n; ++d) {
+      const PerDevice& p = per_device_[static_cast<size_t>(d)];
+      cuda::DeviceGuard guard(p.device);
+      for (const Segment& seg : segments)
+        DP_CUDA_CHECK(cuda::LaunchRoundThrough<H>(static_cast<float*>(seg.buffers[static_cast<size_t>(d)]), pre, 1.0,
+                                                  nullptr, 1.0, seg.count, p.stream));
+    }
+    IssueSum(segments, nullptr, 1.0);
+    for (int d = 0; d < n; ++d) {
+      const PerDevice& p = per_device_[static_cast<size_t>(d)];
+      cuda::DeviceGuard guard(p.device);
+      for (const Segment& seg : segments)
+        DP_CUDA_CHECK(cuda::LaunchRoundThrough<H>(static_cast<float*>(seg.buffers[static_cast<size_t>(d)]), 1.0f,
+                                                  factor, active(d), scale, seg.count, p.stream));
+    }
+    return;
+  }
+  // Each device's scratch: its contributions (padded to the layout), the
+  // ranks' contributions to its chunk, its chunk's sums; the all-gather
+  // writes every chunk's sums over the first.
+  const CompressedLayout layout = MakeCompressedLayout(total, contributions);
+  const size_t words = static_cast<size_t>(2 * layout.padded + layout.chunk);
+  for (int d = 0; d < n; ++d) EnsureScratch(d, words * sizeof(uint16_t));
+  auto send_of = [&](int d) { return static_cast<uint16_t*>(per_device_[static_cast<size_t>(d)].scratch->data()); };
+  auto inbox_of = [&](int d) { return send_of(d) + layout.padded; };
+  auto mine_of = [&](int d) { return send_of(d) + 2 * layout.padded; };
+  const auto chunk_bytes = static_cast<size_t>(layout.chunk) * sizeof(uint16_t);
+  for (int d = 0; d < n; ++d) {
+    const PerDevice& p = per_device_[static_cast<size_t>(d)];
+    cuda::DeviceGuard guard(p.device);
+    uint16_t* send = send_of(d);
+    int64_t at = 0;
+    for (const Segment& seg : segments) {
+      DP_CUDA_CHECK(cuda::LaunchCastScaled<H>(static_cast<const float*>(seg.buffers[static_cast<size_t>(d)]), pre,
+                                              send + at, seg.count, p.stream));
+      at += seg.count;
+    }
+    if (layout.padded > total)
+      DP_CUDA_CHECK(cudaMemsetAsync(send + total, 0, static_cast<size_t>(layout.padded - total) * sizeof(uint16_t),
+                                    p.stream));
+    // Its own contribution to its chunk stays here.
+    const int64_t me = static_cast<int64_t>(processes_.rank) * n + d;
+    DP_CUDA_CHECK(cudaMemcpyAsync(inbox_of(d) + me * layout.chunk, send + me * layout.chunk, chunk_bytes,
+                                  cudaMemcpyDeviceToDevice, p.stream));
+  }
+  const ncclDataType_t type = std::is_same_v<H, Half> ? ncclFloat16 : ncclBfloat16;
+  const size_t count = static_cast<size_t>(layout.chunk);
+  {
+    std::unique_lock<std::mutex> lock(NcclMutex());
+    NcclGroup group([&] { AbortComms(); }, true);
+    for (int d = 0; d < n; ++d) {
+      const PerDevice& p = per_device_[static_cast<size_t>(d)];
+      const int me = processes_.rank * n + d;
+      for (int q = 0; q < contributions; ++q) {
+        if (q == me) continue;
+        const int64_t at = static_cast<int64_t>(q) * layout.chunk;
+        DP_NCCL_QUEUED(ncclSend(send_of(d) + at, count, type, q, p.comm, p.stream), true);
+        DP_NCCL_QUEUED(ncclRecv(inbox_of(d) + at, count, type, q, p.comm, p.stream), true);
+      }
+    }
+    group.End();
+  }
+  WaitAcross("compressed allreduce (exchange)", false);
+  for (int d = 0; d < n; ++d) {
+    const PerDevice& p = per_device_[static_cast<size_t>(d)];
+    cuda::DeviceGuard guard(p.device);
+    DP_CUDA_CHECK(cuda::LaunchSumContributions<H>(inbox_of(d), contributions, layout.chunk, mine_of(d), p.stream));
+  }
+  {
+    std::unique_lock<std::mutex> lock(NcclMutex());
+    NcclGroup group([&] { AbortComms(); }, true);
+    for (int d = 0; d < n; ++d) {
+      const PerDevice& p = per_device_[static_cast<size_t>(d)];
+      DP_NCCL_QUEUED(ncclAllGather(mine_of(d), send_of(d), count, type, p.comm, p.stream), true);
+    }
+    group.End();
+  }
+  WaitAcross("compressed allreduce (all-gather)", false);
+  for (int d = 0; d < n; ++d) {
+    const PerDevice& p = per_device_[static_cast<size_t>(d)];
+    cuda::DeviceGuard guard(p.device);
+    int64_t at = 0;
+    for (const Segment& seg : segments) {
+      DP_CUDA_CHECK(cuda::LaunchUncastScaled<H>(send_of(d) + at, factor, active(d), scale,
+                                                static_cast<float*>(seg.buffers[static_cast<size_t>(d)]), seg.count,
+                                                p.stream));
+      at += seg.count;
+    }
+  }
 }
 
 template <typename Issue>

@@ -117,6 +117,20 @@ class CudaCollectives {
   // times its sum (comm/active_scale.h). Float segments only.
   void AllreduceActive(const std::vector<Segment>& segments, const Segment& flags, double scale, CudaContext& ctx);
 
+  // Compressed gradients (the `compress` argument; comm/compressed_sum.h's
+  // arithmetic): every buffer of the float32 `compressed` segments ends up
+  // holding H's rounding (H: half, kBFloat16 or kFloat16) of the sum of the
+  // contributions, each rounded to H once and summed in float, times scale
+  // (or, with `flags`, ActiveScale(scale, the flags' sum) as
+  // AllreduceActive). In one process the contributions are the devices'
+  // (summed in float by NCCL or the tree: the CPU collectives' arithmetic,
+  // no bytes saved); across processes every NCCL rank's, exchanged in H
+  // (chunks to their owners, summed there in rank order, all-gathered): a
+  // 16-bit allreduce's bytes. `rest` (float, and the flags) are summed as
+  // AllreduceSum / AllreduceActive sum them, first.
+  void AllreduceCompressed(const std::vector<Segment>& compressed, DType half, const std::vector<Segment>& rest,
+                           const Segment* flags, double scale, CudaContext& ctx);
+
   // Copies the root's buffer of every segment to the other devices' buffers
   // (the root's is only read). Any dtype. Ordered on ctx's stream. Across
   // processes the root is process 0's device `root`.
@@ -167,6 +181,11 @@ class CudaCollectives {
   void Handoff(int from, int to);
   void EnsureScratch(int index, size_t nbytes);
 
+  // The work of AllreduceSum (flags null) or AllreduceActive, issued.
+  void IssueSum(const std::vector<Segment>& segments, const Segment* flags, double scale);
+  // The compressed segments' work of AllreduceCompressed (H: BFloat16, Half).
+  template <typename H>
+  void IssueCompressed(const std::vector<Segment>& segments, const Segment* flags, double scale);
   void NcclAllreduce(const std::vector<Segment>& segments);
   // Scales every float segment on every device by ActiveScale(scale, that device's flag sum).
   void ScaleByActive(const std::vector<Segment>& segments, const Segment& flags, double scale, int index);

@@ -143,7 +143,16 @@ inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
   X(ncclResult_t, ncclBroadcast,                                                                              \
     (const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,              \
      cudaStream_t stream),                                                                                    \
-    (send, recv, count, type, root, comm, stream))
+    (send, recv, count, type, root, comm, stream))                                                            \
+  X(ncclResult_t, ncclAllGather,                                                                              \
+    (const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm, cudaStream_t stream),  \
+    (send, recv, count, type, comm, stream))                                                                  \
+  X(ncclResult_t, ncclSend,                                                                                   \
+    (const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream),    \
+    (send, count, type, peer, comm, stream))                                                                  \
+  X(ncclResult_t, ncclRecv,                                                                                   \
+    (void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream),          \
+    (recv, count, type, peer, comm, stream))
 
 // The launchers of comm/collective_kernels.h, templates: one entry per
 // instantiation, named with its type.
@@ -160,7 +169,23 @@ inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
   X(LaunchScaleByActiveF32, (float* x, const float* active, double scale, int64_t n, cudaStream_t stream),    \
     (x, active, scale, n, stream))                                                                            \
   X(LaunchScaleByActiveF64, (double* x, const float* active, double scale, int64_t n, cudaStream_t stream),   \
-    (x, active, scale, n, stream))
+    (x, active, scale, n, stream))                                                                            \
+  DP_CUDA_COMPRESSED_LAUNCHERS_(X, BF16)                                                                      \
+  DP_CUDA_COMPRESSED_LAUNCHERS_(X, F16)
+// The compressed collectives' launchers of one 16-bit type (BF16, F16).
+#define DP_CUDA_COMPRESSED_LAUNCHERS_(X, H)                                                                    \
+  X(LaunchRoundThrough##H,                                                                                    \
+    (float* x, float pre, double factor, const float* active, double scale, int64_t n, cudaStream_t stream),  \
+    (x, pre, factor, active, scale, n, stream))                                                               \
+  X(LaunchCastScaled##H, (const float* in, float pre, uint16_t* out, int64_t n, cudaStream_t stream),          \
+    (in, pre, out, n, stream))                                                                                \
+  X(LaunchSumContributions##H,                                                                                \
+    (const uint16_t* inbox, int ranks, int64_t chunk, uint16_t* out, cudaStream_t stream),                   \
+    (inbox, ranks, chunk, out, stream))                                                                       \
+  X(LaunchUncastScaled##H,                                                                                    \
+    (const uint16_t* in, double factor, const float* active, double scale, float* out, int64_t n,             \
+     cudaStream_t stream),                                                                                    \
+    (in, factor, active, scale, out, n, stream))
 
 struct ModuleApi {
   uint32_t struct_size;  // sizeof(ModuleApi) as the module was built

@@ -3,6 +3,7 @@
 // runtime, cuBLAS and NCCL it depends on — and hands libdp one table of
 // their functions (cuda/module_api.h). It exports that function only.
 #include "comm/collective_kernels.h"
+#include "core/dtype.h"  // BFloat16, Half
 #include "cuda/op_launchers.h"
 #include "cuda/module_api.h"
 #include "dp_config.h"
@@ -29,6 +30,14 @@ ModuleApi MakeTable() {
   api.LaunchScaleInPlaceF64 = &LaunchScaleInPlace<double>;
   api.LaunchScaleByActiveF32 = &LaunchScaleByActive<float>;
   api.LaunchScaleByActiveF64 = &LaunchScaleByActive<double>;
+  api.LaunchRoundThroughBF16 = &LaunchRoundThrough<BFloat16>;
+  api.LaunchCastScaledBF16 = &LaunchCastScaled<BFloat16>;
+  api.LaunchSumContributionsBF16 = &LaunchSumContributions<BFloat16>;
+  api.LaunchUncastScaledBF16 = &LaunchUncastScaled<BFloat16>;
+  api.LaunchRoundThroughF16 = &LaunchRoundThrough<Half>;
+  api.LaunchCastScaledF16 = &LaunchCastScaled<Half>;
+  api.LaunchSumContributionsF16 = &LaunchSumContributions<Half>;
+  api.LaunchUncastScaledF16 = &LaunchUncastScaled<Half>;
   return api;
 }
 

@@ -68,9 +68,6 @@ void CheckOptions(const ParallelizeOptions& o) {
     DP_ENFORCE_CODE(o.gradient_compression == DType::kBFloat16 || o.gradient_compression == DType::kFloat16,
                     Code::kInvalidArgument, kApi, "options->gradient_compression must be bf16 or fp16, got ",
                     DTypeName(o.gradient_compression));
-    DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU, Code::kUnimplemented, kApi,
-                    "options->gradient_compression is implemented for CPU replicas (shared memory, Gloo and in one "
-                    "process); CUDA replicas' NCCL path in 16 bits is not built yet");
     DP_ENFORCE_CODE(!o.bmuf.enabled, Code::kInvalidArgument, kApi,
                     "options->gradient_compression compresses the gradient allreduce, which BMUF does not run");
   }

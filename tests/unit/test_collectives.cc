@@ -7,8 +7,10 @@
 // through nets, their errors (naming blobs), schemas and registration.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -27,6 +29,8 @@
 #include "ops/op_schema.h"
 #include "ops/operator.h"
 #include "op_test_util.h"
+#include "comm/compressed_sum.h"
+#include "comm/compression.h"
 #include "comm/cpu_collectives.h"
 #include "comm/thread_team.h"
 
@@ -533,3 +537,70 @@ TEST_CASE("collective ops are registered for the CPU and not differentiable") {
 }
 
 }  // namespace
+
+// ---- the compressed exchange's arithmetic (comm/compressed_sum.h) ---------------
+
+// What the CUDA collectives across processes compute with it, simulated on
+// the host: each rank's contributions cast to H into a buffer padded to the
+// layout, chunk q of every rank's buffer to rank q, summed there in rank
+// order, the chunks' sums all-gathered and cast back. Bit for bit the CPU
+// collectives' compressed allreduce over as many contributions
+// (AllreduceThroughHalf: every contribution rounded once, the float sum
+// rounded once), for rank counts that do or do not divide the elements.
+TEST_CASE_TEMPLATE("the compressed exchange gives the CPU's compressed allreduce bit for bit", H, BFloat16, Half) {
+  CpuCollectives collectives(2);
+  for (int ranks : {1, 2, 3, 5, 8})
+    for (const std::vector<int64_t>& sizes : {std::vector<int64_t>{1}, {63, 130}, {1000, 7, 4096}}) {
+      CAPTURE(ranks);
+      CAPTURE(sizes.size());
+      int64_t total = 0;
+      for (int64_t s : sizes) total += s;
+      const CompressedLayout layout = MakeCompressedLayout(total, ranks);
+      CHECK(layout.chunk % 64 == 0);
+      CHECK(layout.padded == layout.chunk * ranks);
+      CHECK(layout.padded >= total);
+      CHECK(layout.chunk < (total + ranks - 1) / ranks + 64);
+      // Each rank's tensors end to end, as the exchange lays them out.
+      // Magnitudes 2^-12 .. 2^15 (within binary16's range), so that the
+      // float sums are inexact and their order shows.
+      std::vector<std::vector<float>> x(static_cast<size_t>(ranks));
+      for (int r = 0; r < ranks; ++r) {
+        x[static_cast<size_t>(r)] = Random<float>(total, 90 + r, -8, 8);
+        const std::vector<float> e = Random<float>(total, 190 + r, -12, 12);
+        for (int64_t i = 0; i < total; ++i) x[r][i] = std::ldexp(x[r][i], static_cast<int>(e[i]));
+      }
+      const double scale = 0.25;
+      const float pre = CompressionPreScale<H>(ranks), post = CompressionPostScale<H>(ranks, scale);
+      std::vector<std::vector<H>> send(static_cast<size_t>(ranks), std::vector<H>(layout.padded, FromFloat<H>(0)));
+      for (int r = 0; r < ranks; ++r)
+        for (int64_t i = 0; i < total; ++i) send[r][i] = FromFloat<H>(x[r][i] * pre);
+      std::vector<H> gathered(layout.padded);
+      for (int r = 0; r < ranks; ++r) {
+        std::vector<H> inbox(layout.padded);  // rank q's contribution to chunk r at q * chunk
+        for (int q = 0; q < ranks; ++q)
+          std::copy_n(send[q].begin() + r * layout.chunk, layout.chunk, inbox.begin() + q * layout.chunk);
+        for (int64_t j = 0; j < layout.chunk; ++j)
+          gathered[r * layout.chunk + j] = SumContributions<H>(inbox.data(), ranks, layout.chunk, j);
+      }
+      // The CPU collectives over `ranks` devices, one segment per tensor.
+      std::vector<std::vector<float>> cpu = x;
+      std::vector<CpuCollectives::Segment> segments;
+      int64_t at = 0;
+      for (int64_t s : sizes) {
+        CpuCollectives::Segment seg;
+        seg.count = s;
+        for (auto& b : cpu) seg.buffers.push_back(b.data() + at);
+        segments.push_back(seg);
+        at += s;
+      }
+      AllreduceThroughHalf<H>(collectives, segments, ranks, scale);
+      for (int r = 0; r < ranks; ++r) {
+        bool same = true;
+        for (int64_t i = 0; i < total; ++i) {
+          const float got = ToFloat(gathered[i]) * post;
+          same = same && std::memcmp(&got, &cpu[r][i], sizeof got) == 0;
+        }
+        CHECK_MESSAGE(same, "rank ", r);
+      }
+    }
+}

@@ -126,6 +126,76 @@ TEST_CASE("GPU: ReduceScatter and Allgather between two replicas on one GPU: par
   CHECK(HostValues<float>(one->GetTensor("w")) == std::vector<float>{1, 2, 3});
 }
 
+// Compressed gradients (CudaCollectives::AllreduceCompressed): `tensors`
+// float32 tensors per replica (the first `compressed` of them compressed,
+// then an active flag when `flags`), run through `comm_ws`'s communicator
+// on `replicas` replicas of cuda:0, against the CPU collective op on as
+// many CPU replicas with the same arguments: the same bits.
+void CheckCompressedLikeCpu(const std::shared_ptr<Workspace>& comm_ws, int replicas, const std::string& compress,
+                            int compressed, bool flags) {
+  CAPTURE(compress);
+  CAPTURE(replicas);
+  CAPTURE(flags);
+  const std::vector<int64_t> sizes = {1000, 37, 5000};
+  auto cpu = std::make_shared<Workspace>();
+  RunNet(cpu, {Op("CreateCpuCollectives", {}, {"comm"})});
+  std::vector<std::string> blobs;
+  for (int d = 0; d < replicas; ++d) {
+    for (size_t j = 0; j < sizes.size(); ++j) {
+      const std::string name = "x" + std::to_string(d) + "_" + std::to_string(j);
+      std::vector<float> v = Random<float>(sizes[j], static_cast<uint32_t>(100 * d + j), -70, 70);
+      for (size_t i = 0; i < v.size(); i += 7) v[i] *= 1e-3f;  // small values: binary16's subnormals
+      comm_ws->Feed(name, OnGpu<float>(0, {sizes[j]}, v));
+      cpu->Feed(name, Make<float>({sizes[j]}, v));
+      blobs.push_back(name);
+    }
+    if (flags) {
+      const std::string name = "flag" + std::to_string(d);
+      const float active = d == 0 ? 1.0f : 0.0f;  // one replica with data: the mean is its sum
+      comm_ws->Feed(name, OnGpu<float>(0, {1}, {active}));
+      cpu->Feed(name, Make<float>({1}, {active}));
+      blobs.push_back(name);
+    }
+  }
+  std::vector<Argument> args = {StringArg("compress", compress), IntArg("compress_tensors", compressed),
+                                FloatArg("scale", 0.5)};
+  if (flags) args.push_back(IntArg("average_active", 1));
+  RunNet(comm_ws, {Collective("Allreduce", blobs, replicas, 0, args)});
+  std::vector<std::string> in = {"comm"};
+  in.insert(in.end(), blobs.begin(), blobs.end());
+  args.push_back(IntArg("num_devices", replicas));
+  RunNet(cpu, {Op("Allreduce", in, blobs, args)});
+  for (const auto& b : blobs) {
+    CAPTURE(b);
+    CHECK(BitwiseEqual(HostValues<float>(comm_ws->GetTensor(b)), Values<float>(cpu->GetTensor(b))));
+  }
+}
+
+// Two replicas on one GPU through the tree: every replica's contribution
+// rounded once, the float sum rounded once (no bytes saved in a process).
+TEST_CASE("GPU: compressed Allreduce between two replicas on one GPU gives the CPU's bits") {
+  for (const char* compress : {"bf16", "fp16"})
+    for (bool flags : {false, true}) {
+      CheckCompressedLikeCpu(WithComm({0, 0}, false), 2, compress, 2, flags);  // the last tensor whole
+      CheckCompressedLikeCpu(WithComm({0}, true), 1, compress, 3, flags);
+    }
+}
+
+// Across processes (one here, meeting NCCL through a store) the exchange of
+// comm/compressed_sum.h runs: casts, the chunks to their owners (itself),
+// the sums, the all-gather; one contribution gives the CPU's bits.
+TEST_CASE("GPU: NCCL across processes: the compressed exchange gives the CPU's bits") {
+  TempDir dir("dp_nccl");
+  CudaProcesses p;
+  p.store = Store::Open(ParseStoreAddress("file://" + dir.Path("store")), "one");
+  p.timeout = std::chrono::milliseconds(20000);
+  auto comm = std::make_shared<CudaCollectives>(std::vector<int>{0}, true, p);
+  auto ws = std::make_shared<Workspace>();
+  ws->CreateBlob("comm")->Reset(std::make_shared<CudaCommunicator>(CudaCommunicator{comm, ""}));
+  for (const char* compress : {"bf16", "fp16"})
+    for (bool flags : {false, true}) CheckCompressedLikeCpu(ws, 1, compress, 2, flags);
+}
+
 TEST_CASE("GPU: collective errors with one GPU name what is wrong") {
   ExpectBuildError({CreateComm({0, 0}, 1)}, {}, Code::kInvalidArgument, {"cuda:0 is listed twice", "NCCL"});
   auto ws = WithComm({0}, true);

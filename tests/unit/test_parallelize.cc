@@ -236,11 +236,24 @@ TEST_CASE("gradient compression (bf16, fp16): replicas stay identical, within th
   bad.gradient_compression = DType::kBFloat16;
   bad.bmuf.enabled = true;
   ExpectError([&] { Parallelize(m, bad); }, Code::kInvalidArgument, {"gradient_compression", "BMUF"});
-  ParallelizeOptions gpu;
-  gpu.device_type = DeviceType::kCUDA;
-  gpu.device_ids = {0};
-  gpu.gradient_compression = DType::kFloat16;
-  ExpectError([&] { Parallelize(m, gpu); }, Code::kUnimplemented, {"gradient_compression", "CUDA"});
+  // CUDA replicas compress too (CudaCollectives::AllreduceCompressed): each
+  // bucket's Allreduce, on the first replica's GPU, carries the argument.
+  if (cuda::BuiltWithCuda()) {
+    ParallelizeOptions gpu = Cpus(2);
+    gpu.device_type = DeviceType::kCUDA;
+    gpu.device_ids = {0, 0};
+    gpu.nccl = false;  // one GPU named twice: the tree
+    gpu.gradient_compression = DType::kFloat16;
+    const ParallelNets nets = Parallelize(m, gpu);
+    size_t compressed = 0;
+    for (const auto& op : nets.train.ops)
+      if (op.type == "Allreduce" && op.FindArg("compress") != nullptr) {
+        CHECK(std::get<std::string>(op.FindArg("compress")->value) == "fp16");
+        CHECK(nets.train.OpDevice(op) == DeviceOption{DeviceType::kCUDA, 0});
+        ++compressed;
+      }
+    CHECK(compressed == nets.buckets.size());
+  }
 }
 
 TEST_CASE("gradient accumulation: K steps of N replicas equal one device on the K global batches together") {
@@ -933,6 +946,9 @@ TEST_CASE("parallelize for CUDA: every CUDA op reads blobs written on its own de
       check(Parallelize(Mlp(opt), o));
       o.shard_optimizer_state = false;
       o.loss_scaling.dynamic = false;
+      o.gradient_compression = DType::kBFloat16;  // the collectives compress in place on the GPUs
+      check(Parallelize(Mlp(opt), o));
+      o.gradient_compression = DType::kUndefined;
       o.shard_optimizer_state = true;  // ZeRO-1 in one process; its checkpoint nets copy shards to the GPUs
       const ParallelNets zero = Parallelize(Mlp(opt), o);
       check(zero);
