@@ -363,6 +363,11 @@ void CudaCollectives::AllreduceSum(const std::vector<Segment>& segments, double 
 }
 
 void CudaCollectives::IssueSum(const std::vector<Segment>& segments, const Segment* flags, double scale) {
+  if (across()) {
+    size_t bytes = flags != nullptr ? SegmentBytes(*flags) : 0;
+    for (const Segment& seg : segments) bytes += SegmentBytes(seg);
+    allreduce_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
   if (flags == nullptr) {
     if (nccl_) {
       NcclAllreduce(segments);
@@ -469,6 +474,7 @@ void CudaCollectives::IssueCompressed(const std::vector<Segment>& segments, cons
   // Each device's scratch: its contributions (padded to the layout), the
   // ranks' contributions to its chunk, its chunk's sums; the all-gather
   // writes every chunk's sums over the first.
+  allreduce_bytes_.fetch_add(static_cast<uint64_t>(total) * sizeof(uint16_t), std::memory_order_relaxed);
   const CompressedLayout layout = MakeCompressedLayout(total, contributions);
   const size_t words = static_cast<size_t>(2 * layout.padded + layout.chunk);
   for (int d = 0; d < n; ++d) EnsureScratch(d, words * sizeof(uint16_t));

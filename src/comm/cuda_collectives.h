@@ -41,6 +41,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -97,6 +98,11 @@ class CudaCollectives {
   int size() const { return static_cast<int>(devices_.size()); }  // this process's devices
   bool nccl() const { return nccl_; }
   int process_rank() const { return processes_.rank; }
+  // Across processes: bytes of the buffers this process's allreduces carried
+  // since the communicator was made (count elements of the type that crosses
+  // each run: 16 bits for compressed tensors), as Communicator::
+  // allreduce_bytes counts them; 0 in one process (no wire). Any thread.
+  uint64_t allreduce_bytes() const { return allreduce_bytes_.load(std::memory_order_relaxed); }
   // Whether an earlier failure aborted it (every call then fails at once).
   bool broken() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -201,6 +207,7 @@ class CudaCollectives {
   const CudaProcesses processes_;
   std::vector<PerDevice> per_device_;
   mutable std::mutex mu_;  // one call issues at a time: the streams, events and scratch are shared
+  std::atomic<uint64_t> allreduce_bytes_{0};
   std::string broken_;  // mu_: why the communicator was aborted ("" while usable)
 };
 

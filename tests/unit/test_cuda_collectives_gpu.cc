@@ -194,6 +194,14 @@ TEST_CASE("GPU: NCCL across processes: the compressed exchange gives the CPU's b
   ws->CreateBlob("comm")->Reset(std::make_shared<CudaCommunicator>(CudaCommunicator{comm, ""}));
   for (const char* compress : {"bf16", "fp16"})
     for (bool flags : {false, true}) CheckCompressedLikeCpu(ws, 1, compress, 2, flags);
+  // The bytes that cross: 16 bits for the compressed tensors (1037 elements
+  // a call), 32 for the whole one (5000) and the flag.
+  const uint64_t before = comm->allreduce_bytes();
+  CheckCompressedLikeCpu(ws, 1, "bf16", 2, true);
+  CHECK(comm->allreduce_bytes() - before == 1037 * 2 + 5000 * 4 + 4);
+  const uint64_t compressed = comm->allreduce_bytes();
+  CheckCompressedLikeCpu(ws, 1, "bf16", 0, false);  // nothing compressed: float32 all through
+  CHECK(comm->allreduce_bytes() - compressed == 6037 * 4);
 }
 
 TEST_CASE("GPU: collective errors with one GPU name what is wrong") {
