@@ -2,6 +2,7 @@
 //   dp-bench executor [--json] [--quick] [--repeats N] [--threads N[,M...]] [--only SHAPES]
 //   dp-bench allreduce [--json] [--quick] [--repeats N] [--devices N] [--threads T]
 //   dp-run -n N -- dp-bench process-allreduce [--quick] [--repeats N] [--max-mib M] [--transports shm,gloo]
+//   dp-bench half-convert [--repeats N]
 // See bench/README.md.
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@ namespace dpbench {
 int ExecutorMain(int argc, char** argv);   // executor_bench.cc
 int AllreduceMain(int argc, char** argv);  // allreduce_bench.cc
 int ProcessAllreduceMain(int argc, char** argv);  // process_allreduce_bench.cc
+int HalfConvertMain(int argc, char** argv);  // half_convert_bench.cc
 }
 
 namespace {
@@ -45,6 +47,9 @@ void Usage(FILE* out) {
                "                      --repeats N samples per size (default 7)\n"
                "                      --max-mib M largest size (default 256)\n"
                "                      --transports shm,gloo  which to measure (default both)\n"
+               "  half-convert  float32 <-> binary16 in bulk (compressed fp16 gradients): the scalar\n"
+               "             loop, the portable path (SSE2) and F16C's, interleaved, in GB/s\n"
+               "             options: --repeats N samples per size and path (default 15)\n"
                "\n"
                "Benchmarks are never tests; run them on a quiet machine (see bench/README.md).\n");
 }
@@ -65,6 +70,7 @@ int main(int argc, char** argv) {
   if (cmd == "allreduce") return dpbench::AllreduceMain(argc - 2, argv + 2);
   if (cmd == "process-allreduce" || cmd == "gloo-allreduce")  // the latter: its name before 0.4
     return dpbench::ProcessAllreduceMain(argc - 2, argv + 2);
+  if (cmd == "half-convert") return dpbench::HalfConvertMain(argc - 2, argv + 2);
   std::fprintf(stderr, "dp-bench: unknown subcommand '%s'\n\n", cmd.c_str());
   Usage(stderr);
   return 2;

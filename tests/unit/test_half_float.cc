@@ -127,6 +127,24 @@ TEST_CASE("half floats: floats round to nearest even, as the compiler's _Float16
   CHECK(ToFloat(FromFloat<Half>(0.5f)) == 0.5f);
 }
 
+// Every path of the bulk conversions: the one dispatched, the portable one
+// (SSE2 on x86-64), and F16C's where the CPU has it.
+struct BulkPath {
+  const char* name;
+  void (*to_floats)(const Half*, float*, int64_t);
+  void (*to_halves)(const float*, Half*, int64_t);
+};
+std::vector<BulkPath> BulkPaths() {
+  std::vector<BulkPath> paths = {{"dispatched", &HalvesToFloats, &FloatsToHalves},
+                                 {"portable", &half_convert::HalvesToFloatsPortable,
+                                  &half_convert::FloatsToHalvesPortable}};
+  if (half_convert::F16cAvailable())
+    paths.push_back({"f16c", &half_convert::HalvesToFloatsF16c, &half_convert::FloatsToHalvesF16c});
+  else
+    MESSAGE("no F16C on this CPU: its path is not checked");
+  return paths;
+}
+
 // The floats that become binary16 subnormals or the smallest normals (|f| in
 // [2^-26, 2^-13]: one bit pattern in 29, every tie (k + 1/2) 2^-24 and its
 // float neighbours; both signs) against the rounding rule, by the scalar
@@ -144,9 +162,12 @@ TEST_CASE("half floats: the subnormal range, densely, scalar and bulk") {
   }
   std::vector<Half> hs(fs.size()), bulk(fs.size());
   for (size_t i = 0; i < fs.size(); ++i) hs[i] = FloatToHalf(fs[i]);
-  FloatsToHalves(fs.data(), bulk.data(), static_cast<int64_t>(fs.size()));
+  for (const BulkPath& path : BulkPaths()) {
+    path.to_halves(fs.data(), bulk.data(), static_cast<int64_t>(fs.size()));
+    for (size_t i = 0; i < fs.size(); ++i)
+      if (bulk[i].bits != hs[i].bits && wrong++ == 0) example = fs[i];
+  }
   for (size_t i = 0; i < fs.size(); ++i) {
-    if (bulk[i].bits != hs[i].bits && wrong++ == 0) example = fs[i];
     // The reference's search is slow: the rounding is checked against the two
     // neighbours of the result instead (nearest, ties to even), which is the
     // same property.
@@ -165,50 +186,57 @@ TEST_CASE("half floats: the subnormal range, densely, scalar and bulk") {
   std::vector<Half> small(0x800);
   std::vector<float> back(0x800);
   for (uint32_t b = 0; b < 0x800; ++b) small[b] = Half{static_cast<uint16_t>(b)};
-  HalvesToFloats(small.data(), back.data(), 0x800);
-  for (uint32_t b = 0; b < 0x800; ++b) {
-    const double want = b < 0x400 ? std::ldexp(static_cast<double>(b), -24)
-                                  : std::ldexp(1.0 + static_cast<double>(b - 0x400) / 1024.0, -14);
-    CHECK(back[b] == want);
-    CHECK(HalfToFloat(small[b]) == want);
+  for (const BulkPath& path : BulkPaths()) {
+    CAPTURE(path.name);
+    path.to_floats(small.data(), back.data(), 0x800);
+    for (uint32_t b = 0; b < 0x800; ++b) {
+      const double want = b < 0x400 ? std::ldexp(static_cast<double>(b), -24)
+                                    : std::ldexp(1.0 + static_cast<double>(b - 0x400) / 1024.0, -14);
+      CHECK(back[b] == want);
+      CHECK(HalfToFloat(small[b]) == want);
+    }
   }
 }
 
-// The bulk conversions (SSE2 on x86-64) give the scalar functions' bits:
-// every binary16, and floats of every kind (the boundaries, ties, NaNs of
-// any payload, infinities, random patterns), at every alignment and with
-// tails shorter than a vector.
+// The bulk conversions give the scalar functions' bits: every binary16, and
+// floats of every kind (the boundaries, ties, NaNs of any payload,
+// infinities, random patterns), at every alignment and with tails shorter
+// than a vector, on every path.
 TEST_CASE("half floats: the bulk conversions give the scalar functions' bits") {
-  std::vector<Half> all(65536);
-  for (uint32_t b = 0; b < 65536; ++b) all[b] = Half{static_cast<uint16_t>(b)};
-  std::vector<float> f(all.size() + 1);
-  int wrong = 0;
-  for (size_t skip : {0, 1, 3}) {
-    HalvesToFloats(all.data() + skip, f.data(), static_cast<int64_t>(all.size() - skip));
-    for (size_t b = skip; b < all.size(); ++b) wrong += FloatBits(f[b - skip]) != FloatBits(HalfToFloat(all[b]));
-  }
-  CHECK(wrong == 0);
-  std::vector<float> fs = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e10f, INFINITY, -INFINITY,
-                           std::ldexp(1.0f, -14), std::nextafter(std::ldexp(1.0f, -14), 0.0f), std::ldexp(1.0f, -25),
-                           std::nextafter(std::ldexp(1.0f, -25), 1.0f), std::ldexp(1.0f, -130), BitsFloat(0x7f800001u),
-                           BitsFloat(0xffc00000u), BitsFloat(0x7fbfffffu), BitsFloat(0x477fefffu), BitsFloat(0x477ff000u)};
-  for (int e = -30; e < 17; ++e)
-    for (uint32_t m = 0; m < 64; ++m) {
-      const float base = std::ldexp(1.0f + static_cast<float>(m) / 64.0f, e);
-      for (float x : {base, std::nextafter(base, 0.0f), std::nextafter(base, INFINITY)}) {
-        fs.push_back(x);
-        fs.push_back(-x);
-      }
+  for (const BulkPath& path : BulkPaths()) {
+    CAPTURE(path.name);
+    std::vector<Half> all(65536);
+    for (uint32_t b = 0; b < 65536; ++b) all[b] = Half{static_cast<uint16_t>(b)};
+    std::vector<float> f(all.size() + 1);
+    int wrong = 0;
+    for (size_t skip : {0, 1, 3}) {
+      path.to_floats(all.data() + skip, f.data(), static_cast<int64_t>(all.size() - skip));
+      for (size_t b = skip; b < all.size(); ++b) wrong += FloatBits(f[b - skip]) != FloatBits(HalfToFloat(all[b]));
     }
-  std::mt19937 gen(20261206);
-  for (int i = 0; i < 200000; ++i) fs.push_back(BitsFloat(gen()));
-  std::vector<Half> hs(fs.size());
-  wrong = 0;
-  float example = 0;
-  for (size_t skip : {0, 1, 5}) {
-    FloatsToHalves(fs.data() + skip, hs.data(), static_cast<int64_t>(fs.size() - skip));
-    for (size_t i = skip; i < fs.size(); ++i)
-      if (hs[i - skip].bits != FloatToHalf(fs[i]).bits && wrong++ == 0) example = fs[i];
+    CHECK(wrong == 0);
+    std::vector<float> fs = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e10f, INFINITY, -INFINITY,
+                             std::ldexp(1.0f, -14), std::nextafter(std::ldexp(1.0f, -14), 0.0f),
+                             std::ldexp(1.0f, -25), std::nextafter(std::ldexp(1.0f, -25), 1.0f),
+                             std::ldexp(1.0f, -130), BitsFloat(0x7f800001u), BitsFloat(0xffc00000u),
+                             BitsFloat(0x7fbfffffu), BitsFloat(0x477fefffu), BitsFloat(0x477ff000u)};
+    for (int e = -30; e < 17; ++e)
+      for (uint32_t m = 0; m < 64; ++m) {
+        const float base = std::ldexp(1.0f + static_cast<float>(m) / 64.0f, e);
+        for (float x : {base, std::nextafter(base, 0.0f), std::nextafter(base, INFINITY)}) {
+          fs.push_back(x);
+          fs.push_back(-x);
+        }
+      }
+    std::mt19937 gen(20261206);
+    for (int i = 0; i < 200000; ++i) fs.push_back(BitsFloat(gen()));
+    std::vector<Half> hs(fs.size());
+    wrong = 0;
+    float example = 0;
+    for (size_t skip : {0, 1, 5}) {
+      path.to_halves(fs.data() + skip, hs.data(), static_cast<int64_t>(fs.size() - skip));
+      for (size_t i = skip; i < fs.size(); ++i)
+        if (hs[i - skip].bits != FloatToHalf(fs[i]).bits && wrong++ == 0) example = fs[i];
+    }
+    CHECK_MESSAGE(wrong == 0, "e.g. bits ", FloatBits(example));
   }
-  CHECK_MESSAGE(wrong == 0, "e.g. bits ", FloatBits(example));
 }
