@@ -6,6 +6,7 @@
 #include <emmintrin.h>
 #endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define DP_HALF_CONVERT_F16C 1
 #endif
@@ -93,7 +94,12 @@ void FloatsToHalvesPortable(const float* in, Half* out, int64_t n) {
 
 #if defined(DP_HALF_CONVERT_F16C)
 bool F16cAvailable() {
-  static const bool available = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // AVX2 (which also says the OS saves the AVX registers) and F16C (CPUID
+  // leaf 1, ECX; clang's __builtin_cpu_supports does not know "f16c").
+  static const bool available = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
   return available;
 }
 
