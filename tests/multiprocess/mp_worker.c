@@ -484,11 +484,13 @@ static float fetch_first(dp_workspace* ws, const char* blob) {
   return v;
 }
 
-/* ZeRO-1 with dynamic loss scaling from 2^127: the first steps overflow in
- * some elements of some gradients only, which lie in some processes' shards
- * alone; each replica checks its shard and the flags are summed over every
- * process, so the sharded job skips exactly the steps the unsharded one
- * skips, bit for bit through shared memory, and both cut the scale alike. */
+/* ZeRO-1 with dynamic loss scaling from 2^127 (inputs 100 times larger): the
+ * first steps overflow. Each replica checks its shard and the flags are
+ * summed over every process, so the sharded job skips exactly the steps the
+ * unsharded one skips, bit for bit through shared memory, and both cut the
+ * scale alike. With 3 processes of 1 device the third owns no element of
+ * this small model (every shard of it is empty): on its own flag it would
+ * never skip, and its params would part from the others'. */
 static int zero_scaled(const config* c) {
   dp_model* mine = NULL;
   job sharded = {0}, plain = {0};
