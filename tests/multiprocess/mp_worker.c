@@ -490,7 +490,7 @@ static float fetch_first(dp_workspace* ws, const char* blob) {
  * unsharded one skips, bit for bit through shared memory, and both cut the
  * scale alike. With 3 processes of 1 device the third owns no element of
  * this small model (every shard of it is empty): on its own flag it would
- * never skip, and its params would part from the others'. */
+ * never cut its scale, and the job would part from the unsharded one. */
 static int zero_scaled(const config* c) {
   dp_model* mine = NULL;
   job sharded = {0}, plain = {0};
