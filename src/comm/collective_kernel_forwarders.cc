@@ -102,14 +102,7 @@ template cudaError_t LaunchScaleInPlace<float>(float*, float, int64_t, cudaStrea
 template cudaError_t LaunchScaleInPlace<double>(double*, double, int64_t, cudaStream_t);
 template cudaError_t LaunchScaleByActive<float>(float*, const float*, double, int64_t, cudaStream_t);
 template cudaError_t LaunchScaleByActive<double>(double*, const float*, double, int64_t, cudaStream_t);
-#define DP_COMPRESSED_INSTANTIATIONS_(H)                                                                      \
-  template cudaError_t LaunchRoundThrough<H>(float*, float, double, const float*, double, int64_t, cudaStream_t); \
-  template cudaError_t LaunchCastScaled<H>(const float*, float, uint16_t*, int64_t, cudaStream_t);             \
-  template cudaError_t LaunchSumContributions<H>(const uint16_t*, int, int64_t, uint16_t*, cudaStream_t);      \
-  template cudaError_t LaunchUncastScaled<H>(const uint16_t*, double, const float*, double, float*, int64_t,   \
-                                             cudaStream_t);
-DP_COMPRESSED_INSTANTIATIONS_(BFloat16)
-DP_COMPRESSED_INSTANTIATIONS_(Half)
-#undef DP_COMPRESSED_INSTANTIATIONS_
+DP_COMPRESSED_LAUNCHER_INSTANTIATIONS(BFloat16)
+DP_COMPRESSED_LAUNCHER_INSTANTIATIONS(Half)
 
 }  // namespace dp::cuda

@@ -49,4 +49,13 @@ template <typename H>
 cudaError_t LaunchUncastScaled(const uint16_t* in, double factor, const float* active, double scale, float* out,
                                int64_t n, cudaStream_t stream);
 
+// The compressed launchers' explicit instantiations for H, which both sides
+// of the CUDA module (the kernels, libdp's forwarders) make.
+#define DP_COMPRESSED_LAUNCHER_INSTANTIATIONS(H)                                                                \
+  template cudaError_t LaunchRoundThrough<H>(float*, float, double, const float*, double, int64_t, cudaStream_t); \
+  template cudaError_t LaunchCastScaled<H>(const float*, float, uint16_t*, int64_t, cudaStream_t);             \
+  template cudaError_t LaunchSumContributions<H>(const uint16_t*, int, int64_t, uint16_t*, cudaStream_t);      \
+  template cudaError_t LaunchUncastScaled<H>(const uint16_t*, double, const float*, double, float*, int64_t,   \
+                                             cudaStream_t);
+
 }  // namespace dp::cuda

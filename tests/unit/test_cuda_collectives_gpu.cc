@@ -181,29 +181,6 @@ TEST_CASE("GPU: compressed Allreduce between two replicas on one GPU gives the C
     }
 }
 
-// Across processes (one here, meeting NCCL through a store) the exchange of
-// comm/compressed_sum.h runs: casts, the chunks to their owners (itself),
-// the sums, the all-gather; one contribution gives the CPU's bits.
-TEST_CASE("GPU: NCCL across processes: the compressed exchange gives the CPU's bits") {
-  TempDir dir("dp_nccl");
-  CudaProcesses p;
-  p.store = Store::Open(ParseStoreAddress("file://" + dir.Path("store")), "one");
-  p.timeout = std::chrono::milliseconds(20000);
-  auto comm = std::make_shared<CudaCollectives>(std::vector<int>{0}, true, p);
-  auto ws = std::make_shared<Workspace>();
-  ws->CreateBlob("comm")->Reset(std::make_shared<CudaCommunicator>(CudaCommunicator{comm, ""}));
-  for (const char* compress : {"bf16", "fp16"})
-    for (bool flags : {false, true}) CheckCompressedLikeCpu(ws, 1, compress, 2, flags);
-  // The bytes that cross: 16 bits for the compressed tensors (1037 elements
-  // a call), 32 for the whole one (5000) and the flag.
-  const uint64_t before = comm->allreduce_bytes();
-  CheckCompressedLikeCpu(ws, 1, "bf16", 2, true);
-  CHECK(comm->allreduce_bytes() - before == 1037 * 2 + 5000 * 4 + 4);
-  const uint64_t compressed = comm->allreduce_bytes();
-  CheckCompressedLikeCpu(ws, 1, "bf16", 0, false);  // nothing compressed: float32 all through
-  CHECK(comm->allreduce_bytes() - compressed == 6037 * 4);
-}
-
 TEST_CASE("GPU: collective errors with one GPU name what is wrong") {
   ExpectBuildError({CreateComm({0, 0}, 1)}, {}, Code::kInvalidArgument, {"cuda:0 is listed twice", "NCCL"});
   auto ws = WithComm({0}, true);
@@ -235,15 +212,24 @@ TEST_CASE("GPU: collective errors with one GPU name what is wrong") {
 
 // ---- NCCL across processes through a store --------------------------------------
 
-TEST_CASE("GPU: NCCL across processes: one process meets NCCL through the store; the ops run on it") {
-  TempDir dir("dp_nccl");
+// A communicator of cuda:0 across "processes" (this one alone, meeting NCCL
+// through a store in `dir`), in a workspace's blob "comm".
+std::shared_ptr<Workspace> OneProcessNccl(const TempDir& dir, std::shared_ptr<CudaCollectives>* out) {
   CudaProcesses p;
   p.store = Store::Open(ParseStoreAddress("file://" + dir.Path("store")), "one");
   p.timeout = std::chrono::milliseconds(20000);
   auto comm = std::make_shared<CudaCollectives>(std::vector<int>{0}, true, p);
-  CHECK(comm->num_processes() == 1);
   auto ws = std::make_shared<Workspace>();
   ws->CreateBlob("comm")->Reset(std::make_shared<CudaCommunicator>(CudaCommunicator{comm, ""}));
+  *out = std::move(comm);
+  return ws;
+}
+
+TEST_CASE("GPU: NCCL across processes: one process meets NCCL through the store; the ops run on it") {
+  TempDir dir("dp_nccl");
+  std::shared_ptr<CudaCollectives> comm;
+  auto ws = OneProcessNccl(dir, &comm);
+  CHECK(comm->num_processes() == 1);
   ws->Feed("x", OnGpu<float>(0, {4}, {2, 4, 6, 8}));
   ws->Feed("flag", OnGpu<float>(0, {1}, {2}));  // two "active replicas": the mean halves the sum
   ws->Feed("w", OnGpu<float>(0, {2}, {5, 6}));
@@ -254,6 +240,25 @@ TEST_CASE("GPU: NCCL across processes: one process meets NCCL through the store;
   CHECK(HostValues<float>(ws->GetTensor("flag")) == std::vector<float>{2});
   RunNet(ws, {Collective("Broadcast", {"w"}, 1, 0)});
   CHECK(HostValues<float>(ws->GetTensor("w")) == std::vector<float>{5, 6});
+}
+
+// Across processes (one here, meeting NCCL through a store) the exchange of
+// comm/compressed_sum.h runs: casts, the chunks to their owners (itself),
+// the sums, the all-gather; one contribution gives the CPU's bits.
+TEST_CASE("GPU: NCCL across processes: the compressed exchange gives the CPU's bits") {
+  TempDir dir("dp_nccl");
+  std::shared_ptr<CudaCollectives> comm;
+  auto ws = OneProcessNccl(dir, &comm);
+  for (const char* compress : {"bf16", "fp16"})
+    for (bool flags : {false, true}) CheckCompressedLikeCpu(ws, 1, compress, 2, flags);
+  // The bytes that cross: 16 bits for the compressed tensors (1037 elements
+  // a call), 32 for the whole one (5000) and the flag.
+  const uint64_t before = comm->allreduce_bytes();
+  CheckCompressedLikeCpu(ws, 1, "bf16", 2, true);
+  CHECK(comm->allreduce_bytes() - before == 1037 * 2 + 5000 * 4 + 4);
+  const uint64_t compressed = comm->allreduce_bytes();
+  CheckCompressedLikeCpu(ws, 1, "bf16", 0, false);  // nothing compressed: float32 all through
+  CHECK(comm->allreduce_bytes() - compressed == 6037 * 4);
 }
 
 TEST_CASE("GPU: NCCL across processes: a peer that never joins NCCL fails the initialisation in bounded time") {
