@@ -4,12 +4,12 @@
 #include "comm/cuda_collectives.h"
 
 #include <algorithm>
-#include <type_traits>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "core/logging.h"
@@ -454,27 +454,26 @@ void CudaCollectives::IssueCompressed(const std::vector<Segment>& segments, cons
     return flags != nullptr ? static_cast<const float*>(flags->buffers[static_cast<size_t>(d)]) : nullptr;
   };
   if (!across()) {
-    for (int d = 0; d < n; ++d) {
-      const PerDevice& p = per_device_[static_cast<size_t>(d)];
-      cuda::DeviceGuard guard(p.device);
-      for (const Segment& seg : segments)
-        DP_CUDA_CHECK(cuda::LaunchRoundThrough<H>(static_cast<float*>(seg.buffers[static_cast<size_t>(d)]), pre, 1.0,
-                                                  nullptr, 1.0, seg.count, p.stream));
-    }
+    // Every buffer through H: x = float(H(x * in)) * post(out_factor, flags, out_scale).
+    auto round_through = [&](float in, double out_factor, bool with_flags, double out_scale) {
+      for (int d = 0; d < n; ++d) {
+        const PerDevice& p = per_device_[static_cast<size_t>(d)];
+        cuda::DeviceGuard guard(p.device);
+        for (const Segment& seg : segments)
+          DP_CUDA_CHECK(cuda::LaunchRoundThrough<H>(static_cast<float*>(seg.buffers[static_cast<size_t>(d)]), in,
+                                                    out_factor, with_flags ? active(d) : nullptr, out_scale,
+                                                    seg.count, p.stream));
+      }
+    };
+    round_through(pre, 1.0, false, 1.0);  // each contribution
     IssueSum(segments, nullptr, 1.0);
-    for (int d = 0; d < n; ++d) {
-      const PerDevice& p = per_device_[static_cast<size_t>(d)];
-      cuda::DeviceGuard guard(p.device);
-      for (const Segment& seg : segments)
-        DP_CUDA_CHECK(cuda::LaunchRoundThrough<H>(static_cast<float*>(seg.buffers[static_cast<size_t>(d)]), 1.0f,
-                                                  factor, active(d), scale, seg.count, p.stream));
-    }
+    round_through(1.0f, factor, true, scale);  // the sum
     return;
   }
+  allreduce_bytes_.fetch_add(static_cast<uint64_t>(total) * sizeof(uint16_t), std::memory_order_relaxed);
   // Each device's scratch: its contributions (padded to the layout), the
   // ranks' contributions to its chunk, its chunk's sums; the all-gather
   // writes every chunk's sums over the first.
-  allreduce_bytes_.fetch_add(static_cast<uint64_t>(total) * sizeof(uint16_t), std::memory_order_relaxed);
   const CompressedLayout layout = MakeCompressedLayout(total, contributions);
   const size_t words = static_cast<size_t>(2 * layout.padded + layout.chunk);
   for (int d = 0; d < n; ++d) EnsureScratch(d, words * sizeof(uint16_t));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -87,6 +88,21 @@ void FeedBatch(Workspace& ws, int n, uint32_t seed) {
   for (int i = 0; i < n; ++i) y.mutable_data<int32_t>()[i] = c(gen);
   ws.Feed("data", x);
   ws.Feed("label", y);
+}
+
+// The ops of `type` in `net` whose `compress` argument names `c`'s 16-bit type
+// ("bf16", "fp16"), each on `device` when one is given.
+size_t CompressingOps(const NetDef& net, const std::string& type, DType c,
+                      std::optional<DeviceOption> device = std::nullopt) {
+  size_t n = 0;
+  for (const auto& op : net.ops) {
+    const Argument* a = op.FindArg("compress");
+    if (op.type != type || a == nullptr || std::get<std::string>(a->value) != (c == DType::kBFloat16 ? "bf16" : "fp16"))
+      continue;
+    if (device) CHECK(net.OpDevice(op) == *device);
+    ++n;
+  }
+  return n;
 }
 
 std::vector<float> Floats(const Workspace& ws, const std::string& name) {
@@ -187,13 +203,8 @@ TEST_CASE("gradient compression (bf16, fp16): replicas stay identical, within th
     ParallelizeOptions o = Cpus(2);
     o.gradient_compression = c;
     ParallelNets nets = Parallelize(m, o);
-    int compressed = 0;
-    for (const auto& op : nets.train.ops)
-      if (op.type == "Allreduce") {
-        const Argument* a = op.FindArg("compress");
-        compressed += a != nullptr && std::get<std::string>(a->value) == (c == DType::kBFloat16 ? "bf16" : "fp16");
-      }
-    CHECK(compressed == static_cast<int>(nets.buckets.size()));  // every bucket, not summed by the updates
+    // Every bucket (the updates do not sum the replicas' gradients then).
+    CHECK(CompressingOps(nets.train, "Allreduce", c) == nets.buckets.size());
     auto ws = TrainSteps(nets.init, nets.train, batch, steps);
     double worst = 0;
     bool differs = false;
@@ -216,13 +227,7 @@ TEST_CASE("gradient compression (bf16, fp16): replicas stay identical, within th
       ParallelNets plain = Parallelize(mm, z);
       z.shard_optimizer_state = true;
       ParallelNets zero = Parallelize(mm, z);
-      int scatters = 0;
-      for (const auto& op : zero.train.ops)
-        if (op.type == "ReduceScatter") {
-          const Argument* a = op.FindArg("compress");
-          scatters += a != nullptr && std::get<std::string>(a->value) == (c == DType::kBFloat16 ? "bf16" : "fp16");
-        }
-      CHECK(scatters == static_cast<int>(zero.buckets.size()));
+      CHECK(CompressingOps(zero.train, "ReduceScatter", c) == zero.buckets.size());
       auto want_ws = TrainSteps(plain.init, plain.train, batch, steps);
       auto got_ws = TrainSteps(zero.init, zero.train, batch, steps);
       for (const auto& p : mm.params)
@@ -245,14 +250,8 @@ TEST_CASE("gradient compression (bf16, fp16): replicas stay identical, within th
     gpu.nccl = false;  // one GPU named twice: the tree
     gpu.gradient_compression = DType::kFloat16;
     const ParallelNets nets = Parallelize(m, gpu);
-    size_t compressed = 0;
-    for (const auto& op : nets.train.ops)
-      if (op.type == "Allreduce" && op.FindArg("compress") != nullptr) {
-        CHECK(std::get<std::string>(op.FindArg("compress")->value) == "fp16");
-        CHECK(nets.train.OpDevice(op) == DeviceOption{DeviceType::kCUDA, 0});
-        ++compressed;
-      }
-    CHECK(compressed == nets.buckets.size());
+    CHECK(CompressingOps(nets.train, "Allreduce", DType::kFloat16, DeviceOption{DeviceType::kCUDA, 0}) ==
+          nets.buckets.size());
   }
 }
 
