@@ -17,8 +17,10 @@ struct CachingAllocator::EventSet {
   EventSet(const EventSet&) = delete;
   EventSet& operator=(const EventSet&) = delete;
 
-  // Whether every event completed; completed ones are released on the way.
+  // Whether every event completed (none left to record on a stream that
+  // was captured); completed ones are released on the way.
   bool Done() {
+    if (!deferred.empty()) return false;
     while (!events.empty()) {
       if (!backend.EventDone(events.back())) return false;
       backend.ReleaseEvent(events.back());
@@ -31,7 +33,8 @@ struct CachingAllocator::EventSet {
   using EventHandle = CachingAllocatorBackend::EventHandle;
   CachingAllocatorBackend& backend;
   std::vector<EventHandle> events;
-  bool done = false;  // seen complete
+  std::vector<StreamId> deferred;  // captured at free time: an event to record there once the capture ended
+  bool done = false;               // seen complete
 };
 
 // A piece of a segment: the segment's blocks are a list in address order.
@@ -59,6 +62,7 @@ CachingAllocator::~CachingAllocator() {
   std::vector<Block*> all(small_.begin(), small_.end());
   all.insert(all.end(), large_.begin(), large_.end());
   for (const auto& [ptr, b] : allocated_blocks_) all.push_back(b);
+  all.insert(all.end(), held_.begin(), held_.end());
   for (Block* b : all) {
     if (b->prev != nullptr) continue;  // segments are given back from their first block
     size_t bytes = 0;
@@ -169,18 +173,24 @@ void CachingAllocator::Free(void* ptr, StreamId stream) noexcept {
   Block* b = it->second;
   allocated_blocks_.erase(it);
   stats_.allocated -= b->size;
-  b->allocated = false;
   // Work queued on any of dp's streams before now may still use the block:
-  // an event on each (and on `stream`, should it be one dp did not register).
+  // an event on each (and on `stream`, should it be one dp did not register);
+  // on a captured stream, one once its capture ended.
   std::shared_ptr<EventSet> set;
   try {
     set = std::make_shared<EventSet>(backend_);
     set->events.reserve(streams_.size() + 1);
+    set->deferred.reserve(capturing_.size());  // so that noting one cannot throw
   } catch (...) {  // no memory for the bookkeeping: wait for the device instead
+    set.reset();
   }
   bool recorded = set != nullptr;
   auto record = [&](StreamId s) {
     if (!recorded) return;
+    if (Captured(s)) {
+      if (std::find(set->deferred.begin(), set->deferred.end(), s) == set->deferred.end()) set->deferred.push_back(s);
+      return;
+    }
     EventSet::EventHandle e = backend_.RecordEvent(s);
     if (e == nullptr)
       recorded = false;
@@ -189,7 +199,8 @@ void CachingAllocator::Free(void* ptr, StreamId stream) noexcept {
   };
   for (StreamId s : streams_) record(s);
   if (stream != kNoStream && std::find(streams_.begin(), streams_.end(), stream) == streams_.end()) record(stream);
-  if (recorded && !set->events.empty()) {
+  const bool waits = recorded && (!set->events.empty() || !set->deferred.empty());
+  if (waits) {
     try {
       recorded_.push_back(set);
     } catch (...) {
@@ -198,9 +209,20 @@ void CachingAllocator::Free(void* ptr, StreamId stream) noexcept {
   }
   if (!recorded) {
     set.reset();
+    // A capture is underway: synchronising the device would have to wait
+    // for the captured streams. Nobody takes the block until the last
+    // capture ended and the device was synchronised then.
+    if (!capturing_.empty()) {
+      try {
+        held_.push_back(b);
+        return;  // still marked allocated: no neighbour merges with it, no release counts it free
+      } catch (...) {
+      }
+    }
     backend_.SynchronizeDevice();
   }
-  if (set != nullptr && !set->events.empty()) {
+  b->allocated = false;
+  if (recorded && waits) {
     b->events.push_back(std::move(set));
     b->owner = stream;
   } else {
@@ -247,6 +269,7 @@ void CachingAllocator::ProcessEvents() {
   bool advanced = false;
   while (!recorded_.empty()) {
     std::shared_ptr<EventSet> set = recorded_.front().lock();
+    if (set != nullptr) RecordDeferred(*set);
     if (set != nullptr && !set->Done()) break;
     recorded_.pop_front();
     advanced = advanced || set != nullptr;
@@ -280,7 +303,66 @@ void CachingAllocator::ProcessEvents() {
   }
 }
 
+bool CachingAllocator::Captured(StreamId stream) const { return capturing_.count(stream) != 0; }
+
+void CachingAllocator::RecordDeferred(EventSet& set) noexcept {
+  for (auto it = set.deferred.begin(); it != set.deferred.end();) {
+    if (Captured(*it)) {
+      ++it;
+      continue;
+    }
+    EventSet::EventHandle e = nullptr;
+    try {
+      set.events.reserve(set.events.size() + 1);
+      e = backend_.RecordEvent(*it);
+    } catch (...) {
+    }
+    if (e != nullptr) {
+      set.events.push_back(e);  // reserved: cannot throw
+    } else if (capturing_.empty()) {
+      backend_.SynchronizeDevice();  // everything queued before is done
+    } else {
+      ++it;  // tried again once the captures ended
+      continue;
+    }
+    it = set.deferred.erase(it);
+  }
+}
+
+void CachingAllocator::BeginCapture(const std::vector<StreamId>& streams) {
+  std::lock_guard<std::mutex> lock(mu_);
+  capturing_.insert(streams.begin(), streams.end());
+}
+
+void CachingAllocator::EndCapture(const std::vector<StreamId>& streams) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (StreamId s : streams)
+    if (auto it = capturing_.find(s); it != capturing_.end()) capturing_.erase(it);
+  // The frees during the capture: the events they could not record then.
+  for (const auto& weak : recorded_)
+    if (std::shared_ptr<EventSet> set = weak.lock()) RecordDeferred(*set);
+  if (!capturing_.empty()) return;
+  if (!held_.empty()) {
+    backend_.SynchronizeDevice();
+    for (Block* b : held_) {
+      b->allocated = false;
+      b->owner = kNoStream;
+      InsertFree(b);
+    }
+    held_.clear();
+  }
+  no_capture_.notify_all();
+}
+
+bool CachingAllocator::WaitUntilNoCapture(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return no_capture_.wait_for(lock, timeout, [this] { return capturing_.empty(); });
+}
+
 void CachingAllocator::ReleaseCachedLocked() noexcept {
+  // Giving a segment back (cudaFree) synchronises the device, which a
+  // capture underway forbids.
+  if (!capturing_.empty()) return;
   // A segment may be wholly free in several blocks (of different owners, not
   // merged): walk each from its first block.
   std::vector<Block*> heads;
@@ -322,6 +404,13 @@ void CachingAllocator::RegisterStream(StreamId stream) {
 void CachingAllocator::UnregisterStream(StreamId stream) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   std::erase(streams_, stream);
+  // A stream goes only after its captures ended; should one not have, the
+  // frees waiting for it record their events while the stream still exists.
+  if (capturing_.erase(stream) != 0) {
+    for (const auto& weak : recorded_)
+      if (std::shared_ptr<EventSet> set = weak.lock()) RecordDeferred(*set);
+    if (capturing_.empty()) no_capture_.notify_all();
+  }
   // Its blocks keep their events (recorded on every stream, this one too).
   for (Pool* pool : {&small_, &large_})
     for (Block* b : *pool)
@@ -340,9 +429,10 @@ void CachingAllocator::ResetPeak() {
 
 void CachingAllocator::ThrowOutOfMemory(size_t nbytes, size_t rounded, size_t segment) {
   DP_THROW(Code::kOutOfMemory, "cannot allocate ", nbytes, " bytes (", rounded, " rounded) on ",
-           DeviceName(device_), ": the device refused a segment of ", segment,
-           " bytes after dp's cache was released; dp has ", stats_.allocated, " bytes allocated and ",
-           stats_.reserved, " bytes reserved there");
+           DeviceName(device_), ": the device refused a segment of ", segment, " bytes ",
+           capturing_.empty() ? "after dp's cache was released"
+                              : "(dp's cache was not released: a CUDA graph is being captured on the device)",
+           "; dp has ", stats_.allocated, " bytes allocated and ", stats_.reserved, " bytes reserved there");
 }
 
 }  // namespace dp

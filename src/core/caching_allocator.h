@@ -40,6 +40,18 @@
 // allocating stream is not ordered after the readers on other streams, the
 // freeing op's stream is.
 //
+// Graph capture. While a stream is captured into a CUDA graph
+// (cuda/cuda_graph.cc tells BeginCapture / EndCapture), what is queued on it
+// is recorded, not run, and an event recorded there says nothing of the
+// work queued before the capture (CUDA even refuses to query it). So a free
+// records no event on a captured stream: it notes the stream, and once the
+// capture ended an event recorded there then must complete too. And while
+// any capture is underway on the device, nothing synchronises the whole
+// device or gives a segment back (either would have to wait for the
+// captured streams): a refused raw allocation does not release the cache,
+// and a free whose events cannot be recorded is held back (nobody may take
+// the block) until the last capture ends.
+//
 // Memory read from another GPU's stream (a peer copy) is not covered by this
 // device's events: when an op on another GPU drops it (its input held for the
 // kernel, Operator::Run), the CUDA allocator first waits for that op's
@@ -50,6 +62,8 @@
 // with it held.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -127,7 +141,19 @@ class CachingAllocator {
   void RegisterStream(StreamId stream);
   void UnregisterStream(StreamId stream) noexcept;
 
-  // Gives every wholly free segment back to the backend.
+  // `streams` (registered or not) are captured into a graph from now until
+  // the matching EndCapture (see "Graph capture" above). Call BeginCapture
+  // before the capture starts and EndCapture once it ended (discarded or
+  // finished), for every stream that joins it.
+  void BeginCapture(const std::vector<StreamId>& streams);
+  void EndCapture(const std::vector<StreamId>& streams) noexcept;
+  // Waits until no capture is underway on the device, at most `timeout`:
+  // for a caller about to synchronise the whole device. False when one
+  // still is. Never call it from a thread that is capturing.
+  bool WaitUntilNoCapture(std::chrono::milliseconds timeout);
+
+  // Gives every wholly free segment back to the backend (nothing while a
+  // capture is underway).
   void ReleaseCached() noexcept;
 
   CachingAllocatorStats stats() const;
@@ -154,6 +180,8 @@ class CachingAllocator {
   void InsertFree(Block* b);           // merges with neighbours, then pools it
   Block* Merge(Block* into, Block* next);
   void ProcessEvents();
+  bool Captured(StreamId stream) const;
+  void RecordDeferred(EventSet& set) noexcept;  // events on its deferred streams no longer captured
   void ReleaseCachedLocked() noexcept;
   [[noreturn]] void ThrowOutOfMemory(size_t nbytes, size_t rounded, size_t segment);
 
@@ -165,6 +193,9 @@ class CachingAllocator {
   std::set<Block*> pending_;  // free blocks with events not yet seen complete
   std::deque<std::weak_ptr<EventSet>> recorded_;  // event sets in the order they were recorded
   std::vector<StreamId> streams_;
+  std::multiset<StreamId> capturing_;  // streams captured now (BeginCapture), once per capture
+  std::vector<Block*> held_;           // freed during captures without events: free once the last ends
+  std::condition_variable no_capture_;  // notified when capturing_ becomes empty
   CachingAllocatorStats stats_;
 };
 

@@ -16,7 +16,7 @@ std::array<std::atomic<ContextFactory>, kNumDeviceTypes> g_factories{&MakeCpuCon
 
 }  // namespace
 
-std::unique_ptr<GraphRecording> DeviceContext::BeginGraphCapture() {
+std::unique_ptr<GraphRecording> DeviceContext::BeginGraphCapture(const std::vector<DeviceContext*>&) {
   DP_THROW(Code::kUnimplemented, DeviceName(device()), " cannot record its work into a graph");
 }
 

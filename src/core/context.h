@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "core/current_stream.h"
 #include "core/device.h"
@@ -62,10 +63,11 @@ class DeviceContext {
   // Starts recording the work queued on this context, and on every context
   // that waits on an event recorded in the recording, into a graph instead
   // of running it; those contexts must be joined back (this one waits on an
-  // event each of them records last) before Finish. Only the calling thread
-  // may queue work while it records. kUnimplemented where the device has no
-  // graphs (the CPU).
-  virtual std::unique_ptr<GraphRecording> BeginGraphCapture();
+  // event each of them records last) before Finish. `joining`: the contexts
+  // that will join (the device's allocator must know every stream being
+  // recorded). Only the calling thread may queue work while it records.
+  // kUnimplemented where the device has no graphs (the CPU).
+  virtual std::unique_ptr<GraphRecording> BeginGraphCapture(const std::vector<DeviceContext*>& joining);
 };
 
 class CpuContext final : public DeviceContext {

@@ -4,9 +4,11 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
+#include "core/logging.h"
 #include "core/storage.h"
 #include "cuda/cuda_context.h"
 
@@ -59,6 +61,13 @@ class CudaBackend final : public CachingAllocatorBackend {
   bool EventDone(EventHandle event) noexcept override {
     const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
     if (err == cudaErrorNotReady) return false;
+    if (err == cudaErrorCapturedEvent) {
+      // Recorded into a stream being captured: it stands for no work that
+      // ran. The policy records none there (CaptureRegistration); should one
+      // be, its block waits for good rather than early.
+      cudaGetLastError();
+      return false;
+    }
     if (err != cudaSuccess) cudaGetLastError();  // the stream's failure reaches its ops, not the allocator
     return true;
   }
@@ -135,6 +144,34 @@ struct Registration {
 } g_registration;
 
 }  // namespace
+
+namespace {
+
+// Captures this thread has open (on any device).
+thread_local int t_captures = 0;
+
+// A capture holds its streams for as long as issuing a net's ops takes.
+constexpr std::chrono::seconds kCaptureWait{60};
+
+}  // namespace
+
+CaptureRegistration::CaptureRegistration(int device, std::vector<StreamId> streams)
+    : device_(device), streams_(std::move(streams)) {
+  DeviceAllocator(device_).BeginCapture(streams_);
+  ++t_captures;
+}
+
+CaptureRegistration::~CaptureRegistration() {
+  --t_captures;
+  DeviceAllocator(device_).EndCapture(streams_);
+}
+
+void WaitForCaptures(int device) {
+  if (t_captures > 0) return;
+  if (!DeviceAllocator(device).WaitUntilNoCapture(kCaptureWait))
+    DP_LOG(kWarning, "a copy on cuda:", device, " without a stream waited ", kCaptureWait.count(),
+           " s for a CUDA graph capture there to end; it synchronises the device anyway");
+}
 
 CachingAllocator& DeviceAllocator(int device) {
   auto& devices = Devices();

@@ -91,7 +91,7 @@ class CudaContext final : public DeviceContext {
   bool IsAsync() const override { return true; }
   std::unique_ptr<Event> CreateEvent() override;
   // A stream capture (cuda/cuda_graph.cc).
-  std::unique_ptr<GraphRecording> BeginGraphCapture() override;
+  std::unique_ptr<GraphRecording> BeginGraphCapture(const std::vector<DeviceContext*>& joining) override;
 
   StreamId stream_id() const override { return reinterpret_cast<StreamId>(stream_); }
 

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "cuda/cuda_caching_allocator.h"
 #include "cuda/cuda_context.h"
 
 namespace dp::cuda {
@@ -111,10 +112,14 @@ class CudaDeviceGraph final : public DeviceGraph {
 
 class CudaGraphRecording final : public GraphRecording {
  public:
-  explicit CudaGraphRecording(cudaStream_t origin) : capture_(origin) {}
+  CudaGraphRecording(int device, std::vector<StreamId> streams, cudaStream_t origin)
+      : registration_(device, std::move(streams)), capture_(origin) {}
   std::unique_ptr<DeviceGraph> Finish() override { return std::make_unique<CudaDeviceGraph>(capture_.Finish()); }
 
  private:
+  // Declared first: the device's allocator knows the streams are captured
+  // from before the capture starts until after it ended.
+  CaptureRegistration registration_;
   StreamCapture capture_;
 };
 
@@ -123,9 +128,15 @@ class CudaGraphRecording final : public GraphRecording {
 
 namespace dp {
 
-std::unique_ptr<GraphRecording> CudaContext::BeginGraphCapture() {
+std::unique_ptr<GraphRecording> CudaContext::BeginGraphCapture(const std::vector<DeviceContext*>& joining) {
   SwitchToDevice();
-  return std::make_unique<cuda::CudaGraphRecording>(stream_);
+  std::vector<StreamId> streams{stream_id()};
+  for (DeviceContext* ctx : joining) {
+    DP_ENFORCE_CODE(ctx != nullptr && ctx->device() == device_, Code::kInternal,
+                    "a capture on ", DeviceName(device_), " can only be joined by contexts of that device");
+    if (ctx->stream_id() != kNoStream) streams.push_back(ctx->stream_id());
+  }
+  return std::make_unique<cuda::CudaGraphRecording>(device_.id, std::move(streams), stream_);
 }
 
 }  // namespace dp

@@ -203,7 +203,9 @@ void CapturingExecutor::Capture(RunControl& rc) {
     // bound to anything the next runs check (a temporary of a memory plan
     // may even free it after its last use): such a capture is not kept.
     const uint64_t made = allocations_();
-    std::unique_ptr<GraphRecording> recording = contexts_[0]->BeginGraphCapture();
+    std::vector<DeviceContext*> joining;
+    for (size_t s = 1; s < contexts_.size(); ++s) joining.push_back(contexts_[s].get());
+    std::unique_ptr<GraphRecording> recording = contexts_[0]->BeginGraphCapture(joining);
     Issue(rc);
     recorded = recording->Finish();
     if (const uint64_t now = allocations_(); now != made)

@@ -33,7 +33,11 @@ constexpr size_t kMiB = 1024 * 1024;
 
 // Host memory as a device of `capacity` bytes. Each stream is a counter of
 // work queued and work done: an event is done once its stream's done count
-// reaches the queued count at recording.
+// reaches the queued count at recording. Streams in `captured` are being
+// recorded into a graph: an event recorded there stands for no work, and
+// counts as done at once (what CUDA's refusal to query it used to mean to the
+// CUDA backend); the device synchronising or giving a segment back while
+// any stream is captured is counted as a fault.
 class FakeBackend final : public CachingAllocatorBackend {
  public:
   explicit FakeBackend(size_t capacity = size_t{1} << 40) : capacity_(capacity) {}
@@ -49,6 +53,7 @@ class FakeBackend final : public CachingAllocatorBackend {
     return p;
   }
   void FreeSegment(void* ptr, size_t bytes) noexcept override {
+    if (!captured.empty()) ++capture_faults_;
     CHECK(segments_[ptr] == bytes);
     segments_.erase(ptr);
     used_ -= bytes;
@@ -58,6 +63,10 @@ class FakeBackend final : public CachingAllocatorBackend {
     if (fail_records_) return nullptr;
     ++live_events_;
     ++records_;
+    if (captured.count(stream) != 0) {
+      ++capture_faults_;
+      return new Event{stream, 0};
+    }
     auto* e = new Event{stream, ++queued_[stream]};
     return e;
   }
@@ -71,6 +80,7 @@ class FakeBackend final : public CachingAllocatorBackend {
     delete static_cast<Event*>(event);
   }
   void SynchronizeDevice() noexcept override {
+    if (!captured.empty()) ++capture_faults_;
     ++syncs_;
     for (auto& [s, q] : queued_) done_[s] = q;
   }
@@ -88,7 +98,9 @@ class FakeBackend final : public CachingAllocatorBackend {
   int records_ = 0;
   int syncs_ = 0;
   int queries_ = 0;
+  int capture_faults_ = 0;  // events recorded on, or waits for, streams being captured
   bool fail_records_ = false;
+  std::set<StreamId> captured;
 
  private:
   struct Event {
@@ -99,7 +111,7 @@ class FakeBackend final : public CachingAllocatorBackend {
   std::map<StreamId, uint64_t> queued_, done_;
 };
 
-constexpr StreamId kA = 101, kB = 202;
+constexpr StreamId kA = 101, kB = 202, kC = 303;
 
 }  // namespace
 
@@ -347,6 +359,176 @@ TEST_CASE("a refused raw allocation releases the cache and retries once, then is
   ExpectError([&] { a.Allocate(size_t(-1), kA); }, Code::kOutOfMemory, {"cuda:3"});
   a.Free(big, kA);
   a.Free(small, kA);
+}
+
+namespace {
+
+// A capture of `streams` as cuda/cuda_graph.cc makes one: the allocator told
+// before the streams are recorded and after they are not any more.
+struct FakeCapture {
+  FakeCapture(CachingAllocator& a, FakeBackend& b, std::vector<StreamId> s) : alloc(a), backend(b), streams(s) {
+    alloc.BeginCapture(streams);
+    backend.captured.insert(streams.begin(), streams.end());
+  }
+  ~FakeCapture() { End(); }
+  void End() {
+    if (ended) return;
+    ended = true;
+    for (StreamId s : streams) backend.captured.erase(s);
+    alloc.EndCapture(streams);
+  }
+  CachingAllocator& alloc;
+  FakeBackend& backend;
+  std::vector<StreamId> streams;
+  bool ended = false;
+};
+
+}  // namespace
+
+TEST_CASE("a block freed while its stream is captured waits for an event recorded there after the capture") {
+  FakeBackend backend;
+  CachingAllocator a(backend, {DeviceType::kCUDA, 0});
+  a.RegisterStream(kA);
+  a.RegisterStream(kB);
+  void* p = a.Allocate(kKiB, kA);  // kA's work before the capture may still use p
+  std::vector<void*> others;
+  {
+    FakeCapture capture(a, backend, {kA});
+    a.Free(p, kNoStream);  // e.g. a tensor the caller dropped: no stream owns the block
+    CHECK(backend.capture_faults_ == 0);  // no event recorded on kA while it is captured
+    CHECK(backend.records_ == 1);         // kB's
+    backend.CompleteAll();
+    others.push_back(a.Allocate(kKiB, kB));
+    CHECK(others.back() != p);  // kA's event is still to come
+    others.push_back(a.Allocate(kKiB, kNoStream));
+    CHECK(others.back() != p);
+    const int records = backend.records_;
+    capture.End();
+    CHECK(backend.records_ == records + 1);  // kA's event, recorded once its capture ended
+  }
+  others.push_back(a.Allocate(kKiB, kB));
+  CHECK(others.back() != p);  // kA's pre-capture work not yet done
+  backend.Complete(kA);
+  void* again = a.Allocate(kKiB, kB);
+  CHECK(again == p);
+  for (void* x : others) a.Free(x, kB);
+  a.Free(again, kB);
+  CHECK(backend.capture_faults_ == 0);
+}
+
+TEST_CASE("a free during a capture on the captured stream serves that stream at once, others after the capture") {
+  FakeBackend backend;
+  CachingAllocator a(backend, {DeviceType::kCUDA, 0});
+  a.RegisterStream(kA);
+  a.RegisterStream(kB);
+  void* p = a.Allocate(kKiB, kA);
+  FakeCapture capture(a, backend, {kA, kB});  // both streams joined
+  a.Free(p, kA);
+  CHECK(backend.records_ == 0);
+  void* mine = a.Allocate(kKiB, kA);
+  CHECK(mine == p);  // ordered after kA's work, captured or not
+  a.Free(mine, kA);
+  backend.CompleteAll();
+  void* other = a.Allocate(kKiB, kB);
+  CHECK(other != p);
+  capture.End();
+  CHECK(backend.records_ == 2);
+  backend.CompleteAll();
+  void* later = a.Allocate(kKiB, kB);
+  CHECK(later == p);
+  a.Free(later, kB);
+  a.Free(other, kB);
+  CHECK(backend.capture_faults_ == 0);
+}
+
+TEST_CASE("while a capture is underway the device is never synchronised nor a segment given back") {
+  FakeBackend backend(24 * kMiB);
+  CachingAllocator a(backend, {DeviceType::kCUDA, 2});
+  a.RegisterStream(kA);
+  a.RegisterStream(kB);
+  void* cached = a.Allocate(11 * kMiB, kA);  // a 12 MiB segment of its own
+  a.Free(cached, kA);
+  backend.CompleteAll();
+  {
+    FakeCapture capture(a, backend, {kA});
+    // 16 MiB fits only once the cached 12 MiB went back, which would
+    // synchronise the device.
+    ExpectError([&] { a.Allocate(16 * kMiB, kB); }, Code::kOutOfMemory,
+                {"cuda:2", "a CUDA graph is being captured"});
+    a.ReleaseCached();
+    CHECK(a.stats().raw_frees == 0);
+    // A free whose event cannot be recorded: held back, not a device-wide wait.
+    void* q = a.Allocate(kKiB, kB);
+    backend.fail_records_ = true;
+    a.Free(q, kB);
+    backend.fail_records_ = false;
+    CHECK(backend.syncs_ == 0);
+    CHECK(a.stats().allocated == 0);  // no longer counted, but nobody may take it yet
+    void* r = a.Allocate(kKiB, kB);
+    CHECK(r != q);
+    void* mine = a.Allocate(kKiB, kNoStream);
+    CHECK(mine != q);
+    a.Free(r, kB);
+    a.Free(mine, kB);
+    CHECK(backend.capture_faults_ == 0);
+    capture.End();
+    CHECK(backend.syncs_ == 1);  // the held block's wait, once no capture is underway
+    void* back = a.Allocate(kKiB, kNoStream);
+    CHECK(back == q);
+    a.Free(back, kNoStream);
+  }
+  void* big = a.Allocate(16 * kMiB, kB);  // now the cache goes back (the small segment too)
+  CHECK(a.stats().raw_frees == 2);
+  a.Free(big, kB);
+  CHECK(backend.capture_faults_ == 0);
+}
+
+TEST_CASE("two captures at once: the device waits for the last to end; WaitUntilNoCapture is bounded") {
+  FakeBackend backend;
+  CachingAllocator a(backend, {DeviceType::kCUDA, 0});
+  a.RegisterStream(kA);
+  a.RegisterStream(kB);
+  a.RegisterStream(kC);  // not captured
+  CHECK(a.WaitUntilNoCapture(std::chrono::milliseconds(0)));
+  auto first = std::make_unique<FakeCapture>(a, backend, std::vector<StreamId>{kA});
+  auto second = std::make_unique<FakeCapture>(a, backend, std::vector<StreamId>{kB});
+  CHECK(!a.WaitUntilNoCapture(std::chrono::milliseconds(1)));
+  void* p = a.Allocate(kKiB, kA);
+  backend.fail_records_ = true;  // kC's event cannot be recorded
+  a.Free(p, kA);
+  backend.fail_records_ = false;
+  std::atomic<int> waited{-1};
+  std::thread waiter([&] { waited = a.WaitUntilNoCapture(std::chrono::seconds(60)) ? 1 : 0; });
+  first.reset();
+  CHECK(backend.syncs_ == 0);  // kB is still captured
+  CHECK(a.Allocate(kKiB, kNoStream) != p);
+  second.reset();
+  waiter.join();
+  CHECK(waited == 1);
+  CHECK(backend.syncs_ == 1);
+  CHECK(backend.capture_faults_ == 0);
+  void* q = a.Allocate(kKiB, kA);
+  CHECK(q == p);
+  a.Free(q, kA);
+}
+
+TEST_CASE("a captured stream unregistered before its capture ended records the events owed to it") {
+  FakeBackend backend;
+  CachingAllocator a(backend, {DeviceType::kCUDA, 0});
+  a.RegisterStream(kA);
+  a.RegisterStream(kB);
+  void* p = a.Allocate(kKiB, kB);
+  a.BeginCapture({kA});
+  a.Free(p, kB);
+  CHECK(backend.records_ == 1);
+  a.UnregisterStream(kA);  // the stream still exists: its event is recorded now
+  CHECK(backend.records_ == 2);
+  CHECK(a.WaitUntilNoCapture(std::chrono::milliseconds(0)));
+  a.EndCapture({kA});  // nothing left to end
+  backend.CompleteAll();
+  void* q = a.Allocate(kKiB, kNoStream);
+  CHECK(q == p);
+  a.Free(q, kNoStream);
 }
 
 TEST_CASE("threads allocating and freeing at once never share memory") {

@@ -34,6 +34,7 @@ struct FakeGpu {
   std::vector<std::function<void()>>* recording = nullptr;  // the open capture's work
   FakeContext* origin = nullptr;
   std::set<const FakeContext*> capturing;  // contexts whose work is recorded
+  std::set<const DeviceContext*> declared;  // the origin and the contexts it said would join
   std::map<const FakeContext*, bool> joined;
   int captures = 0, launches = 0, timed_launches = 0, stale_addresses = 0;
 };
@@ -69,7 +70,7 @@ class FakeContext final : public DeviceContext {
   DeviceOption device() const override { return kFakeGpu; }
   bool IsAsync() const override { return true; }
   std::unique_ptr<Event> CreateEvent() override { return std::make_unique<FakeEvent>(); }
-  std::unique_ptr<GraphRecording> BeginGraphCapture() override;
+  std::unique_ptr<GraphRecording> BeginGraphCapture(const std::vector<DeviceContext*>& joining) override;
   bool capturing() const { return g_gpu.capturing.count(this) != 0; }
   // Queues work: recorded during a capture, else done now.
   void Enqueue(std::function<void()> work) {
@@ -93,7 +94,10 @@ void FakeEvent::Record(DeviceContext& ctx) {
 void FakeEvent::Wait(DeviceContext& waiter) {
   auto& fake = dynamic_cast<FakeContext&>(waiter);
   if (!in_capture_) return;
-  if (!fake.capturing()) g_gpu.capturing.insert(&fake);  // the waiter joins the capture
+  if (!fake.capturing()) {  // the waiter joins the capture, as the capture was told it would
+    REQUIRE(g_gpu.declared.count(&fake) != 0);
+    g_gpu.capturing.insert(&fake);
+  }
   if (&fake == g_gpu.origin && recorder_ != g_gpu.origin) g_gpu.joined[recorder_] = true;
 }
 
@@ -142,16 +146,19 @@ class FakeRecording final : public GraphRecording {
     g_gpu.recording = nullptr;
     g_gpu.origin = nullptr;
     g_gpu.capturing.clear();
+    g_gpu.declared.clear();
     g_gpu.joined.clear();
   }
 };
 
-std::unique_ptr<GraphRecording> FakeContext::BeginGraphCapture() {
+std::unique_ptr<GraphRecording> FakeContext::BeginGraphCapture(const std::vector<DeviceContext*>& joining) {
   REQUIRE(g_gpu.recording == nullptr);
   auto r = std::make_unique<FakeRecording>();
   g_gpu.recording = &r->work_;
   g_gpu.origin = this;
   g_gpu.capturing.insert(this);
+  g_gpu.declared = {joining.begin(), joining.end()};
+  g_gpu.declared.insert(this);
   return r;
 }
 

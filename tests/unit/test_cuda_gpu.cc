@@ -14,6 +14,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -544,6 +545,56 @@ TEST_CASE("GPU: a stream capture across two streams replays as one graph") {
   graph.reset();
   cudaEventDestroy(fork);
   cudaEventDestroy(join);
+}
+
+// A capture through the context (what the executor uses): while it records,
+// another thread frees device memory and copies from the device without a
+// stream. The free records no event on the captured stream (CUDA would refuse
+// to query it, and it would say nothing of the work before the capture), the
+// copy waits for the capture to end before it synchronises the device (which
+// would otherwise fail or break the capture), and the graph replays right.
+TEST_CASE("GPU: another thread's frees and copies without a stream keep clear of a capture") {
+  dp::CudaContext origin(kGpu0), side(kGpu0);
+  origin.SwitchToDevice();
+  const int64_t n = int64_t{1} << 20;
+  Tensor a({n}, DType::kFloat32, kGpu0), x({n}, DType::kFloat32, kGpu0);
+  auto dropped = std::make_shared<Tensor>(dp::Dims{n}, DType::kFloat32, kGpu0);
+  REQUIRE(dp::cuda::LaunchFill(x.mutable_data<float>(), n, 3.0f, origin.stream()) == cudaSuccess);
+  REQUIRE(dp::cuda::LaunchFill(dropped->mutable_data<float>(), n, 1.0f, origin.stream()) == cudaSuccess);
+  origin.FinishDeviceComputation();
+  std::unique_ptr<dp::DeviceGraph> graph;
+  Tensor copied;
+  std::string thread_error, capture_error;
+  {
+    std::unique_ptr<dp::GraphRecording> recording = origin.BeginGraphCapture({&side});
+    std::thread other([&] {
+      try {
+        dropped.reset();     // freed outside any op while origin is captured
+        copied = ToHost(x);  // a copy without a stream: synchronises the device once the capture ended
+      } catch (const std::exception& e) {
+        thread_error = e.what();
+      }
+    });
+    float* ap = a.mutable_data<float>();
+    int failed = 0;  // no REQUIRE while the thread runs
+    for (int i = 0; i < 200; ++i) failed += dp::cuda::LaunchFill(ap, n, static_cast<float>(i), origin.stream()) != 0;
+    try {
+      graph = recording->Finish();
+    } catch (const std::exception& e) {
+      capture_error = e.what();
+    }
+    recording.reset();  // the allocator and the waiting copy learn that the capture ended
+    other.join();
+    CHECK(failed == 0);
+  }
+  REQUIRE(thread_error.empty());
+  REQUIRE(capture_error.empty());
+  REQUIRE(copied.numel() == n);
+  CHECK(copied.data<float>()[n - 1] == 3.0f);
+  CHECK(graph->nodes() >= 200);
+  graph->Launch(origin);
+  origin.FinishDeviceComputation();
+  CHECK(ToHost(a).data<float>()[n - 1] == 199.0f);
 }
 
 // FC, then Relu and Sigmoid on two streams, then Add: run 7 times as a CUDA
