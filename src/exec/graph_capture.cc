@@ -48,6 +48,16 @@ bool SameStorage(const std::weak_ptr<Storage>& a, const std::weak_ptr<Storage>& 
   return !a.owner_before(b) && !b.owner_before(a);
 }
 
+// Whether a tensor outside the net holds `buffer` (a graph's buffer for a
+// read-only blob): owners beyond the graph's own reference and the net's
+// blobs that hold it now (views of it, such as a Reshape's output).
+bool HeldOutside(const std::shared_ptr<Storage>& buffer, const std::vector<CaptureBindings::Entry>& now) {
+  long inside = 0;
+  for (const CaptureBindings::Entry& e : now)
+    if (!e.storage.owner_before(buffer) && !buffer.owner_before(e.storage)) ++inside;
+  return buffer.use_count() - 1 > inside;
+}
+
 // How `now` stands against `then` (bindings of the same ops). `inputs`, per
 // entry: the buffer a graph holds for a read-only blob (null: none); without
 // one a read-only blob that moved counts as fed again all the same (the
@@ -85,6 +95,9 @@ BindingCheck Compare(const CaptureBindings& then, const std::vector<std::shared_
       if (!feedable) return stale(StrCat(EntryName(y), " holds other memory than when the graph was captured"));
       if (inputs != nullptr && (*inputs)[i] == nullptr)
         return stale(StrCat(EntryName(y), " was fed again, and the graph does not hold its buffer"));
+      if (inputs != nullptr && shared.empty() && HeldOutside((*inputs)[i], b))
+        shared = StrCat(EntryName(y), " was fed again, and the buffer the graph reads it from is still held by a "
+                        "tensor outside the net (a fetch of it): refilling it would change that tensor");
       check.refed.push_back(i);
     }
     if (y.shared && shared.empty())

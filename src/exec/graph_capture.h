@@ -24,7 +24,9 @@
 //   - a blob the net writes that somebody else shares (a fetch that kept its
 //     storage): writing it in place, as a replay would, would change their
 //     copy; the op copies it first (copy-on-write), so that run goes on the
-//     streams.
+//     streams. Likewise a read-only blob fed again while a tensor outside the
+//     net still holds the graph's buffer for it (a fetch of the last batch, on
+//     another thread): the replay's refill would change that tensor.
 // A capture follows a run on the streams that succeeded with the same
 // bindings (the warm-up: outputs are sized, lazy handles made), and its own
 // bindings must come out as they went in: an allocation during the capture

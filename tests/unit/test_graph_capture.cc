@@ -339,6 +339,21 @@ TEST_CASE("CapturePolicy: runs that go on the streams without dropping the graph
     // The op copied w before writing it (copy-on-write): the fetch kept its values.
     CHECK(held.raw_data() != n.Data("w"));
   }
+  SUBCASE("a blob fed again while a caller still holds the graph's buffer for it") {
+    CpuNet n(Kind::kInference);
+    CapturePolicy policy;
+    WarmUpAndCapture(n, policy);
+    Tensor held = n.ws->GetTensor("x");  // the batch the graph read, kept (a fetch still copying it)
+    const std::vector<float> was(held.data<float>(), held.data<float>() + 8);
+    n.ws->Feed("x", Floats({2, 4}, 5.0f));
+    CHECK(n.Step(policy) == Action::kStreams);
+    CHECK(policy.reason().find("still held by a tensor outside the net") != std::string::npos);
+    CHECK(policy.has_graph());
+    for (size_t i = 0; i < was.size(); ++i) CHECK(held.data<float>()[i] == was[i]);
+    held = Tensor();
+    n.ws->Feed("x", Floats({2, 4}, 6.0f));
+    CHECK(n.Step(policy) == Action::kReplay);  // nobody else holds it now
+  }
   SUBCASE("profiling op by op") {
     CpuNet n(Kind::kInference);
     CapturePolicy policy;

@@ -315,11 +315,15 @@ TEST_CASE("GPU: a dataset held on cuda:0, or staged there, feeds the host loader
         CHECK_MESSAGE(HostFloats(*dev.ws, dev.scope + p) == HostFloats(*host.ws, host.scope + p), p);
         CHECK_MESSAGE(HostFloats(*staged.ws, staged.scope + p) == HostFloats(*host.ws, host.scope + p), p);
       }
-      if (ids.size() == 1)  // one GPU: replayed as a CUDA graph, batches fed from the GPU
+      // One GPU: replayed as a CUDA graph, batches fed from the GPU. Captured
+      // on the third step; a step or two after it go on the streams while the
+      // loader's ring still holds the buffer the graph captured the batch in
+      // (a replay refills that buffer, which a holder outside the net would see).
+      if (ids.size() == 1)
         for (const Trainer* t : {&dev, &staged}) {
           const std::optional<CaptureStats> stats = t->train->capture_stats();
           REQUIRE(stats.has_value());
-          CHECK(stats->runs.replays >= steps - 3);
+          CHECK_MESSAGE(stats->runs.replays >= steps - 5, stats->reason);
         }
     }
 }
