@@ -1505,10 +1505,10 @@ typedef struct dp_parallel_options {
    * reduce-scatter carries the gradients in 16 bits as the allreduce does,
    * with the same sums. CPU replicas with a model each: not with
    * DP_SHARED_MODEL_ON (DP_SHARED_MODEL_AUTO keeps a model each) or BMUF
-   * (DP_ERR_INVALID_ARGUMENT); CUDA replicas in one process (since 0.6; the reduce-scatter is then the
-   * allreduce, the all-gather a broadcast of each part, and checkpoints
-   * copy the shards through the host), not across processes
-   * (DP_ERR_UNIMPLEMENTED). 0: off. */
+   * (DP_ERR_INVALID_ARGUMENT); CUDA replicas (since 0.6: the reduce-scatter
+   * is then the allreduce, the all-gather a broadcast of each part from the
+   * replica that owns it, over NCCL across processes, and checkpoints copy
+   * the shards through the host). 0: off. */
   int32_t shard_optimizer_state;
   /* Since 0.6: dynamic loss scaling (for FP16 math; see above
    * dp_training_options): its first scale (0: 65536), and

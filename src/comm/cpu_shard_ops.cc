@@ -365,23 +365,28 @@ class AllgatherOp final : public CpuCollectiveOp {
 
 std::atomic<ShardCommunicatorFn> g_other_communicator{nullptr};
 
-// The layout of a saved or loaded sharded state: a CPU communicator's
-// (*cpu set), or another device type's in one process (*cpu cleared).
-ShardLayout CheckpointLayout(const Blob& comm, const std::string& desc, int devices, CpuCommunicator* cpu,
-                             bool* is_cpu) {
-  int64_t processes = 0;
-  ShardCommunicatorFn other = g_other_communicator.load(std::memory_order_acquire);
-  if (!comm.IsType<CpuCommunicator>() && other != nullptr && other(comm, &processes)) {
-    DP_ENFORCE_CODE(processes == 1, Code::kUnimplemented, desc, ": a sharded state of GPU replicas over ",
-                    processes, " processes cannot be saved or loaded (one process only)");
-    *is_cpu = false;
-    ShardLayout l;
+// The layout of a saved or loaded sharded state, and how its processes'
+// parts cross (unset in one process): a CPU communicator's, or another
+// device type's (RegisterShardCommunicator).
+ShardLayout CheckpointLayout(const Blob& comm, const std::string& desc, int devices,
+                             std::function<void(const void*, void*, size_t)>* allgather) {
+  ShardCommunicator other;
+  ShardCommunicatorFn other_fn = g_other_communicator.load(std::memory_order_acquire);
+  ShardLayout l;
+  if (!comm.IsType<CpuCommunicator>() && other_fn != nullptr && other_fn(comm, &other)) {
     l.devices = devices;
+    l.processes = other.processes;
+    l.rank = other.rank;
+    if (l.processes > 1) *allgather = std::move(other.allgather);
     return l;
   }
-  *cpu = CommOf(comm, desc);
-  *is_cpu = true;
-  return LayoutOf(*cpu, devices);
+  CpuCommunicator cpu = CommOf(comm, desc);
+  l = LayoutOf(cpu, devices);
+  if (cpu.peers)
+    *allgather = [peers = cpu.peers](const void* mine, void* all, size_t block) {
+      peers->Allgather(mine, all, block);
+    };
+  return l;
 }
 
 // The op's devices from the count of its shards (inputs or outputs).
@@ -401,9 +406,8 @@ class GatherShardsOp final : public Operator {
 
  private:
   void RunOnDevice() override {
-    CpuCommunicator comm;
-    bool is_cpu = true;
-    const ShardLayout l = CheckpointLayout(*input_blobs()[0], InputDesc(0), devices_, &comm, &is_cpu);
+    std::function<void(const void*, void*, size_t)> allgather;
+    const ShardLayout l = CheckpointLayout(*input_blobs()[0], InputDesc(0), devices_, &allgather);
     const Tensor& like = Input(1);
     const int64_t n = like.numel();
     const size_t item = DTypeSize(like.dtype());
@@ -423,7 +427,7 @@ class GatherShardsOp final : public Operator {
         CopyBytes(static_cast<size_t>(r.end - r.begin) * item, s.raw_data(), s.device(), out + r.begin * item,
                   DeviceOption{});
     }
-    if (is_cpu && comm.peers) {
+    if (allgather) {
       size_t block = 0;
       for (int64_t q = 0; q < l.processes; ++q) {
         const ElementRange r = l.OfProcess(n, q);
@@ -433,7 +437,7 @@ class GatherShardsOp final : public Operator {
         char* in = Scratch<char>(static_cast<int64_t>(block) * (l.processes + 1));
         const ElementRange mine = l.OfProcess(n, l.rank);
         std::memcpy(in, out + mine.begin * item, static_cast<size_t>(mine.end - mine.begin) * item);
-        comm.peers->Allgather(in, in + block, block);
+        allgather(in, in + block, block);
         for (int64_t q = 0; q < l.processes; ++q) {
           const ElementRange r = l.OfProcess(n, q);
           if (q != l.rank && r.end > r.begin)
@@ -453,9 +457,8 @@ class ScatterShardsOp final : public Operator {
 
  private:
   void RunOnDevice() override {
-    CpuCommunicator comm;
-    bool is_cpu = true;
-    const ShardLayout l = CheckpointLayout(*input_blobs()[0], InputDesc(0), devices_, &comm, &is_cpu);
+    std::function<void(const void*, void*, size_t)> unused;
+    const ShardLayout l = CheckpointLayout(*input_blobs()[0], InputDesc(0), devices_, &unused);
     const Tensor full = Input(1);  // held: an output may replace the blob
     const size_t item = DTypeSize(full.dtype());
     for (int d = 0; d < devices_; ++d) {

@@ -7,10 +7,12 @@
 //     (CudaCollectives::AllreduceCompressed)
 //   Broadcast(comm, X_0, ..., X_{k-1}) -> (X_0, ..., X_{k-1})   in place (CUDA kernel)
 //   ReduceScatter, Allgather (comm/cpu_shard_ops.cc): a sharded optimizer
-//     state's (ZeRO-1), in one process: ReduceScatter is the allreduce
-//     there, Allgather a broadcast of each device's part; GatherShards and
-//     ScatterShards (host ops) save and load the state through this
-//     communicator too (RegisterShardCommunicator).
+//     state's (ZeRO-1), in one process and across processes: ReduceScatter
+//     is the allreduce here, Allgather a broadcast of each replica's part
+//     from it (CudaCollectives::Allgather); GatherShards and ScatterShards
+//     (host ops) save and load the state through this communicator too
+//     (RegisterShardCommunicator: the processes' parts through
+//     CudaCollectives::AllgatherHost).
 // Same graph as the CPU collectives (comm/cpu_collective_ops.cc, which owns the
 // Allreduce and Broadcast schemas): the k tensors are device-major, device d's
 // being on cuda:device_ids[d]. The op runs on one of those devices (normally
@@ -227,9 +229,10 @@ class CudaBroadcastOp final : public CudaCollectiveOp {
   const int root_;
 };
 
-// Allgather in one process: each device's part (comm/shards.h) broadcast
-// from it to the others. Across processes the part's owner is not process
-// 0's device, which CudaCollectives::Broadcast takes for the root.
+// Allgather: each replica's part (comm/shards.h) from it to every other
+// replica, of every process: part p * devices + d is device d of process p,
+// which is that device's NCCL rank too (in one process, its index). One
+// call for all the op's tensors and parts.
 class CudaAllgatherOp final : public CudaCollectiveOp {
  public:
   using CudaCollectiveOp::CudaCollectiveOp;
@@ -237,11 +240,11 @@ class CudaAllgatherOp final : public CudaCollectiveOp {
  private:
   void RunOnDevice() override {
     auto comm = Comm();
-    DP_ENFORCE_CODE(comm->num_processes() == 1, Code::kUnimplemented, label(), ": CUDA replicas' Allgather across ",
-                    comm->num_processes(), " processes is not built yet (one process only)");
     const int n = num_devices_, m = per_device_;
     ShardLayout layout;
     layout.devices = n;
+    layout.processes = comm->num_processes();
+    layout.rank = comm->process_rank();
     for (int j = 0; j < m; ++j) {
       const Tensor& first = Replica(*comm, 0, j);
       for (int d = 1; d < n; ++d) {
@@ -250,21 +253,25 @@ class CudaAllgatherOp final : public CudaCollectiveOp {
                         " is ", t.DebugString(), " but ", InputDesc(In(0, j)), " is ", first.DebugString());
       }
     }
+    std::vector<CudaCollectives::Segment> segments;
+    std::vector<int> owners;
     for (int j = 0; j < m; ++j) {
       const Tensor& first = Replica(*comm, 0, j);
       const size_t item = DTypeSize(first.dtype());
       std::vector<char*> data;
       for (int d = 0; d < n; ++d) data.push_back(static_cast<char*>(Output(In(d, j) - 1)->raw_mutable_data()));
-      for (int root = 0; root < n; ++root) {
-        const ElementRange part = layout.OfDevice(first.numel(), root);
-        if (part.end == part.begin) continue;
+      for (int64_t part = 0; part < layout.parts(); ++part) {
+        const ElementRange r = PartOfElements(first.numel(), part, layout.parts());
+        if (r.end == r.begin) continue;
         CudaCollectives::Segment seg;
-        seg.count = part.end - part.begin;
+        seg.count = r.end - r.begin;
         seg.dtype = first.dtype();
-        for (int d = 0; d < n; ++d) seg.buffers.push_back(data[static_cast<size_t>(d)] + part.begin * item);
-        comm->Broadcast({seg}, root, cuda_context());
+        for (int d = 0; d < n; ++d) seg.buffers.push_back(data[static_cast<size_t>(d)] + r.begin * item);
+        segments.push_back(std::move(seg));
+        owners.push_back(static_cast<int>(part));
       }
     }
+    if (!segments.empty()) comm->Allgather(segments, owners, cuda_context());
   }
 };
 
@@ -298,12 +305,15 @@ DP_REGISTER_CUDA_OPERATOR(ReduceScatter, CudaAllreduceOp);
 DP_REGISTER_CUDA_OPERATOR(Allgather, CudaAllgatherOp);
 DP_NO_GRADIENT(CreateCudaCollectives);
 
-// GatherShards and ScatterShards learn the processes of a CUDA communicator.
-bool CudaShardCommunicator(const Blob& comm, int64_t* processes) {
+// GatherShards and ScatterShards learn the processes of a CUDA
+// communicator, and gather the processes' parts through it.
+bool CudaShardCommunicator(const Blob& comm, ShardCommunicator* out) {
   if (!comm.IsType<CudaCommunicator>()) return false;
-  const auto& held = comm.Get<CudaCommunicator>();
-  if (!held.collectives) return false;
-  *processes = held.collectives->num_processes();
+  std::shared_ptr<CudaCollectives> held = comm.Get<CudaCommunicator>().collectives;
+  if (!held) return false;
+  out->processes = held->num_processes();
+  out->rank = held->process_rank();
+  out->allgather = [held](const void* mine, void* all, size_t block) { held->AllgatherHost(mine, all, block); };
   return true;
 }
 

@@ -586,11 +586,68 @@ void CudaCollectives::Broadcast(const std::vector<Segment>& segments, int root, 
   DP_ENFORCE(root >= 0 && root < size(), "Broadcast: root ", root, " is out of range for ", size(), " devices");
   IssueJoined(ctx, "broadcast", [&] {
     if (nccl_) {
-      NcclBroadcast(segments, root);
+      NcclBroadcast(segments, std::vector<int>(segments.size(), root), "broadcast");
     } else {
       TreeBroadcast(segments, root);
     }
   });
+}
+
+void CudaCollectives::Allgather(const std::vector<Segment>& segments, const std::vector<int>& owners,
+                                CudaContext& ctx) {
+  CheckSegments(segments, size(), "Allgather");
+  DP_ENFORCE(owners.size() == segments.size(), "Allgather: ", owners.size(), " owners for ", segments.size(),
+             " segments");
+  const int ranks = size() * num_processes();
+  for (int o : owners) DP_ENFORCE(o >= 0 && o < ranks, "Allgather: owner ", o, " is out of range for ", ranks, " ranks");
+  IssueJoined(ctx, "allgather", [&] {
+    if (nccl_) {
+      NcclBroadcast(segments, owners, "allgather");
+      return;
+    }
+    // The tree (one process): the segments of each owner down its tree.
+    for (int root = 0; root < size(); ++root) {
+      std::vector<Segment> mine;
+      for (size_t i = 0; i < segments.size(); ++i)
+        if (owners[i] == root) mine.push_back(segments[i]);
+      if (!mine.empty()) TreeBroadcast(mine, root);
+    }
+  });
+}
+
+void CudaCollectives::AllgatherHost(const void* mine, void* all, size_t block) {
+  const int procs = num_processes(), me = process_rank();
+  if (block == 0) return;
+  if (procs == 1) {
+    std::memcpy(all, mine, block);
+    return;
+  }
+  // A buffer of every process's block on each device (every NCCL rank takes
+  // part in each broadcast); this process's block goes in on device 0, and
+  // process q's device 0 sends block q.
+  CudaContext ctx({DeviceType::kCUDA, devices_[0]});
+  std::vector<Tensor> buffers;
+  Segment whole;
+  for (int d = 0; d < size(); ++d) {
+    buffers.emplace_back(Dims{static_cast<int64_t>(block) * procs}, DType::kUInt8,
+                         DeviceOption{DeviceType::kCUDA, devices_[static_cast<size_t>(d)]});
+    whole.buffers.push_back(buffers.back().raw_mutable_data());
+  }
+  char* const first = static_cast<char*>(whole.buffers[0]);
+  CopyBytes(block, mine, DeviceOption{}, first + static_cast<size_t>(me) * block, ctx.device(), &ctx);
+  std::vector<Segment> segments;
+  std::vector<int> roots;
+  for (int q = 0; q < procs; ++q) {
+    Segment seg;
+    seg.count = static_cast<int64_t>(block);
+    seg.dtype = DType::kUInt8;
+    for (void* b : whole.buffers) seg.buffers.push_back(static_cast<char*>(b) + static_cast<size_t>(q) * block);
+    segments.push_back(std::move(seg));
+    roots.push_back(q * size());
+  }
+  Allgather(segments, roots, ctx);
+  CopyBytes(block * static_cast<size_t>(procs), first, ctx.device(), all, DeviceOption{}, &ctx);
+  ctx.FinishDeviceComputation();
 }
 
 void CudaCollectives::NcclAllreduce(const std::vector<Segment>& segments) {
@@ -612,22 +669,24 @@ void CudaCollectives::NcclAllreduce(const std::vector<Segment>& segments) {
   if (across()) WaitAcross("allreduce", false);  // on the streams before anything queued after it
 }
 
-void CudaCollectives::NcclBroadcast(const std::vector<Segment>& segments, int root) {
+void CudaCollectives::NcclBroadcast(const std::vector<Segment>& segments, const std::vector<int>& roots,
+                                    const char* what) {
   {
     std::unique_lock<std::mutex> lock(NcclMutex());
     NcclGroup group([&] { AbortComms(); }, across());
-    for (const Segment& seg : segments) {
+    for (size_t s = 0; s < segments.size(); ++s) {
+      const Segment& seg = segments[s];
       if (seg.count == 0) continue;
       // Bytes: a broadcast does not care about the element type. Across
-      // processes, NCCL rank `root` is process 0's device `root`.
+      // processes a root is an NCCL rank (process 0's device d is rank d).
       for (size_t d = 0; d < per_device_.size(); ++d)
-        DP_NCCL_QUEUED(ncclBroadcast(seg.buffers[d], seg.buffers[d], SegmentBytes(seg), ncclUint8, root,
+        DP_NCCL_QUEUED(ncclBroadcast(seg.buffers[d], seg.buffers[d], SegmentBytes(seg), ncclUint8, roots[s],
                                      per_device_[d].comm, per_device_[d].stream),
                        across());
     }
     group.End();
   }
-  if (across()) WaitAcross("broadcast", false);
+  if (across()) WaitAcross(what, false);  // on the streams before anything queued after it
 }
 
 void CudaCollectives::TreeReduce(const std::vector<Segment>& segments) {

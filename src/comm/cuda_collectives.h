@@ -142,6 +142,22 @@ class CudaCollectives {
   // processes the root is process 0's device `root`.
   void Broadcast(const std::vector<Segment>& segments, int root, CudaContext& ctx);
 
+  // Each segment from its own owner: owners[i] is the device index of
+  // segment i's root (in one process) or its NCCL rank across processes
+  // (process p's device d is p * size() + d); its buffer there is only read,
+  // the others are written. One call for all (one NCCL group): a sharded
+  // optimizer state's parts, each from the replica that updated it
+  // (Allgather, comm/shards.h: part p * size() + d is that rank's). Any
+  // dtype. Ordered on ctx's stream.
+  void Allgather(const std::vector<Segment>& segments, const std::vector<int>& owners, CudaContext& ctx);
+
+  // Host bytes between the processes: `block` bytes of this process's
+  // (`mine`) and every other's into all[q * block], q = 0..processes-1
+  // (mine at this process's rank too), through device 0 of each process.
+  // Returns once done (the host waits, bounded across processes). For host
+  // ops that save a sharded state (GatherShards).
+  void AllgatherHost(const void* mine, void* all, size_t block);
+
  private:
   struct PerDevice {
     int device = -1;
@@ -195,7 +211,8 @@ class CudaCollectives {
   void NcclAllreduce(const std::vector<Segment>& segments);
   // Scales every float segment on every device by ActiveScale(scale, that device's flag sum).
   void ScaleByActive(const std::vector<Segment>& segments, const Segment& flags, double scale, int index);
-  void NcclBroadcast(const std::vector<Segment>& segments, int root);
+  // Segment i from NCCL rank roots[i], all in one group.
+  void NcclBroadcast(const std::vector<Segment>& segments, const std::vector<int>& roots, const char* what);
   // Sums into position 0 of the tree (device index 0).
   void TreeReduce(const std::vector<Segment>& segments);
   // Copies from device index `root` to every other device down the tree.

@@ -7,7 +7,9 @@
 // contiguous range too: what crosses between processes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "ops/math/optimizer_updates.h"
 
@@ -31,12 +33,19 @@ struct ShardLayout {
   }
 };
 
-// The processes a communicator of another device type spans, for the host
-// ops that save and load a sharded state (GatherShards, ScatterShards, on
-// CPU communicators in comm/cpu_shard_ops.cc): true when `comm` holds one
-// (CUDA registers its own). Those ops take another type's state in one
-// process only (nothing crosses processes but through CPU communicators).
-using ShardCommunicatorFn = bool (*)(const Blob& comm, int64_t* processes);
+// A communicator of another device type as the host ops that save and load
+// a sharded state need it (GatherShards, ScatterShards, on CPU communicators
+// in comm/cpu_shard_ops.cc): the processes it spans, this one's rank, and
+// `allgather`: `block` bytes of this process's (`mine`) and every other's
+// into all[q * block] for every process q (the host waits for it).
+struct ShardCommunicator {
+  int64_t processes = 1;
+  int64_t rank = 0;
+  std::function<void(const void* mine, void* all, size_t block)> allgather;
+};
+// Fills *out and returns true when `comm` holds such a communicator (CUDA
+// registers its own).
+using ShardCommunicatorFn = bool (*)(const Blob& comm, ShardCommunicator* out);
 void RegisterShardCommunicator(ShardCommunicatorFn fn);
 
 }  // namespace dp

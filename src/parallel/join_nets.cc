@@ -39,6 +39,7 @@ NetDef BuildJoinUpdateNet(const ParallelPlan& p) {
   net.name = p.name + "_parallel_join_update";
   net.ops = IterAndLearningRateOps(p.opt, p.counter_device);  // the counter and the rate advance with the others'
   AddExternalInput(net, kIterBlob);
+  AddLossScaleCopies(p, net);  // the scale now (the last step may have changed it), on each GPU
   for (const auto& u : p.Updates()) {
     AddExternalInput(net, p.replicas.BlobName(u.replica, u.param));
     AddExternalInput(net, p.Grad(u.replica, u.param));

@@ -161,6 +161,10 @@ NetDef BuildJoinUpdateNet(const ParallelPlan& plan);
 void AddComputedParamsSync(const ParallelPlan& plan, NetDef& net);
 void AddGradientAllreduce(const ParallelPlan& plan, NetDef& net, bool active);
 void AddOptimizerUpdates(const ParallelPlan& plan, NetDef& net);
+// With loss scaling on several GPUs (ParallelPlan::LossScaleOnReplicas):
+// each replica's copy of the host's scale, made at the start of each net
+// that reads it (the step's seeds, or a join net's unscaling).
+void AddLossScaleCopies(const ParallelPlan& plan, NetDef& net);
 
 // With several processes every collective must run in the same order in
 // each of them (they pair up in order): each collective of `net` gets a

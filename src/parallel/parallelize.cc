@@ -72,11 +72,6 @@ void CheckOptions(const ParallelizeOptions& o) {
                     "options->gradient_compression compresses the gradient allreduce, which BMUF does not run");
   }
   if (o.shard_optimizer_state) {
-    // CUDA replicas: in one process (ReduceScatter is the allreduce there,
-    // Allgather a broadcast of each part).
-    DP_ENFORCE_CODE(o.device_type == DeviceType::kCPU || o.num_shards == 1, Code::kUnimplemented, kApi,
-                    "options->shard_optimizer_state for CUDA replicas is built in one process; across processes ",
-                    "NCCL's reduce-scatter and all-gather are not built yet");
     DP_ENFORCE_CODE(!o.bmuf.enabled, Code::kInvalidArgument, kApi,
                     "options->shard_optimizer_state shards the state of the step's optimizer update; BMUF replicas "
                     "each run their own optimizer between blocks, so it cannot be combined with options->bmuf");

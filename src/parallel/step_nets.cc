@@ -95,12 +95,7 @@ void AddReplicaSteps(const ParallelPlan& p, NetDef& net, const std::string& suff
     AddExternalInput(net, x);
   }
   if (p.weighted) AddSplit(p, net, "BatchShares", p.model.inputs.front(), kBatchShareBlob);
-  if (p.options.loss_scaling.dynamic) {
-    AddExternalInput(net, kLossScaleBlob);  // the seeds read it, or each GPU's copy
-    if (p.LossScaleOnReplicas())
-      for (size_t r = 0; r < p.n; ++r)
-        net.ops.push_back(b.On(r, MakeOperatorDef("Copy", {kLossScaleBlob}, {b.BlobName(r, kReplicaLossScaleBlob)})));
-  }
+  AddLossScaleCopies(p, net);  // the seeds read it, or each GPU's copy
   b.AppendReplicated(net, p.tmpl);
   for (const auto& x : p.model.params) AddExternalInput(net, b.BlobName(0, x));
   for (size_t r = 0; r < p.n; ++r)
@@ -109,6 +104,15 @@ void AddReplicaSteps(const ParallelPlan& p, NetDef& net, const std::string& suff
 }
 
 }  // namespace
+
+void AddLossScaleCopies(const ParallelPlan& p, NetDef& net) {
+  if (!p.options.loss_scaling.dynamic) return;
+  AddExternalInput(net, kLossScaleBlob);
+  if (p.LossScaleOnReplicas())
+    for (size_t r = 0; r < p.n; ++r)
+      net.ops.push_back(p.replicas.On(
+          r, MakeOperatorDef("Copy", {kLossScaleBlob}, {p.replicas.BlobName(r, kReplicaLossScaleBlob)})));
+}
 
 // Computed params (written in place by the replicas' forward ops) kept in
 // step: replica 0's broadcast, or the average; BMUF averages them in its
@@ -203,6 +207,7 @@ void AddReplicaUnscaling(const ParallelPlan& p, NetDef& train) {
     train.ops.push_back(b.On(r, MakeOperatorDef("UnscaleGradients", ins, outs, std::move(args))));
     AddExternalInput(train, found);
   }
+  AddExternalInput(train, kCommBlob);  // (a join net has no other collective before it)
   train.ops.push_back(b.Collective("Allreduce", flags, {MakeArg("key", std::string("found_inf"))}));
   if (copies) train.ops.push_back(MakeOperatorDef("Copy", {flags[0][0]}, {kFoundInfBlob}));  // to the host
   OperatorDef gate = MakeOperatorDef("GateLearningRate", {kLrBlob, kFoundInfBlob}, {kLrStepBlob});

@@ -33,6 +33,7 @@
 #include "exec/net.h"
 #include "graph/net_def.h"
 #include "model/model_format.h"
+#include "ops/math/optimizer_updates.h"
 #include "cuda_collectives_test_util.h"
 #include "op_test_util.h"
 #include "sample_batches.h"
@@ -260,6 +261,54 @@ TEST_CASE("GPUs: NCCL across two processes: sums, the mean over active replicas,
   });
   CHECK(errors == std::vector<std::string>{"", ""});
   for (int r = 0; r < 2; ++r) CHECK(got[static_cast<size_t>(r)] == std::vector<float>{7, 0});  // process 0's device 0
+}
+
+// ZeRO-1 across processes: Allgather takes each part from the replica of
+// the job that owns it (part p * devices + d: device d of process p), and
+// GatherShards puts the processes' parts of a sharded state together on
+// the host through the CUDA communicator.
+TEST_CASE("GPUs: NCCL across two processes: Allgather from each part's owner, GatherShards of every process") {
+  TempDir dir("dp_nccl");
+  const std::string url = "file://" + dir.Path("store");
+  const int per = DeviceCount(kCuda) / 2, parts = 2 * per;
+  constexpr int64_t kN = 1000;  // parts of whole 64-element chunks, the last short
+  std::vector<std::vector<float>> gathered(2), full(2);
+  const auto errors = TwoProcesses([&](int r) {
+    auto ws = ProcessComm(r, url, 20000);
+    std::vector<std::string> w, shards;
+    for (int d = 0; d < per; ++d) {
+      const int g = r * per + d;  // the job's replica index, and the part it owns
+      std::vector<float> values(kN);
+      for (int64_t i = 0; i < kN; ++i) values[static_cast<size_t>(i)] = static_cast<float>(g * 10000 + i);
+      w.push_back(Scoped(g, "w"));
+      ws->Feed(w.back(), OnGpu<float>(g, {kN}, values));
+      const ElementRange mine = PartOfElements(kN, g, parts);
+      shards.push_back(Scoped(g, "w_shard"));
+      ws->Feed(shards.back(), OnGpu<float>(g, {mine.end - mine.begin},
+                                           std::vector<float>(values.begin() + mine.begin, values.begin() + mine.end)));
+    }
+    RunNet(ws, {Collective("Allgather", w, per, r * per)});
+    for (const auto& b : w) {
+      const std::vector<float> got = HostValues<float>(ws->GetTensor(b));
+      if (&b == &w.front()) gathered[static_cast<size_t>(r)] = got;
+      CHECK(got == gathered[static_cast<size_t>(r)]);  // every replica of the process alike
+    }
+    ws->Feed("like", OnGpu<float>(r * per, {kN}, {}));
+    std::vector<std::string> in{"comm", "like"};
+    in.insert(in.end(), shards.begin(), shards.end());
+    RunNet(ws, {Op("GatherShards", in, {"full"}, {IntArg("num_devices", per)})});
+    full[static_cast<size_t>(r)] = HostValues<float>(ws->GetTensor("full"));
+  });
+  CHECK(errors == std::vector<std::string>{"", ""});
+  std::vector<float> want(kN);
+  for (int p = 0; p < parts; ++p) {
+    const ElementRange r = PartOfElements(kN, p, parts);
+    for (int64_t i = r.begin; i < r.end; ++i) want[static_cast<size_t>(i)] = static_cast<float>(p * 10000 + i);
+  }
+  for (int r = 0; r < 2; ++r) {
+    CHECK(gathered[static_cast<size_t>(r)] == want);
+    CHECK(full[static_cast<size_t>(r)] == want);
+  }
 }
 
 TEST_CASE("GPUs: NCCL across processes: a process that leaves fails the other in bounded time, naming it") {

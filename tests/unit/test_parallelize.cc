@@ -808,13 +808,16 @@ TEST_CASE("sharded optimizer state (ZeRO-1) in one process: bitwise the unsharde
   bad.bmuf.enabled = false;
   bad.shared_model_auto = true;  // AUTO keeps a model each
   CHECK(!Parallelize(m, bad).shard_full.empty());
-  ParallelizeOptions gpu;  // CUDA replicas: in one process (below), not across processes
+  ParallelizeOptions gpu;  // CUDA replicas across processes (their nets: below)
   gpu.device_type = DeviceType::kCUDA;
   gpu.device_ids = {0, 1};
   gpu.shard_optimizer_state = true;
   gpu.num_shards = 2;
   gpu.store = "file:///nonexistent";
-  ExpectError([&] { Parallelize(m, gpu); }, Code::kUnimplemented, {"shard_optimizer_state", "CUDA", "processes"});
+  if (!cuda::BuiltWithCuda())
+    ExpectError([&] { Parallelize(m, gpu); }, Code::kUnavailable, {"without CUDA"});
+  else
+    CHECK(!Parallelize(m, gpu).shard_full.empty());
 }
 
 TEST_CASE("sync net: replica 0's params, statistics and optimizer state re-broadcast on demand") {
@@ -897,8 +900,8 @@ TEST_CASE("parallelize for CUDA: every CUDA op reads blobs written on its own de
   if (!cuda::BuiltWithCuda()) return;  // Parallelize refuses CUDA replicas then (tested above)
   auto check = [](const ParallelNets& nets) {
     std::map<std::string, DeviceOption> where;  // blob -> device of its last writer
-    for (const NetDef* net :
-         {&nets.init, &nets.accumulate, &nets.train, &nets.eval, &nets.shard_gather, &nets.shard_scatter}) {
+    for (const NetDef* net : {&nets.init, &nets.accumulate, &nets.train, &nets.eval, &nets.shard_gather,
+                              &nets.shard_scatter, &nets.join_collectives, &nets.join_update}) {
       CAPTURE(net->name);
       for (const char* fed : {"data", "label"}) where[fed] = DeviceOption{};  // the caller feeds host batches
       auto placed = PlaceHostOps(*net);
@@ -967,6 +970,35 @@ TEST_CASE("parallelize for CUDA: every CUDA op reads blobs written on its own de
       o.bmuf.block_lr = 1.0;
       check(Parallelize(Mlp(opt), o));
     }
+  }
+  // ZeRO-1 across 2 processes of 2 GPUs (NCCL): the same nets, the parts
+  // all-gathered over every process's replicas; with loss scaling and
+  // compression too. (Variant 3: loss scaling unsharded, whose join nets
+  // copy the scale to the GPUs as the train net does.)
+  for (int variant = 0; variant < 4; ++variant) {
+    CAPTURE(variant);
+    ParallelizeOptions o = Cpus(2);
+    o.device_type = DeviceType::kCUDA;
+    o.device_ids = {0, 1};
+    o.num_shards = 2;
+    o.shard_id = 1;
+    o.store = "file:///tmp/dp-unused-store";
+    o.shard_optimizer_state = variant != 3;
+    o.loss_scaling.dynamic = variant == 1 || variant == 3;
+    if (variant == 2) o.gradient_compression = DType::kFloat16;
+    const ParallelNets across = Parallelize(Mlp(R"({"type": "adam", "lr": 0.02})"), o);
+    check(across);
+    if (variant == 3) continue;
+    int gathers = 0, scatters = 0;
+    for (const auto& op : across.train.ops) {
+      gathers += op.type == "Allgather" ? 1 : 0;
+      scatters += op.type == "ReduceScatter" ? 1 : 0;
+      if (op.type == "Allgather" || op.type == "ReduceScatter")
+        CHECK(across.train.OpDevice(op).type == DeviceType::kCUDA);
+    }
+    CHECK(gathers > 0);
+    CHECK(scatters > 0);
+    CHECK(!across.shard_full.empty());
   }
   // ZeRO-1 with loss scaling on one GPU named twice (the copy-and-sum tree):
   // each replica unscales its shard there, the flags are summed on the GPU.

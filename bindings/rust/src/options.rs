@@ -437,9 +437,10 @@ pub struct ParallelOptions {
     /// ZeRO-1: the optimizer state sharded over every replica of every
     /// process (dp_parallel_options.shard_optimizer_state). Since 0.6.
     pub shard_optimizer_state: bool,
-    /// Dynamic loss scaling (for `MathMode::Fp16`): replicas of one memory
-    /// (CPU, or one GPU); not with BMUF; with `shard_optimizer_state` in one
-    /// process only. Since 0.6.
+    /// Dynamic loss scaling (for `MathMode::Fp16`): one scale for every
+    /// replica; not with BMUF; with `shard_optimizer_state` or several GPUs
+    /// each replica checks its gradients (its shard), one verdict over every
+    /// process. Since 0.6.
     pub loss_scaling: LossScaling,
     /// Its first scale; 0: 65536 (2^16). Since 0.6.
     pub initial_loss_scale: f64,
