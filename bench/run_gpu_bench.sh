@@ -9,7 +9,9 @@
 # dp with the dataset in host memory
 # (--host-loader: each batch gathered on the host into page-locked buffers and
 # copied to the GPU on the loader's stream; by default the sample keeps the
-# dataset on the GPU and gathers each batch there), and PyTorch with its step captured as a CUDA graph
+# dataset on the GPU and gathers each batch there), dp with the FC engine
+# CUBLASLT (dp_cublaslt: the sample's model with "engine": "CUBLASLT" on its FC
+# ops, written here; the bias and relu in the GEMM's epilogue), and PyTorch with its step captured as a CUDA graph
 # (--cuda-graphs, capturable Adam). Then, per row, where dp's step goes
 # (bench/gpu_step_breakdown.py on one profiled run's --trace: the CUDA
 # graph's kernels per step, the step's wall time, the device's time for the
@@ -68,9 +70,13 @@ limit_args() {  # MODEL
   return 0
 }
 
-# Variants: name, then the program's extra arguments.
+# Variants: name, then the program's extra arguments (@LT@: the model with
+# the CUBLASLT engine, below; a later --model wins).
 dp_variants=("dp|" "dp_nographs|--no-graphs" "dp_tf32|--math tf32" "dp_bf16|--math bf16" "dp_fp16|--math fp16"
-  "dp_hostloader|--host-loader")
+  "dp_hostloader|--host-loader" "dp_cublaslt|--model @LT@")
+for m in mlp cnn; do
+  "$py" "$root/tools/with_fc_engine.py" "$root/samples/nets/fashion_$m.json" "$tmp/fashion_${m}_cublaslt.json" CUBLASLT
+done
 torch_variants=("torch|" "torch_graphs|--cuda-graphs")
 
 for ((round = 1; round <= rounds; ++round)); do
@@ -80,8 +86,10 @@ for ((round = 1; round <= rounds; ++round)); do
     key="${model}_$batch"
     for v in "${dp_variants[@]}"; do
       name=${v%%|*}
+      args=${v#*|}
+      args=${args//@LT@/$tmp/fashion_${model}_cublaslt.json}
       # shellcheck disable=SC2046,SC2086
-      out=$("$sample" --model "$model" --batch "$batch" --epochs 1 --devices cuda:1 ${v#*|} $(limit_args "$model") |
+      out=$("$sample" --model "$model" --batch "$batch" --epochs 1 --devices cuda:1 $args $(limit_args "$model") |
         tail -n 1)
       echo "$out" | field samples_per_s >>"$tmp/${name}_$key"
       echo "  $name $key: $out"

@@ -17,6 +17,8 @@
 #     batches staged to the GPU through page-locked buffers on the loader's copy stream);
 #   - the MLP on cuda:0,cuda:0 with --zero (ZeRO-1: Adam's moments sharded over the two replicas), and
 #     with --compress bf16 --zero (the gradients rounded through bfloat16);
+#   - the MLP and CNN on cuda:1 with the FC engine CUBLASLT (the sample's model with "engine": "CUBLASLT" on
+#     its FC ops: the bias and relu in the GEMM's epilogue), to the same bars;
 #   - bench/run_gpu_bench.sh (1 round; --no-bench skips it).
 # Exit status: the number of failed checks (0: all passed).
 set -uo pipefail
@@ -72,6 +74,13 @@ check "cnn cuda:0,cuda:0 --host-loader >= 0.91" 300 "$sample" --model cnn --devi
 check "mlp cuda:0,cuda:0 --zero >= 0.88" 300 "$sample" --model mlp --devices cuda:0,cuda:0 --zero --min-acc 0.88
 check "mlp cuda:0,cuda:0 --compress bf16 --zero >= 0.88" 300 "$sample" --model mlp --devices cuda:0,cuda:0 \
   --compress bf16 --zero --min-acc 0.88
+for m in mlp cnn; do
+  python3 "$root/tools/with_fc_engine.py" "$root/samples/nets/fashion_$m.json" "$tmp/fashion_${m}_cublaslt.json" CUBLASLT
+done
+check "mlp cuda:1 FC engine CUBLASLT >= 0.88" 300 "$sample" --model "$tmp/fashion_mlp_cublaslt.json" --devices cuda:1 \
+  --min-acc 0.88
+check "cnn cuda:1 FC engine CUBLASLT >= 0.91" 300 "$sample" --model "$tmp/fashion_cnn_cublaslt.json" --devices cuda:1 \
+  --min-acc 0.91
 shown=9  # the bench's summary table
 [[ $bench -eq 1 ]] && check "bench (1 round)" 600 "$root/bench/run_gpu_bench.sh" --build "$build" --rounds 1
 

@@ -36,6 +36,7 @@ CudaContext::~CudaContext() {
   // Errors are ignored: at process exit the runtime may already be unloaded.
   OnDeviceNoThrow(device_.id, [this] {
     if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (cublas_lt_ != nullptr) cublasLtDestroy(cublas_lt_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   });
 }
@@ -60,6 +61,15 @@ cublasHandle_t CudaContext::cublas() {
     cublas_ = handle;
   }
   return cublas_;
+}
+
+cublasLtHandle_t CudaContext::cublas_lt() {
+  std::lock_guard<std::mutex> lock(cublas_mu_);
+  if (cublas_lt_ == nullptr) {
+    cuda::DeviceGuard guard(device_.id);
+    DP_CUBLAS_CHECK(cublasLtCreate(&cublas_lt_));
+  }
+  return cublas_lt_;
 }
 
 // ---- CudaEvent --------------------------------------------------------------

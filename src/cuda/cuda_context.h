@@ -9,6 +9,7 @@
 // while the context lives, and is the allocation stream of the ops run on it.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -99,12 +100,16 @@ class CudaContext final : public DeviceContext {
   // The cuBLAS handle bound to stream(); created on first use, since most
   // contexts never run a GEMM and a handle costs device memory.
   cublasHandle_t cublas();
+  // The cuBLASLt handle (the FC engine CUBLASLT: a GEMM with its bias and
+  // relu as the epilogue); made on first use. Its calls take the stream.
+  cublasLtHandle_t cublas_lt();
 
  private:
   DeviceOption device_;
   cudaStream_t stream_ = nullptr;
-  std::mutex cublas_mu_;
+  std::mutex cublas_mu_;  // guards both handles' creation
   cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t cublas_lt_ = nullptr;
 };
 
 // A point in a CudaContext's stream. Besides the CUDA event it keeps a host

@@ -16,6 +16,7 @@
 // both sides by the lists below.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -36,7 +37,7 @@ inline constexpr const char* kModuleDirectory = "dp";
 // The module's one exported function: returns its table.
 inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
 
-// The CUDA runtime, cuBLAS and NCCL functions dp calls, as
+// The CUDA runtime, cuBLAS (cuBLASLt too) and NCCL functions dp calls, as
 // X(return type, name, (parameters), (arguments)). A name the library's
 // header maps to a versioned symbol (cublasCreate -> cublasCreate_v2) is
 // mapped here too, consistently on both sides.
@@ -124,6 +125,35 @@ inline constexpr const char* kModuleEntryPoint = "dp_cuda_module_get";
     (cublasHandle_t handle, cublasOperation_t trans, int m, int n, const float* alpha, const float* a, int lda, \
      const float* x, int incx, const float* beta, float* y, int incy),                                        \
     (handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy))                                             \
+  X(cublasStatus_t, cublasLtCreate, (cublasLtHandle_t * handle), (handle))                                    \
+  X(cublasStatus_t, cublasLtDestroy, (cublasLtHandle_t handle), (handle))                                     \
+  X(cublasStatus_t, cublasLtMatmulDescCreate,                                                                 \
+    (cublasLtMatmulDesc_t * desc, cublasComputeType_t compute, cudaDataType_t scale), (desc, compute, scale))   \
+  X(cublasStatus_t, cublasLtMatmulDescDestroy, (cublasLtMatmulDesc_t desc), (desc))                           \
+  X(cublasStatus_t, cublasLtMatmulDescSetAttribute,                                                           \
+    (cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const void* buf, size_t size),           \
+    (desc, attr, buf, size))                                                                                  \
+  X(cublasStatus_t, cublasLtMatrixLayoutCreate,                                                               \
+    (cublasLtMatrixLayout_t * layout, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld),           \
+    (layout, type, rows, cols, ld))                                                                           \
+  X(cublasStatus_t, cublasLtMatrixLayoutDestroy, (cublasLtMatrixLayout_t layout), (layout))                   \
+  X(cublasStatus_t, cublasLtMatmulPreferenceCreate, (cublasLtMatmulPreference_t * pref), (pref))              \
+  X(cublasStatus_t, cublasLtMatmulPreferenceDestroy, (cublasLtMatmulPreference_t pref), (pref))               \
+  X(cublasStatus_t, cublasLtMatmulPreferenceSetAttribute,                                                     \
+    (cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const void* buf, size_t size), \
+    (pref, attr, buf, size))                                                                                  \
+  X(cublasStatus_t, cublasLtMatmulAlgoGetHeuristic,                                                           \
+    (cublasLtHandle_t handle, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,    \
+     cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref, int requested,      \
+     cublasLtMatmulHeuristicResult_t* results, int* returned),                                                \
+    (handle, op, a, b, c, d, pref, requested, results, returned))                                             \
+  X(cublasStatus_t, cublasLtMatmul,                                                                           \
+    (cublasLtHandle_t handle, cublasLtMatmulDesc_t op, const void* alpha, const void* a,                      \
+     cublasLtMatrixLayout_t a_desc, const void* b, cublasLtMatrixLayout_t b_desc, const void* beta,           \
+     const void* c, cublasLtMatrixLayout_t c_desc, void* d, cublasLtMatrixLayout_t d_desc,                    \
+     const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes, cudaStream_t stream),         \
+    (handle, op, alpha, a, a_desc, b, b_desc, beta, c, c_desc, d, d_desc, algo, workspace, workspace_bytes,   \
+     stream))                                                                                                 \
   X(const char*, ncclGetErrorString, (ncclResult_t result), (result))                                         \
   X(const char*, ncclGetLastError, (ncclComm_t comm), (comm))                                                 \
   X(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * id), (id))                                                 \

@@ -40,7 +40,8 @@ int FuseFcRelu(NetDef& net, const std::set<std::string>& keep) {
     OperatorDef& fc = net.ops[i];
     if (drop[i] || fc.type != "FC" || fc.outputs.size() != 1 || HasActivation(fc)) continue;
     const DeviceOption dev = net.OpDevice(fc);
-    if (!fc.engine.empty()) continue;  // an engine's kernel may not take the activation
+    // An engine's kernel may not take the activation; CUBLASLT's does (in its epilogue).
+    if (!fc.engine.empty() && fc.engine != "CUBLASLT") continue;
     const std::string y = fc.outputs[0];
     if (Reads(fc, y)) continue;  // FC in place of its input: leave it
     // The readers of this version of y: ops after i up to (and including) the next writer.

@@ -14,7 +14,9 @@ namespace dp {
 // FC followed by a Relu that is the only reader of the FC's output becomes
 // one FC with activation "relu" (the relu runs in the GEMM's epilogue; its
 // gradient is folded into FCGradient). CPU and CUDA (the relu in the bias
-// kernel after the GEMM; its gradient in the bias-gradient kernel). Blobs in `keep` stay
+// kernel after the GEMM, or with the engine CUBLASLT in the GEMM's
+// epilogue; its gradient in the bias-gradient kernel); no other engine.
+// Blobs in `keep` stay
 // observable: a not-in-place Relu whose input is kept is left alone.
 // Returns the number of fusions.
 int FuseFcRelu(NetDef& net, const std::set<std::string>& keep);

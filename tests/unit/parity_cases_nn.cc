@@ -56,6 +56,22 @@ void AddFcCases(CaseList& cases) {
                            {{{70, 9}}, {{65, 9}}, {{70, 65}}, {{70, 65}}}, 1e-5));
   cases.push_back(MakeCase("FC/relu K = 0", MakeOperatorDef("FC", {"X", "W", "b"}, {"Y"}, {MakeArg("activation", "relu")}),
                            {{{4, 0}}, {{3, 0}}, {{3}}}, 1e-6));
+  // The CUBLASLT engine (the CPU runs the plain FC): the bias and relu in
+  // the GEMM's epilogue; an odd N and K (unaligned rows), and K = 0 (the
+  // plain path).
+  auto lt = [](std::vector<Argument> args) {
+    OperatorDef op = MakeOperatorDef("FC", {"X", "W", "b"}, {"Y"}, std::move(args));
+    op.engine = "CUBLASLT";
+    return op;
+  };
+  cases.push_back(MakeCase("FC/engine CUBLASLT", lt({}), {{{64, 96}}, {{128, 96}}, {{128}}}, 1e-5));
+  cases.push_back(MakeCase("FC/engine CUBLASLT relu", lt({MakeArg("activation", "relu")}),
+                           {{{33, 70}}, {{65, 70}}, {{65}}}, 1e-5));
+  cases.push_back(MakeCase("FC/engine CUBLASLT axis 2 relu",
+                           lt({MakeArg("axis", 2), MakeArg("axis_w", 2), MakeArg("activation", "relu")}),
+                           {{{2, 3, 4, 5}}, {{3, 2, 4, 5}}, {{6}}}, 1e-5));
+  cases.push_back(MakeCase("FC/engine CUBLASLT K = 0", lt({MakeArg("activation", "relu")}),
+                           {{{4, 0}}, {{3, 0}}, {{3}}}, 1e-6));
   cases.push_back(MakeCase("FCGradient/M = 0", MakeOperatorDef("FCGradient", {"X", "W", "dY"}, {"dW", "db", "dX"}),
                            {{{0, 4}}, {{3, 4}}, {{0, 3}}}, 1e-5));
   cases.push_back(MakeCase("FCGradient/K = 0", MakeOperatorDef("FCGradient", {"X", "W", "dY"}, {"dW", "db", "dX"}),

@@ -324,15 +324,18 @@ TEST_CASE("FC + Relu fusion: same values and gradients, observable blobs kept") 
   NetDef on_gpu = fwd;
   fwd.ops.push_back(Op("Scale", {"h"}, {"h2"}));
   CHECK(FuseFcRelu(fwd, {}) == 0);
-  // On a GPU as on the CPU (the CUDA FC and FCGradient take the activation);
-  // not across devices, nor with an engine.
+  // On a GPU as on the CPU (the CUDA FC and FCGradient take the activation,
+  // the CUBLASLT engine's FC too); not across devices, nor with another engine.
   on_gpu.device = DeviceOption{DeviceType::kCUDA, 0};
-  NetDef split = on_gpu, engine = on_gpu;
+  NetDef split = on_gpu, lt = on_gpu, other = on_gpu;
   CHECK(FuseFcRelu(on_gpu, {}) == 1);
   for (auto& op : split.ops)
     if (op.type == "Relu") op.device = DeviceOption{};  // the CPU
   CHECK(FuseFcRelu(split, {}) == 0);
-  for (auto& op : engine.ops)
+  for (auto& op : lt.ops)
     if (op.type == "FC") op.engine = "CUBLASLT";
-  CHECK(FuseFcRelu(engine, {}) == 0);
+  CHECK(FuseFcRelu(lt, {}) == 1);
+  for (auto& op : other.ops)
+    if (op.type == "FC") op.engine = "SOMETHING_ELSE";
+  CHECK(FuseFcRelu(other, {}) == 0);
 }

@@ -24,7 +24,7 @@ class CudaOperator : public Operator {
   // CUDA graph records; the kernels that also act on the host say so.
   const char* GraphCaptureObstacle() const override { return nullptr; }
 
- private:
+ protected:
   // The cuBLAS compute type of a reduced-precision math mode; none for FP32.
   std::optional<cublasComputeType_t> FastCompute() const {
     switch (math_mode()) {
@@ -35,7 +35,6 @@ class CudaOperator : public Operator {
     }
   }
 
- protected:
   CudaContext& cuda_context() const { return static_cast<CudaContext&>(context()); }
   cudaStream_t stream() const { return cuda_context().stream(); }
   cublasHandle_t cublas() const { return cuda_context().cublas(); }
