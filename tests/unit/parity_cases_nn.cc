@@ -57,8 +57,8 @@ void AddFcCases(CaseList& cases) {
   cases.push_back(MakeCase("FC/relu K = 0", MakeOperatorDef("FC", {"X", "W", "b"}, {"Y"}, {MakeArg("activation", "relu")}),
                            {{{4, 0}}, {{3, 0}}, {{3}}}, 1e-6));
   // The CUBLASLT engine (the CPU runs the plain FC): the bias and relu in
-  // the GEMM's epilogue; an odd N and K (unaligned rows), and K = 0 (the
-  // plain path).
+  // the GEMM's epilogue; odd N and K (rows of X, W and Y not 16-byte
+  // aligned), and K = 0 (the plain path).
   auto lt = [](std::vector<Argument> args) {
     OperatorDef op = MakeOperatorDef("FC", {"X", "W", "b"}, {"Y"}, std::move(args));
     op.engine = "CUBLASLT";
@@ -67,6 +67,8 @@ void AddFcCases(CaseList& cases) {
   cases.push_back(MakeCase("FC/engine CUBLASLT", lt({}), {{{64, 96}}, {{128, 96}}, {{128}}}, 1e-5));
   cases.push_back(MakeCase("FC/engine CUBLASLT relu", lt({MakeArg("activation", "relu")}),
                            {{{33, 70}}, {{65, 70}}, {{65}}}, 1e-5));
+  cases.push_back(MakeCase("FC/engine CUBLASLT odd K relu", lt({MakeArg("activation", "relu")}),
+                           {{{33, 71}}, {{65, 71}}, {{65}}}, 1e-5));
   cases.push_back(MakeCase("FC/engine CUBLASLT axis 2 relu",
                            lt({MakeArg("axis", 2), MakeArg("axis_w", 2), MakeArg("activation", "relu")}),
                            {{{2, 3, 4, 5}}, {{3, 2, 4, 5}}, {{6}}}, 1e-5));

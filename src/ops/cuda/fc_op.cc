@@ -137,8 +137,11 @@ class FcLtOp final : public FcOp {
       st = cublasLtMatmulAlgoGetHeuristic(cuda_context().cublas_lt(), plan_.op, plan_.a, plan_.b, plan_.d, plan_.d,
                                           pref, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    // No algorithm for this shape and epilogue: the plain path serves it.
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return;
+    // No algorithm for this shape, epilogue and compute type (or none it
+    // accepts these arguments for): the plain path serves it.
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
+        (st == CUBLAS_STATUS_SUCCESS && found == 0))
+      return;
     DP_CUBLAS_CHECK(st);
     plan_.algo = result.algo;
     plan_.workspace = result.workspaceSize;
@@ -148,7 +151,11 @@ class FcLtOp final : public FcOp {
   bool FusedGemm(const float* x, const float* w, const float* b, float* y, int m, int n, int k) override {
     const cublasComputeType_t compute = FastCompute().value_or(CUBLAS_COMPUTE_32F);
     const uint32_t align = Alignment({x, w, b, y});
-    if (plan_.m != m || plan_.n != n || plan_.k != k || plan_.compute != compute || align < plan_.align) {
+    // Planned again when the shape or math mode change, when a buffer is less
+    // aligned than the algorithm was picked for, or when a plan that found
+    // none may find one for better-aligned buffers.
+    if (plan_.m != m || plan_.n != n || plan_.k != k || plan_.compute != compute || align < plan_.align ||
+        (!plan_.usable && align > plan_.align)) {
       try {
         Prepare(m, n, k, compute, align, b);
       } catch (...) {
@@ -161,8 +168,14 @@ class FcLtOp final : public FcOp {
     DP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan_.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
     void* workspace = plan_.workspace > 0 ? Scratch<char>(static_cast<int64_t>(plan_.workspace)) : nullptr;
     const float one = 1.0f, zero = 0.0f;
-    DP_CUBLAS_CHECK(cublasLtMatmul(cuda_context().cublas_lt(), plan_.op, &one, w, plan_.a, x, plan_.b, &zero, y,
-                                   plan_.d, y, plan_.d, &plan_.algo, workspace, plan_.workspace, stream()));
+    const cublasStatus_t st = cublasLtMatmul(cuda_context().cublas_lt(), plan_.op, &one, w, plan_.a, x, plan_.b,
+                                             &zero, y, plan_.d, y, plan_.d, &plan_.algo, workspace, plan_.workspace,
+                                             stream());
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_ARCH_MISMATCH) {
+      plan_.usable = false;  // this GPU refuses the algorithm: the plain path from now on (for this plan)
+      return false;
+    }
+    DP_CUBLAS_CHECK(st);
     return true;
   }
 
