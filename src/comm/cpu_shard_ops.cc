@@ -374,6 +374,8 @@ ShardLayout CheckpointLayout(const Blob& comm, const std::string& desc, int devi
   ShardCommunicatorFn other_fn = g_other_communicator.load(std::memory_order_acquire);
   ShardLayout l;
   if (!comm.IsType<CpuCommunicator>() && other_fn != nullptr && other_fn(comm, &other)) {
+    DP_ENFORCE_CODE(other.devices == 0 || other.devices == devices, Code::kInvalidArgument, desc, " serves ",
+                    other.devices, " devices a process, but the op has ", devices, " shards");
     l.devices = devices;
     l.processes = other.processes;
     l.rank = other.rank;

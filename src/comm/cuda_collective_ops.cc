@@ -311,6 +311,7 @@ bool CudaShardCommunicator(const Blob& comm, ShardCommunicator* out) {
   if (!comm.IsType<CudaCommunicator>()) return false;
   std::shared_ptr<CudaCollectives> held = comm.Get<CudaCommunicator>().collectives;
   if (!held) return false;
+  out->devices = held->size();
   out->processes = held->num_processes();
   out->rank = held->process_rank();
   out->allgather = [held](const void* mine, void* all, size_t block) { held->AllgatherHost(mine, all, block); };

@@ -35,10 +35,11 @@ struct ShardLayout {
 
 // A communicator of another device type as the host ops that save and load
 // a sharded state need it (GatherShards, ScatterShards, on CPU communicators
-// in comm/cpu_shard_ops.cc): the processes it spans, this one's rank, and
+// in comm/cpu_shard_ops.cc): its devices, the processes it spans, this one's rank, and
 // `allgather`: `block` bytes of this process's (`mine`) and every other's
 // into all[q * block] for every process q (the host waits for it).
 struct ShardCommunicator {
+  int64_t devices = 0;  // of each process (0: not known)
   int64_t processes = 1;
   int64_t rank = 0;
   std::function<void(const void* mine, void* all, size_t block)> allgather;

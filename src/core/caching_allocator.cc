@@ -18,22 +18,33 @@ struct CachingAllocator::EventSet {
   EventSet& operator=(const EventSet&) = delete;
 
   // Whether every event completed (none left to record on a stream that
-  // was captured); completed ones are released on the way.
+  // was captured, no device-wide wait owed); completed ones are released on
+  // the way.
   bool Done() {
-    if (!deferred.empty()) return false;
+    if (!deferred.empty() || sync_owed) return false;
     while (!events.empty()) {
-      if (!backend.EventDone(events.back())) return false;
+      const auto state = backend.QueryEvent(events.back());
+      if (state == CachingAllocatorBackend::EventState::kCaptured) sync_owed = true;
+      if (state != CachingAllocatorBackend::EventState::kDone) return false;
       backend.ReleaseEvent(events.back());
       events.pop_back();
     }
     done = true;
     return true;
   }
+  // After a wait for the whole device: everything queued before is done.
+  void Settle() {
+    for (EventHandle e : events) backend.ReleaseEvent(e);
+    events.clear();
+    deferred.clear();
+    sync_owed = false;
+  }
 
   using EventHandle = CachingAllocatorBackend::EventHandle;
   CachingAllocatorBackend& backend;
   std::vector<EventHandle> events;
   std::vector<StreamId> deferred;  // captured at free time: an event to record there once the capture ended
+  bool sync_owed = false;          // settled only by a wait for the whole device once no capture is underway
   bool done = false;               // seen complete
 };
 
@@ -49,6 +60,7 @@ struct CachingAllocator::Block {
   // complete (kNoStream: none), and those events (empty: any stream may).
   StreamId owner = kNoStream;
   std::vector<std::shared_ptr<EventSet>> events;
+  Block* held_next = nullptr;  // in the list of blocks held back until the captures end
 };
 
 bool CachingAllocator::BySize::operator()(const Block* a, const Block* b) const {
@@ -62,7 +74,7 @@ CachingAllocator::~CachingAllocator() {
   std::vector<Block*> all(small_.begin(), small_.end());
   all.insert(all.end(), large_.begin(), large_.end());
   for (const auto& [ptr, b] : allocated_blocks_) all.push_back(b);
-  all.insert(all.end(), held_.begin(), held_.end());
+  for (Block* b = held_; b != nullptr; b = b->held_next) all.push_back(b);
   for (Block* b : all) {
     if (b->prev != nullptr) continue;  // segments are given back from their first block
     size_t bytes = 0;
@@ -213,11 +225,9 @@ void CachingAllocator::Free(void* ptr, StreamId stream) noexcept {
     // for the captured streams. Nobody takes the block until the last
     // capture ended and the device was synchronised then.
     if (!capturing_.empty()) {
-      try {
-        held_.push_back(b);
-        return;  // still marked allocated: no neighbour merges with it, no release counts it free
-      } catch (...) {
-      }
+      b->held_next = held_;  // (a list through the blocks: holding cannot fail)
+      held_ = b;
+      return;  // still marked allocated: no neighbour merges with it, no release counts it free
     }
     backend_.SynchronizeDevice();
   }
@@ -269,8 +279,16 @@ void CachingAllocator::ProcessEvents() {
   bool advanced = false;
   while (!recorded_.empty()) {
     std::shared_ptr<EventSet> set = recorded_.front().lock();
-    if (set != nullptr) RecordDeferred(*set);
-    if (set != nullptr && !set->Done()) break;
+    if (set != nullptr) {
+      RecordDeferred(*set);
+      if (!set->Done()) {
+        // An event that stands for no work (captured): settled by a wait for
+        // the whole device, once no capture is underway.
+        if (!set->sync_owed || !capturing_.empty()) break;
+        RecordDeferred(*set);
+        if (!set->Done()) break;
+      }
+    }
     recorded_.pop_front();
     advanced = advanced || set != nullptr;
   }
@@ -306,6 +324,13 @@ void CachingAllocator::ProcessEvents() {
 bool CachingAllocator::Captured(StreamId stream) const { return capturing_.count(stream) != 0; }
 
 void CachingAllocator::RecordDeferred(EventSet& set) noexcept {
+  if (set.sync_owed) {
+    if (capturing_.empty()) {
+      backend_.SynchronizeDevice();
+      set.Settle();
+    }
+    return;
+  }
   for (auto it = set.deferred.begin(); it != set.deferred.end();) {
     if (Captured(*it)) {
       ++it;
@@ -330,8 +355,13 @@ void CachingAllocator::RecordDeferred(EventSet& set) noexcept {
 }
 
 void CachingAllocator::BeginCapture(const std::vector<StreamId>& streams) {
-  std::lock_guard<std::mutex> lock(mu_);
-  capturing_.insert(streams.begin(), streams.end());
+  std::multiset<StreamId> add(streams.begin(), streams.end());  // made first: merging allocates nothing
+  std::unique_lock<std::mutex> lock(mu_);
+  // A device-wide synchronisation running now would break the capture (or
+  // fail): it ends first. Bounded: past the wait the capture goes ahead, and
+  // at worst fails and the run goes on the streams.
+  no_sync_.wait_for(lock, kSyncWait, [this] { return syncing_ == 0; });
+  capturing_.merge(add);
 }
 
 void CachingAllocator::EndCapture(const std::vector<StreamId>& streams) noexcept {
@@ -342,16 +372,30 @@ void CachingAllocator::EndCapture(const std::vector<StreamId>& streams) noexcept
   for (const auto& weak : recorded_)
     if (std::shared_ptr<EventSet> set = weak.lock()) RecordDeferred(*set);
   if (!capturing_.empty()) return;
-  if (!held_.empty()) {
+  if (held_ != nullptr) {
     backend_.SynchronizeDevice();
-    for (Block* b : held_) {
+    while (held_ != nullptr) {
+      Block* b = held_;
+      held_ = b->held_next;
+      b->held_next = nullptr;
       b->allocated = false;
       b->owner = kNoStream;
       InsertFree(b);
     }
-    held_.clear();
   }
   no_capture_.notify_all();
+}
+
+bool CachingAllocator::BeginDeviceSync(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!no_capture_.wait_for(lock, timeout, [this] { return capturing_.empty(); })) return false;
+  ++syncing_;
+  return true;
+}
+
+void CachingAllocator::EndDeviceSync() noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--syncing_ == 0) no_sync_.notify_all();
 }
 
 bool CachingAllocator::WaitUntilNoCapture(std::chrono::milliseconds timeout) {
@@ -404,13 +448,14 @@ void CachingAllocator::RegisterStream(StreamId stream) {
 void CachingAllocator::UnregisterStream(StreamId stream) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   std::erase(streams_, stream);
-  // A stream goes only after its captures ended; should one not have, the
-  // frees waiting for it record their events while the stream still exists.
-  if (capturing_.erase(stream) != 0) {
+  // A stream goes only after its captures ended; should one not have, no
+  // event can be recorded there any more (it may still be captured): the
+  // frees waiting for it wait for the whole device once no capture is
+  // underway (its capture's EndCapture still comes).
+  if (Captured(stream))
     for (const auto& weak : recorded_)
-      if (std::shared_ptr<EventSet> set = weak.lock()) RecordDeferred(*set);
-    if (capturing_.empty()) no_capture_.notify_all();
-  }
+      if (std::shared_ptr<EventSet> set = weak.lock())
+        if (std::erase(set->deferred, stream) != 0) set->sync_owed = true;
   // Its blocks keep their events (recorded on every stream, this one too).
   for (Pool* pool : {&small_, &large_})
     for (Block* b : *pool)

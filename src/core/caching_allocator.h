@@ -93,7 +93,12 @@ class CachingAllocatorBackend {
   virtual EventHandle RecordEvent(StreamId stream) noexcept = 0;
   // Whether the work before the event is done. An event whose stream failed
   // counts as done (the device's error reaches the ops that run there).
-  virtual bool EventDone(EventHandle event) noexcept = 0;
+  // kCaptured: it was recorded into a stream being captured into a graph (or
+  // the device cannot tell while a capture runs), so it stands for no work
+  // that ran: the policy waits for the whole device once no capture is
+  // underway.
+  enum class EventState { kDone, kRunning, kCaptured };
+  virtual EventState QueryEvent(EventHandle event) noexcept = 0;
   virtual void ReleaseEvent(EventHandle event) noexcept = 0;
   // Waits for all work on the device (the fallback when an event cannot be
   // recorded).
@@ -147,10 +152,16 @@ class CachingAllocator {
   // finished), for every stream that joins it.
   void BeginCapture(const std::vector<StreamId>& streams);
   void EndCapture(const std::vector<StreamId>& streams) noexcept;
-  // Waits until no capture is underway on the device, at most `timeout`:
-  // for a caller about to synchronise the whole device. False when one
-  // still is. Never call it from a thread that is capturing.
+  // For a caller about to synchronise the whole device: waits until no
+  // capture is underway on the device, at most `timeout` (false: one still
+  // is), and keeps new captures from starting until EndDeviceSync. Never
+  // call it from a thread that is capturing.
+  bool BeginDeviceSync(std::chrono::milliseconds timeout);
+  void EndDeviceSync() noexcept;
+  // Whether no capture is underway, waiting at most `timeout` for that.
   bool WaitUntilNoCapture(std::chrono::milliseconds timeout);
+  // How long BeginCapture waits for device-wide synchronisations to end.
+  static constexpr std::chrono::seconds kSyncWait{60};
 
   // Gives every wholly free segment back to the backend (nothing while a
   // capture is underway).
@@ -181,7 +192,10 @@ class CachingAllocator {
   Block* Merge(Block* into, Block* next);
   void ProcessEvents();
   bool Captured(StreamId stream) const;
-  void RecordDeferred(EventSet& set) noexcept;  // events on its deferred streams no longer captured
+  // Events on its deferred streams no longer captured; once no capture is
+  // underway, a set that met a captured event (or lost a deferred stream)
+  // is settled by synchronising the device.
+  void RecordDeferred(EventSet& set) noexcept;
   void ReleaseCachedLocked() noexcept;
   [[noreturn]] void ThrowOutOfMemory(size_t nbytes, size_t rounded, size_t segment);
 
@@ -194,8 +208,10 @@ class CachingAllocator {
   std::deque<std::weak_ptr<EventSet>> recorded_;  // event sets in the order they were recorded
   std::vector<StreamId> streams_;
   std::multiset<StreamId> capturing_;  // streams captured now (BeginCapture), once per capture
-  std::vector<Block*> held_;           // freed during captures without events: free once the last ends
+  Block* held_ = nullptr;              // freed during captures without events (a list through held_next)
+  int syncing_ = 0;                    // device-wide synchronisations running (BeginDeviceSync)
   std::condition_variable no_capture_;  // notified when capturing_ becomes empty
+  std::condition_variable no_sync_;     // notified when syncing_ drops to 0
   CachingAllocatorStats stats_;
 };
 

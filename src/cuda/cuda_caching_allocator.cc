@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -58,18 +59,28 @@ class CudaBackend final : public CachingAllocatorBackend {
     return e;
   }
 
-  bool EventDone(EventHandle event) noexcept override {
+  EventState QueryEvent(EventHandle event) noexcept override {
     const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
-    if (err == cudaErrorNotReady) return false;
-    if (err == cudaErrorCapturedEvent) {
-      // Recorded into a stream being captured: it stands for no work that
-      // ran. The policy records none there (CaptureRegistration); should one
-      // be, its block waits for good rather than early.
-      cudaGetLastError();
-      return false;
+    if (err == cudaSuccess) return EventState::kDone;
+    if (err == cudaErrorNotReady) return EventState::kRunning;
+    cudaGetLastError();
+    switch (err) {
+      // Recorded into a stream being captured (the policy records none there,
+      // CaptureRegistration; a stream that joined a capture unnamed would), or
+      // not answerable while a capture runs: it says nothing of the work.
+      case cudaErrorCapturedEvent:
+      case cudaErrorStreamCaptureUnsupported:
+      case cudaErrorStreamCaptureInvalidated:
+      case cudaErrorStreamCaptureImplicit:
+      case cudaErrorStreamCaptureWrongThread:
+      case cudaErrorStreamCaptureIsolation:
+      case cudaErrorStreamCaptureMerge:
+      case cudaErrorStreamCaptureUnmatched:
+      case cudaErrorStreamCaptureUnjoined:
+        return EventState::kCaptured;
+      default:
+        return EventState::kDone;  // the stream's failure reaches its ops, not the allocator
     }
-    if (err != cudaSuccess) cudaGetLastError();  // the stream's failure reaches its ops, not the allocator
-    return true;
   }
 
   void ReleaseEvent(EventHandle event) noexcept override {
@@ -147,8 +158,10 @@ struct Registration {
 
 namespace {
 
-// Captures this thread has open (on any device).
-thread_local int t_captures = 0;
+// Captures this thread has open, per device.
+constexpr int kCountedDevices = 64;
+thread_local std::array<int, kCountedDevices> t_captures{};
+int& CapturesHere(int device) { return t_captures[static_cast<size_t>(device) % kCountedDevices]; }
 
 // A capture holds its streams for as long as issuing a net's ops takes.
 constexpr std::chrono::seconds kCaptureWait{60};
@@ -158,19 +171,24 @@ constexpr std::chrono::seconds kCaptureWait{60};
 CaptureRegistration::CaptureRegistration(int device, std::vector<StreamId> streams)
     : device_(device), streams_(std::move(streams)) {
   DeviceAllocator(device_).BeginCapture(streams_);
-  ++t_captures;
+  ++CapturesHere(device_);
 }
 
 CaptureRegistration::~CaptureRegistration() {
-  --t_captures;
+  --CapturesHere(device_);
   DeviceAllocator(device_).EndCapture(streams_);
 }
 
-void WaitForCaptures(int device) {
-  if (t_captures > 0) return;
-  if (!DeviceAllocator(device).WaitUntilNoCapture(kCaptureWait))
-    DP_LOG(kWarning, "a copy on cuda:", device, " without a stream waited ", kCaptureWait.count(),
-           " s for a CUDA graph capture there to end; it synchronises the device anyway");
+DeviceSyncScope::DeviceSyncScope(int device) {
+  if (CapturesHere(device) > 0) return;  // this thread's own capture: CUDA fails it, and the run goes on the streams
+  CachingAllocator& allocator = DeviceAllocator(device);
+  DP_ENFORCE_CODE(allocator.BeginDeviceSync(kCaptureWait), Code::kTimeout, "a copy on cuda:", device,
+                  " without a stream waited ", kCaptureWait.count(), " s for a CUDA graph capture there to end");
+  allocator_ = &allocator;
+}
+
+DeviceSyncScope::~DeviceSyncScope() {
+  if (allocator_ != nullptr) allocator_->EndDeviceSync();
 }
 
 CachingAllocator& DeviceAllocator(int device) {

@@ -6,8 +6,8 @@
 // Graph captures: while a thread records a CUDA graph on a device's streams
 // (CaptureRegistration, for its whole length), the allocator records no
 // free-time event on them and synchronises nothing device-wide, and a copy
-// with no stream (WaitForCaptures) waits for the capture to end before it
-// synchronises the device.
+// with no stream (DeviceSyncScope) waits for the capture to end before it
+// synchronises the device, and keeps a new one from starting meanwhile.
 #pragma once
 
 #include <vector>
@@ -35,11 +35,22 @@ class CaptureRegistration {
   std::vector<StreamId> streams_;
 };
 
-// Before a synchronisation of the whole device by a caller outside any
-// stream (a copy without a context): waits, bounded, until no capture is
-// underway there, whose streams the synchronisation would have to wait for
-// (CUDA refuses to). Returns at once on a thread that is capturing: its
-// synchronisation fails the capture, which then runs on the streams.
-void WaitForCaptures(int device);
+// Around a synchronisation of the whole device by a caller outside any
+// stream (a copy without a context): waits, bounded (kTimeout after 60 s),
+// until no capture is underway there, whose streams the synchronisation
+// would have to wait for (CUDA refuses to), and holds new captures back
+// until it is destroyed. Does nothing on a thread that is capturing on the
+// device: its synchronisation fails the capture, which then runs on the
+// streams.
+class DeviceSyncScope {
+ public:
+  explicit DeviceSyncScope(int device);
+  ~DeviceSyncScope();
+  DeviceSyncScope(const DeviceSyncScope&) = delete;
+  DeviceSyncScope& operator=(const DeviceSyncScope&) = delete;
+
+ private:
+  CachingAllocator* allocator_ = nullptr;
+};
 
 }  // namespace dp::cuda

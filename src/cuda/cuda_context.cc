@@ -4,6 +4,7 @@
 #include "cuda/cuda_context.h"
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "core/storage.h"
@@ -259,10 +260,13 @@ void CudaCopy(size_t n, const void* src, DeviceOption src_device, void* dst, Dev
   // Synchronous copy. Our streams are non-blocking, so a copy on the legacy
   // stream would not wait for kernels still writing the source (or reading
   // the destination) there: first wait for every CUDA device involved (once
-  // no graph is being captured there, which such a wait would break).
+  // no graph is being captured there, which such a wait would break; none
+  // starts until the copy is done).
+  std::optional<cuda::DeviceSyncScope> sync_src, sync_dst;
+  if (src_device.type == DeviceType::kCUDA) sync_src.emplace(src_device.id);
+  if (dst_device.type == DeviceType::kCUDA && !(src_device == dst_device)) sync_dst.emplace(dst_device.id);
   for (DeviceOption d : {src_device, dst_device}) {
     if (d.type != DeviceType::kCUDA) continue;
-    cuda::WaitForCaptures(d.id);
     cuda::DeviceGuard guard(d.id);
     DP_CUDA_CHECK(cudaDeviceSynchronize());
   }
@@ -288,7 +292,7 @@ void CudaGatherRows(DeviceOption device, const void* src, int64_t src_rows, size
   }
   // As CudaCopy without a context: after everything queued on the device,
   // done before returning.
-  cuda::WaitForCaptures(device.id);
+  cuda::DeviceSyncScope sync(device.id);
   DP_CUDA_CHECK(cudaDeviceSynchronize());
   DP_CUDA_CHECK(cuda::LaunchGatherRows(src, src_rows, indices, dst, rows, row_length, word, cudaStreamLegacy));
   DP_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));

@@ -34,10 +34,11 @@ constexpr size_t kMiB = 1024 * 1024;
 // Host memory as a device of `capacity` bytes. Each stream is a counter of
 // work queued and work done: an event is done once its stream's done count
 // reaches the queued count at recording. Streams in `captured` are being
-// recorded into a graph: an event recorded there stands for no work, and
-// counts as done at once (what CUDA's refusal to query it used to mean to the
-// CUDA backend); the device synchronising or giving a segment back while
-// any stream is captured is counted as a fault.
+// recorded into a graph: an event recorded there stands for no work, and its
+// query says so (kCaptured, as CUDA refuses to query it); recording on a
+// stream the allocator was told is captured (`told`), or the device
+// synchronising or giving a segment back while any stream is captured, is
+// counted as a fault.
 class FakeBackend final : public CachingAllocatorBackend {
  public:
   explicit FakeBackend(size_t capacity = size_t{1} << 40) : capacity_(capacity) {}
@@ -64,16 +65,17 @@ class FakeBackend final : public CachingAllocatorBackend {
     ++live_events_;
     ++records_;
     if (captured.count(stream) != 0) {
-      ++capture_faults_;
-      return new Event{stream, 0};
+      if (told.count(stream) != 0) ++capture_faults_;
+      return new Event{stream, 0, true};
     }
     auto* e = new Event{stream, ++queued_[stream]};
     return e;
   }
-  bool EventDone(EventHandle event) noexcept override {
+  EventState QueryEvent(EventHandle event) noexcept override {
     ++queries_;
     auto* e = static_cast<Event*>(event);
-    return done_[e->stream] >= e->seq;
+    if (e->in_capture) return EventState::kCaptured;
+    return done_[e->stream] >= e->seq ? EventState::kDone : EventState::kRunning;
   }
   void ReleaseEvent(EventHandle event) noexcept override {
     --live_events_;
@@ -100,12 +102,14 @@ class FakeBackend final : public CachingAllocatorBackend {
   int queries_ = 0;
   int capture_faults_ = 0;  // events recorded on, or waits for, streams being captured
   bool fail_records_ = false;
-  std::set<StreamId> captured;
+  std::set<StreamId> captured;  // being captured
+  std::set<StreamId> told;      // of those, the ones the allocator was told of
 
  private:
   struct Event {
     StreamId stream;
     uint64_t seq;
+    bool in_capture = false;
   };
   std::map<void*, size_t> segments_;
   std::map<StreamId, uint64_t> queued_, done_;
@@ -369,12 +373,16 @@ struct FakeCapture {
   FakeCapture(CachingAllocator& a, FakeBackend& b, std::vector<StreamId> s) : alloc(a), backend(b), streams(s) {
     alloc.BeginCapture(streams);
     backend.captured.insert(streams.begin(), streams.end());
+    backend.told.insert(streams.begin(), streams.end());
   }
   ~FakeCapture() { End(); }
   void End() {
     if (ended) return;
     ended = true;
-    for (StreamId s : streams) backend.captured.erase(s);
+    for (StreamId s : streams) {
+      backend.captured.erase(s);
+      backend.told.erase(s);
+    }
     alloc.EndCapture(streams);
   }
   CachingAllocator& alloc;
@@ -512,23 +520,78 @@ TEST_CASE("two captures at once: the device waits for the last to end; WaitUntil
   a.Free(q, kA);
 }
 
-TEST_CASE("a captured stream unregistered before its capture ended records the events owed to it") {
+TEST_CASE("a captured stream unregistered before its capture ended: its frees wait for the whole device after it") {
   FakeBackend backend;
   CachingAllocator a(backend, {DeviceType::kCUDA, 0});
   a.RegisterStream(kA);
   a.RegisterStream(kB);
   void* p = a.Allocate(kKiB, kB);
-  a.BeginCapture({kA});
-  a.Free(p, kB);
-  CHECK(backend.records_ == 1);
-  a.UnregisterStream(kA);  // the stream still exists: its event is recorded now
-  CHECK(backend.records_ == 2);
-  CHECK(a.WaitUntilNoCapture(std::chrono::milliseconds(0)));
-  a.EndCapture({kA});  // nothing left to end
-  backend.CompleteAll();
+  {
+    FakeCapture capture(a, backend, {kA});
+    a.Free(p, kB);
+    CHECK(backend.records_ == 1);
+    a.UnregisterStream(kA);  // it may still be captured: no event there, ever
+    CHECK(backend.records_ == 1);
+    CHECK(!a.WaitUntilNoCapture(std::chrono::milliseconds(0)));  // its capture has not ended
+    backend.CompleteAll();
+    void* other = a.Allocate(kKiB, kNoStream);
+    CHECK(other != p);
+    a.Free(other, kNoStream);
+    CHECK(backend.syncs_ == 0);
+  }
+  CHECK(backend.syncs_ == 1);  // once the capture ended
+  CHECK(backend.capture_faults_ == 0);
   void* q = a.Allocate(kKiB, kNoStream);
   CHECK(q == p);
   a.Free(q, kNoStream);
+}
+
+TEST_CASE("an event recorded on a stream that joined a capture unnamed waits for the device after the captures") {
+  FakeBackend backend;
+  CachingAllocator a(backend, {DeviceType::kCUDA, 0});
+  a.RegisterStream(kA);
+  a.RegisterStream(kB);
+  void* p = a.Allocate(kKiB, kA);
+  void* other = nullptr;
+  {
+    FakeCapture capture(a, backend, {kA});
+    backend.captured.insert(kB);  // joined the capture without the allocator being told
+    a.Free(p, kNoStream);
+    backend.CompleteAll();
+    backend.captured.erase(kB);
+    capture.End();
+    CHECK(backend.syncs_ == 0);
+    backend.CompleteAll();
+    // kB's event stands for no work: the next allocation waits for the whole
+    // device instead, then takes p.
+    other = a.Allocate(kKiB, kNoStream);
+    CHECK(backend.syncs_ == 1);
+    CHECK(other == p);
+  }
+  a.Free(other, kNoStream);
+  CHECK(backend.capture_faults_ == 0);
+}
+
+TEST_CASE("a device-wide synchronisation holds a capture back; a capture holds it back, bounded") {
+  FakeBackend backend;
+  CachingAllocator a(backend, {DeviceType::kCUDA, 0});
+  a.RegisterStream(kA);
+  REQUIRE(a.BeginDeviceSync(std::chrono::milliseconds(0)));
+  std::atomic<bool> captured{false};
+  std::thread capturer([&] {
+    a.BeginCapture({kA});  // waits for the synchronisation to end
+    captured = true;
+    a.EndCapture({kA});
+  });
+  CHECK(!captured);  // (it may not have started yet: either way it has not captured)
+  a.EndDeviceSync();
+  capturer.join();
+  CHECK(captured);
+  a.BeginCapture({kA});
+  CHECK(!a.BeginDeviceSync(std::chrono::milliseconds(1)));  // bounded: the capture is still underway
+  a.EndCapture({kA});
+  REQUIRE(a.BeginDeviceSync(std::chrono::milliseconds(0)));
+  a.EndDeviceSync();
 }
 
 TEST_CASE("threads allocating and freeing at once never share memory") {
