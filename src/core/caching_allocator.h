@@ -50,7 +50,12 @@
 // device or gives a segment back (either would have to wait for the
 // captured streams): a refused raw allocation does not release the cache,
 // and a free whose events cannot be recorded is held back (nobody may take
-// the block) until the last capture ends.
+// the block) until the last capture ends. An event that turns out to have
+// been captured all the same (QueryEvent: a stream that joined a capture
+// unnamed) stands for no work: its set waits for the whole device once no
+// capture is underway. A caller about to synchronise the whole device
+// brackets it with BeginDeviceSync / EndDeviceSync, which waits for the
+// captures and holds new ones back.
 //
 // Memory read from another GPU's stream (a peer copy) is not covered by this
 // device's events: when an op on another GPU drops it (its input held for the
