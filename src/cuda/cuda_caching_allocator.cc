@@ -9,7 +9,6 @@
 #include <memory>
 #include <vector>
 
-#include "core/logging.h"
 #include "core/storage.h"
 #include "cuda/cuda_context.h"
 
