@@ -124,6 +124,7 @@ class FcLtOp final : public FcOp {
                                                static_cast<uint64_t>(m), k));
     DP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan_.d, CUDA_R_32F, static_cast<uint64_t>(n),
                                                static_cast<uint64_t>(m), n));
+    cublasLtHandle_t lt = cuda_context().cublas_lt();  // (may throw: before the preference is made)
     cublasLtMatmulPreference_t pref = nullptr;
     DP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     cublasLtMatmulHeuristicResult_t result{};
@@ -134,8 +135,7 @@ class FcLtOp final : public FcOp {
                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
       if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof align);
     if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatmulAlgoGetHeuristic(cuda_context().cublas_lt(), plan_.op, plan_.a, plan_.b, plan_.d, plan_.d,
-                                          pref, 1, &result, &found);
+      st = cublasLtMatmulAlgoGetHeuristic(lt, plan_.op, plan_.a, plan_.b, plan_.d, plan_.d, pref, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     // No algorithm for this shape, epilogue and compute type (or none it
     // accepts these arguments for): the plain path serves it.
