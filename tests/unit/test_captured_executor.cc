@@ -458,6 +458,27 @@ TEST_CASE("CapturingExecutor: a batch of another size runs on the streams, and t
   CHECK(g_gpu.stale_addresses == 0);
 }
 
+TEST_CASE("CapturingExecutor: a blob fed again while a fetch still holds the graph's buffer runs on the streams") {
+  GraphNet n(2);
+  n.Run(2, 1.0f);
+  n.Run(2, 2.0f);  // captured
+  n.Run(2, 3.0f);  // replayed: b's new tensor copied into the graph's buffer, which b holds again
+  REQUIRE(n.Stats().runs.replays == 1);
+  Tensor fetched = n.ws->GetTensor("b");  // a fetch that keeps that buffer
+  const std::vector<float> was(fetched.data<float>(), fetched.data<float>() + fetched.numel());
+  n.Run(2, 4.0f);  // b fed again: refilling the buffer would change the fetch
+  CHECK(n.Stats().runs.replays == 1);
+  CHECK(n.Stats().reason.find("still held by a tensor outside the net") != std::string::npos);
+  CHECK(g_gpu.launches == 2);
+  CHECK(std::vector<float>(fetched.data<float>(), fetched.data<float>() + fetched.numel()) == was);
+  fetched = Tensor();
+  n.Run(2, 5.0f);  // nobody else holds it: replayed again, the graph kept
+  CHECK(n.Stats().runs.replays == 2);
+  CHECK(n.Stats().runs.captures == 1);
+  CHECK(g_gpu.launches == 3);
+  CHECK(g_gpu.stale_addresses == 0);
+}
+
 TEST_CASE("CapturingExecutor: a capture that fails runs that run on the streams; after two, the ordinary executor") {
   GraphNet n(1, {3});  // Sigmoid synchronises while captured
   n.Run(2, 1.0f);
