@@ -139,7 +139,9 @@ DP_OPERATOR_SCHEMA(FC)
       FcDims d = ComputeFcDims(op, in[0].dims, in[1].dims, in[2].dims, args.Int("axis", 1), args.Int("axis_w", 1));
       return std::vector<TensorInfo>{{d.out, in[0].dtype}};
     })
-    .Doc("Y = X W^T + b (bias fused into the GEMM), optionally followed by a fused relu.");
+    .Doc("Y = X W^T + b (bias fused into the GEMM), optionally followed by a fused relu. On CUDA the engine "
+         "CUBLASLT (the op's engine field) runs it as one cuBLASLt GEMM with the bias and relu as its epilogue; "
+         "elsewhere an engine falls back to the plain kernel.");
 
 DP_OPERATOR_SCHEMA(FCGradient)
     .NumInputs(3, 4)
