@@ -650,43 +650,42 @@ void CudaCollectives::AllgatherHost(const void* mine, void* all, size_t block) {
   ctx.FinishDeviceComputation();
 }
 
-void CudaCollectives::NcclAllreduce(const std::vector<Segment>& segments) {
-  std::vector<ncclDataType_t> types;  // before the group: nothing else may throw inside it
-  for (const Segment& seg : segments) types.push_back(NcclType(seg.dtype));
+template <typename Call>
+void CudaCollectives::NcclEachSegment(const std::vector<Segment>& segments, const char* what, const Call& call) {
   {
     std::unique_lock<std::mutex> lock(NcclMutex());
     NcclGroup group([&] { AbortComms(); }, across());
     for (size_t s = 0; s < segments.size(); ++s) {
-      const Segment& seg = segments[s];
-      if (seg.count == 0) continue;
-      for (size_t d = 0; d < per_device_.size(); ++d)
-        DP_NCCL_QUEUED(ncclAllReduce(seg.buffers[d], seg.buffers[d], static_cast<size_t>(seg.count), types[s], ncclSum,
-                                     per_device_[d].comm, per_device_[d].stream),
-                       across());
-    }
-    group.End();
-  }
-  if (across()) WaitAcross("allreduce", false);  // on the streams before anything queued after it
-}
-
-void CudaCollectives::NcclBroadcast(const std::vector<Segment>& segments, const std::vector<int>& roots,
-                                    const char* what) {
-  {
-    std::unique_lock<std::mutex> lock(NcclMutex());
-    NcclGroup group([&] { AbortComms(); }, across());
-    for (size_t s = 0; s < segments.size(); ++s) {
-      const Segment& seg = segments[s];
-      if (seg.count == 0) continue;
-      // Bytes: a broadcast does not care about the element type. Across
-      // processes a root is an NCCL rank (process 0's device d is rank d).
-      for (size_t d = 0; d < per_device_.size(); ++d)
-        DP_NCCL_QUEUED(ncclBroadcast(seg.buffers[d], seg.buffers[d], SegmentBytes(seg), ncclUint8, roots[s],
-                                     per_device_[d].comm, per_device_[d].stream),
-                       across());
+      if (segments[s].count == 0) continue;
+      for (size_t d = 0; d < per_device_.size(); ++d) {
+        const ncclResult_t r = call(s, d, per_device_[d]);
+        if (r != ncclSuccess && !(across() && r == ncclInProgress))  // as DP_NCCL_QUEUED, naming the call
+          cuda::ThrowNcclError(r, what, __FILE__, __LINE__);
+      }
     }
     group.End();
   }
   if (across()) WaitAcross(what, false);  // on the streams before anything queued after it
+}
+
+void CudaCollectives::NcclAllreduce(const std::vector<Segment>& segments) {
+  std::vector<ncclDataType_t> types;  // before the group: nothing else may throw inside it
+  for (const Segment& seg : segments) types.push_back(NcclType(seg.dtype));
+  NcclEachSegment(segments, "allreduce", [&](size_t s, size_t d, const PerDevice& p) {
+    const Segment& seg = segments[s];
+    return ncclAllReduce(seg.buffers[d], seg.buffers[d], static_cast<size_t>(seg.count), types[s], ncclSum, p.comm,
+                         p.stream);
+  });
+}
+
+void CudaCollectives::NcclBroadcast(const std::vector<Segment>& segments, const std::vector<int>& roots,
+                                    const char* what) {
+  // Bytes: a broadcast does not care about the element type. Across
+  // processes a root is an NCCL rank (process 0's device d is rank d).
+  NcclEachSegment(segments, what, [&](size_t s, size_t d, const PerDevice& p) {
+    const Segment& seg = segments[s];
+    return ncclBroadcast(seg.buffers[d], seg.buffers[d], SegmentBytes(seg), ncclUint8, roots[s], p.comm, p.stream);
+  });
 }
 
 void CudaCollectives::TreeReduce(const std::vector<Segment>& segments) {

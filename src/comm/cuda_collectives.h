@@ -208,6 +208,11 @@ class CudaCollectives {
   // The compressed segments' work of AllreduceCompressed (H: BFloat16, Half).
   template <typename H>
   void IssueCompressed(const std::vector<Segment>& segments, const Segment* flags, double scale);
+  // Queues call(s, d, per_device_[d]) (an NCCL call) for every non-empty
+  // segment s on every device d in one NCCL group, then (across processes)
+  // waits until NCCL has queued it (WaitAcross, naming `what`).
+  template <typename Call>
+  void NcclEachSegment(const std::vector<Segment>& segments, const char* what, const Call& call);
   void NcclAllreduce(const std::vector<Segment>& segments);
   // Scales every float segment on every device by ActiveScale(scale, that device's flag sum).
   void ScaleByActive(const std::vector<Segment>& segments, const Segment& flags, double scale, int index);
