@@ -131,7 +131,10 @@ void NetMemory::Release(int temporary) noexcept {
   std::shared_ptr<Tensor> held = blobs_[t]->Release<Tensor>();
   if (!held) return;  // empty, or not a tensor: left as it is
   std::shared_ptr<Storage> storage = held->storage();
-  sizes_[t] = storage ? storage->nbytes() : 0;
+  // What the blob needs, not the block it held: one lent by its slot may be
+  // larger (a scalar after a batch of activations), and sized by that it
+  // would look as large as the block's first owner in the next plan.
+  sizes_[t] = storage ? held->nbytes() : 0;
   const int slot = plan_.temporaries[t].slot;
   const bool sole_tensor = held.use_count() == 1;
   held.reset();

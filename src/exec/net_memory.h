@@ -80,7 +80,7 @@ class NetMemory final : public OpObserver {
   std::vector<Blob*> blobs_;                          // per temporary
   std::vector<std::shared_ptr<StorageSlot>> slots_;   // per slot
   std::unique_ptr<std::atomic<int32_t>[]> remaining_; // per temporary: accesses left this run
-  std::vector<size_t> sizes_;                         // per temporary: bytes at its last release
+  std::vector<size_t> sizes_;                         // per temporary: bytes it needed at its last release
   std::vector<size_t> scratch_sizes_;                 // per op: its scratch in the run that sized the plan
   std::vector<bool> scratch_lent_;                    // per op: its scratch comes from a slot
   const std::shared_ptr<StorageSlot> free_slot_ = std::make_shared<StorageSlot>(false);  // kFree's scratch

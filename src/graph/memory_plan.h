@@ -72,12 +72,16 @@ TaskGraph ListOrderGraph(size_t num_ops);
 // Past this many ops a net is not planned (the ancestor sets take
 // ops^2 / 8 bytes): it runs as kKeep.
 inline constexpr size_t kMaxPlannedOps = 16384;
+// Past this many temporaries a sized plan tries one order of placing them
+// (the largest first), not three.
+inline constexpr int kMaxTriedTemporaries = 8192;
 
 // The plan of `net` in `mode` (kDefault is kKeep; kKeep plans nothing). `keep`
 // names blobs that stay whole (read by other nets). With `sizes` (bytes of
 // each temporary in an earlier run), slots are chosen best fit: a blob goes
 // to the smallest free slot that holds it, else to the largest (which grows),
-// so that the slots' sizes add up to little; without, to the first free slot.
+// so that the slots' sizes add up to little (three orders of placing them
+// are tried, the plan of least bytes kept); without, to the first free slot.
 // With `scratch_sizes` (bytes of each op's scratch in an earlier run; kShare
 // only), ops that had scratch get a scratch temporary.
 MemoryPlan PlanMemory(const NetDef& net, const TaskGraph& graph, const std::vector<DeviceOption>& devices,

@@ -148,6 +148,30 @@ TEST_CASE("memory plan: a chain shares two blocks; parallel branches never share
   CHECK(fit.num_slots == 3);
 }
 
+TEST_CASE("memory plan: of the orders it tries, the plan of least bytes wins") {
+  // In list order each temporary lives from its first write to its last
+  // read: b [1, 2], c [2, 3], a [3, 4], d [4, 6]. Largest first (b, c, d,
+  // then a) puts d after b, and a, alive with c and d, needs a slot of its
+  // own: 6 + 6 + 2 bytes. Placing first what is alive with the most (c)
+  // puts d after c and a after b: 6 + 6.
+  NetDef n;
+  n.name = "orders";
+  n.ops = {MakeOperatorDef("Relu", {"x"}, {"o0"}), MakeOperatorDef("Relu", {"x"}, {"b"}),
+           MakeOperatorDef("Add", {"b", "x"}, {"c"}), MakeOperatorDef("Relu", {"c"}, {"a"}),
+           MakeOperatorDef("Relu", {"a"}, {"d"}), MakeOperatorDef("Relu", {"x"}, {"o5"}),
+           MakeOperatorDef("Relu", {"d"}, {"y"})};
+  n.external_inputs = {"x"};
+  n.external_outputs = {"o0", "o5", "y"};
+  const TaskGraph list = ListOrderGraph(n.ops.size());
+  const std::unordered_map<std::string, size_t> sizes{{"a", 2}, {"b", 6}, {"c", 6}, {"d", 6}};
+  const MemoryPlan plan = PlanMemory(n, list, Cpu0(n), MemoryMode::kShare, {}, &sizes);
+  VerifyMemoryPlan(n, list, Cpu0(n), plan);
+  REQUIRE(Names(plan) == std::vector<std::string>{"a", "b", "c", "d"});
+  CHECK(plan.num_slots == 2);
+  CHECK(Find(plan, "a")->slot == Find(plan, "b")->slot);
+  CHECK(Find(plan, "c")->slot == Find(plan, "d")->slot);
+}
+
 TEST_CASE("memory plan: the verifier refuses two live blobs in one block") {
   NetDef d;
   d.name = "diamond";
@@ -246,6 +270,33 @@ TEST_CASE("memory plan at run time: temporaries are emptied, fetches say why, ot
   CHECK(ws3->budget()->used({}) == x.nbytes());  // y only (x is the caller's)
   const Tensor y3 = ws3->GetTensor("y");
   CHECK(std::vector<float>(y3.data<float>(), y3.data<float>() + y3.numel()) == want);
+}
+
+TEST_CASE("memory plan at run time: the plan is sized by what each blob needs, not the block it was lent") {
+  // a [0, 1] and e [3, 5] are large; m [1, 2] and c [2, 4] are scalars. The
+  // first run's plan (sizes unknown, first fit) lends c the block a left.
+  // Sized by what c needs, e takes a's block and the scalars one each: the
+  // slots hold one large block. Sized by the block c held, c would look as
+  // large as a and e would need a block of its own.
+  NetDef n;
+  n.name = "lent";
+  n.ops = {MakeOperatorDef("Relu", {"x"}, {"a"}), MakeOperatorDef("AveragedLoss", {"a"}, {"m"}),
+           MakeOperatorDef("Scale", {"m"}, {"c"}), MakeOperatorDef("Relu", {"x"}, {"e"}),
+           MakeOperatorDef("Relu", {"c"}, {"y1"}), MakeOperatorDef("Relu", {"e"}, {"y2"})};
+  n.external_inputs = {"x"};
+  n.external_outputs = {"y1", "y2"};
+  n.memory = MemoryMode::kShare;
+  auto ws = std::make_shared<Workspace>();
+  Tensor x({64, 256}, DType::kFloat32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.mutable_data<float>()[i] = static_cast<float>(i % 5) - 2.0f;
+  ws->Feed("x", x);
+  Net net(std::make_shared<const NetDef>(n), ws);
+  for (int run = 0; run < 3; ++run) net.Run();
+  const NetMemoryStats stats = net.memory_stats();
+  CHECK(stats.temporaries == 4);
+  CHECK(stats.slot_bytes >= x.nbytes());
+  CHECK(stats.slot_bytes < x.nbytes() + 1024);
+  CHECK(ws->GetTensor("y1").numel() == 1);
 }
 
 namespace {
