@@ -383,11 +383,13 @@ TEST_CASE("memory plan: the sample models train bit for bit alike with it, in le
         // executor, a one-device net's default) the CNN's drop by half, the
         // MLP's (mostly weight gradients) by a third. On the async executor
         // an update may run as late as the end of backward, so a weight
-        // gradient may be alive with every later one: less to share.
+        // gradient may be alive with every later one: less to share (the
+        // CNN's share plan placed largest first alone: 0.60 of keep; the
+        // best of the planner's three orders: 0.50).
         if (executor == ExecutorKind::kSimple)
           CHECK(planned.step_bytes * 10 <= keep.step_bytes * (cnn ? 6 : 7));
         else
-          CHECK(planned.step_bytes * 10 <= keep.step_bytes * (cnn ? 7 : 10));
+          CHECK(planned.step_bytes * 100 <= keep.step_bytes * (cnn ? 55 : 100));
       }
     }
     for (bool shared : {false, true}) {
@@ -399,6 +401,8 @@ TEST_CASE("memory plan: the sample models train bit for bit alike with it, in le
       CHECK(free.blobs == keep.blobs);
       CHECK(share.step_bytes < keep.step_bytes);
       CHECK(free.step_bytes < keep.step_bytes);
+      // The CNN's: 0.54 of keep (0.59 with the largest placed first alone).
+      if (cnn) CHECK(share.step_bytes * 100 <= keep.step_bytes * 57);
       MESSAGE(file, " cpu:2 shared ", shared, ": step memory share ", share.step_bytes, " free ", free.step_bytes,
               " keep ", keep.step_bytes);
     }
