@@ -61,10 +61,13 @@ constexpr int64_t kMaxPiece = int64_t{1} << 30;
 // TCP, 64 KiB 89 us against the ring's 243, 1 MiB 0.79 ms against 0.87,
 // 16 MiB 10.1 ms against 16.7; bench/README.md), up to kDirectMaxRanks
 // processes (each then receives from all the others at once) and the
-// chunked ring beyond. Halving-doubling and bcube measured no faster here,
-// and a halving-doubling prepared after plain rings on the same context
-// ran a 64 KiB allreduce in ~40 ms instead of ~0.3 ms.
+// chunked ring beyond. Halving-doubling and bcube measured no faster here
+// (nor slower, since the pairs' send buffers are widened on connecting:
+// WidenSendBuffers).
 constexpr size_t kLargeBytes = size_t{64} << 10;
+// The message each process sends every peer once on connecting, so that
+// Gloo sizes the pairs' socket send buffers for it (WidenSendBuffers).
+constexpr size_t kWideSendBuffer = size_t{1} << 20;
 constexpr int kDirectMaxRanks = 8;
 
 // A 16-bit float (BFloat16, Half) as Gloo's algorithms sum it: each pair in
@@ -248,6 +251,28 @@ class GlooCommunicator final : public Communicator {
                " could not connect to its peers", o_.interface.empty() ? "" : " on interface " + o_.interface,
                ": ", e.what());
     }
+    Call("connection", [&] { WidenSendBuffers(ctx_); });  // a peer lost here is named as in any collective
+  }
+
+  // Gloo's TCP pair sizes its socket's send buffer to the largest message
+  // it has sent (SO_SNDBUF, which also turns the kernel's tuning off) and
+  // compares it with what the kernel reports, twice that: a message between
+  // the last size and twice it finds a buffer of about its own size. On
+  // loopback (a 64 KiB segment) that is one segment in flight, whose ACK
+  // the receiver delays: each segment then waits up to the delayed-ACK
+  // timer (a 128 KiB allreduce took 10-40 ms instead of 0.2). One message of
+  // kWideSendBuffer to every peer once, here, sizes every pair's buffer for
+  // many segments from the start.
+  static void WidenSendBuffers(const std::shared_ptr<gloo::Context>& ctx) {
+    const auto n = static_cast<size_t>(ctx->size), me = static_cast<size_t>(ctx->rank);
+    std::vector<char> out(kWideSendBuffer), in(kWideSendBuffer * n);
+    std::vector<GlooExchange::Block> to(n), from(n);
+    for (size_t p = 0; p < n; ++p) {
+      if (p == me) continue;
+      to[p] = {out.data(), kWideSendBuffer};
+      from[p] = {in.data() + p * kWideSendBuffer, kWideSendBuffer};
+    }
+    GlooExchange(ctx, out.data(), out.size(), to, from).Run([] {});
   }
 
   // Leaves together: a process that closes its sockets while a peer still

@@ -9,6 +9,10 @@
 // two "processes" (threads with a workspace each) of two devices each.
 #include <doctest/doctest.h>
 
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -276,6 +280,49 @@ TEST_CASE("gloo: the direct allreduce sums in rank order, identical on every ran
         CHECK(std::memcmp(results[static_cast<size_t>(r)].data(), results[0].data(), results[0].size() * 4) == 0);
     }
   }
+}
+
+// This process's connected TCP sockets (the ranks' Gloo pairs, both ends of
+// each here) and how many have a send buffer of at least `bytes`.
+std::pair<int, int> TcpSockets(int bytes) {
+  int connected = 0, wide = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  REQUIRE(dir != nullptr);
+  while (const dirent* e = readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    if (fd <= 2 || fd == dirfd(dir)) continue;
+    int type = 0, domain = 0, sndbuf = 0;
+    socklen_t len = sizeof(int);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
+    len = sizeof(int);
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || (domain != AF_INET && domain != AF_INET6)) continue;
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof(peer);
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;  // a listener
+    ++connected;
+    len = sizeof(int);
+    if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) == 0 && sndbuf >= bytes) ++wide;
+  }
+  closedir(dir);
+  return {connected, wide};
+}
+
+TEST_CASE("gloo: every pair's socket can hold many loopback segments from the start") {
+  // Gloo sizes a pair's send buffer by the largest message sent so far; a
+  // barrier's few bytes would leave it at the kernel's minimum, and a later
+  // message of up to twice that size then travels one segment per delayed
+  // ACK. The communicator widens every pair on connecting: at least 256 KiB
+  // (four 64 KiB loopback segments; the kernel may cap the 2 MiB asked for at
+  // twice net.core.wmem_max).
+  WithGloo(3, [&](int r, Communicator& comm) {
+    comm.Barrier();
+    if (r == 0) {
+      const auto [connected, wide] = TcpSockets(256 << 10);
+      CHECK(connected == 6);  // 3 ranks, 2 pairs each
+      CHECK(wide == connected);
+    }
+    comm.Barrier();
+  });
 }
 
 TEST_CASE("gloo: broadcast, allgather, reduce-scatter and barrier") {
