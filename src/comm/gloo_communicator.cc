@@ -265,6 +265,7 @@ class GlooCommunicator final : public Communicator {
   // many segments from the start.
   static void WidenSendBuffers(const std::shared_ptr<gloo::Context>& ctx) {
     const auto n = static_cast<size_t>(ctx->size), me = static_cast<size_t>(ctx->rank);
+    if (n < 2) return;
     std::vector<char> out(kWideSendBuffer), in(kWideSendBuffer * n);
     std::vector<GlooExchange::Block> to(n), from(n);
     for (size_t p = 0; p < n; ++p) {
